@@ -1,0 +1,44 @@
+// The result of stage 1: one match per subgraph worth replacing (or recognized and declined).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/discover/gemm_problem.hpp"
+
+namespace fact::discover {
+
+enum class MatchStatus {
+  Accepted,  // a template exists and the checks passed
+  Declined,  // the pattern matched structurally, a check failed: `reason` says which
+  Pending,   // recognized, but no template yet (e.g. attention before its issue lands)
+};
+std::string_view match_status_name(MatchStatus s);
+
+// Against the pattern registry: REUSE = an existing tuned kernel/template covers it as is;
+// ADAPT = a template covers it with new parameters (shape, dtype, epilogue); NEW = no template.
+enum class Classification { Reuse, Adapt, New };
+std::string_view classification_name(Classification c);
+
+struct Match {
+  std::string rule;     // fusion name, e.g. "gemm_bias_gelu_tanh"
+  std::string pattern;  // pattern folder that owns it: "gemm", "mlp", "swiglu", "attention"
+  MatchStatus status = MatchStatus::Accepted;
+  std::string reason;   // why declined / pending; empty when accepted
+  Classification classification = Classification::Adapt;
+  std::vector<graph::NodeId> nodes;                 // captured nodes covered (graph order)
+  std::map<std::string, graph::ValueId> roles;      // "input", "weight", "bias", "residual", ...
+  std::vector<GemmProblem> gemms;                   // one per kernel (MLP: two, SwiGLU: two)
+  graph::DType dtype = graph::DType::Unknown;       // the match's compute dtype
+  nlohmann::json extra = nlohmann::json::object();  // pattern-specific facts (attention dims)
+  // Roofline estimates on the device profile (microseconds).
+  double est_before_us = 0.0;  // as PyTorch runs it (separate kernels, intermediates in memory)
+  double est_after_us = 0.0;   // as one fused kernel per entry of `gemms`
+  double est_saved_us() const { return est_before_us - est_after_us; }
+};
+
+nlohmann::json match_to_json(const Match& m);
+
+}  // namespace fact::discover

@@ -1,0 +1,73 @@
+// KernelSpec: the frozen description of one CUTLASS kernel instantiation. It is the single
+// source of truth for rendering, naming and caching (DESIGN.md rule 3).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/discover/gemm_problem.hpp"
+
+namespace fact::realize {
+
+using discover::Activation;
+using discover::EpilogueStep;
+using discover::Layout;
+using graph::DType;
+
+enum class MainloopSchedule { Auto, TmaWarpSpecialized, Cooperative, Pingpong };
+enum class EpilogueSchedule { Auto, TmaWarpSpecialized, TmaCooperative, NoSmem };
+enum class TileScheduler { Persistent, StreamK };
+enum class RasterOrder { Heuristic, AlongM, AlongN };
+// How float32 operands are multiplied. Native: the operand dtype's own tensor-core path
+// (bf16/fp16). Tf32: one TF32 product (precision mode "tf32"). Tf32x3: split-operand 3xTF32,
+// float32-accurate (precision mode "strict"). Simt: CUDA-core FFMA.
+enum class MathMode { Native, Tf32, Tf32x3, Simt };
+
+struct Shape3 {
+  int m = 1, n = 1, k = 1;
+  bool operator==(const Shape3&) const = default;
+};
+
+// Epilogue step kinds without tensors: what the kernel computes, not which tensors it reads.
+struct EpilogueOpSpec {
+  EpilogueStep::Kind kind = EpilogueStep::Kind::Scale;
+  Activation activation = Activation::Identity;
+  DType operand_dtype = DType::Unknown;
+  bool operator==(const EpilogueOpSpec&) const = default;
+};
+
+struct KernelSpec {
+  std::string pattern = "gemm";  // owning pattern folder
+  // Problem class (not the sizes: one kernel serves every size it can implement).
+  DType a_dtype = DType::BFloat16, b_dtype = DType::BFloat16;
+  DType d_dtype = DType::BFloat16, accumulate = DType::Float32;
+  Layout a_layout = Layout::RowMajor, b_layout = Layout::ColumnMajor;
+  Layout d_layout = Layout::RowMajor;
+  int align_a = 8, align_b = 8, align_d = 8;  // in elements
+  bool batched = false;
+  MathMode math = MathMode::Native;
+  std::vector<EpilogueOpSpec> epilogue;
+  // Tuning parameters.
+  Shape3 tile{128, 128, 64};
+  Shape3 cluster{1, 1, 1};
+  MainloopSchedule mainloop = MainloopSchedule::Auto;
+  EpilogueSchedule epilogue_schedule = EpilogueSchedule::Auto;
+  TileScheduler scheduler = TileScheduler::Persistent;
+  RasterOrder raster = RasterOrder::Heuristic;
+  int swizzle = 1;   // max swizzle size for the persistent scheduler (1, 2, 4, 8)
+  int split_k = 1;   // >1: stream-K scheduler in split-K mode with that many splits
+  int stages = 0;    // 0 = auto-carveout from the builder
+
+  bool operator==(const KernelSpec&) const = default;
+
+  // Readable, unique-per-configuration name usable as a C identifier, e.g.
+  // "gemm_bias_gelu_tanh_bf16_tn_128x256x64_c2x1_coop_persistent". For logs and symbols;
+  // never a cache key on its own.
+  std::string name() const;
+  nlohmann::json to_json() const;
+  static KernelSpec from_json(const nlohmann::json& j);
+};
+
+}  // namespace fact::realize

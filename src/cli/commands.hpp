@@ -1,0 +1,16 @@
+// Subcommands of the `fact` CLI. Each lives in its own file (src/cli/<name>_command.cpp) and
+// adds itself to the app; main.cpp only lists them.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace fact::cli {
+
+void add_discover_command(CLI::App& app);  // fact discover graph.json [--json out.json]
+void add_realize_command(CLI::App& app);   // fact realize graph.json --emit-only | --build
+void add_tune_command(CLI::App& app);      // fact tune graph.json / --problem ...
+void add_bench_command(CLI::App& app);     // fact bench gemm
+void add_optimize_command(CLI::App& app);  // fact optimize model.py:Class
+void add_run_command(CLI::App& app);       // fact run-kernel lib.so --problem ... (one candidate, JSON out)
+void add_device_command(CLI::App& app);    // fact device: measure the device profile
+
+}  // namespace fact::cli
