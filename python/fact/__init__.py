@@ -1,0 +1,7 @@
+"""FACT (Framework for Agentic CUTLASS Transpilation): Python front end."""
+from fact.graph_capture import capture
+from fact.graph_writer import CaptureError
+
+__version__ = "0.1.0"
+
+__all__ = ["capture", "CaptureError", "__version__"]
