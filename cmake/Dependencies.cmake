@@ -1,9 +1,10 @@
-# Third-party dependencies: nlohmann-json, CLI11, GoogleTest (system packages), the CUDA toolkit
+# Third-party dependencies: nlohmann-json, CLI11, OpenSSL (libcrypto), GoogleTest (system packages), the CUDA toolkit
 # (optional: nvcc for compiling generated kernels, cudart/cuBLAS for the runtime), and the
 # CUTLASS headers from the pinned `nvidia-cutlass` pip package.
 
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 for content keys and checksums
 
 # Where a scikit-build-core build installs the CLI (into the environment's bin/); a plain CMake
 # install puts it in bin/.
