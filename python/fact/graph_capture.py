@@ -7,6 +7,7 @@ export failure in `source.export_error`.
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -67,95 +68,106 @@ def _from_exported_program(ep: torch.export.ExportedProgram) -> tuple[GraphWrite
 # Dynamo fallback
 
 
-def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]) -> tuple[GraphWriter, list, list, int]:
+def _forward_argument_names(module: torch.nn.Module, count: int) -> list[str]:
+    try:
+        parameters = [p for p in inspect.signature(module.forward).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        parameters = []
+    names = [p.name for p in parameters[:count]]
+    return names + [f"arg{i}" for i in range(len(names), count)]
+
+
+def _attribute(root: torch.nn.Module, qualified: str) -> Any:
+    for part in qualified.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]
+                         ) -> tuple[GraphWriter, list, list, int]:
     """Runs the module under torch.compile with a backend that traces every subgraph to ATen
-    (make_fx, pre-dispatch), then links the subgraphs by the tensors that pass between them."""
+    (make_fx, pre-dispatch) and records each call of it; the calls, in order, are concatenated
+    and linked by the tensors that pass between them. Returns (writer, inputs, outputs, number
+    of subgraph calls)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     import torch._dynamo
 
-    subgraphs: list[dict] = []
+    calls: list[tuple[torch.fx.GraphModule, list, Any]] = []
 
     def backend(gm: torch.fx.GraphModule, backend_inputs: list):
         aten = make_fx(gm, tracing_mode="fake", pre_dispatch=True)(*backend_inputs)
-        record = {"graph": aten, "calls": []}
-        subgraphs.append(record)
 
         def run(*args):
             result = gm(*args)
-            record["calls"].append((list(args), result))
+            calls.append((aten, list(args), result))
             return result
 
         return run
 
-    names = {}
+    module_tensors: dict[int, tuple[str, str]] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), ("parameter", name))
+        module_tensors.setdefault(id(p), ("parameter", name))
     for name, b in module.named_buffers(remove_duplicate=False):
-        names.setdefault(id(b), ("buffer", name))
+        module_tensors.setdefault(id(b), ("buffer", name))
 
     torch._dynamo.reset()
     try:
         compiled = torch.compile(module, backend=backend, dynamic=False, fullgraph=False)
         with torch.no_grad():
-            compiled(*example_inputs)
+            final_result = compiled(*example_inputs)
     finally:
         torch._dynamo.reset()
-    if not subgraphs:
+    if not calls:
         raise CaptureError("dynamo captured no graph (the forward has no tensor operations)")
 
     writer = GraphWriter()
-    single = len(subgraphs) == 1
     by_tensor: dict[int, str] = {}
-    user_input_ids: dict[int, int] = {id(t): i for i, t in enumerate(example_inputs)
-                                      if isinstance(t, torch.Tensor)}
+    argument_names = _forward_argument_names(module, len(example_inputs))
+    user_input_index = {id(t): i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)}
     user_inputs: dict[int, str] = {}
-    outputs: list[str] = []
-    for index, record in enumerate(subgraphs):
-        if not record["calls"]:
-            continue
-        args, result = record["calls"][0]
-        writer.id_prefix = "" if single else f"g{index}_"
-        placeholders = [n for n in record["graph"].graph.nodes if n.op == "placeholder"]
+
+    def define(node: torch.fx.Node, tensor: Any, call_index: int) -> None:
+        if not isinstance(tensor, torch.Tensor):
+            writer.add_placeholder(node, "input")
+            return
+        if id(tensor) in by_tensor:
+            writer.bind(node, by_tensor[id(tensor)])
+            return
+        if id(tensor) in module_tensors:
+            kind, qualified = module_tensors[id(tensor)]
+            vid = ("p_" if kind == "parameter" else "b_") + qualified.replace(".", "_")
+            writer.add_placeholder(node, kind, qualified,
+                                   scalar_of(tensor) if kind == "buffer" else None, vid)
+        elif id(tensor) in user_input_index:
+            index = user_input_index[id(tensor)]
+            writer.add_placeholder(node, "input", value_id=argument_names[index])
+            user_inputs[index] = writer.node_values[node]
+        else:
+            writer.add_placeholder(node, "constant", f"<subgraph call {call_index}: {node.name}>",
+                                   scalar_of(tensor))
+        if isinstance(writer.node_values.get(node), str):
+            by_tensor[id(tensor)] = writer.node_values[node]
+
+    for call_index, (aten, args, result) in enumerate(calls):
+        writer.id_prefix = "" if len(calls) == 1 else f"g{call_index}_"
+        placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
         for node, arg in zip(placeholders, args):
-            if isinstance(arg, torch.Tensor) and id(arg) in by_tensor:
-                writer.bind(node, by_tensor[id(arg)])
-                continue
-            if isinstance(arg, torch.Tensor) and id(arg) in names:
-                kind, qualified = names[id(arg)]
-                vid = ("p_" if kind == "parameter" else "b_") + qualified.replace(".", "_")
-                if vid in writer.value_ids:
-                    writer.bind(node, vid)
-                else:
-                    writer.add_placeholder(node, kind, qualified,
-                                           scalar_of(arg) if kind == "buffer" else None, vid)
-            elif isinstance(arg, torch.Tensor) and id(arg) in user_input_ids:
-                writer.add_placeholder(node, "input", value_id=f"arg{user_input_ids[id(arg)]}"
-                                       if not single else None)
-                user_inputs[user_input_ids[id(arg)]] = writer.node_values[node]
-            elif isinstance(arg, torch.Tensor):
-                writer.add_placeholder(node, "constant", f"<subgraph {index} input {node.name}>",
-                                       scalar_of(arg))
-            else:
-                writer.add_placeholder(node, "input")
-            if isinstance(arg, torch.Tensor) and isinstance(writer.node_values.get(node), str):
-                by_tensor[id(arg)] = writer.node_values[node]
-        for node in record["graph"].graph.nodes:
-            if node.op == "call_function":
+            define(node, arg, call_index)
+        for node in aten.graph.nodes:
+            if node.op == "get_attr":
+                define(node, _attribute(aten, node.target), call_index)
+            elif node.op == "call_function":
                 writer.add_call(node)
-        out_nodes = flat_output_nodes(record["graph"].graph)
-        results = torch.utils._pytree.tree_leaves(result)
-        subgraph_outputs = []
-        for out_node, tensor in zip(out_nodes, results):
+        for out_node, tensor in zip(flat_output_nodes(aten.graph), torch.utils._pytree.tree_leaves(result)):
             bound = writer.node_values.get(out_node) if isinstance(out_node, torch.fx.Node) else None
-            if isinstance(bound, str):
-                subgraph_outputs.append(bound)
-                if isinstance(tensor, torch.Tensor):
-                    by_tensor[id(tensor)] = bound
-        if index == len(subgraphs) - 1 or single:
-            outputs = subgraph_outputs
+            if isinstance(bound, str) and isinstance(tensor, torch.Tensor):
+                by_tensor.setdefault(id(tensor), bound)
+    outputs = [by_tensor[id(t)] for t in torch.utils._pytree.tree_leaves(final_result)
+               if isinstance(t, torch.Tensor) and id(t) in by_tensor]
     inputs = [user_inputs[i] for i in sorted(user_inputs)]
-    return writer, inputs, outputs, len(subgraphs)
+    return writer, inputs, outputs, len(calls)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,7 +206,7 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
             raise CaptureError(f"cannot capture {type(module).__name__}: torch.export failed "
                                f"({message.splitlines()[0]}) and the dynamo fallback failed "
                                f"({type(dynamo_error).__name__}: {dynamo_error})") from dynamo_error
-        source["subgraphs"] = count
+        source["subgraph_calls"] = count
     else:
         writer, inputs, outputs, mutations = _from_exported_program(ep)
         if mutations:
