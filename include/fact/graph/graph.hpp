@@ -32,7 +32,8 @@ struct Value {
 
 // One argument of a node: a tensor, a list of tensors, or a constant. For the JSON form
 // {"const": c} `constant` holds c itself (number, bool, string, null, list); for the forms
-// {"dtype": ..}, {"device": ..}, {"repr": ..} it holds that whole one-key object.
+// {"dtype": ..}, {"device": ..}, {"repr": ..} it holds that whole one-key object; for
+// {"float": "-inf"} (non-finite floats, which JSON cannot spell) it holds the double itself.
 struct Arg {
   enum class Kind { Tensor, TensorList, Constant };
   Kind kind = Kind::Constant;

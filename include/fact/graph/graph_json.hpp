@@ -1,8 +1,10 @@
 // Loading and saving graph JSON (schema: docs/graph_json.md).
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "fact/graph/graph.hpp"
 
@@ -25,7 +27,14 @@ class GraphFormatError : public std::runtime_error {
 // field, wrong type, reference to an undefined value, non-topological order, shape/stride
 // rank mismatch). Unknown op targets are fine: they stay opaque nodes.
 Graph graph_from_json(const nlohmann::json& doc);
-Graph load_graph(const std::filesystem::path& path);  // also reports unreadable files / bad JSON
+// Reads and parses the file: an unreadable file or invalid JSON is a GraphFormatError whose
+// `where` is the path; validation errors have their `where` prefixed with "<path>: ".
+Graph load_graph(const std::filesystem::path& path);
 nlohmann::json graph_to_json(const Graph& g);
+
+// The JSON spelling of a value kind ("input", "parameter", "buffer", "constant",
+// "intermediate") and its inverse (nullopt for anything else).
+std::string_view value_kind_name(ValueKind kind);
+std::optional<ValueKind> parse_value_kind(std::string_view name);
 
 }  // namespace fact::graph
