@@ -3,12 +3,14 @@
     python -m fact.capture path/to/model.py:ClassName -o graph.json \
         [--dtype float32|bfloat16|float16] [--device meta|cpu|cuda]
 
-`capture` and `CaptureError` are re-exported here, so `from fact.capture import capture` works.
+`capture` and `CaptureError` are re-exported here, so `from fact.capture import capture` works;
+the module itself is callable as `capture` (see _CallableModule).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import types
 from typing import Iterable
 
 from fact.graph_capture import capture
@@ -36,6 +38,17 @@ def main(argv: Iterable[str] | None = None) -> int:
     print(f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['values'])} values "
           f"(capture: {doc['source']['capture']})")
     return 0
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this submodule rebinds the attribute `fact.capture` from the function to the
+    module; making the module callable keeps `fact.capture(module, inputs)` working either way."""
+
+    def __call__(self, *args, **kwargs):
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 if __name__ == "__main__":
