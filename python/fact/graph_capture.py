@@ -7,7 +7,11 @@ export failure in `source.export_error`.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
+import logging
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,7 +52,7 @@ def _from_exported_program(ep: torch.export.ExportedProgram) -> tuple[GraphWrite
         elif node.op == "call_function":
             writer.add_call(node)
         elif node.op == "get_attr":
-            raise CaptureError(f"unsupported get_attr node '{node.name}' in the exported graph")
+            writer.add_get_attr(node, ep.graph_module)
 
     output_specs = ep.graph_signature.output_specs
     outputs: list[str] = []
@@ -157,7 +161,11 @@ def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]
             define(node, arg, call_index)
         for node in aten.graph.nodes:
             if node.op == "get_attr":
-                define(node, _attribute(aten, node.target), call_index)
+                attribute = _attribute(aten, node.target)
+                if isinstance(attribute, torch.fx.GraphModule):
+                    writer.add_get_attr(node, aten)
+                else:
+                    define(node, attribute, call_index)
             elif node.op == "call_function":
                 writer.add_call(node)
         for out_node, tensor in zip(flat_output_nodes(aten.graph), torch.utils._pytree.tree_leaves(result)):
@@ -172,6 +180,19 @@ def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]
 
 # --------------------------------------------------------------------------------------------
 # Public API
+
+
+@contextlib.contextmanager
+def _quiet_symbolic_shape_warnings():
+    """Data-dependent code makes torch log whole graphs as warnings; the failure is recorded in
+    source.export_error instead."""
+    logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
@@ -192,8 +213,10 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
         "export_error": None,
         "torch": torch.__version__.split("+")[0],
     }
+    export_stderr = io.StringIO()  # on failure torch prints the partial graph there
     try:
-        ep = torch.export.export(module, example_inputs, strict=False)
+        with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
+            ep = torch.export.export(module, example_inputs, strict=False)
     except Exception as export_error:  # noqa: BLE001 - any failure triggers the fallback
         message = f"{type(export_error).__name__}: {export_error}".strip()
         warnings.warn(f"torch.export failed for {type(module).__name__}; falling back to "
@@ -201,13 +224,15 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
         source["capture"] = "dynamo"
         source["export_error"] = message
         try:
-            writer, inputs, outputs, count = _capture_with_dynamo(module, example_inputs)
+            with _quiet_symbolic_shape_warnings():
+                writer, inputs, outputs, count = _capture_with_dynamo(module, example_inputs)
         except Exception as dynamo_error:
             raise CaptureError(f"cannot capture {type(module).__name__}: torch.export failed "
                                f"({message.splitlines()[0]}) and the dynamo fallback failed "
                                f"({type(dynamo_error).__name__}: {dynamo_error})") from dynamo_error
         source["subgraph_calls"] = count
     else:
+        sys.stderr.write(export_stderr.getvalue())
         writer, inputs, outputs, mutations = _from_exported_program(ep)
         if mutations:
             source["buffer_mutations"] = mutations

@@ -6,7 +6,7 @@ import json
 import math
 import operator
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.fx
@@ -24,6 +24,11 @@ _ASSERTION_TARGETS = frozenset({
     "aten._functional_assert_async.msg",
     "aten._functional_assert_scalar.default",
 })
+
+
+# Higher-order ops whose body is written in their place: grad mode does not change what an
+# inference graph computes. Other higher-order ops stay opaque nodes, their body as {"repr"}.
+_INLINED_WRAPPERS = frozenset({"higher_order.wrap_with_set_grad_enabled"})
 
 
 class CaptureError(RuntimeError):
@@ -124,6 +129,16 @@ class GraphWriter:
         else:
             self.node_values[node] = _concrete_scalar(val)
 
+    def add_get_attr(self, node: torch.fx.Node, owner: torch.nn.Module) -> None:
+        """A get_attr naming a subgraph (the body of a higher-order op such as
+        wrap_with_set_grad_enabled); tensors are never get_attr in an exported graph."""
+        attribute = owner
+        for part in node.target.split("."):
+            attribute = getattr(attribute, part)
+        if not isinstance(attribute, torch.fx.GraphModule):
+            raise CaptureError(f"unsupported get_attr node '{node.name}' ({type(attribute).__name__})")
+        self.node_values[node] = _Subgraph(node.target, attribute)
+
     def bind(self, node: torch.fx.Node, value_id: str) -> None:
         """Makes `node` stand for an already defined value (linking subgraphs)."""
         self.node_values[node] = value_id
@@ -138,6 +153,9 @@ class GraphWriter:
                 return
         target = target_name(node.target)
         if target in _ASSERTION_TARGETS and not node.users:
+            return
+        if target in _INLINED_WRAPPERS and isinstance(self.node_values.get(node.args[1]), _Subgraph):
+            self._inline(node, self.node_values[node.args[1]].module, node.args[2:])
             return
         val = node.meta.get("val", node.meta.get("example_value"))
         outputs: list[str] = []
@@ -169,6 +187,26 @@ class GraphWriter:
             "outputs": outputs,
         })
 
+    def _inline(self, node: torch.fx.Node, body: torch.fx.GraphModule, args: Sequence[Any]) -> None:
+        """Writes the body's nodes in place of `node` (ids prefixed '<node>.'), whose tuple result
+        becomes the body's outputs."""
+        prefix = self.id_prefix
+        self.id_prefix = f"{prefix}{node.name}."
+        try:
+            placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+            for placeholder, arg in zip(placeholders, args):
+                self.node_values[placeholder] = self.node_values.get(arg) if isinstance(arg, torch.fx.Node) else arg
+            for inner in body.graph.nodes:
+                if inner.op == "get_attr":
+                    self.add_get_attr(inner, body)
+                elif inner.op == "call_function":
+                    self.add_call(inner)
+            results = [self.node_values.get(n) if isinstance(n, torch.fx.Node) else n
+                       for n in flat_output_nodes(body.graph)]
+        finally:
+            self.id_prefix = prefix
+        self.node_values[node] = results
+
     # -- arguments
 
     def encode_arg(self, arg: Any) -> dict:
@@ -197,6 +235,8 @@ class GraphWriter:
 
     def encode_constant(self, c: Any) -> dict:
         c = _concrete_scalar(c)
+        if isinstance(c, _Subgraph):
+            return {"repr": f"<subgraph {c.name}>"}
         if isinstance(c, torch.dtype):
             return {"dtype": dtype_name(c)}
         if isinstance(c, torch.device):
@@ -207,6 +247,13 @@ class GraphWriter:
         if plain is not _NOT_PLAIN:
             return {"const": plain}
         return {"repr": repr(c)}
+
+
+class _Subgraph:
+    """The body of a higher-order op, named by a get_attr node."""
+
+    def __init__(self, name: str, module: torch.fx.GraphModule):
+        self.name, self.module = name, module
 
 
 _NOT_PLAIN = object()

@@ -152,6 +152,31 @@ def test_tuple_results_are_folded_into_node_outputs():
     assert doc["outputs"] == [mul["outputs"][0], split["outputs"][1]]
 
 
+class GradModeAndAutocast(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.fc(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = self.fc(y)
+        return y.relu() + z
+
+
+def test_grad_mode_regions_are_inlined_and_other_higher_order_ops_stay_opaque():
+    doc = fact.capture(GradModeAndAutocast(), torch.randn(2, 8))
+    check_well_formed(doc)
+    assert targets(doc) == ["aten.linear.default", "higher_order.wrap_with_autocast",
+                            "aten.relu.default", "aten.add.Tensor"]
+    inlined, opaque = doc["nodes"][0], doc["nodes"][1]
+    assert inlined["args"][0] == {"tensor": "x"}
+    assert {"repr": "<subgraph submod_1>"} in opaque["args"]
+    assert opaque["args"][5] == {"tensor": inlined["outputs"][0]}
+    assert values(doc)[opaque["outputs"][0]]["dtype"] == "bfloat16"
+
+
 class DataDependentBranch(torch.nn.Module):
     def __init__(self):
         super().__init__()
