@@ -1,0 +1,23 @@
+// The sm90a GEMM template: KernelSpec (pattern "gemm") -> CUTLASS 3.x source holding only type
+// choices (element and layout aliases, the epilogue chain, the two CollectiveBuilder calls, the
+// GemmUniversal kernel) and the C entry points; the logic is in gemm_entry.cuh. Registered with
+// render.hpp under "gemm".
+#pragma once
+#include <string>
+#include <vector>
+
+#include "fact/realize/render.hpp"
+
+namespace fact::gemm {
+
+// Throws realize::RenderError with gemm_spec_error's reason when the spec cannot be rendered.
+realize::KernelTemplate render_gemm_template(const realize::KernelSpec& spec);
+
+// The epilogue chain type of a spec, innermost link last, e.g.
+// "fact::gemm::epilogue::Activation<cutlass::epilogue::thread::GELU_taylor, ...>".
+std::string epilogue_chain_type(const realize::KernelSpec& spec);
+
+// FACT headers a rendered GEMM source includes (relative to the FACT root).
+const std::vector<std::string>& gemm_template_headers();
+
+}  // namespace fact::gemm

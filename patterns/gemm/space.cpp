@@ -1,0 +1,140 @@
+// The GEMM pattern's parameter space: a curated default list and the exhaustive cross product,
+// both pruned by the rules in space_rules.cpp.
+#include "patterns/gemm/space.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace fact::gemm {
+namespace {
+
+using realize::ParamSpace;
+using realize::RasterOrder;
+using realize::Shape3;
+using realize::SpaceOptions;
+using realize::TileScheduler;
+
+// One configuration: the tuning fields of a KernelSpec.
+struct Config {
+  int tile_m, tile_n, k_steps;  // tile K = k_steps * (128 bytes of the A dtype)
+  int cluster_m, cluster_n;
+  MainloopSchedule mainloop;
+  TileScheduler scheduler = TileScheduler::Persistent;
+  int split_k = 1;
+  RasterOrder raster = RasterOrder::Heuristic;
+  int swizzle = 1;
+};
+
+// 128 bytes of K per step: 64 bf16/f16 elements, 32 float (tf32) elements.
+int k_step_elements(const KernelSpec& spec) {
+  const int bytes = graph::dtype_bytes(spec.a_dtype);
+  return bytes > 0 ? 128 / bytes : 64;
+}
+
+KernelSpec with_config(const KernelSpec& problem_class, const Config& c) {
+  KernelSpec s = problem_class;
+  s.tile = Shape3{c.tile_m, c.tile_n, c.k_steps * k_step_elements(problem_class)};
+  s.cluster = Shape3{c.cluster_m, c.cluster_n, 1};
+  s.mainloop = c.mainloop;
+  s.epilogue_schedule = EpilogueSchedule::Auto;
+  s.scheduler = c.scheduler;
+  s.split_k = c.split_k;
+  s.raster = c.raster;
+  s.swizzle = c.swizzle;
+  s.stages = 0;
+  return s;
+}
+
+// Tiles, clusters and schedules that perform on H100/H200 for 16-bit and TF32 GEMMs, strongest
+// first, then scheduler and rasterization variants of the strongest tiles.
+std::vector<Config> curated_configs() {
+  using M = MainloopSchedule;
+  using TS = TileScheduler;
+  std::vector<Config> configs;
+  auto add_clusters = [&](int tm, int tn, int ks, M mainloop,
+                          std::initializer_list<std::pair<int, int>> clusters) {
+    for (auto [cm, cn] : clusters) configs.push_back({tm, tn, ks, cm, cn, mainloop});
+  };
+  add_clusters(128, 256, 1, M::Cooperative, {{2, 1}, {1, 1}, {1, 2}});
+  add_clusters(256, 128, 1, M::Cooperative, {{1, 2}, {1, 1}, {2, 1}});
+  add_clusters(128, 128, 1, M::Cooperative, {{1, 1}, {2, 1}, {1, 2}});
+  add_clusters(64, 256, 1, M::Pingpong, {{1, 1}, {1, 2}});
+  add_clusters(128, 128, 1, M::Pingpong, {{1, 1}, {2, 1}, {1, 2}});
+  add_clusters(64, 128, 1, M::Pingpong, {{1, 1}, {2, 1}, {1, 2}});
+  add_clusters(128, 64, 1, M::Cooperative, {{1, 1}});
+  add_clusters(64, 64, 1, M::Pingpong, {{1, 1}});
+  add_clusters(128, 128, 2, M::Cooperative, {{1, 1}});
+  add_clusters(64, 128, 2, M::Pingpong, {{1, 1}});
+  // Stream-K (data-parallel + stream-K units) and split-K for short-and-deep problems.
+  for (auto [tm, tn] : {std::pair{128, 256}, std::pair{256, 128}, std::pair{128, 128}}) {
+    configs.push_back({tm, tn, 1, 1, 1, M::Cooperative, TS::StreamK});
+  }
+  for (int split : {2, 4}) configs.push_back({128, 128, 1, 1, 1, M::Cooperative, TS::StreamK, split});
+  configs.push_back({128, 256, 1, 1, 1, M::Cooperative, TS::StreamK, 2});
+  // Rasterization and swizzle of the strongest tile (L2 reuse of A or B panels).
+  for (RasterOrder raster : {RasterOrder::AlongM, RasterOrder::AlongN}) {
+    configs.push_back({128, 256, 1, 2, 1, M::Cooperative, TS::Persistent, 1, raster});
+  }
+  for (int swizzle : {2, 4, 8}) {
+    configs.push_back({128, 256, 1, 2, 1, M::Cooperative, TS::Persistent, 1,
+                       RasterOrder::Heuristic, swizzle});
+  }
+  return configs;
+}
+
+std::vector<Config> exhaustive_configs() {
+  using M = MainloopSchedule;
+  std::vector<Config> configs;
+  for (int tm : {64, 128, 256})
+    for (int tn : {64, 128, 256})
+      for (int ks : {1, 2})
+        for (auto [cm, cn] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
+          for (M mainloop : {M::Cooperative, M::Pingpong, M::TmaWarpSpecialized, M::Auto})
+            for (TileScheduler scheduler : {TileScheduler::Persistent, TileScheduler::StreamK})
+              for (int split : {1, 2, 4})
+                for (RasterOrder raster :
+                     {RasterOrder::Heuristic, RasterOrder::AlongM, RasterOrder::AlongN})
+                  for (int swizzle : {1, 2, 4, 8})
+                    configs.push_back({tm, tn, ks, cm, cn, mainloop, scheduler, split, raster, swizzle});
+  return configs;
+}
+
+}  // namespace
+
+ParamSpace gemm_space(const KernelSpec& problem_class, const SpaceOptions& options) {
+  ParamSpace space;
+  std::set<std::string> seen;
+  const std::vector<Config> configs = options.exhaustive ? exhaustive_configs() : curated_configs();
+  for (const Config& config : configs) {
+    KernelSpec spec = with_config(problem_class, config);
+    if (!seen.insert(spec.name()).second) continue;
+    if (auto reason = gemm_prune_reason(spec, options)) {
+      space.pruned.push_back({std::move(spec), *reason});
+    } else if (static_cast<int>(space.candidates.size()) >= options.max_candidates) {
+      space.pruned.push_back({std::move(spec), "over the cap of " +
+                                                   std::to_string(options.max_candidates) +
+                                                   " candidates"});
+    } else {
+      space.candidates.push_back(std::move(spec));
+    }
+  }
+  return space;
+}
+
+void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t /*k*/, int64_t batch) {
+  constexpr int64_t kSmCount = 132;  // H100 SXM / H200: enough tiles to fill every SM once
+  auto tiles = [&](int64_t tm, int64_t tn) {
+    return ((m + tm - 1) / tm) * ((n + tn - 1) / tn) * std::max<int64_t>(batch, 1);
+  };
+  Config config{128, 256, 1, 1, 1, MainloopSchedule::Cooperative};
+  if (m <= 64) {
+    config = {64, 128, 1, 1, 1, MainloopSchedule::Pingpong};
+  } else if (tiles(128, 256) < kSmCount) {
+    config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
+  }
+  spec = with_config(spec, config);
+}
+
+}  // namespace fact::gemm

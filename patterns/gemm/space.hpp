@@ -1,0 +1,65 @@
+// The GEMM pattern's configuration rules and parameter space for sm90a (CUTLASS 3.x
+// CollectiveBuilder kernels rendered by kernel_gemm.cpp).
+//
+// Two levels of "no":
+//   gemm_spec_error    the template cannot instantiate the spec (nvcc would fail or the kernel
+//                      would compute something else): render_kernel refuses it
+//   gemm_prune_reason  a valid spec not worth compiling: too few pipeline stages fit in shared
+//                      memory, too many accumulator registers, tiles far larger than the problem
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "fact/realize/kernel_spec.hpp"
+#include "fact/realize/param_space.hpp"
+
+namespace fact::gemm {
+
+using realize::EpilogueSchedule;
+using realize::KernelSpec;
+using realize::MainloopSchedule;
+
+// The mainloop schedule the sm90 builder picks for Auto (TMA-aligned operands): ping-pong for
+// 64-row tiles, cooperative otherwise. Explicit schedules are returned as they are.
+MainloopSchedule resolved_mainloop(const KernelSpec& spec);
+// The epilogue schedule that pairs with the resolved mainloop when Auto: TmaCooperative with
+// the cooperative kernel, TmaWarpSpecialized with ping-pong / TmaWarpSpecialized.
+EpilogueSchedule resolved_epilogue_schedule(const KernelSpec& spec);
+
+// Shared memory as the sm90 builders lay it out (StageCountAutoCarveout): the epilogue's
+// storage is carved out first, the rest holds as many A+B stages as fit.
+struct SharedMemoryPlan {
+  int capacity_bytes = 0;   // per-CTA opt-in maximum on sm90 (227 KiB)
+  int stage_bytes = 0;      // one A tile + one B tile + the stage's pipeline barriers
+  int epilogue_bytes = 0;   // C/D staging buffers, bias row, epilogue barriers (estimate)
+  int stages = 0;           // spec.stages, or the stages that fit when it is 0 (auto)
+  int total_bytes = 0;      // stages * stage_bytes + epilogue carve-out
+};
+SharedMemoryPlan plan_shared_memory(const KernelSpec& spec);
+
+// float accumulators each consumer thread holds: tile M*N over the consumer threads of a tile
+// (256 for the cooperative kernel, 128 for ping-pong and the basic warp-specialized one).
+int accumulator_registers_per_thread(const KernelSpec& spec);
+inline constexpr int kMaxAccumulatorRegisters = 128;
+
+std::optional<std::string> gemm_spec_error(const KernelSpec& spec);
+std::optional<std::string> gemm_prune_reason(const KernelSpec& spec,
+                                             const realize::SpaceOptions& options);
+
+// The configurations worth compiling for the problem class of `problem_class` (its dtypes,
+// layouts, alignments, batching, math mode and epilogue; its tuning fields are ignored).
+// Default: a curated list of tiles, clusters and schedules known to perform on Hopper, plus
+// stream-K / split-K and raster / swizzle variants of the strongest tiles; `exhaustive`: every
+// combination of tile (64/128/256 x 64/128/256 x 1-2 K steps), cluster (1x1, 2x1, 1x2, 2x2),
+// mainloop (ws, coop, pp, auto), scheduler, split-K (1, 2, 4), raster (heuristic, M, N) and
+// swizzle (1, 2, 4, 8). Candidates keep the order given; the first is the default.
+realize::ParamSpace gemm_space(const KernelSpec& problem_class,
+                               const realize::SpaceOptions& options = {});
+
+// Sets the tuning fields of `spec` to a robust first configuration for an m x n x k (x batch)
+// problem: 128x256 cooperative tiles when they fill the GPU, 128x128 when not, 64-row
+// ping-pong tiles for short M; 128-byte K steps; 1x1 cluster; persistent scheduler.
+void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch);
+
+}  // namespace fact::gemm
