@@ -34,6 +34,7 @@ typedef enum FactStatus {
   FACT_ERR_WORKSPACE = 3,       /* workspace missing or too small */
   FACT_ERR_INITIALIZE = 4,      /* kernel initialize() failed */
   FACT_ERR_LAUNCH = 5,          /* launch failed (cudaGetLastError after launch) */
+  FACT_ERR_INTERNAL = 6,        /* unexpected failure inside the library (caught exception) */
 } FactStatus;
 
 typedef struct FactGemmArgs {
