@@ -1,0 +1,91 @@
+// The runner's own GPU kernels: random inputs, output poisoning, checksums, the float64
+// reference GEMM with its epilogue, and the error reduction. Plain structs only, so that the
+// .cu files need none of the engine's headers. Every launch function checks the launch and
+// throws CudaError; results land in device memory and are read after a synchronize.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace fact::runtime {
+
+enum class ElementType : int { F32 = 0, BF16 = 1, F16 = 2 };
+int element_bytes(ElementType type);
+
+// Bit patterns written into outputs before a kernel runs: quiet NaNs with a payload that
+// arithmetic does not produce (canonical NaNs are 0x7FC00000 / 0x7FFFFFFF), so an element that
+// still holds it was not written.
+inline constexpr uint32_t kPoisonF32 = 0x7FC5A5A5u;
+inline constexpr uint16_t kPoisonBF16 = 0x7FC5u;
+inline constexpr uint16_t kPoisonF16 = 0x7E5Au;
+
+// data[i] = uniform in [-scale, scale) from Philox4x32-10 keyed by `seed` at counter i / 4.
+void launch_fill_uniform(void* data, ElementType type, int64_t count, uint64_t seed, float scale,
+                         cudaStream_t stream);
+// data[i] = the poison pattern of `type`.
+void launch_fill_poison(void* data, ElementType type, int64_t count, cudaStream_t stream);
+// *counter += number of elements of `data` that do not hold the poison pattern.
+void launch_count_not_poison(const void* data, ElementType type, int64_t count,
+                             unsigned long long* counter, cudaStream_t stream);
+// *sum += a position-dependent 64-bit hash of the bytes of `data` (order-independent sum, so
+// it can be accumulated in parallel; any changed byte changes it with high probability).
+void launch_checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream);
+
+// A batched matrix in device memory: element (l, r, c) lives at
+// data[l·batch_stride + r·row_stride + c·col_stride].
+struct MatrixView {
+  const void* data = nullptr;
+  ElementType type = ElementType::F32;
+  int64_t row_stride = 0, col_stride = 0, batch_stride = 0;
+};
+
+enum class RefStepKind : int { Scale = 0, Bias = 1, Activation = 2, Residual = 3, Multiply = 4 };
+enum class RefActivation : int {
+  Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh
+};
+
+struct RefEpilogueStep {
+  RefStepKind kind = RefStepKind::Scale;
+  RefActivation activation = RefActivation::Identity;
+  double value = 1.0;  // Scale factor / Residual beta
+  double p0 = 0.0, p1 = 0.0;
+};
+
+inline constexpr int kMaxReferenceSteps = 8;
+
+// out[(l·m + i)·n + j] = epilogue(alpha · Σ_k A[l,i,k]·B[l,k,j]) in float64, every operand
+// read from its stored (low-precision) value. The epilogue applies `steps` in order; Bias reads
+// bias[j], Residual/Multiply read c(l, i, j).
+struct ReferenceParams {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  MatrixView a, b, c;
+  const void* bias = nullptr;
+  ElementType bias_type = ElementType::F32;
+  double alpha = 1.0;
+  int step_count = 0;
+  RefEpilogueStep steps[kMaxReferenceSteps];
+  double* out = nullptr;
+};
+void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
+
+// Reductions of one comparison, accumulated by launch_compare (zero them first).
+struct ErrorSums {
+  double sum_sq_diff = 0;   // Σ (out − ref)² over finite, written elements
+  double sum_sq_ref = 0;    // Σ ref² over all elements
+  double max_abs_diff = 0;  // max |out − ref| over finite, written elements
+  unsigned long long unwritten = 0;      // out still holds the poison pattern
+  unsigned long long nonfinite = 0;      // out is NaN/Inf (not the poison)
+  unsigned long long ref_nonfinite = 0;  // the reference itself is NaN/Inf
+};
+// Compares the batch × m × n matrix `out` with the dense reference `ref` ([l][i][j]).
+void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
+                    ErrorSums* sums, cudaStream_t stream);
+
+// A kernel that does nothing: measures launch overhead.
+void launch_empty_kernel(cudaStream_t stream);
+// A one-thread kernel that busy-waits `nanoseconds` (by the global timer): delays what is
+// queued behind it on `stream`.
+void launch_spin_kernel(int64_t nanoseconds, cudaStream_t stream);
+
+}  // namespace fact::runtime

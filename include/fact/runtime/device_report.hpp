@@ -1,0 +1,41 @@
+// The measured device profile written by `fact device`: discover::DeviceProfile's fields under
+// their member names (so any reader of DeviceProfile can take the file as is) plus the facts
+// and measurements behind them.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/discover/discover.hpp"
+
+namespace fact::runtime {
+
+struct DeviceReport {
+  discover::DeviceProfile profile;
+  int device_index = 0;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;
+  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;  // cudaRuntimeGetVersion
+  int cublas_version = 0;   // cublasGetVersion, e.g. 130100
+  // How each rate was measured: {"copy": {"bytes": .., "ms": {...}}, "gemm_bf16": {...}, ...}
+  nlohmann::json measurements = nlohmann::json::object();
+};
+
+// 13000 → "13.0", 12080 → "12.8" (the CUDA driver/runtime encoding 1000·major + 10·minor).
+std::string cuda_version_string(int version);
+// 130100 → "13.1.0" (cuBLAS: 10000·major + 100·minor + patch).
+std::string cublas_version_string(int version);
+
+// {"name", "hbm_bytes_per_s", "bf16_flops", "tf32_flops", "fp32_flops", "launch_overhead_s",
+//  "sm_count", "compute_capability", "l2_bytes", "memory_bytes", "versions": {...},
+//  "measurements": {...}}
+nlohmann::json to_json(const DeviceReport& report);
+// Reads the DeviceProfile fields of such a file; keys that are absent keep their defaults.
+// Throws nlohmann::json::exception when a present key has the wrong type.
+discover::DeviceProfile device_profile_from_json(const nlohmann::json& j);
+
+}  // namespace fact::runtime

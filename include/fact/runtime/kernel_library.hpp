@@ -1,0 +1,47 @@
+// A built kernel library (.so) opened through the FACT C ABI (fact_abi.h).
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/realize/kernel_spec.hpp"
+#include "fact/runtime/fact_abi.h"
+
+namespace fact::runtime {
+
+class KernelLibrary {
+ public:
+  // dlopens `path` (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE: the code stays mapped after the
+  // object is destroyed, so handlers the library's CUDA runtime registered stay valid), calls its `fact_kernel_info()`, parses the JSON,
+  // reads the "entry" symbol name and the KernelSpec (the info object itself, or its "spec"
+  // member when it has one), and resolves the entry. Throws std::runtime_error naming the
+  // library and what failed: dlopen's message, a missing symbol, info that is NULL or not a
+  // JSON object, no "entry", or a spec KernelSpec::from_json rejects.
+  explicit KernelLibrary(const std::string& path);
+  ~KernelLibrary();
+  KernelLibrary(const KernelLibrary&) = delete;
+  KernelLibrary& operator=(const KernelLibrary&) = delete;
+  KernelLibrary(KernelLibrary&& other) noexcept;
+  KernelLibrary& operator=(KernelLibrary&& other) noexcept;
+
+  const std::string& path() const { return path_; }
+  const std::string& entry_name() const { return entry_name_; }
+  const nlohmann::json& info() const { return info_; }
+  const realize::KernelSpec& spec() const { return spec_; }
+  FactGemmEntry entry() const { return entry_; }
+
+ private:
+  void close() noexcept;
+
+  std::string path_;
+  void* handle_ = nullptr;
+  nlohmann::json info_;
+  std::string entry_name_;
+  realize::KernelSpec spec_;
+  FactGemmEntry entry_ = nullptr;
+};
+
+// "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ... ("FACT_STATUS_<n>" for an unknown value).
+std::string fact_status_name(int status);
+
+}  // namespace fact::runtime

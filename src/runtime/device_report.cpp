@@ -1,0 +1,45 @@
+#include "fact/runtime/device_report.hpp"
+
+namespace fact::runtime {
+
+std::string cuda_version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+std::string cublas_version_string(int version) {
+  return std::to_string(version / 10000) + "." + std::to_string((version % 10000) / 100) + "." +
+         std::to_string(version % 100);
+}
+
+nlohmann::json to_json(const DeviceReport& r) {
+  const discover::DeviceProfile& p = r.profile;
+  return {{"name", p.name},
+          {"hbm_bytes_per_s", p.hbm_bytes_per_s},
+          {"bf16_flops", p.bf16_flops},
+          {"tf32_flops", p.tf32_flops},
+          {"fp32_flops", p.fp32_flops},
+          {"launch_overhead_s", p.launch_overhead_s},
+          {"device_index", r.device_index},
+          {"sm_count", r.sm_count},
+          {"compute_capability", std::to_string(r.cc_major) + "." + std::to_string(r.cc_minor)},
+          {"l2_bytes", r.l2_bytes},
+          {"memory_bytes", r.memory_bytes},
+          {"versions",
+           {{"driver", cuda_version_string(r.driver_version)},
+            {"cuda_runtime", cuda_version_string(r.runtime_version)},
+            {"cublas", cublas_version_string(r.cublas_version)}}},
+          {"measurements", r.measurements}};
+}
+
+discover::DeviceProfile device_profile_from_json(const nlohmann::json& j) {
+  discover::DeviceProfile p;
+  p.name = j.value("name", p.name);
+  p.hbm_bytes_per_s = j.value("hbm_bytes_per_s", p.hbm_bytes_per_s);
+  p.bf16_flops = j.value("bf16_flops", p.bf16_flops);
+  p.tf32_flops = j.value("tf32_flops", p.tf32_flops);
+  p.fp32_flops = j.value("fp32_flops", p.fp32_flops);
+  p.launch_overhead_s = j.value("launch_overhead_s", p.launch_overhead_s);
+  return p;
+}
+
+}  // namespace fact::runtime
