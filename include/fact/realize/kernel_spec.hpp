@@ -16,7 +16,9 @@ using discover::EpilogueStep;
 using discover::Layout;
 using graph::DType;
 
-enum class MainloopSchedule { Auto, TmaWarpSpecialized, Cooperative, Pingpong };
+// Multistage: the Ampere-style cp.async mainloop through CUTLASS 2.x's device API (no TMA, no
+// warp specialization); used by the strict pattern's portable 3xTF32 fallback.
+enum class MainloopSchedule { Auto, TmaWarpSpecialized, Cooperative, Pingpong, Multistage };
 enum class EpilogueSchedule { Auto, TmaWarpSpecialized, TmaCooperative, NoSmem };
 enum class TileScheduler { Persistent, StreamK };
 enum class RasterOrder { Heuristic, AlongM, AlongN };

@@ -1,0 +1,175 @@
+#include <sstream>
+#include <stdexcept>
+
+#include "fact/realize/cutlass_names.hpp"
+#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm_f32_strict/render_strict.hpp"
+
+namespace fact::realize {
+namespace {
+
+constexpr const char* kTemplateIdentity = "gemm_f32_strict/1";
+constexpr int kFloatAlignment = 4;          // float elements in a 16-byte access
+constexpr int kSm90SharedMemoryBytes = 232448;  // opt-in dynamic shared memory per block, sm_90
+
+bool has_residual(const KernelSpec& spec) {
+  for (const auto& op : spec.epilogue)
+    if (op.kind == EpilogueStep::Kind::Residual) return true;
+  return false;
+}
+
+std::optional<std::string> epilogue_unsupported_reason(const KernelSpec& spec) {
+  // Supported: alpha * acc, optionally + beta * C (Scale first, Residual last, each at most once).
+  size_t i = 0;
+  if (i < spec.epilogue.size() && spec.epilogue[i].kind == EpilogueStep::Kind::Scale) ++i;
+  if (i < spec.epilogue.size() && spec.epilogue[i].kind == EpilogueStep::Kind::Residual) {
+    DType c = spec.epilogue[i].operand_dtype;
+    if (c != DType::Float32 && c != DType::Unknown) return "residual operand must be float32";
+    ++i;
+  }
+  if (i != spec.epilogue.size())
+    return "strict kernels fuse only scale and residual epilogue steps";
+  return std::nullopt;
+}
+
+// Warp tile of the multistage kernel: at most 64 x 64 per warp, 1 to 8 warps.
+Shape3 sm80_warp_tile(const KernelSpec& spec) {
+  return Shape3{spec.tile.m < 64 ? spec.tile.m : 64, spec.tile.n < 64 ? spec.tile.n : 64,
+                spec.tile.k};
+}
+
+std::optional<std::string> sm80_unsupported_reason(const KernelSpec& spec) {
+  const Shape3& t = spec.tile;
+  if (t.m % 32 || t.n % 32 || t.m < 32 || t.n < 32) return "tile M and N must be multiples of 32";
+  if (t.k != 16 && t.k != 32) return "tile K must be 16 or 32";
+  Shape3 w = sm80_warp_tile(spec);
+  int warps = (t.m / w.m) * (t.n / w.n);
+  if (warps > 8) return "more than 8 warps per threadblock";
+  if (spec.stages < 3 || spec.stages > 6) return "multistage kernels take 3 to 6 stages";
+  long smem = long(t.m + t.n) * t.k * 4 * spec.stages;
+  if (smem > kSm90SharedMemoryBytes) return "pipeline stages exceed shared memory";
+  if (spec.cluster != Shape3{1, 1, 1}) return "multistage kernels run without clusters";
+  return std::nullopt;
+}
+
+std::string sm80_type_block(const KernelSpec& spec) {
+  Shape3 w = sm80_warp_tile(spec);
+  std::ostringstream out;
+  out << "#include \"patterns/gemm_f32_strict/strict_gemm_sm80.cuh\"\n\n"
+      << "using FactKernel = fact::strict::Sm80StrictGemm<\n"
+      << "    " << layout_cpp(spec.a_layout) << ",  // A (M x K)\n"
+      << "    " << layout_cpp(spec.b_layout) << ",  // B (K x N)\n"
+      << "    cutlass::gemm::GemmShape<" << spec.tile.m << ", " << spec.tile.n << ", "
+      << spec.tile.k << ">,  // threadblock tile\n"
+      << "    cutlass::gemm::GemmShape<" << w.m << ", " << w.n << ", " << w.k
+      << ">,  // warp tile\n"
+      << "    " << spec.stages << ",  // pipeline stages\n"
+      << "    " << (has_residual(spec) ? "true" : "false") << ">;  // residual epilogue (beta * C)\n";
+  return out.str();
+}
+
+std::string entry_block(const KernelSpec& spec) {
+  const std::string entry(kEntryPlaceholder);
+  nlohmann::json info = {
+      {"abi_version", FACT_ABI_VERSION},
+      {"entry", entry},
+      {"key", std::string(kKeyPlaceholder)},
+      {"name", spec.name()},
+      {"pattern", spec.pattern},
+      {"template", kTemplateIdentity},
+      {"arch", "sm_90a"},
+      {"spec", spec.to_json()},
+  };
+  const bool a_row = spec.a_layout == Layout::RowMajor;
+  const bool b_row = spec.b_layout == Layout::RowMajor;
+  std::ostringstream out;
+  out << "\nextern \"C\" __attribute__((visibility(\"default\"))) int " << entry
+      << "(const FactGemmArgs* args, void* workspace, size_t* workspace_size, cudaStream_t stream) {\n"
+      << "  return FactKernel::run(args, workspace, workspace_size, stream);\n"
+      << "}\n\n"
+      << "extern \"C\" __attribute__((visibility(\"default\"))) const char* fact_kernel_info(void) {\n"
+      << "  return R\"FACT(" << info.dump() << ")FACT\";\n"
+      << "}\n\n"
+      << "#ifdef FACT_STANDALONE_MAIN\n"
+      << "#include \"patterns/gemm_f32_strict/standalone_check.cuh\"\n"
+      << "int main(int argc, char** argv) {\n"
+      << "  return fact::strict_check::standalone_main(argc, argv, " << entry
+      << ", fact_kernel_info(), " << (a_row ? "true" : "false") << ", "
+      << (b_row ? "true" : "false") << ");\n"
+      << "}\n"
+      << "#endif\n";
+  return out.str();
+}
+
+void replace_all(std::string& text, std::string_view from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+const bool kRegistered = (register_template("gemm_f32_strict", &render_f32_strict_template), true);
+
+}  // namespace
+
+std::optional<std::string> f32_strict_unsupported_reason(const KernelSpec& spec) {
+  if (spec.math != MathMode::Tf32x3) return "math mode is not 3xtf32";
+  if (spec.a_dtype != DType::Float32 || spec.b_dtype != DType::Float32 ||
+      spec.d_dtype != DType::Float32 || spec.accumulate != DType::Float32)
+    return "strict kernels take float32 A, B, D and accumulate in float32";
+  if (spec.d_layout != Layout::RowMajor) return "D must be row-major";
+  if (spec.align_a != kFloatAlignment || spec.align_b != kFloatAlignment ||
+      spec.align_d != kFloatAlignment)
+    return "strict kernels need 16-byte aligned operands (alignment 4)";
+  if (auto why = epilogue_unsupported_reason(spec)) return why;
+  switch (spec.mainloop) {
+    case MainloopSchedule::Multistage:
+      return sm80_unsupported_reason(spec);
+    default:
+      return "strict kernels are rendered for the multistage mainloop";
+  }
+}
+
+KernelTemplate render_f32_strict_template(const KernelSpec& spec) {
+  if (auto why = f32_strict_unsupported_reason(spec))
+    throw RenderError("gemm_f32_strict cannot realize " + spec.name() + ": " + *why);
+  std::ostringstream out;
+  out << "// Generated by FACT (template " << kTemplateIdentity
+      << "). Do not edit: render the KernelSpec again.\n"
+      << "// Kernel: " << spec.name() << "\n"
+      << "// Key:    " << kKeyPlaceholder << "\n";
+  std::vector<std::string> headers = {"patterns/gemm_f32_strict/standalone_check.cuh",
+                                      "include/fact/runtime/fact_abi.h"};
+  out << sm80_type_block(spec);
+  headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm80.cuh");
+  out << entry_block(spec);
+  return KernelTemplate{out.str(), headers, kTemplateIdentity};
+}
+
+std::string render_f32_strict_source(const KernelSpec& spec) {
+  std::string source = render_f32_strict_template(spec).source;
+  replace_all(source, kEntryPlaceholder, "fact_" + spec.name());
+  replace_all(source, kKeyPlaceholder, "unkeyed (rendered without render_kernel)");
+  return source;
+}
+
+std::vector<KernelSpec> f32_strict_candidates(const KernelSpec& problem) {
+  std::vector<KernelSpec> out;
+  KernelSpec base = problem;
+  base.math = MathMode::Tf32x3;
+  base.cluster = {1, 1, 1};
+  base.split_k = 1;
+  struct Sm80Choice { Shape3 tile; int stages; };
+  const Sm80Choice sm80_choices[] = {
+      {{128, 128, 32}, 3}, {{128, 128, 16}, 4}, {{256, 128, 32}, 3}, {{128, 64, 32}, 4}};
+  for (const auto& choice : sm80_choices) {
+    KernelSpec s = base;
+    s.mainloop = MainloopSchedule::Multistage;
+    s.epilogue_schedule = EpilogueSchedule::Auto;
+    s.scheduler = TileScheduler::Persistent;
+    s.tile = choice.tile;
+    s.stages = choice.stages;
+    if (!f32_strict_unsupported_reason(s)) out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace fact::realize
