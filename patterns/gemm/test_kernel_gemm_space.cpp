@@ -1,0 +1,211 @@
+// The GEMM parameter space: sizes, validity of candidates, and the reasons configurations are
+// pruned for.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "patterns/gemm/space.hpp"
+
+namespace fact::gemm {
+namespace {
+
+using realize::Activation;
+using realize::DType;
+using realize::MathMode;
+using realize::SpaceOptions;
+using realize::TileScheduler;
+using Kind = realize::EpilogueStep::Kind;
+
+KernelSpec bf16_class() {
+  KernelSpec s;
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                {Kind::Activation, Activation::GeluTanh, DType::Unknown}};
+  return s;
+}
+
+KernelSpec tf32_class() {
+  KernelSpec s;
+  s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
+  s.align_a = s.align_b = s.align_d = 4;
+  s.math = MathMode::Tf32;
+  s.batched = true;
+  return s;
+}
+
+KernelSpec with(KernelSpec s, int tm, int tn, int tk, MainloopSchedule mainloop) {
+  s.tile = {tm, tn, tk};
+  s.mainloop = mainloop;
+  return s;
+}
+
+std::string reason_of(const KernelSpec& s, SpaceOptions options = {}) {
+  auto reason = gemm_prune_reason(s, options);
+  return reason ? *reason : std::string();
+}
+
+TEST(GemmSpace, DefaultIsCuratedAndValid) {
+  for (const KernelSpec& problem_class : {bf16_class(), tf32_class()}) {
+    const realize::ParamSpace space = gemm_space(problem_class);
+    EXPECT_GE(space.candidates.size(), 20u) << problem_class.name();
+    EXPECT_LE(space.candidates.size(), 60u) << problem_class.name();
+    std::set<std::string> names;
+    for (const auto& s : space.candidates) {
+      EXPECT_FALSE(gemm_spec_error(s).has_value()) << s.name() << ": " << *gemm_spec_error(s);
+      EXPECT_TRUE(names.insert(s.name()).second) << "duplicate " << s.name();
+      EXPECT_EQ(s.epilogue, problem_class.epilogue);
+      EXPECT_EQ(s.a_dtype, problem_class.a_dtype);
+      EXPECT_EQ(s.tile.k * graph::dtype_bytes(s.a_dtype) % 128, 0) << s.name();
+    }
+    for (const auto& p : space.pruned) EXPECT_FALSE(p.reason.empty()) << p.spec.name();
+  }
+}
+
+TEST(GemmSpace, Tf32UsesThirtyTwoWideKSteps) {
+  const realize::ParamSpace space = gemm_space(tf32_class());
+  ASSERT_FALSE(space.candidates.empty());
+  EXPECT_EQ(space.candidates.front().tile.k, 32);
+}
+
+TEST(GemmSpace, ExhaustiveRecordsWhyEachConfigurationWasPruned) {
+  SpaceOptions options;
+  options.exhaustive = true;
+  options.max_candidates = 100000;
+  const realize::ParamSpace space = gemm_space(bf16_class(), options);
+  EXPECT_GT(space.candidates.size(), 60u);
+  EXPECT_GT(space.pruned.size(), space.candidates.size());
+  std::set<std::string> kinds;
+  for (const auto& p : space.pruned) {
+    EXPECT_EQ(gemm_prune_reason(p.spec, options), p.reason) << p.spec.name();
+    kinds.insert(p.reason.substr(0, p.reason.find(' ')));
+  }
+  EXPECT_GE(kinds.size(), 4u);
+  for (const auto& s : space.candidates) {
+    EXPECT_FALSE(gemm_prune_reason(s, options).has_value()) << s.name();
+  }
+}
+
+TEST(GemmSpace, CapKeepsTheFirstCandidates) {
+  SpaceOptions options;
+  options.max_candidates = 5;
+  const realize::ParamSpace space = gemm_space(bf16_class(), options);
+  EXPECT_EQ(space.candidates.size(), 5u);
+  size_t capped = 0;
+  for (const auto& p : space.pruned) capped += p.reason.find("cap") != std::string::npos;
+  EXPECT_GT(capped, 10u);
+}
+
+TEST(GemmPruning, CooperativeNeedsTileMOf128) {
+  EXPECT_NE(reason_of(with(bf16_class(), 64, 128, 64, MainloopSchedule::Cooperative))
+                .find("cooperative"),
+            std::string::npos);
+  EXPECT_EQ(reason_of(with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative)), "");
+}
+
+TEST(GemmPruning, PingpongTakesTileM64Or128) {
+  EXPECT_NE(reason_of(with(bf16_class(), 256, 64, 64, MainloopSchedule::Pingpong)).find("64 or 128"),
+            std::string::npos);
+  EXPECT_EQ(reason_of(with(bf16_class(), 64, 256, 64, MainloopSchedule::Pingpong)), "");
+}
+
+TEST(GemmPruning, StreamKAndSplitKNeedTheCooperativeKernel) {
+  KernelSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Pingpong);
+  s.scheduler = TileScheduler::StreamK;
+  EXPECT_NE(reason_of(s).find("stream-K"), std::string::npos);
+  s.mainloop = MainloopSchedule::Cooperative;
+  EXPECT_EQ(reason_of(s), "");
+  s.scheduler = TileScheduler::Persistent;
+  s.split_k = 2;
+  EXPECT_NE(reason_of(s).find("split-K"), std::string::npos);
+}
+
+TEST(GemmPruning, SharedMemoryDecidesTheStageCount) {
+  // 256x256x128 bf16: 128 KiB per stage, one stage fits.
+  const KernelSpec huge = with(bf16_class(), 256, 256, 128, MainloopSchedule::Cooperative);
+  const SharedMemoryPlan plan = plan_shared_memory(huge);
+  EXPECT_EQ(plan.stage_bytes, 256 * 128 * 2 * 2 + 16);
+  EXPECT_LT(plan.stages, 2);
+  EXPECT_NE(reason_of(huge).find("stage"), std::string::npos);
+  // 128x256x128: 96 KiB stages, two fit: valid, but below the default minimum of three.
+  const KernelSpec deep = with(bf16_class(), 128, 256, 128, MainloopSchedule::Cooperative);
+  EXPECT_EQ(plan_shared_memory(deep).stages, 2);
+  EXPECT_FALSE(gemm_spec_error(deep).has_value());
+  EXPECT_NE(reason_of(deep).find("want >= 3"), std::string::npos);
+  SpaceOptions two_stages;
+  two_stages.min_stages = 2;
+  EXPECT_EQ(reason_of(deep, two_stages), "");
+  // 128x128x64: 32 KiB stages, six fit next to the epilogue.
+  EXPECT_EQ(plan_shared_memory(with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative)).stages, 6);
+  // Explicit stage counts beyond capacity are errors.
+  KernelSpec explicit_stages = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
+  explicit_stages.stages = 6;
+  EXPECT_NE(reason_of(explicit_stages).find("shared memory"), std::string::npos);
+}
+
+TEST(GemmPruning, EpilogueReadingCTakesSharedMemory) {
+  KernelSpec plain = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
+  plain.epilogue.clear();
+  KernelSpec residual = plain;
+  residual.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16}};
+  EXPECT_GT(plan_shared_memory(residual).epilogue_bytes, plan_shared_memory(plain).epilogue_bytes);
+}
+
+TEST(GemmPruning, AccumulatorRegisters) {
+  const KernelSpec big = with(bf16_class(), 256, 256, 64, MainloopSchedule::Cooperative);
+  EXPECT_EQ(accumulator_registers_per_thread(big), 256);
+  EXPECT_NE(reason_of(big).find("accumulator registers"), std::string::npos);
+  EXPECT_EQ(accumulator_registers_per_thread(with(bf16_class(), 128, 256, 64,
+                                                  MainloopSchedule::Cooperative)),
+            128);
+  EXPECT_NE(reason_of(with(bf16_class(), 128, 256, 64, MainloopSchedule::Pingpong))
+                .find("accumulator registers"),
+            std::string::npos);
+}
+
+TEST(GemmPruning, AlignmentDtypeAndArch) {
+  KernelSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  s.align_b = 2;
+  EXPECT_NE(reason_of(s).find("TMA"), std::string::npos);
+  s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  s.a_dtype = s.b_dtype = DType::Float32;
+  s.align_a = s.align_b = 4;
+  EXPECT_NE(reason_of(s).find("tf32"), std::string::npos);
+  s.math = MathMode::Simt;
+  EXPECT_NE(reason_of(s).find("simt"), std::string::npos);
+  s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Multistage);
+  EXPECT_NE(reason_of(s).find("multistage"), std::string::npos);
+  s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  s.pattern = "attention";
+  EXPECT_NE(reason_of(s).find("pattern"), std::string::npos);
+}
+
+TEST(GemmPruning, ProblemSizes) {
+  SpaceOptions small;
+  small.m = 64;
+  small.n = 4096;
+  small.k = 256;
+  EXPECT_NE(reason_of(with(bf16_class(), 256, 128, 64, MainloopSchedule::Cooperative), small)
+                .find("problem's M"),
+            std::string::npos);
+  EXPECT_EQ(reason_of(with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong), small), "");
+  KernelSpec split = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  split.scheduler = TileScheduler::StreamK;
+  split.split_k = 4;
+  SpaceOptions shallow;
+  shallow.k = 256;
+  EXPECT_NE(reason_of(split, shallow).find("split"), std::string::npos);
+  KernelSpec cluster = with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong);
+  cluster.cluster = {2, 1, 1};
+  EXPECT_NE(reason_of(cluster, small).find("cluster M"), std::string::npos);
+}
+
+TEST(GemmDefaults, ResolvedSchedulesPairMainloopAndEpilogue) {
+  KernelSpec s = with(bf16_class(), 64, 128, 64, MainloopSchedule::Auto);
+  EXPECT_EQ(resolved_mainloop(s), MainloopSchedule::Pingpong);
+  EXPECT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::TmaWarpSpecialized);
+  s.tile.m = 128;
+  EXPECT_EQ(resolved_mainloop(s), MainloopSchedule::Cooperative);
+  EXPECT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::TmaCooperative);
+}
+
+}  // namespace
+}  // namespace fact::gemm

@@ -1,0 +1,217 @@
+// Rendering: deterministic sources and keys, keys that change with everything they hash, the
+// entry point and info JSON, and specs the GEMM template refuses.
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "fact/realize/render.hpp"
+#include "patterns/gemm/kernel_gemm.hpp"
+#include "patterns/gemm/space.hpp"
+
+namespace fact::realize {
+namespace {
+
+using Kind = EpilogueStep::Kind;
+
+KernelSpec bf16_spec() {
+  KernelSpec s;
+  s.tile = {128, 128, 64};
+  s.mainloop = MainloopSchedule::Cooperative;
+  return s;
+}
+
+KernelSpec bias_gelu_spec() {
+  KernelSpec s = bf16_spec();
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                {Kind::Activation, Activation::GeluTanh, DType::Unknown}};
+  return s;
+}
+
+std::string info_json(const std::string& source) {
+  const std::string open = "R\"fact_json(";
+  const size_t begin = source.find(open);
+  const size_t end = source.find(")fact_json\"");
+  if (begin == std::string::npos || end == std::string::npos) return {};
+  return source.substr(begin + open.size(), end - begin - open.size());
+}
+
+TEST(Render, IsDeterministic) {
+  const RenderedKernel a = render_kernel(bias_gelu_spec());
+  const RenderedKernel b = render_kernel(bias_gelu_spec());
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.entry_symbol, b.entry_symbol);
+}
+
+TEST(Render, KeyIsSha256AndNamesTheEntryPoint) {
+  const RenderedKernel k = render_kernel(bf16_spec());
+  EXPECT_TRUE(std::regex_match(k.key, std::regex("[0-9a-f]{64}"))) << k.key;
+  EXPECT_EQ(k.entry_symbol, "fact_" + k.key.substr(0, 16));
+  EXPECT_NE(k.source.find("extern \"C\" FACT_EXPORT int " + k.entry_symbol + "("), std::string::npos);
+  EXPECT_NE(k.source.find("const char* fact_kernel_info(void)"), std::string::npos);
+  EXPECT_NE(k.source.find("// Kernel: " + bf16_spec().name()), std::string::npos);
+  EXPECT_EQ(k.source.find(kEntryPlaceholder), std::string::npos);
+  EXPECT_EQ(k.source.find(kKeyPlaceholder), std::string::npos);
+  EXPECT_NE(k.source.find("#ifdef FACT_STANDALONE_MAIN"), std::string::npos);
+}
+
+TEST(Render, InfoJsonCarriesSpecEntryAndKey) {
+  const RenderedKernel k = render_kernel(bias_gelu_spec());
+  const nlohmann::json info = nlohmann::json::parse(info_json(k.source));
+  EXPECT_EQ(info.at("entry"), k.entry_symbol);
+  EXPECT_EQ(info.at("key"), k.key);
+  EXPECT_EQ(info.at("name"), bias_gelu_spec().name());
+  EXPECT_EQ(info.at("abi_version"), 1);
+  EXPECT_EQ(KernelSpec::from_json(info.at("spec")), bias_gelu_spec());
+}
+
+TEST(Render, DifferentSpecsGetDifferentKeys) {
+  std::set<std::string> keys;
+  SpaceOptions options;
+  const ParamSpace space = gemm::gemm_space(bias_gelu_spec(), options);
+  ASSERT_GE(space.candidates.size(), 20u);
+  for (const auto& spec : space.candidates) {
+    const RenderedKernel k = render_kernel(spec);
+    EXPECT_TRUE(keys.insert(k.key).second) << "key collision for " << spec.name();
+  }
+}
+
+TEST(Render, KeyChangesWithTheCompileCommand) {
+  CompileOptions options = default_compile_options();
+  const std::string base = render_kernel(bf16_spec(), options).key;
+  CompileOptions flagged = options;
+  flagged.extra_flags.push_back("-lineinfo");
+  EXPECT_NE(render_kernel(bf16_spec(), flagged).key, base);
+  CompileOptions standard = options;
+  standard.cxx_standard = "c++20";
+  EXPECT_NE(render_kernel(bf16_spec(), standard).key, base);
+}
+
+TEST(Render, KeyIgnoresWhereTheSameSourcesLive) {
+  CompileOptions options = default_compile_options();
+  CompileOptions moved = options;
+  moved.nvcc = options.nvcc;  // same compiler
+  moved.fact_root = options.fact_root / "." ;
+  EXPECT_EQ(render_kernel(bf16_spec(), moved).key, render_kernel(bf16_spec(), options).key);
+}
+
+TEST(Render, SourceHoldsTheTypeChoices) {
+  const RenderedKernel k = render_kernel(bias_gelu_spec());
+  for (const char* expected :
+       {"using ElementA = cutlass::bfloat16_t;", "using ElementC = void;",
+        "using ElementBias = cutlass::bfloat16_t;", "using LayoutA = cutlass::layout::RowMajor;",
+        "using LayoutB = cutlass::layout::ColumnMajor;", "using TileShape = Shape<_128, _128, _64>;",
+        "using ClusterShape = Shape<_1, _1, _1>;",
+        "using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;",
+        "using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;",
+        "using TileScheduler = cutlass::gemm::PersistentScheduler;",
+        "fact::gemm::epilogue::Activation<cutlass::epilogue::thread::GELU_taylor",
+        "fact::gemm::epilogue::ColumnBias<cutlass::bfloat16_t",
+        "fact::gemm::epilogue::ScaledAccumulator",
+        "cutlass::gemm::collective::StageCountAutoCarveout",
+        "cutlass::epilogue::collective::EpilogueTileAuto",
+        "#include \"patterns/gemm/gemm_entry.cuh\""}) {
+    EXPECT_NE(k.source.find(expected), std::string::npos) << "missing: " << expected;
+  }
+}
+
+TEST(Render, AutoScheduleStaysAutoForTheBuilder) {
+  KernelSpec s = bf16_spec();
+  s.mainloop = MainloopSchedule::Auto;
+  s.tile = {64, 128, 64};
+  const RenderedKernel k = render_kernel(s);
+  EXPECT_NE(k.source.find("using MainloopSchedule = cutlass::gemm::collective::KernelScheduleAuto;"),
+            std::string::npos);
+  // The epilogue must pair with what the builder picks for a 64-row tile: ping-pong.
+  EXPECT_NE(k.source.find("using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;"),
+            std::string::npos);
+}
+
+TEST(Render, ResidualAndMultiplyReadC) {
+  KernelSpec residual = bf16_spec();
+  residual.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16}};
+  const RenderedKernel r = render_kernel(residual);
+  EXPECT_NE(r.source.find("using ElementC = cutlass::bfloat16_t;"), std::string::npos);
+  EXPECT_NE(r.source.find("fact::gemm::epilogue::Residual<cutlass::bfloat16_t"), std::string::npos);
+
+  KernelSpec swiglu = bf16_spec();
+  swiglu.epilogue = {{Kind::Multiply, Activation::Identity, DType::BFloat16}};
+  const RenderedKernel m = render_kernel(swiglu);
+  EXPECT_NE(m.source.find("fact::gemm::epilogue::MultiplySource<cutlass::bfloat16_t"),
+            std::string::npos);
+  EXPECT_NE(r.key, m.key);
+}
+
+TEST(Render, Float32OutputsUseTheAccurateTanhGelu) {
+  KernelSpec s = bias_gelu_spec();
+  s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
+  s.align_a = s.align_b = s.align_d = 4;
+  s.math = MathMode::Tf32;
+  s.tile.k = 32;
+  s.epilogue[0].operand_dtype = DType::Float32;
+  const RenderedKernel k = render_kernel(s);
+  EXPECT_NE(k.source.find("fact::gemm::epilogue::GeluTanhAccurate"), std::string::npos);
+  EXPECT_EQ(k.source.find("GELU_taylor"), std::string::npos);
+  EXPECT_NE(k.source.find("using ElementA = float;"), std::string::npos);
+}
+
+TEST(Render, ExplicitStagesUseStageCount) {
+  KernelSpec s = bf16_spec();
+  s.stages = 4;
+  const RenderedKernel k = render_kernel(s);
+  EXPECT_NE(k.source.find("cutlass::gemm::collective::StageCount<4>"), std::string::npos);
+  EXPECT_EQ(k.source.find("StageCountAutoCarveout"), std::string::npos);
+}
+
+TEST(Render, RefusesSpecsTheTemplateCannotInstantiate) {
+  auto expect_refused = [](KernelSpec s, const std::string& why) {
+    try {
+      render_kernel(s);
+      ADD_FAILURE() << "rendered " << s.name();
+    } catch (const RenderError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  KernelSpec strict = bf16_spec();
+  strict.a_dtype = strict.b_dtype = strict.d_dtype = DType::Float32;
+  strict.align_a = strict.align_b = strict.align_d = 4;
+  strict.tile.k = 32;
+  strict.math = MathMode::Tf32x3;
+  expect_refused(strict, "3xtf32");
+
+  KernelSpec coop64 = bf16_spec();
+  coop64.tile.m = 64;
+  expect_refused(coop64, "cooperative");
+
+  KernelSpec pingpong_streamk = bf16_spec();
+  pingpong_streamk.mainloop = MainloopSchedule::Pingpong;
+  pingpong_streamk.scheduler = TileScheduler::StreamK;
+  expect_refused(pingpong_streamk, "stream-K");
+
+  KernelSpec unaligned = bf16_spec();
+  unaligned.align_a = 4;
+  expect_refused(unaligned, "16 bytes");
+
+  KernelSpec nosmem = bf16_spec();
+  nosmem.epilogue_schedule = EpilogueSchedule::NoSmem;
+  expect_refused(nosmem, "NoSmem");
+
+  KernelSpec two_sources = bf16_spec();
+  two_sources.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16},
+                          {Kind::Multiply, Activation::Identity, DType::BFloat16}};
+  expect_refused(two_sources, "C is read once");
+
+  KernelSpec unknown = bf16_spec();
+  unknown.pattern = "no_such_pattern";
+  expect_refused(unknown, "no kernel template");
+}
+
+TEST(Render, GemmTemplateIsRegistered) {
+  const auto names = registered_templates();
+  EXPECT_NE(std::find(names.begin(), names.end(), "gemm"), names.end());
+  EXPECT_THROW(register_template("gemm", &gemm::render_gemm_template), std::logic_error);
+}
+
+}  // namespace
+}  // namespace fact::realize
