@@ -1,5 +1,7 @@
 // Stage 1 entry point: graph in, ranked matches out.
 #pragma once
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,16 @@ struct DeviceProfile {
 struct DiscoverOptions {
   DeviceProfile device;
   std::string precision = "strict";  // "strict", "tf32", or "native" (bf16/fp16 models)
+  // Tuning-database entries already present: a match all of whose GEMMs have their key here is
+  // classified REUSE. `key_of` spells a GEMM's key (tuning_key below when empty; the tuning
+  // database can pass its own spelling, e.g. realize::TuningKey::id()).
+  std::set<std::string> tuned_keys;
+  std::function<std::string(const GemmProblem&, const std::string& precision)> key_of;
 };
+
+// "gemm_bias_gelu_tanh|bf16|tn|65536x3072x768|b1|native": fusion, dtype, A/B layout tokens,
+// MxNxK, batch, math mode ("native", "tf32x3", "tf32") under `precision`.
+std::string tuning_key(const GemmProblem& problem, const std::string& precision);
 
 struct Discovery {
   graph::Graph canonical;       // the graph after canonicalization

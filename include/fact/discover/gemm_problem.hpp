@@ -2,6 +2,7 @@
 // to build): D[l] = epilogue(alpha * A[l] · B[l]), with A: M×K, B: K×N, D: M×N, l < batch.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct GemmOperand {
 
 enum class Activation { Identity, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh };
 std::string_view activation_name(Activation a);  // "relu", "gelu_erf", "gelu_tanh", ...
+// Inverse of activation_name; nullopt for an unknown name.
+std::optional<Activation> parse_activation(std::string_view name);
 
 // One step of the fused epilogue, applied in order to the accumulator.
 struct EpilogueStep {
@@ -62,5 +65,14 @@ struct GemmProblem {
   // "65536x3072x768" or "128x(512x2048x1024)"
   std::string shape_string() const;
 };
+
+// JSON form of a problem (what `fact discover --json` writes for each kernel of a match):
+// {"m","n","k","batch","alpha","accumulate","fusion","a":{operand},"b":..,"d":..,
+//  "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype"}]}, operand =
+// {"value","dtype","layout":"row"|"col","ld","batch_stride"}. Non-finite numbers (clamp
+// bounds) are written as the strings "inf" / "-inf" / "nan". from_json throws
+// std::invalid_argument naming the field when one is missing or malformed.
+nlohmann::json gemm_problem_to_json(const GemmProblem& p);
+GemmProblem gemm_problem_from_json(const nlohmann::json& j);
 
 }  // namespace fact::discover

@@ -39,6 +39,11 @@ struct Match {
   double est_saved_us() const { return est_before_us - est_after_us; }
 };
 
+// {"rule","pattern","status","reason","classification","nodes","roles","dtype","gemms":[..],
+//  "extra","est_before_us","est_after_us","est_saved_us"}; gemms as gemm_problem_to_json.
 nlohmann::json match_to_json(const Match& m);
+// Inverse of match_to_json (est_saved_us is derived); throws std::invalid_argument naming the
+// field when one is missing or malformed.
+Match match_from_json(const nlohmann::json& j);
 
 }  // namespace fact::discover

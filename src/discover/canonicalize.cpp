@@ -1,0 +1,53 @@
+#include "fact/discover/canonicalize.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "fact/discover/rule.hpp"
+
+namespace fact::discover {
+
+namespace {
+
+// Run-time checks that produce nothing (the capture drops them; older graphs may hold them).
+void drop_metadata_checks(graph::Graph& g) {
+  auto& nodes = g.mutable_nodes();
+  const auto before = nodes.size();
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [](const graph::Node& n) {
+                               return n.outputs.empty() &&
+                                      (n.target.rfind("aten._assert", 0) == 0 ||
+                                       n.target.rfind("aten.sym_constrain_range", 0) == 0);
+                             }),
+              nodes.end());
+  if (nodes.size() != before) g.reindex();
+}
+
+// Orders every origin list by the captured graph's node order.
+void sort_origins(graph::Graph& g, const graph::Graph& captured) {
+  std::map<graph::NodeId, size_t> position;
+  for (size_t i = 0; i < captured.nodes().size(); ++i) position[captured.nodes()[i].id] = i;
+  for (auto& node : g.mutable_nodes()) {
+    std::stable_sort(node.origin.begin(), node.origin.end(),
+                     [&](const graph::NodeId& a, const graph::NodeId& b) {
+                       return position[a] < position[b];
+                     });
+  }
+}
+
+}  // namespace
+
+graph::Graph canonicalize(const graph::Graph& captured) {
+  graph::Graph g = captured;
+  g.reindex();
+  drop_metadata_checks(g);
+  canonicalize_gemms(g);
+  canonicalize_gelu(g);
+  canonicalize_activations(g);
+  canonicalize_scales(g);
+  canonicalize_attention(g);
+  sort_origins(g, captured);
+  return g;
+}
+
+}  // namespace fact::discover

@@ -1,0 +1,35 @@
+#include "fact/discover/discover.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "fact/discover/canonicalize.hpp"
+#include "fact/discover/rank.hpp"
+#include "fact/discover/rule.hpp"
+
+namespace fact::discover {
+
+Discovery discover(const graph::Graph& g, const DiscoverOptions& options) {
+  if (options.precision != "strict" && options.precision != "tf32" && options.precision != "native")
+    throw std::invalid_argument("unknown precision mode '" + options.precision +
+                                "' (expected strict, tf32 or native)");
+  Discovery discovery;
+  discovery.canonical = canonicalize(g);
+  const RuleRegistry& registry = RuleRegistry::global();
+  std::map<graph::NodeId, size_t> position;
+  for (size_t i = 0; i < g.nodes().size(); ++i) position[g.nodes()[i].id] = i;
+  for (auto& result : run_rules(discovery.canonical, options, registry.by_priority())) {
+    Match m = std::move(result.match);
+    std::stable_sort(m.nodes.begin(), m.nodes.end(), [&](const auto& a, const auto& b) {
+      return position[a] < position[b];
+    });
+    estimate(m, g, options);
+    m.classification = classify(m, registry.pattern_has_template(m.pattern), options);
+    discovery.matches.push_back(std::move(m));
+  }
+  rank_matches(discovery.matches);
+  return discovery;
+}
+
+}  // namespace fact::discover

@@ -1,0 +1,173 @@
+#include "fact/discover/report.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "fact/discover/gemm_chain.hpp"
+#include "fact/util/table.hpp"
+
+namespace fact::discover {
+
+namespace {
+
+using util::format_fixed;
+using util::Table;
+
+std::string nodes_cell(const Match& m) {
+  if (m.nodes.empty()) return "-";
+  if (m.nodes.size() == 1) return m.nodes.front();
+  return m.nodes.front() + ".." + m.nodes.back() + " (" + std::to_string(m.nodes.size()) + ")";
+}
+
+std::string dtype_cell(const Match& m) {
+  std::string cell(dtype_token(m.dtype));
+  const std::string math = m.extra.value("math", std::string());
+  if (math == "tf32x3") cell += " (3xTF32)";
+  if (math == "tf32") cell += " (TF32)";
+  return cell;
+}
+
+std::string attention_shape(const nlohmann::json& a) {
+  std::ostringstream out;
+  out << "b" << a.value("batch", 0) << " h" << a.value("heads", 0);
+  if (a.value("kv_heads", a.value("heads", 0)) != a.value("heads", 0)) out << "/" << a.value("kv_heads", 0);
+  out << " s" << a.value("seq", 0);
+  if (a.value("kv_seq", a.value("seq", 0)) != a.value("seq", 0)) out << "x" << a.value("kv_seq", 0);
+  out << " d" << a.value("head_dim", 0);
+  return out.str();
+}
+
+std::string shape_cell(const Match& m) {
+  if (m.gemms.size() == 1) return m.gemms.front().shape_string();
+  if (m.gemms.size() > 1) return std::to_string(m.gemms.size()) + " kernels";
+  if (m.pattern == "attention") return attention_shape(m.extra);
+  return "-";
+}
+
+std::string status_cell(const Match& m) {
+  switch (m.status) {
+    case MatchStatus::Accepted: return "accepted";
+    case MatchStatus::Pending: return "pending: " + m.reason;
+    case MatchStatus::Declined: return "declined (below)";
+  }
+  return "";
+}
+
+struct Totals {
+  double before = 0.0, after = 0.0;
+  int accepted = 0;
+};
+
+Totals accepted_totals(const Discovery& d) {
+  Totals t;
+  for (const auto& m : d.matches) {
+    if (m.status != MatchStatus::Accepted) continue;
+    t.before += m.est_before_us;
+    t.after += m.est_after_us;
+    ++t.accepted;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string discovery_table(const Discovery& d, const graph::Graph& captured,
+                            const DiscoverOptions& options) {
+  std::ostringstream out;
+  out << "FACT discover: " << captured.source.value("module", std::string("graph")) << " ("
+      << captured.source.value("capture", std::string("?")) << "), " << captured.nodes().size()
+      << " captured nodes -> " << d.canonical.nodes().size() << " canonical; precision "
+      << options.precision << "; device " << options.device.name << "\n\n";
+  if (d.matches.empty()) {
+    out << "no matches\n";
+    return out.str();
+  }
+  Table table({{"#", Table::Align::Right},
+               {"match"},
+               {"pattern"},
+               {"nodes covered"},
+               {"shape (MxNxK)"},
+               {"dtype"},
+               {"before µs", Table::Align::Right},
+               {"after µs", Table::Align::Right},
+               {"saved µs", Table::Align::Right},
+               {"class"},
+               {"status"}});
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
+    const bool declined = m.status == MatchStatus::Declined;
+    table.add_row({std::to_string(i + 1), m.rule, m.pattern, nodes_cell(m), shape_cell(m),
+                   dtype_cell(m), format_fixed(m.est_before_us, 1),
+                   declined ? "-" : format_fixed(m.est_after_us, 1),
+                   declined ? "-" : format_fixed(m.est_saved_us(), 1),
+                   std::string(classification_name(m.classification)), status_cell(m)});
+    if (m.gemms.size() > 1) {
+      for (size_t k = 0; k < m.gemms.size(); ++k) {
+        const std::string label = std::to_string(i + 1) + static_cast<char>('a' + k);
+        table.add_row({label, "  " + m.gemms[k].fusion_name(), "", "", m.gemms[k].shape_string()});
+      }
+    }
+  }
+  out << table.render();
+  const Totals t = accepted_totals(d);
+  out << "\naccepted: " << t.accepted << " of " << d.matches.size() << " matches, est. "
+      << format_fixed(t.before, 1) << " µs -> " << format_fixed(t.after, 1) << " µs (saved "
+      << format_fixed(t.before - t.after, 1) << " µs";
+  if (t.after > 0) out << ", " << format_fixed(t.before / t.after, 2) << "x on the covered nodes";
+  out << ")\n";
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
+    if (m.status != MatchStatus::Declined) continue;
+    out << "declined #" << (i + 1) << " " << m.rule << " [" << nodes_cell(m) << "]: " << m.reason
+        << "\n";
+  }
+  return out.str();
+}
+
+nlohmann::json device_profile_to_json(const DeviceProfile& p) {
+  return {{"name", p.name},
+          {"hbm_bytes_per_s", p.hbm_bytes_per_s},
+          {"bf16_flops", p.bf16_flops},
+          {"tf32_flops", p.tf32_flops},
+          {"fp32_flops", p.fp32_flops},
+          {"launch_overhead_s", p.launch_overhead_s}};
+}
+
+DeviceProfile device_profile_from_json(const nlohmann::json& j) {
+  DeviceProfile p;
+  auto number = [&](const char* key, double& field) {
+    if (!j.contains(key)) return;
+    if (!j.at(key).is_number()) throw std::invalid_argument(std::string("device profile: '") + key + "' is not a number");
+    field = j.at(key).get<double>();
+  };
+  if (j.contains("name")) {
+    if (!j.at("name").is_string()) throw std::invalid_argument("device profile: 'name' is not a string");
+    p.name = j.at("name").get<std::string>();
+  }
+  number("hbm_bytes_per_s", p.hbm_bytes_per_s);
+  number("bf16_flops", p.bf16_flops);
+  number("tf32_flops", p.tf32_flops);
+  number("fp32_flops", p.fp32_flops);
+  number("launch_overhead_s", p.launch_overhead_s);
+  return p;
+}
+
+nlohmann::json discovery_to_json(const Discovery& d, const graph::Graph& captured,
+                                 const DiscoverOptions& options) {
+  nlohmann::json matches = nlohmann::json::array();
+  for (const auto& m : d.matches) matches.push_back(match_to_json(m));
+  const Totals t = accepted_totals(d);
+  return {{"schema", "fact.discovery/1"},
+          {"source", captured.source},
+          {"precision", options.precision},
+          {"device", device_profile_to_json(options.device)},
+          {"captured_nodes", captured.nodes().size()},
+          {"canonical_nodes", d.canonical.nodes().size()},
+          {"matches", std::move(matches)},
+          {"totals", {{"accepted", t.accepted},
+                      {"est_before_us", t.before},
+                      {"est_after_us", t.after},
+                      {"est_saved_us", t.before - t.after}}}};
+}
+
+}  // namespace fact::discover

@@ -1,0 +1,105 @@
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "fact/discover/rule.hpp"
+
+namespace fact::discover {
+
+RuleRegistry& RuleRegistry::global() {
+  static RuleRegistry registry;
+  return registry;
+}
+
+void RuleRegistry::add(Rule rule) {
+  if (find(rule.name) != nullptr)
+    throw std::invalid_argument("rule '" + rule.name + "' is already registered");
+  rules_.push_back(std::make_unique<Rule>(std::move(rule)));
+}
+
+std::vector<const Rule*> RuleRegistry::by_priority() const {
+  std::vector<const Rule*> ordered;
+  for (const auto& rule : rules_) ordered.push_back(rule.get());
+  std::sort(ordered.begin(), ordered.end(), [](const Rule* a, const Rule* b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    return a->name < b->name;
+  });
+  return ordered;
+}
+
+const Rule* RuleRegistry::find(std::string_view name) const {
+  for (const auto& rule : rules_) {
+    if (rule->name == name) return rule.get();
+  }
+  return nullptr;
+}
+
+bool RuleRegistry::pattern_has_template(std::string_view pattern) const {
+  for (const auto& rule : rules_) {
+    if (rule->pattern == pattern && rule->has_template) return true;
+  }
+  return false;
+}
+
+RuleRegistrar::RuleRegistrar(Rule rule) { RuleRegistry::global().add(std::move(rule)); }
+
+namespace {
+
+// True when some value produced by the claimed nodes, other than the declared outputs, is
+// read outside the claims or returned by the graph.
+bool intermediates_escape(const graph::Graph& g, const RuleResult& result) {
+  const std::set<graph::NodeId> claims(result.claims.begin(), result.claims.end());
+  const std::set<graph::ValueId> outputs(result.outputs.begin(), result.outputs.end());
+  for (const auto& id : result.claims) {
+    const graph::Node* node = g.node(id);
+    if (node == nullptr) return true;
+    for (const auto& produced : node->outputs) {
+      if (outputs.count(produced)) continue;
+      if (g.is_graph_output(produced)) return true;
+      for (const graph::Node* reader : g.consumers(produced)) {
+        if (!claims.count(reader->id)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::vector<graph::NodeId> covered_captured_nodes(const graph::Graph& g,
+                                                  const std::vector<graph::NodeId>& claims) {
+  const std::set<graph::NodeId> claimed(claims.begin(), claims.end());
+  std::vector<graph::NodeId> covered;
+  for (const auto& node : g.nodes()) {
+    if (!claimed.count(node.id)) continue;
+    if (node.origin.empty()) covered.push_back(node.id);
+    covered.insert(covered.end(), node.origin.begin(), node.origin.end());
+  }
+  return covered;
+}
+
+}  // namespace
+
+std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverOptions& options,
+                                  const std::vector<const Rule*>& rules) {
+  std::set<graph::NodeId> claimed;
+  std::vector<RuleResult> results;
+  const RuleContext context{canonical, options};
+  for (const Rule* rule : rules) {
+    for (const auto& node : canonical.nodes()) {
+      if (claimed.count(node.id) || !target_in(node, rule->root.targets())) continue;
+      auto binding = rule->root.match_node(node, canonical);
+      if (!binding) continue;
+      auto result = rule->check(context, node, *binding);
+      if (!result) continue;
+      bool overlaps = false;
+      for (const auto& id : result->claims) overlaps = overlaps || claimed.count(id) != 0;
+      if (overlaps || result->claims.empty() || intermediates_escape(canonical, *result)) continue;
+      if (result->match.pattern.empty()) result->match.pattern = rule->pattern;
+      result->match.nodes = covered_captured_nodes(canonical, result->claims);
+      claimed.insert(result->claims.begin(), result->claims.end());
+      results.push_back(std::move(*result));
+    }
+  }
+  return results;
+}
+
+}  // namespace fact::discover
