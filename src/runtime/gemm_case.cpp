@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cmath>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 namespace fact::runtime {
@@ -56,10 +55,9 @@ double parse_double(std::string_view key, std::string_view value) {
 }
 
 std::string format_double(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, result.ptr);
 }
 
 bool is_output_dtype(DType t) {
@@ -298,18 +296,20 @@ std::vector<realize::EpilogueOpSpec> parse_epilogue_tokens(std::string_view text
         found = true;
       }
     }
-    for (Activation act : {Activation::Identity, Activation::ReLU, Activation::GeluErf,
-                           Activation::GeluTanh, Activation::SiLU, Activation::Sigmoid,
-                           Activation::LeakyReLU, Activation::HardTanh}) {
-      if (!found && discover::activation_name(act) == token) {
+    if (token == "multiply") {
+      op.kind = Kind::Multiply;
+      found = true;
+    }
+    if (!found) {
+      if (const std::optional<Activation> act = discover::parse_activation(token)) {
         op.kind = Kind::Activation;
-        op.activation = act;
+        op.activation = *act;
         found = true;
       }
     }
     if (!found) {
       throw std::invalid_argument("unknown epilogue step '" + std::string(token) +
-                                  "' (scale, bias, residual, multiply or an activation name)");
+                                  "' (scale, bias, residual, mul or an activation name)");
     }
     ops.push_back(op);
   }

@@ -136,7 +136,7 @@ ProcessGuard::ProcessGuard(std::string json_path, double timeout_s, nlohmann::js
   struct sigaction action {};
   action.sa_handler = on_fatal_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND | SA_NODEFER;
   for (size_t i = 0; i < std::size(kFatalSignals); ++i) {
     ::sigaction(kFatalSignals[i], &action, &g_previous[i]);
   }

@@ -77,7 +77,8 @@ discover::GemmProblem with_epilogue_prefix(discover::GemmProblem problem, size_t
 
 // Command-line spellings for baseline-only runs, which have no kernel library to read a spec
 // from. Dtypes: any graph::parse_dtype name or fp32/f32, bf16, fp16/f16. Epilogue: a comma list
-// of "scale", "bias", "residual", "multiply" and activation names ("relu", "gelu_tanh", ...);
+// of "scale", "bias", "residual", "mul" (or "multiply") and activation names ("relu",
+// "gelu_tanh", "leaky_relu", "hardtanh", ...: discover::activation_name's spellings);
 // empty for a plain GEMM. Layouts: two letters for A and B, 't' = row-major, 'n' =
 // column-major ("tn": row-major A, column-major B, i.e. an nn.Linear). Each throws
 // std::invalid_argument for an unknown spelling.
