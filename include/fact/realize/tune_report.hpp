@@ -1,0 +1,36 @@
+// Reports of a tuning run: a Markdown table (every configuration with status, time, TFLOP/s
+// and speed against the baseline, excluded ones with their reason), the same as CSV and JSON,
+// and a scatter plot of every configuration's time with the winner starred, drawn by
+// bench/plot_tune.py when python3 with matplotlib is available.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fact/realize/tuner.hpp"
+
+namespace fact::realize {
+
+struct TuneReportFiles {
+  std::filesystem::path markdown, csv, json;
+  std::optional<std::filesystem::path> plot;  // absent when it could not be drawn
+  std::string plot_note;                      // why not, when absent
+};
+
+// The baseline that ratios are computed against: the fused cuBLASLt one when it ran fine,
+// else the first one that ran fine; nullptr when none did.
+const BaselineMeasurement* reference_baseline(const TuneResult& result);
+
+// The Markdown table (ok rows fastest first, then the excluded ones).
+std::string format_tune_table(const TuneResult& result);
+
+// Writes tune-<problem>.{md,csv,json} (and .png when possible) into `dir`.
+TuneReportFiles write_tune_report(const TuneResult& result, const std::filesystem::path& dir);
+
+// Runs `python3 <FACT source>/bench/<script> args...` ($FACT_PYTHON overrides the
+// interpreter, $FACT_SOURCE_DIR the source folder). Returns nullopt on success, else why not
+// (no python, no matplotlib, script failed).
+std::optional<std::string> run_plot_script(const std::string& script, const std::vector<std::string>& args);
+
+}  // namespace fact::realize

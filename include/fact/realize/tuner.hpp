@@ -1,0 +1,118 @@
+// The auto-tuner (DESIGN.md rule 8). For one GEMM problem in one precision mode:
+//
+//   1. stored choice: the tuning database holds a choice for exactly this key → rebuild it (a
+//      kernel-cache hit in the normal case) and return it without sweeping; with baselines or
+//      `remeasure` it is timed again first, and a stored choice that no longer builds or
+//      verifies is dropped and the space swept again.
+//   2. sweep: enumerate the pattern's pruned parameter space, build every configuration through
+//      the build driver (parallel, cached), then run each built one in a child process in the
+//      fixed order can_implement → verify → time. A configuration that fails to compile,
+//      cannot implement the problem, computes wrong numbers, crashes or hangs is excluded with
+//      its reason; the fastest verified one (median time) wins and is stored in the database.
+//   3. baselines (optional): the winner is run once more together with the requested library
+//      baselines, so that the comparison comes from one process, same inputs, same run.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/discover/gemm_problem.hpp"
+#include "fact/realize/build_driver.hpp"
+#include "fact/realize/candidate_runner.hpp"
+#include "fact/realize/kernel_spec.hpp"
+#include "fact/realize/param_space.hpp"
+#include "fact/realize/tuning_db.hpp"
+
+namespace fact::realize {
+
+// Where candidates come from: a pattern's problem class, its pruned parameter space, and the
+// rendered source + compile command of each configuration. The GEMM pattern's implementation
+// is GemmCandidateSource (gemm_candidates.hpp); tests provide their own.
+class CandidateSource {
+ public:
+  virtual ~CandidateSource() = default;
+  // The problem class (dtypes, layouts, math, epilogue; default tuning parameters) that realizes
+  // `problem` in `precision`. Throws std::invalid_argument when the pattern cannot realize it.
+  virtual KernelSpec problem_class(const discover::GemmProblem& problem, const std::string& precision) = 0;
+  // The configurations to try, pruned (nothing that cannot fit or cannot run on the target),
+  // most promising first, with the pruned ones and why. `space`: "default" or "exhaustive".
+  virtual ParamSpace candidates(const KernelSpec& problem_class, const discover::GemmProblem& problem,
+                                const std::string& space) = 0;
+  // The build job (content key, source, entry symbol, compile command) for one configuration.
+  // Throws when it cannot be rendered.
+  virtual BuildJob build_job(const KernelSpec& spec) = 0;
+};
+
+struct TuneRequest {
+  discover::GemmProblem problem;
+  std::string precision = "native";  // "strict", "tf32", "native"
+  std::string space = "default";
+  size_t max_candidates = 0;         // 0: every configuration of the pruned space
+  bool force = false;                // ignore the stored choice: sweep again
+  bool reuse_bucket = false;         // on a miss, first try the nearest tuned shape of the bucket
+  bool remeasure = false;            // stored choice: time it again (implied by baselines)
+  std::vector<std::string> baselines;  // e.g. {"cublas"}: timed with the winner, same run
+  std::chrono::milliseconds run_timeout{std::chrono::minutes(3)};  // per candidate run
+  std::filesystem::path work_dir;    // runner reports per candidate; empty: a temporary folder
+  bool show_progress = true;
+  std::string cutlass_version;       // empty: the CUTLASS version this build was configured with
+};
+
+struct CandidateOutcome {
+  KernelSpec spec;
+  std::string config;  // spec.name()
+  std::string key;     // kernel cache key
+  CandidateStatus status = CandidateStatus::Error;
+  std::string reason;  // why excluded (empty when ok)
+  std::optional<Timing> ms;
+  std::optional<double> tflops;
+  std::optional<double> rel_err;
+  double compile_seconds = 0.0;
+  std::filesystem::path library;
+  bool best = false;
+
+  nlohmann::json to_json() const;
+};
+
+struct TuneResult {
+  TuningKey key;
+  discover::GemmProblem problem;
+  std::string precision;
+  std::string origin;  // "sweep", "database" (stored choice), "bucket" (nearest tuned shape)
+  std::vector<CandidateOutcome> candidates;  // every configuration considered, in space order
+  std::optional<CandidateOutcome> best;      // the winner (also flagged in `candidates`)
+  std::vector<BaselineMeasurement> baselines;  // measured in the winner's final run
+  std::optional<TuningRecord> record;        // what the database holds for the key now
+  nlohmann::json device = nlohmann::json::object();
+  std::vector<std::string> notes;            // what happened beyond the table, for reports
+  double seconds = 0.0;
+
+  bool ok() const { return best.has_value(); }
+  // Readable name of the problem: "gemm_bias_65536x2304x768_bf16_native".
+  std::string problem_name() const;
+  nlohmann::json to_json() const;
+};
+
+class Tuner {
+ public:
+  Tuner(CandidateSource& source, BuildDriver& builder, CandidateRunner& runner, TuningDb& db);
+
+  // Throws std::invalid_argument when the source cannot realize the problem; every candidate
+  // failure is an outcome, never an exception.
+  TuneResult tune(const TuneRequest& request);
+
+ private:
+  CandidateOutcome run_candidate(const KernelSpec& spec, const BuildJob& job, const BuildOutcome& built,
+                                 const TuneRequest& request, const std::vector<std::string>& baselines,
+                                 const std::filesystem::path& work_dir, RunResult* run_result);
+  CandidateSource& source_;
+  BuildDriver& builder_;
+  CandidateRunner& runner_;
+  TuningDb& db_;
+};
+
+}  // namespace fact::realize

@@ -1,0 +1,105 @@
+// The tuning database (DESIGN.md rule 8): the chosen kernel parameters per problem, not
+// binaries. One JSON file (default <fact cache root>/tuning_db.json, schema "fact.tuning/1"):
+//
+//   {"schema": "fact.tuning/1",
+//    "entries": {"<TuningKey::id()>": {"key": {...}, "bucket": "<TuningKey::bucket_id()>",
+//                                       "spec": {KernelSpec JSON}, "config": "<spec name>",
+//                                       "kernel_key": "...", "ms": 0.41, "tflops": 335.2,
+//                                       "rel_err": 1e-6, "device": "...", "date": "...",
+//                                       "candidates": 24, "verified": 20}}}
+//
+// Keys: (pattern, shape, dtypes, layouts, epilogue, arch, CUTLASS version, precision). The
+// shape is exact; its bucket rounds every dimension (m, n, k, batch) UP to the next power of
+// two (3000 -> 4096, 4096 -> 4096, 1 -> 1), so a lookup for an unseen shape can reuse the
+// choice made for the nearest tuned shape in the same bucket (nearest = smallest sum over the
+// dimensions of |log2(a / b)|). Updates are read-modify-write under an exclusive flock on
+// "<file>.lock" with an atomic rename, so concurrent tuners never lose each other's entries.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/realize/kernel_spec.hpp"
+
+namespace fact::realize {
+
+inline constexpr const char* kTuningDbSchema = "fact.tuning/1";
+inline constexpr const char* kTargetArch = "sm_90a";
+
+struct TuningKey {
+  std::string pattern = "gemm";
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  std::string dtypes;           // dtype tokens of A, B, D, accumulator: "bf16.bf16.bf16.f32"
+  std::string layouts;          // layout tokens of A, B, D: "tnt"
+  std::string epilogue;         // "+"-joined steps ("bias+gelu_tanh"), "none" when plain
+  std::string arch = kTargetArch;
+  std::string cutlass_version;  // "4.2.0"
+  std::string precision;        // "strict", "tf32", "native"
+
+  // Exact identity: every field. "gemm|4096x4096x4096x1|bf16.bf16.bf16.f32|tnt|bias|sm_90a|cutlass4.2.0|native"
+  std::string id() const;
+  // The same with the shape replaced by its bucket: "gemm|b4096x4096x4096x1|...".
+  std::string bucket_id() const;
+  nlohmann::json to_json() const;
+  static TuningKey from_json(const nlohmann::json& j);
+  bool operator==(const TuningKey&) const = default;
+};
+
+// Smallest power of two >= v (v >= 1); 1 for v <= 1.
+int64_t round_up_to_power_of_two(int64_t v);
+
+// The key for tuning the problem class `spec` at the given sizes in `precision`.
+TuningKey make_tuning_key(const KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch,
+                          const std::string& precision, const std::string& cutlass_version);
+
+// "bias+gelu_tanh" / "none".
+std::string epilogue_token(const std::vector<EpilogueOpSpec>& epilogue);
+
+struct TuningRecord {
+  TuningKey key;
+  nlohmann::json spec;      // the chosen KernelSpec (to_json)
+  std::string config;       // its readable name
+  std::string kernel_key;   // kernel cache key when chosen (informational: the key is recomputed)
+  double ms = 0.0;          // median time of the chosen kernel
+  double tflops = 0.0;
+  double rel_err = 0.0;
+  std::string device;       // device name it was measured on
+  std::string date;         // UTC ISO 8601
+  int candidates = 0;       // configurations considered
+  int verified = 0;         // configurations that built, verified and timed
+
+  nlohmann::json to_json() const;
+  static TuningRecord from_json(const nlohmann::json& j);
+};
+
+// <fact cache root>/tuning_db.json
+std::filesystem::path default_tuning_db_path();
+
+class TuningDb {
+ public:
+  explicit TuningDb(std::filesystem::path file = default_tuning_db_path());
+  const std::filesystem::path& file() const { return file_; }
+
+  // The entry for exactly `key`.
+  std::optional<TuningRecord> find_exact(const TuningKey& key) const;
+  // The entry of the nearest tuned shape in key's bucket (another shape; the exact entry
+  // included when present).
+  std::optional<TuningRecord> find_in_bucket(const TuningKey& key) const;
+  // Inserts or replaces the entry for record.key.
+  void store(const TuningRecord& record);
+  // Removes the entry for `key`; false when there was none.
+  bool erase(const TuningKey& key);
+  std::vector<TuningRecord> all() const;
+
+ private:
+  // Parsed entries; an unreadable or malformed file reads as empty (and is moved aside, with a
+  // note on stderr, by the next store).
+  nlohmann::json load_entries(bool* malformed = nullptr) const;
+  std::filesystem::path file_;
+};
+
+}  // namespace fact::realize

@@ -1,0 +1,181 @@
+#include "fact/realize/tune_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "fact/build_info.hpp"
+#include "fact/util/atomic_file.hpp"
+#include "fact/util/subprocess.hpp"
+
+namespace fact::realize {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Exit code of the bench/plot_*.py scripts when matplotlib is not importable.
+constexpr int kPlotNoMatplotlib = 3;
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+std::string scientific(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.2e", value);
+  return buffer;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    quoted += c;
+    if (c == '"') quoted += '"';
+  }
+  return quoted + "\"";
+}
+
+std::string markdown_cell(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::string escaped;
+  for (char c : text) {
+    if (c == '|') escaped += '\\';
+    escaped += c;
+  }
+  if (escaped.size() > 160) escaped = escaped.substr(0, 160) + "...";
+  return escaped;
+}
+
+// Ok rows fastest first, then the rest in space order.
+std::vector<const CandidateOutcome*> report_order(const TuneResult& result) {
+  std::vector<const CandidateOutcome*> rows;
+  for (const auto& c : result.candidates) rows.push_back(&c);
+  std::stable_sort(rows.begin(), rows.end(), [](const CandidateOutcome* a, const CandidateOutcome* b) {
+    bool a_ok = a->status == CandidateStatus::Ok && a->ms, b_ok = b->status == CandidateStatus::Ok && b->ms;
+    if (a_ok != b_ok) return a_ok;
+    if (a_ok) return a->ms->median < b->ms->median;
+    return false;
+  });
+  return rows;
+}
+
+}  // namespace
+
+const BaselineMeasurement* reference_baseline(const TuneResult& result) {
+  const BaselineMeasurement* chosen = nullptr;
+  for (const auto& b : result.baselines) {
+    if (b.status != "ok" || !b.ms) continue;
+    if (!chosen || (b.fused && !chosen->fused)) chosen = &b;
+  }
+  return chosen;
+}
+
+std::string format_tune_table(const TuneResult& result) {
+  const BaselineMeasurement* baseline = reference_baseline(result);
+  std::ostringstream table;
+  table << "| config | status | ms (median) | TFLOP/s | vs " << (baseline ? baseline->name : "baseline")
+        << " | rel_err | reason |\n|---|---|---|---|---|---|---|\n";
+  for (const CandidateOutcome* c : report_order(result)) {
+    table << "| " << (c->best ? "**" + c->config + "** ★" : c->config) << " | " << candidate_status_name(c->status)
+          << " | " << (c->ms ? fixed(c->ms->median, 4) : "") << " | " << (c->tflops ? fixed(*c->tflops, 1) : "")
+          << " | " << (c->ms && baseline ? fixed(*baseline->ms / c->ms->median, 2) + "x" : "") << " | "
+          << (c->rel_err ? scientific(*c->rel_err) : "") << " | " << markdown_cell(c->reason) << " |\n";
+  }
+  return table.str();
+}
+
+TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::string stem = "tune-" + result.problem_name();
+  TuneReportFiles files;
+  files.markdown = dir / (stem + ".md");
+  files.csv = dir / (stem + ".csv");
+  files.json = dir / (stem + ".json");
+
+  std::ostringstream md;
+  md << "# Tuning " << result.problem_name() << "\n\n"
+     << "- problem: " << result.problem.fusion_name() << " " << result.problem.shape_string() << ", precision "
+     << result.precision << "\n"
+     << "- key: `" << result.key.id() << "`\n"
+     << "- origin: " << result.origin << " (" << result.candidates.size() << " configuration(s), "
+     << fixed(result.seconds, 1) << " s)\n"
+     << "- device: " << result.device.value("name", std::string("unknown")) << "\n";
+  if (result.best) {
+    md << "- best: " << result.best->config << " — " << (result.best->ms ? fixed(result.best->ms->median, 4) : "?")
+       << " ms\n";
+  } else {
+    md << "- best: none (no configuration verified)\n";
+  }
+  for (const auto& b : result.baselines) {
+    md << "- baseline " << b.name << ": " << b.status;
+    if (b.ms) md << ", " << fixed(*b.ms, 4) << " ms";
+    if (b.rel_err) md << ", rel_err " << scientific(*b.rel_err);
+    if (!b.computes.empty()) md << ", computes " << b.computes << (b.fused ? " (fused)" : "");
+    if (!b.error.empty()) md << " (" << b.error << ")";
+    md << "\n";
+  }
+  for (const auto& note : result.notes) md << "- note: " << note << "\n";
+  md << "\n" << format_tune_table(result);
+
+  std::ostringstream csv;
+  csv << "index,config,status,ms_median,ms_p10,ms_p90,tflops,rel_err,best,compile_seconds,reason\n";
+  for (size_t i = 0; i < result.candidates.size(); ++i) {
+    const auto& c = result.candidates[i];
+    csv << i << "," << csv_field(c.config) << "," << candidate_status_name(c.status) << ","
+        << (c.ms ? fixed(c.ms->median, 6) : "") << "," << (c.ms ? fixed(c.ms->p10, 6) : "") << ","
+        << (c.ms ? fixed(c.ms->p90, 6) : "") << "," << (c.tflops ? fixed(*c.tflops, 3) : "") << ","
+        << (c.rel_err ? scientific(*c.rel_err) : "") << "," << (c.best ? 1 : 0) << "," << fixed(c.compile_seconds, 2)
+        << "," << csv_field(c.reason) << "\n";
+  }
+  util::write_file_atomically(files.csv, csv.str());
+  util::write_file_atomically(files.json, result.to_json().dump(2) + "\n");
+
+  fs::path png = dir / (stem + ".png");
+  bool plottable = std::any_of(result.candidates.begin(), result.candidates.end(),
+                               [](const CandidateOutcome& c) { return c.ms.has_value(); });
+  if (!plottable) {
+    files.plot_note = "no configuration was timed: nothing to plot";
+  } else if (auto problem = run_plot_script("plot_tune.py", {files.json.string(), png.string()})) {
+    files.plot_note = *problem + "; the data are in " + files.csv.filename().string();
+  } else {
+    files.plot = png;
+  }
+  md << "\n" << (files.plot ? "![every configuration's time](" + png.filename().string() + ")\n"
+                            : "Plot: " + files.plot_note + "\n");
+  util::write_file_atomically(files.markdown, md.str());
+  return files;
+}
+
+std::optional<std::string> run_plot_script(const std::string& script, const std::vector<std::string>& args) {
+  std::string python;
+  if (const char* chosen = std::getenv("FACT_PYTHON"); chosen && *chosen) {
+    python = chosen;
+  } else if (auto found = util::find_executable("python3")) {
+    python = found->string();
+  } else {
+    return std::string("no python3 found (plot skipped)");
+  }
+  fs::path source_dir = build_info::kSourceDir;
+  if (const char* overridden = std::getenv("FACT_SOURCE_DIR"); overridden && *overridden) source_dir = overridden;
+  fs::path script_path = source_dir / "bench" / script;
+  std::error_code error;
+  if (!fs::exists(script_path, error)) return "plot script " + script_path.string() + " not found (plot skipped)";
+  std::vector<std::string> argv = {python, script_path.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  util::ProcessOptions options;
+  fs::path log = fs::temp_directory_path() / ("fact-plot-" + util::unique_suffix() + ".log");
+  options.output_file = log;
+  options.timeout = std::chrono::seconds(120);
+  util::ProcessResult finished = util::run_process(argv, options);
+  std::string tail = util::tail_of_file(log, 5);
+  fs::remove(log, error);
+  if (finished.succeeded()) return std::nullopt;
+  if (finished.exit_code == kPlotNoMatplotlib) return std::string("matplotlib is not available to " + python + " (plot skipped)");
+  return "plot script failed (" + finished.describe() + "): " + tail;
+}
+
+}  // namespace fact::realize

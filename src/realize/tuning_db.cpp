@@ -1,0 +1,222 @@
+#include "fact/realize/tuning_db.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "fact/realize/cutlass_names.hpp"
+#include "fact/realize/kernel_cache.hpp"
+#include "fact/util/atomic_file.hpp"
+#include "fact/util/file_lock.hpp"
+
+namespace fact::realize {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string shape_text(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  std::ostringstream text;
+  text << m << "x" << n << "x" << k << "x" << batch;
+  return text.str();
+}
+
+std::string join_key(const TuningKey& key, const std::string& shape) {
+  std::ostringstream text;
+  text << key.pattern << "|" << shape << "|" << key.dtypes << "|" << key.layouts << "|" << key.epilogue
+       << "|" << key.arch << "|cutlass" << key.cutlass_version << "|" << key.precision;
+  return text.str();
+}
+
+double shape_distance(const TuningKey& a, const TuningKey& b) {
+  auto term = [](int64_t x, int64_t y) {
+    return std::fabs(std::log2(double(std::max<int64_t>(x, 1)) / double(std::max<int64_t>(y, 1))));
+  };
+  return term(a.m, b.m) + term(a.n, b.n) + term(a.k, b.k) + term(a.batch, b.batch);
+}
+
+fs::path lock_file_for(const fs::path& file) { return fs::path(file.string() + ".lock"); }
+
+}  // namespace
+
+int64_t round_up_to_power_of_two(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+std::string TuningKey::id() const { return join_key(*this, shape_text(m, n, k, batch)); }
+
+std::string TuningKey::bucket_id() const {
+  return join_key(*this, "b" + shape_text(round_up_to_power_of_two(m), round_up_to_power_of_two(n),
+                                          round_up_to_power_of_two(k), round_up_to_power_of_two(batch)));
+}
+
+json TuningKey::to_json() const {
+  return {{"pattern", pattern}, {"m", m},           {"n", n},
+          {"k", k},             {"batch", batch},   {"dtypes", dtypes},
+          {"layouts", layouts}, {"epilogue", epilogue}, {"arch", arch},
+          {"cutlass", cutlass_version}, {"precision", precision}};
+}
+
+TuningKey TuningKey::from_json(const json& j) {
+  TuningKey key;
+  key.pattern = j.at("pattern").get<std::string>();
+  key.m = j.at("m").get<int64_t>();
+  key.n = j.at("n").get<int64_t>();
+  key.k = j.at("k").get<int64_t>();
+  key.batch = j.value("batch", int64_t{1});
+  key.dtypes = j.at("dtypes").get<std::string>();
+  key.layouts = j.at("layouts").get<std::string>();
+  key.epilogue = j.at("epilogue").get<std::string>();
+  key.arch = j.at("arch").get<std::string>();
+  key.cutlass_version = j.at("cutlass").get<std::string>();
+  key.precision = j.at("precision").get<std::string>();
+  return key;
+}
+
+std::string epilogue_token(const std::vector<EpilogueOpSpec>& epilogue) {
+  if (epilogue.empty()) return "none";
+  std::string token;
+  for (const auto& op : epilogue) {
+    if (!token.empty()) token += "+";
+    token += op.kind == EpilogueStep::Kind::Activation ? std::string(discover::activation_name(op.activation))
+                                                       : std::string(discover::epilogue_kind_name(op.kind));
+  }
+  return token;
+}
+
+TuningKey make_tuning_key(const KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch,
+                          const std::string& precision, const std::string& cutlass_version) {
+  TuningKey key;
+  key.pattern = spec.pattern;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.batch = batch;
+  key.dtypes = std::string(dtype_token(spec.a_dtype)) + "." + std::string(dtype_token(spec.b_dtype)) + "." +
+               std::string(dtype_token(spec.d_dtype)) + "." + std::string(dtype_token(spec.accumulate));
+  key.layouts = {discover::layout_token(spec.a_layout), discover::layout_token(spec.b_layout),
+                 discover::layout_token(spec.d_layout)};
+  key.epilogue = epilogue_token(spec.epilogue);
+  key.arch = kTargetArch;
+  key.cutlass_version = cutlass_version;
+  key.precision = precision;
+  return key;
+}
+
+json TuningRecord::to_json() const {
+  return {{"key", key.to_json()},     {"bucket", key.bucket_id()}, {"spec", spec},
+          {"config", config},         {"kernel_key", kernel_key},  {"ms", ms},
+          {"tflops", tflops},         {"rel_err", rel_err},        {"device", device},
+          {"date", date},             {"candidates", candidates},  {"verified", verified}};
+}
+
+TuningRecord TuningRecord::from_json(const json& j) {
+  TuningRecord r;
+  r.key = TuningKey::from_json(j.at("key"));
+  r.spec = j.at("spec");
+  r.config = j.value("config", std::string());
+  r.kernel_key = j.value("kernel_key", std::string());
+  r.ms = j.value("ms", 0.0);
+  r.tflops = j.value("tflops", 0.0);
+  r.rel_err = j.value("rel_err", 0.0);
+  r.device = j.value("device", std::string());
+  r.date = j.value("date", std::string());
+  r.candidates = j.value("candidates", 0);
+  r.verified = j.value("verified", 0);
+  return r;
+}
+
+fs::path default_tuning_db_path() { return fact_cache_root() / "tuning_db.json"; }
+
+TuningDb::TuningDb(fs::path file) : file_(std::move(file)) {}
+
+json TuningDb::load_entries(bool* malformed) const {
+  if (malformed) *malformed = false;
+  std::error_code error;
+  if (!fs::exists(file_, error)) return json::object();
+  try {
+    json doc = json::parse(util::read_file(file_));
+    if (doc.value("schema", "") != kTuningDbSchema || !doc.contains("entries") || !doc["entries"].is_object()) {
+      throw std::runtime_error("not a " + std::string(kTuningDbSchema) + " file");
+    }
+    return doc["entries"];
+  } catch (const std::exception&) {
+    if (malformed) *malformed = true;
+    return json::object();
+  }
+}
+
+std::optional<TuningRecord> TuningDb::find_exact(const TuningKey& key) const {
+  json entries = load_entries();
+  auto it = entries.find(key.id());
+  if (it == entries.end()) return std::nullopt;
+  try {
+    return TuningRecord::from_json(*it);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<TuningRecord> TuningDb::find_in_bucket(const TuningKey& key) const {
+  std::string bucket = key.bucket_id();
+  std::optional<TuningRecord> best;
+  double best_distance = std::numeric_limits<double>::infinity();
+  json entries = load_entries();
+  for (const auto& [id, entry] : entries.items()) {
+    if (!entry.is_object() || entry.value("bucket", "") != bucket) continue;
+    try {
+      TuningRecord record = TuningRecord::from_json(entry);
+      if (record.key.bucket_id() != bucket) continue;
+      double distance = shape_distance(record.key, key);
+      if (distance < best_distance) {
+        best_distance = distance;
+        best = std::move(record);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return best;
+}
+
+void TuningDb::store(const TuningRecord& record) {
+  auto lock = util::FileLock::acquire(lock_file_for(file_));
+  bool malformed = false;
+  json entries = load_entries(&malformed);
+  if (malformed) {
+    fs::path aside = file_.string() + ".corrupt-" + util::unique_suffix();
+    std::error_code error;
+    fs::rename(file_, aside, error);
+    std::cerr << "fact: tuning database " << file_ << " was unreadable; moved to " << aside << "\n";
+  }
+  TuningRecord stored = record;
+  if (stored.date.empty()) stored.date = util::utc_timestamp();
+  entries[stored.key.id()] = stored.to_json();
+  json doc = {{"schema", kTuningDbSchema}, {"entries", entries}};
+  util::write_file_atomically(file_, doc.dump(2) + "\n");
+}
+
+bool TuningDb::erase(const TuningKey& key) {
+  auto lock = util::FileLock::acquire(lock_file_for(file_));
+  json entries = load_entries();
+  if (entries.erase(key.id()) == 0) return false;
+  json doc = {{"schema", kTuningDbSchema}, {"entries", entries}};
+  util::write_file_atomically(file_, doc.dump(2) + "\n");
+  return true;
+}
+
+std::vector<TuningRecord> TuningDb::all() const {
+  std::vector<TuningRecord> records;
+  json entries = load_entries();
+  for (const auto& [id, entry] : entries.items()) {
+    try {
+      records.push_back(TuningRecord::from_json(entry));
+    } catch (const std::exception&) {
+    }
+  }
+  return records;
+}
+
+}  // namespace fact::realize
