@@ -1,0 +1,237 @@
+// patterns/gemm rule: GEMM + greedy epilogue, and every decline reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fact/discover/discover.hpp"
+#include "tests/cpp/discover/discover_test_util.hpp"
+
+namespace fact::discover {
+namespace {
+
+using graph::C;
+using graph::DType;
+using graph::GraphBuilder;
+using graph::OpOptions;
+using graph::T;
+using graph::ValueId;
+using testing::describe;
+using testing::linear;
+using testing::unary;
+using Kind = EpilogueStep::Kind;
+
+Match only_match(const Discovery& d) {
+  EXPECT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  if (d.matches.empty()) throw std::runtime_error("no match");
+  return d.matches.front();
+}
+
+// x [64, k] · w [n, k]ᵀ + bias, in `dtype`.
+struct LinearGraph {
+  GraphBuilder b;
+  ValueId x, w, bias, y;
+  LinearGraph(DType dtype, int64_t k = 256, int64_t n = 512, std::string device = "cuda:0")
+      : b(dtype, std::move(device)) {
+    x = b.input("x", {4, 16, k});
+    w = b.parameter("w", {n, k});
+    bias = b.parameter("bias", {n});
+    y = linear(b, x, w, bias);
+  }
+};
+
+TEST(GemmRule, BiasAndTanhGeluFused) {
+  LinearGraph l(DType::BFloat16);
+  OpOptions tanh;
+  tanh.kwargs["approximate"] = C("tanh");
+  auto out = l.b.op("aten.gelu.default", {T(l.y)}, {4, 16, 512}, tanh);
+  const auto d = discover(l.b.finish({out}));
+  const Match& m = only_match(d);
+  EXPECT_EQ(m.rule, "gemm_bias_gelu_tanh");
+  EXPECT_EQ(m.pattern, "gemm");
+  EXPECT_EQ(m.status, MatchStatus::Accepted);
+  EXPECT_EQ(m.classification, Classification::Adapt);
+  EXPECT_EQ(m.dtype, DType::BFloat16);
+  EXPECT_EQ(m.nodes, (std::vector<std::string>{"linear", "gelu"}));
+  EXPECT_EQ(m.roles.at("input"), "x");
+  EXPECT_EQ(m.roles.at("weight"), "w");
+  EXPECT_EQ(m.roles.at("bias"), "bias");
+  EXPECT_EQ(m.roles.at("output"), out);
+  ASSERT_EQ(m.gemms.size(), 1u);
+  const GemmProblem& p = m.gemms[0];
+  EXPECT_EQ(p.m, 64);
+  EXPECT_EQ(p.n, 512);
+  EXPECT_EQ(p.k, 256);
+  EXPECT_EQ(p.a.layout, Layout::RowMajor);
+  EXPECT_EQ(p.a.ld, 256);
+  EXPECT_EQ(p.b.layout, Layout::ColumnMajor);
+  EXPECT_EQ(p.b.ld, 256);
+  EXPECT_EQ(p.d.value, out);
+  EXPECT_EQ(p.d.ld, 512);
+  ASSERT_EQ(p.epilogue.size(), 2u);
+  EXPECT_EQ(p.epilogue[0].kind, Kind::Bias);
+  EXPECT_EQ(p.epilogue[0].operand, "bias");
+  EXPECT_EQ(p.epilogue[1].activation, Activation::GeluTanh);
+  EXPECT_EQ(m.extra["math"], "native");
+}
+
+TEST(GemmRule, SeparateBiasAddThenResidualThenScale) {
+  GraphBuilder b(DType::Float16);
+  auto x = b.input("x", {64, 128});
+  auto r = b.input("r", {64, 256});
+  auto w = b.input("w", {128, 256});
+  auto bias = b.parameter("bias", {256});
+  auto mm = b.op("aten.mm.default", {T(x), T(w)}, {64, 256});
+  auto biased = b.op("aten.add.Tensor", {T(bias), T(mm)}, {64, 256});  // bias first
+  auto res = b.op("aten.add.Tensor", {T(biased), T(r)}, {64, 256});
+  auto scaled = b.op("aten.mul.Tensor", {T(res), C(0.5)}, {64, 256});
+  const auto d = discover(b.finish({scaled}));
+  const Match& m = only_match(d);
+  EXPECT_EQ(m.rule, "gemm_bias_residual_scale");
+  const auto& e = m.gemms[0].epilogue;
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[1].kind, Kind::Residual);
+  EXPECT_EQ(e[1].operand, "r");
+  EXPECT_DOUBLE_EQ(e[1].value, 1.0);
+  EXPECT_DOUBLE_EQ(e[2].value, 0.5);
+  EXPECT_EQ(m.gemms[0].b.layout, Layout::RowMajor);
+  EXPECT_EQ(m.roles.at("residual"), "r");
+}
+
+TEST(GemmRule, ActivationsCarryTheirParameters) {
+  for (const auto& [target, extra, name, p0, p1] :
+       std::vector<std::tuple<std::string, std::vector<graph::Arg>, std::string, double, double>>{
+           {"aten.leaky_relu.default", {C(0.1)}, "gemm_bias_leaky_relu", 0.1, 0.0},
+           {"aten.hardtanh.default", {C(-2.0), C(2.0)}, "gemm_bias_hardtanh", -2.0, 2.0},
+           {"aten.clamp.default", {C(0.0), C(6.0)}, "gemm_bias_hardtanh", 0.0, 6.0},
+           {"aten.sigmoid.default", {}, "gemm_bias_sigmoid", 0.0, 0.0},
+           {"aten.silu.default", {}, "gemm_bias_silu", 0.0, 0.0},
+           {"aten.relu.default", {}, "gemm_bias_relu", 0.0, 0.0},
+           {"aten.gelu.default", {}, "gemm_bias_gelu_erf", 0.0, 0.0}}) {
+    SCOPED_TRACE(target);
+    LinearGraph l(DType::BFloat16);
+    auto out = unary(l.b, target, l.y, extra);
+    const Match& m = only_match(discover(l.b.finish({out})));
+    EXPECT_EQ(m.rule, name);
+    EXPECT_DOUBLE_EQ(m.gemms[0].epilogue.back().p0, p0);
+    EXPECT_DOUBLE_EQ(m.gemms[0].epilogue.back().p1, p1);
+  }
+}
+
+TEST(GemmRule, EpilogueStopsAtAValueReadTwice) {
+  LinearGraph l(DType::BFloat16);
+  auto act = unary(l.b, "aten.relu.default", l.y);
+  auto other = unary(l.b, "aten.neg.default", l.y);
+  const auto d = discover(l.b.finish({act, other}));
+  const Match& m = only_match(d);
+  EXPECT_EQ(m.rule, "gemm_bias");
+  EXPECT_EQ(m.nodes, std::vector<std::string>{"linear"});
+}
+
+TEST(GemmRule, BroadcastAddIsNeitherBiasNorResidual) {
+  LinearGraph l(DType::BFloat16);
+  auto per_token = l.b.input("per_token", {16, 512});  // broadcast over the batch
+  auto out = l.b.op("aten.add.Tensor", {T(l.y), T(per_token)}, {4, 16, 512});
+  const Match& m = only_match(discover(l.b.finish({out})));
+  EXPECT_EQ(m.rule, "gemm_bias");
+}
+
+TEST(GemmRule, BatchedGemm) {
+  GraphBuilder b(DType::BFloat16);
+  auto a = b.input("a", {8, 128, 64});
+  auto c = b.input("c", {8, 64, 32});
+  auto y = b.op("aten.bmm.default", {T(a), T(c)}, {8, 128, 32});
+  auto s = b.op("aten.div.Tensor", {T(y), C(8.0)}, {8, 128, 32});
+  const Match& m = only_match(discover(b.finish({s})));
+  EXPECT_EQ(m.rule, "bgemm_scale");
+  EXPECT_EQ(m.gemms[0].batch, 8);
+  EXPECT_DOUBLE_EQ(m.gemms[0].epilogue[0].value, 0.125);
+}
+
+TEST(GemmRule, UnsupportedDtypesDecline) {
+  for (auto [dtype, reason] : std::vector<std::pair<DType, std::string>>{
+           {DType::Float64, "dtype float64 has no template"},
+           {DType::Int8, "dtype int8 has no template"}}) {
+    LinearGraph l(dtype);
+    const Match& m = only_match(discover(l.b.finish({l.y})));
+    EXPECT_EQ(m.status, MatchStatus::Declined);
+    EXPECT_EQ(m.reason, reason);
+    EXPECT_DOUBLE_EQ(m.est_after_us, m.est_before_us);
+  }
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {64, 128});
+  auto w = b.input("w", {128, 64}, std::nullopt, DType::Float32);
+  auto y = b.op("aten.mm.default", {T(x), T(w)}, {64, 64});
+  const Match& mixed = only_match(discover(b.finish({y})));
+  EXPECT_EQ(mixed.reason, "operand dtypes differ (A bfloat16, B float32)");
+}
+
+TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
+  LinearGraph l(DType::Float32);
+  const auto g = l.b.finish({l.y});
+  DiscoverOptions o;
+  EXPECT_EQ(only_match(discover(g, o)).extra["math"], "tf32x3");
+  o.precision = "tf32";
+  EXPECT_EQ(only_match(discover(g, o)).extra["math"], "tf32");
+  o.precision = "native";
+  const Match& m = only_match(discover(g, o));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason,
+            "float32 GEMMs need --precision strict (3xTF32) or tf32; 'native' is for bf16/fp16 models");
+}
+
+TEST(GemmRule, MisalignedDimensionsDecline) {
+  LinearGraph odd_k(DType::BFloat16, /*k=*/770);
+  Match m = only_match(discover(odd_k.b.finish({odd_k.y})));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason, "K=770 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  LinearGraph odd_n(DType::Float32, /*k=*/256, /*n=*/514);
+  m = only_match(discover(odd_n.b.finish({odd_n.y})));
+  EXPECT_EQ(m.reason, "N=514 not a multiple of 4 for fp32 (TMA needs 16-byte aligned rows)");
+  LinearGraph aligned(DType::Float32, /*k=*/260, /*n=*/516);  // multiples of 4 suffice for fp32
+  EXPECT_EQ(only_match(discover(aligned.b.finish({aligned.y}))).status, MatchStatus::Accepted);
+  // A padded leading dimension must be aligned too.
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {64, 128}, std::vector<int64_t>{132, 1});
+  auto w = b.input("w", {128, 64});
+  auto y = b.op("aten.mm.default", {T(x), T(w)}, {64, 64});
+  m = only_match(discover(b.finish({y})));
+  EXPECT_EQ(m.reason, "lda=132 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+}
+
+TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 16}, std::vector<int64_t>{3072, 16, 192, 1});
+  auto k = b.input("k", {2, 4, 16, 16});
+  auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
+  const Match& m = only_match(discover(b.finish({y})));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason.rfind("layout: operand A [2, 4, 16, 16]", 0), 0u) << m.reason;
+}
+
+TEST(GemmRule, DevicesOtherThanCudaCpuMetaDecline) {
+  LinearGraph meta(DType::BFloat16, 256, 512, "meta");
+  EXPECT_EQ(only_match(discover(meta.b.finish({meta.y}))).status, MatchStatus::Accepted);
+  LinearGraph cpu(DType::BFloat16, 256, 512, "cpu");
+  EXPECT_EQ(only_match(discover(cpu.b.finish({cpu.y}))).status, MatchStatus::Accepted);
+  LinearGraph mps(DType::BFloat16, 256, 512, "mps:0");
+  const Match& m = only_match(discover(mps.b.finish({mps.y})));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason, "tensor 'x' is on device 'mps:0', not CUDA");
+}
+
+TEST(GemmRule, AddmmFullMatrixIsAResidualWithBeta) {
+  GraphBuilder b(DType::BFloat16);
+  auto c = b.input("c", {64, 32});
+  auto a = b.input("a", {64, 128});
+  auto w = b.input("w", {128, 32});
+  OpOptions scaled;
+  scaled.kwargs["beta"] = C(0.5);
+  auto y = b.op("aten.addmm.default", {T(c), T(a), T(w)}, {64, 32}, scaled);
+  const Match& m = only_match(discover(b.finish({y})));
+  EXPECT_EQ(m.rule, "gemm_residual");
+  EXPECT_DOUBLE_EQ(m.gemms[0].epilogue[0].value, 0.5);
+  EXPECT_EQ(m.roles.at("residual"), "c");
+}
+
+}  // namespace
+}  // namespace fact::discover

@@ -1,0 +1,103 @@
+// patterns/swiglu rule: silu(x·Wg) * (x·Wu) [→ ·Wd].
+#include <gtest/gtest.h>
+
+#include "fact/discover/discover.hpp"
+#include "tests/cpp/discover/discover_test_util.hpp"
+
+namespace fact::discover {
+namespace {
+
+using graph::DType;
+using graph::GraphBuilder;
+using graph::T;
+using graph::ValueId;
+using testing::describe;
+using testing::find_rule;
+using testing::linear;
+using testing::unary;
+using Kind = EpilogueStep::Kind;
+
+struct SwigluGraph {
+  GraphBuilder b;
+  ValueId x, gate, up, product, out;
+  SwigluGraph(DType dtype = DType::BFloat16, bool down = true, const std::string& act = "aten.silu.default",
+              bool separate_inputs = false)
+      : b(dtype) {
+    x = b.input("x", {1, 128, 512});
+    auto x2 = separate_inputs ? b.input("x2", {1, 128, 512}) : x;
+    auto wg = b.parameter("wg", {1024, 512});
+    auto wu = b.parameter("wu", {1024, 512});
+    gate = unary(b, act, linear(b, x, wg));
+    up = linear(b, x2, wu);
+    product = b.op("aten.mul.Tensor", {T(gate), T(up)}, {1, 128, 1024});
+    out = product;
+    if (down) {
+      auto wd = b.parameter("wd", {512, 1024});
+      out = b.op("aten.add.Tensor", {T(x), T(linear(b, product, wd))}, {1, 128, 512});
+    }
+  }
+};
+
+TEST(SwigluRule, GateWithSiluUpWithMultiply) {
+  SwigluGraph s(DType::BFloat16, /*down=*/false);
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "swiglu");
+  EXPECT_EQ(m.pattern, "swiglu");
+  EXPECT_EQ(m.status, MatchStatus::Accepted);
+  ASSERT_EQ(m.gemms.size(), 2u);
+  EXPECT_EQ(m.gemms[0].fusion_name(), "gemm_silu");
+  EXPECT_EQ(m.gemms[0].d.value, s.gate);
+  EXPECT_EQ(m.gemms[1].fusion_name(), "gemm_mul");
+  EXPECT_EQ(m.gemms[1].epilogue[0].kind, Kind::Multiply);
+  EXPECT_EQ(m.gemms[1].epilogue[0].operand, s.gate);
+  EXPECT_EQ(m.gemms[1].d.value, s.product);
+  EXPECT_EQ(m.roles.at("gate_weight"), "wg");
+  EXPECT_EQ(m.roles.at("up_weight"), "wu");
+  EXPECT_EQ(m.roles.at("gate_output"), s.gate);
+  EXPECT_EQ(m.nodes.size(), 4u);
+}
+
+TEST(SwigluRule, WithTheDownProjectionAndItsResidual) {
+  SwigluGraph s;
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "swiglu_mlp");
+  ASSERT_EQ(m.gemms.size(), 3u);
+  EXPECT_EQ(m.gemms[2].fusion_name(), "gemm_residual");
+  EXPECT_EQ(m.gemms[2].a.value, s.product);
+  EXPECT_EQ(m.roles.at("down_weight"), "wd");
+  EXPECT_EQ(m.roles.at("residual"), "x");
+  EXPECT_EQ(m.roles.at("output"), s.out);
+}
+
+TEST(SwigluRule, DifferentInputsAreNotSwiglu) {
+  SwigluGraph s(DType::BFloat16, /*down=*/false, "aten.silu.default", /*separate_inputs=*/true);
+  const auto d = discover(s.b.finish({s.out}));
+  EXPECT_EQ(find_rule(d.matches, "swiglu"), nullptr) << describe(d.matches);
+  EXPECT_NE(find_rule(d.matches, "gemm_silu"), nullptr);
+  EXPECT_NE(find_rule(d.matches, "gemm"), nullptr);
+}
+
+TEST(SwigluRule, AnotherGateActivationIsNotSwiglu) {
+  SwigluGraph s(DType::BFloat16, /*down=*/false, "aten.sigmoid.default");
+  const auto d = discover(s.b.finish({s.out}));
+  EXPECT_EQ(find_rule(d.matches, "swiglu"), nullptr) << describe(d.matches);
+  EXPECT_NE(find_rule(d.matches, "gemm_sigmoid"), nullptr);
+}
+
+TEST(SwigluRule, UnbuildableKernelsFallBackToGemmDeclines) {
+  SwigluGraph s(DType::Float64);
+  const auto d = discover(s.b.finish({s.out}));
+  EXPECT_EQ(find_rule(d.matches, "swiglu_mlp"), nullptr) << describe(d.matches);
+  ASSERT_EQ(d.matches.size(), 3u) << describe(d.matches);
+  for (const auto& m : d.matches) {
+    EXPECT_EQ(m.status, MatchStatus::Declined);
+    EXPECT_EQ(m.reason, "dtype float64 has no template");
+  }
+}
+
+}  // namespace
+}  // namespace fact::discover
