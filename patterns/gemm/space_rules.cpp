@@ -99,9 +99,12 @@ std::optional<std::string> tile_error(const KernelSpec& s) {
            " bytes): must be a multiple of 64 bytes, at most 512";
   }
   const bool tn = s.a_layout == Layout::RowMajor && s.b_layout == Layout::ColumnMajor;
-  if (s.math == MathMode::Tf32 && !tn && k_bytes != 128) {
-    return "TF32 with an MN-major operand transposes through registers: tile K must be 128 "
-           "bytes (32), not " + std::to_string(t.k);
+  if (s.math == MathMode::Tf32 && !tn) {
+    // The builder sends 32-bit operands that are not both K-major through its register-sourced
+    // (operand-swapping) mainloop; on an H200 with CUTLASS 4.2 that path returned wrong results
+    // for row-major B (relative error ~1.4), so it is not offered.
+    return std::string("TF32 needs K-major operands (row-major A, column-major B): the builder's "
+                       "transposing register-sourced path computed wrong results on H200");
   }
   const auto& c = s.cluster;
   auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4; };

@@ -169,6 +169,14 @@ TEST(GemmPruning, AlignmentDtypeAndArch) {
   s.a_dtype = s.b_dtype = DType::Float32;
   s.align_a = s.align_b = 4;
   EXPECT_NE(reason_of(s).find("tf32"), std::string::npos);
+  s.math = MathMode::Tf32;
+  s.d_dtype = DType::Float32;
+  s.align_d = 4;
+  s.tile.k = 32;
+  s.epilogue.clear();
+  EXPECT_EQ(reason_of(s), "");
+  s.b_layout = realize::Layout::RowMajor;
+  EXPECT_NE(reason_of(s).find("K-major"), std::string::npos);
   s.math = MathMode::Simt;
   EXPECT_NE(reason_of(s).find("simt"), std::string::npos);
   s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Multistage);

@@ -2,9 +2,11 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "fact/realize/cutlass_names.hpp"
 #include "patterns/gemm/space.hpp"
+#include "patterns/gemm_f32_strict/render_strict.hpp"
 
 namespace fact::realize {
 
@@ -87,6 +89,14 @@ KernelSpec spec_from_problem(const discover::GemmProblem& problem, std::string_v
                            : (step.operand_dtype != DType::Unknown ? step.operand_dtype
                                                                    : problem.d.dtype);
     spec.epilogue.push_back(op);
+  }
+  if (spec.math == MathMode::Tf32x3) {
+    // Strict float32: the gemm_f32_strict pattern's kernels, its first candidate as default.
+    // When none fits (an epilogue it cannot fuse) the spec keeps the pattern and rendering
+    // reports why.
+    spec.pattern = "gemm_f32_strict";
+    const std::vector<KernelSpec> candidates = f32_strict_candidates(spec);
+    if (!candidates.empty()) return candidates.front();
   }
   gemm::apply_default_config(spec, problem.m, problem.n, problem.k, problem.batch);
   return spec;

@@ -20,7 +20,8 @@ int operand_alignment(const discover::GemmOperand& operand, int64_t rows, int64_
 
 // The GEMM kernel spec for `problem` under `precision` ("strict", "tf32", "native"): dtypes,
 // layouts, alignments, batching, math mode and epilogue from the problem; tuning fields from
-// the GEMM pattern's default configuration for its sizes.
+// the GEMM pattern's default configuration for its sizes. Strict float32 problems (Tf32x3)
+// get pattern "gemm_f32_strict" and that pattern's first candidate configuration.
 //
 // Leading Scale steps are folded into alpha at run time (the caller passes problem.alpha times
 // their values in FactGemmArgs::alpha) and identity activations are dropped. Throws

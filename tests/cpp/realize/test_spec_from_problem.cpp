@@ -99,7 +99,20 @@ TEST(SpecFromProblem, Float32UnderTf32IsTf32WithThirtyTwoWideK) {
   EXPECT_EQ(s.align_a, 4);
   EXPECT_EQ(s.tile.k, 32);
   EXPECT_NO_THROW(render_kernel(s));
-  EXPECT_EQ(spec_from_problem(p, "strict").math, MathMode::Tf32x3);
+}
+
+TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
+  GemmProblem p = linear(4096, 4096, 4096, DType::Float32);
+  const KernelSpec s = spec_from_problem(p, "strict");
+  EXPECT_EQ(s.math, MathMode::Tf32x3);
+  EXPECT_EQ(s.pattern, "gemm_f32_strict");
+  EXPECT_NO_THROW(render_kernel(s));
+  // An epilogue the strict kernels cannot fuse keeps the pattern; rendering says why.
+  p.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
+                step(Kind::Activation, Activation::ReLU)};
+  const KernelSpec fused = spec_from_problem(p, "strict");
+  EXPECT_EQ(fused.pattern, "gemm_f32_strict");
+  EXPECT_THROW(render_kernel(fused), RenderError);
 }
 
 TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {

@@ -1,0 +1,113 @@
+// `fact realize graph.json`: discover, then write one CUTLASS source per accepted match's GEMM
+// (default configuration) and a manifest; with --compile also build them (build driver and
+// kernel cache, or --serial nvcc into the output folder). Exit code 1 when a compile failed.
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include "fact/discover/discover.hpp"
+#include "fact/graph/graph_json.hpp"
+#include "fact/realize/realize_matches.hpp"
+#include "src/cli/commands.hpp"
+
+namespace fact::cli {
+namespace {
+
+struct RealizeArgs {
+  std::string graph;
+  std::string out_dir = "fact_kernels";
+  std::string precision = "strict";
+  bool emit_only = false;
+  bool compile = false;
+  bool serial = false;
+  int jobs = 0;
+  std::string cache_dir;
+};
+
+std::string shorten(const std::string& text, size_t width) {
+  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+
+void print_summary(const realize::RealizeResult& result, const RealizeArgs& args,
+                   size_t accepted_matches) {
+  std::cout << "realize: " << accepted_matches << " accepted match(es), " << result.gemms.size()
+            << " GEMM(s), " << result.kernels.size() << " kernel(s), precision " << args.precision
+            << " -> " << args.out_dir << "/\n";
+  for (const auto& k : result.kernels) {
+    std::cout << "  " << std::left << std::setw(72) << shorten(k.kernel.spec.name(), 72) << " "
+              << k.kernel.entry_symbol << "  " << std::setw(14) << k.status;
+    if (k.status != "rendered") {
+      std::cout << std::fixed << std::setprecision(1) << k.compile_seconds << " s";
+    }
+    std::cout << "\n";
+    if (!k.reason.empty()) std::cout << "      " << k.reason << "\n";
+  }
+  for (const auto& g : result.gemms) {
+    if (!g.error.empty()) {
+      std::cout << "  match " << g.match << " gemm " << g.gemm << ": not realized: " << g.error
+                << "\n";
+    }
+  }
+  std::cout << "manifest: " << args.out_dir << "/manifest.json\n";
+}
+
+int run(const RealizeArgs& args) {
+  const graph::Graph g = graph::load_graph(args.graph);
+  discover::DiscoverOptions discover_options;
+  discover_options.precision = args.precision;
+  const discover::Discovery discovery = discover::discover(g, discover_options);
+  size_t accepted = 0;
+  for (const auto& m : discovery.matches) accepted += m.status == discover::MatchStatus::Accepted;
+
+  realize::RealizeOptions options;
+  options.precision = args.precision;
+  options.out_dir = args.out_dir;
+  options.compile = args.compile && !args.emit_only;
+  options.serial = args.serial;
+  options.jobs = args.jobs;
+  options.cache_dir = args.cache_dir;
+  options.show_progress = isatty(STDERR_FILENO) != 0;
+  if (options.compile) {
+    if (auto why = realize::compile_unavailable_reason(options.compile_options)) {
+      std::cerr << "fact realize: cannot compile: " << *why << "\n";
+      return 1;
+    }
+  }
+  const realize::RealizeResult result = realize::realize_matches(discovery.matches, options);
+  print_summary(result, args, accepted);
+  return result.failed_compiles() > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void add_realize_command(CLI::App& app) {
+  auto args = std::make_shared<RealizeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "realize",
+      "Render a CUTLASS sm90a kernel for every GEMM of every accepted match (default "
+      "configuration) into a folder with manifest.json; --compile also builds them");
+  cmd->add_option("graph", args->graph, "Graph JSON written by the capture")->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--out", args->out_dir, "Output folder (default: fact_kernels)");
+  cmd->add_option("--precision", args->precision, "strict | tf32 | native (default: strict)")
+      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+  cmd->add_flag("--emit-only", args->emit_only, "Write sources and manifest only (the default)");
+  cmd->add_flag("--compile,--build", args->compile, "Also compile every kernel (sm_90a)");
+  cmd->add_flag("--serial", args->serial,
+                "Compile one at a time into the output folder, without the kernel cache");
+  cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles through the build driver (0: all cores)");
+  cmd->add_option("--cache-dir", args->cache_dir, "Kernel cache (default: ~/.cache/fact/kernels)");
+  cmd->callback([args] {
+    const int code = run(*args);
+    if (code != 0) {
+      std::cout.flush();
+      std::exit(code);
+    }
+  });
+}
+
+}  // namespace fact::cli

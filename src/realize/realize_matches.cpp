@@ -1,0 +1,141 @@
+#include "fact/realize/realize_matches.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include "fact/build_info.hpp"
+#include "fact/realize/build_driver.hpp"
+#include "fact/realize/kernel_cache.hpp"
+#include "fact/realize/spec_from_problem.hpp"
+#include "fact/util/atomic_file.hpp"
+
+namespace fact::realize {
+namespace fs = std::filesystem;
+
+namespace {
+
+void compile_with_driver(std::vector<RealizedKernel>& kernels, const RealizeOptions& options) {
+  KernelCache cache(options.cache_dir.empty() ? default_kernel_cache_dir() : options.cache_dir);
+  BuildOptions build;
+  build.jobs = options.jobs;
+  build.show_progress = options.show_progress;
+  build.title = "realize";
+  std::vector<BuildJob> jobs;
+  for (const auto& k : kernels) jobs.push_back(build_job(k.kernel, options.compile_options));
+  BuildDriver driver(cache, build);
+  const std::vector<BuildOutcome> outcomes = driver.build(jobs);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    kernels[i].status = std::string(build_status_name(outcomes[i].status));
+    kernels[i].reason = outcomes[i].reason;
+    kernels[i].library = outcomes[i].library;
+    kernels[i].compile_seconds = outcomes[i].compile_seconds;
+  }
+}
+
+void compile_serially(std::vector<RealizedKernel>& kernels, const RealizeOptions& options) {
+  for (auto& k : kernels) {
+    const CompileResult r = compile_kernel(k.kernel, options.out_dir, options.compile_options);
+    k.status = r.ok ? "built" : "failed";
+    k.reason = r.reason;
+    k.library = r.ok ? r.output : fs::path();
+    k.compile_seconds = r.seconds;
+    k.registers = r.usage.registers;
+  }
+}
+
+nlohmann::json kernel_json(const RealizedKernel& k) {
+  nlohmann::json j = {
+      {"name", k.kernel.spec.name()},
+      {"key", k.kernel.key},
+      {"entry", k.kernel.entry_symbol},
+      {"pattern", k.kernel.spec.pattern},
+      {"source", k.source_file.filename().string()},
+      {"spec", k.kernel.spec.to_json()},
+      {"status", k.status},
+  };
+  if (!k.reason.empty()) j["reason"] = k.reason;
+  if (!k.library.empty()) j["library"] = k.library.string();
+  if (k.status != "rendered") j["compile_seconds"] = k.compile_seconds;
+  if (k.registers > 0) j["registers"] = k.registers;
+  return j;
+}
+
+}  // namespace
+
+size_t RealizeResult::failed_compiles() const {
+  size_t failed = 0;
+  for (const auto& k : kernels) failed += k.ok() ? 0 : 1;
+  return failed;
+}
+
+RealizeResult realize_matches(const std::vector<discover::Match>& matches,
+                              const RealizeOptions& options) {
+  (void)math_mode_for(DType::Float32, options.precision);  // validates the precision
+  fs::create_directories(options.out_dir);
+  RealizeResult result;
+  std::map<std::string, size_t> kernel_by_key;
+  for (size_t m = 0; m < matches.size(); ++m) {
+    const discover::Match& match = matches[m];
+    if (match.status != discover::MatchStatus::Accepted) continue;
+    for (size_t g = 0; g < match.gemms.size(); ++g) {
+      RealizedGemm gemm{m, g, {}, {}};
+      try {
+        const KernelSpec spec = spec_from_problem(match.gemms[g], options.precision);
+        RenderedKernel kernel = render_kernel(spec, options.compile_options);
+        gemm.kernel_key = kernel.key;
+        if (!kernel_by_key.count(kernel.key)) {
+          RealizedKernel realized;
+          realized.source_file = options.out_dir / (spec.name() + ".cu");
+          util::write_file_atomically(realized.source_file, kernel.source);
+          realized.kernel = std::move(kernel);
+          kernel_by_key[realized.kernel.key] = result.kernels.size();
+          result.kernels.push_back(std::move(realized));
+        }
+      } catch (const std::invalid_argument& e) {  // RenderError included
+        gemm.error = e.what();
+      }
+      result.gemms.push_back(std::move(gemm));
+    }
+  }
+
+  if (options.compile && !result.kernels.empty()) {
+    if (options.serial) {
+      compile_serially(result.kernels, options);
+    } else {
+      compile_with_driver(result.kernels, options);
+    }
+  }
+
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : result.kernels) kernels.push_back(kernel_json(k));
+  nlohmann::json gemms = nlohmann::json::array();
+  for (const auto& g : result.gemms) {
+    const discover::Match& match = matches[g.match];
+    nlohmann::json j = {{"match", g.match},
+                        {"rule", match.rule},
+                        {"pattern", match.pattern},
+                        {"gemm", g.gemm},
+                        {"problem", discover::gemm_problem_to_json(match.gemms[g.gemm])}};
+    if (!g.kernel_key.empty()) {
+      j["kernel"] = g.kernel_key;
+      j["kernel_name"] = result.kernels[kernel_by_key.at(g.kernel_key)].kernel.spec.name();
+    } else {
+      j["error"] = g.error;
+    }
+    gemms.push_back(std::move(j));
+  }
+  result.manifest = {
+      {"schema", "fact.realize/1"},
+      {"precision", options.precision},
+      {"fact_version", build_info::kVersion},
+      {"cutlass_version", cutlass_version_at(options.compile_options.cutlass_include)},
+      {"arch", "sm_" + options.compile_options.arch},
+      {"compiled", options.compile},
+      {"kernels", std::move(kernels)},
+      {"gemms", std::move(gemms)},
+  };
+  util::write_file_atomically(options.out_dir / "manifest.json", result.manifest.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace fact::realize
