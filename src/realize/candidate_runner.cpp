@@ -1,5 +1,6 @@
 #include "fact/realize/candidate_runner.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <sstream>
@@ -178,6 +179,14 @@ std::vector<std::string> SubprocessRunner::command_for(const RunRequest& request
     argv.push_back("--baselines");
     argv.push_back(joined);
   }
+  // The runner's own watchdog fires first and still writes a report naming the phase it was
+  // in; the kill at request.timeout is the backstop for a runner too stuck even for that.
+  double timeout_seconds = std::chrono::duration<double>(request.timeout).count();
+  double inner_seconds = std::max(1.0, timeout_seconds - std::min(10.0, timeout_seconds * 0.1));
+  std::ostringstream inner;
+  inner << inner_seconds;
+  argv.push_back("--timeout-s");
+  argv.push_back(inner.str());
   argv.push_back("--json");
   argv.push_back((request.scratch_dir / "report.json").string());
   return argv;

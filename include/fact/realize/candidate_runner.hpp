@@ -33,7 +33,7 @@ struct RunRequest {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   std::string precision;            // "strict", "tf32", "native"
   std::vector<std::string> baselines;  // e.g. {"cublas", "cublaslt"}; empty: none
-  std::chrono::milliseconds timeout{std::chrono::minutes(3)};
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // kill after this
   std::filesystem::path scratch_dir;  // where the report and output log go
 };
 
@@ -72,8 +72,9 @@ class CandidateRunner {
 };
 
 // Spawns `<executable> run-kernel --lib L --problem m=..,n=..,k=..,batch=.. --precision P
-// [--baselines a,b] --json <scratch>/report.json` and kills it (with its process group) at the
-// time limit.
+// [--baselines a,b] --timeout-s T --json <scratch>/report.json` and kills it (with its process
+// group) at the time limit; T (the runner's own watchdog) is a little shorter, so that a hang
+// normally still yields a report.
 class SubprocessRunner : public CandidateRunner {
  public:
   // `executable`: the fact CLI (default: this process's own executable).

@@ -56,7 +56,7 @@ struct TuneRequest {
   bool reuse_bucket = false;         // on a miss, first try the nearest tuned shape of the bucket
   bool remeasure = false;            // stored choice: time it again (implied by baselines)
   std::vector<std::string> baselines;  // e.g. {"cublas"}: timed with the winner, same run
-  std::chrono::milliseconds run_timeout{std::chrono::minutes(3)};  // per candidate run
+  std::chrono::milliseconds run_timeout{std::chrono::minutes(2)};  // per candidate run
   std::filesystem::path work_dir;    // runner reports per candidate; empty: a temporary folder
   bool show_progress = true;
   std::string cutlass_version;       // empty: the CUTLASS version this build was configured with

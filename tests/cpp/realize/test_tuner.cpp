@@ -421,10 +421,11 @@ TEST_F(SubprocessRunnerTest, CommandLine) {
   request.precision = "native";
   request.baselines = {"cublas", "cublaslt"};
   request.scratch_dir = "/tmp/x";
+  request.timeout = std::chrono::seconds(120);
   auto argv = SubprocessRunner("/opt/fact").command_for(request);
   EXPECT_EQ(argv, (std::vector<std::string>{"/opt/fact", "run-kernel", "--lib", "/cache/k/lib.so", "--problem",
                                             "m=65536,n=3072,k=768,batch=1", "--precision", "native", "--baselines",
-                                            "cublas,cublaslt", "--json", "/tmp/x/report.json"}));
+                                            "cublas,cublaslt", "--timeout-s", "110", "--json", "/tmp/x/report.json"}));
 }
 
 TEST(InterpretRun, RunnerTimeoutAndMissingTiming) {

@@ -1,0 +1,56 @@
+// The results file every benchmark writes (DESIGN.md, "Measuring"):
+// bench/results/<suite>-<device slug>-<YYYY-MM-DD>.json with
+//   {"suite", "date", "device", "versions": {driver, cuda, torch, cutlass, fact},
+//    "cases": [{"name", "precision", "status", "fact_ms", "rel_err",
+//               "baselines": {name: {"ms", "rel_err"}}, "speedup": {name: baseline_ms / fact_ms},
+//               "config", "reason" (only when status is not "ok")}]}
+// `status` and `reason` say why a case has no FACT time (its kernel could not be built or
+// verified); such a case keeps its baseline times and has fact_ms = null.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fact::realize {
+
+struct BenchBaseline {
+  std::optional<double> ms;
+  std::optional<double> rel_err;
+};
+
+struct BenchCase {
+  std::string name;       // "square_4096_fp32"
+  std::string precision;  // "strict", "tf32", "native"
+  std::string status = "ok";  // "ok", or why there is no FACT time: "no_kernel", "error"
+  std::optional<double> fact_ms;
+  std::optional<double> rel_err;
+  std::map<std::string, BenchBaseline> baselines;
+  std::string config;     // the chosen kernel configuration
+  std::string reason;     // when status != "ok"
+
+  nlohmann::json to_json() const;  // speedups computed here
+};
+
+struct BenchVersions {
+  std::string driver, cuda, torch = "n/a", cutlass, fact;
+};
+
+struct BenchResults {
+  std::string suite;
+  std::string date;    // YYYY-MM-DD
+  std::string device;  // "NVIDIA H100 80GB HBM3"
+  BenchVersions versions;
+  std::vector<BenchCase> cases;
+
+  nlohmann::json to_json() const;
+  // "<suite>-<device slug>-<date>.json"
+  std::string file_name() const;
+};
+
+// "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"
+std::string device_slug(const std::string& device_name);
+
+}  // namespace fact::realize

@@ -1,0 +1,289 @@
+// `fact bench gemm`: the GEMM suite against cuBLAS / cuBLASLt. Every case is tuned (or its
+// stored choice reused), then the winner and the baselines are timed in one `fact run-kernel`
+// process on the same inputs. Writes <out>/gemm-<device>-<date>.json (DESIGN.md "Measuring"),
+// a speedup plot beside it, and the per-case tuning reports in <out>/gemm-<device>-<date>-tune/.
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fact/build_info.hpp"
+#include "fact/realize/bench_results.hpp"
+#include "fact/realize/build_driver.hpp"
+#include "fact/realize/candidate_runner.hpp"
+#include "fact/realize/gemm_candidates.hpp"
+#include "fact/realize/gemm_problem_args.hpp"
+#include "fact/realize/kernel_cache.hpp"
+#include "fact/realize/tune_report.hpp"
+#include "fact/realize/tuner.hpp"
+#include "fact/realize/tuning_db.hpp"
+#include "fact/util/atomic_file.hpp"
+#include "fact/util/subprocess.hpp"
+#include "src/cli/commands.hpp"
+
+namespace fact::cli {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct BenchArgs {
+  std::string suite;
+  std::string out_dir = "bench/results";
+  bool quick = false;
+  int jobs = 0;
+  double timeout_s = 120;
+  bool force = false, retry_failed = false;
+};
+
+struct SuiteCase {
+  std::string name;
+  realize::GemmSizes sizes;
+  std::string dtype;      // "fp32", "bf16"
+  std::string precision;  // "strict", "tf32", "native"
+  std::string epilogue;   // "" or "bias,gelu_tanh", ...
+};
+
+// The GEMM suite. Layout tn (row-major A, column-major B: an nn.Linear) throughout.
+std::vector<SuiteCase> gemm_suite() {
+  std::vector<SuiteCase> cases;
+  struct Shape {
+    std::string name;
+    realize::GemmSizes sizes;
+  };
+  const std::vector<Shape> shapes = {
+      {"square_4096", {4096, 4096, 4096, 1}},
+      {"batched_128x512x2048x1024", {512, 2048, 1024, 128}},  // 128 x (512x1024 . 1024x2048)
+      {"large_k_256x256x524288", {256, 256, 524288, 1}},      // 256x524288 . 524288x256
+  };
+  for (const Shape& shape : shapes) {
+    cases.push_back({shape.name + "_fp32", shape.sizes, "fp32", "strict", ""});
+    cases.push_back({shape.name + "_fp32_tf32", shape.sizes, "fp32", "tf32", ""});
+    cases.push_back({shape.name + "_bf16", shape.sizes, "bf16", "native", ""});
+  }
+  // The GEMM + epilogue shapes of the minGPT block (batch 128 x sequence 512 = 65536 rows).
+  cases.push_back({"mingpt_qkv_65536x2304x768_bias_bf16", {65536, 2304, 768, 1}, "bf16", "native", "bias"});
+  cases.push_back({"mingpt_fc_65536x3072x768_bias_gelu_tanh_bf16", {65536, 3072, 768, 1}, "bf16", "native",
+                   "bias,gelu_tanh"});
+  cases.push_back({"mingpt_proj_65536x768x3072_bias_residual_bf16", {65536, 768, 3072, 1}, "bf16", "native",
+                   "bias,residual"});
+  return cases;
+}
+
+std::string sizes_text(const realize::GemmSizes& s) {
+  return "m=" + std::to_string(s.m) + ",n=" + std::to_string(s.n) + ",k=" + std::to_string(s.k) +
+         ",batch=" + std::to_string(s.batch);
+}
+
+std::vector<std::string> baselines_for(const SuiteCase& c) {
+  if (c.epilogue.empty()) return {"cublas"};
+  return {"cublas", "cublaslt"};  // cuBLASLt with its fused epilogue where it has one
+}
+
+// `fact run-kernel --baseline-only`: the library baselines alone, for cases without a kernel and
+// for the preflight that names the device.
+realize::RunResult run_baselines_only(const SuiteCase& c, const fs::path& scratch, double timeout_s) {
+  fs::create_directories(scratch);
+  std::vector<std::string> baselines = baselines_for(c);
+  std::string joined;
+  for (const auto& b : baselines) joined += (joined.empty() ? "" : ",") + b;
+  std::vector<std::string> argv = {util::current_executable().string(), "run-kernel", "--baseline-only",
+                                   "--problem", sizes_text(c.sizes), "--dtype", c.dtype, "--layout", "tn",
+                                   "--precision", c.precision, "--baselines", joined, "--timeout-s",
+                                   std::to_string(static_cast<int>(timeout_s)), "--json",
+                                   (scratch / "report.json").string()};
+  if (!c.epilogue.empty()) {
+    argv.push_back("--epilogue");
+    argv.push_back(c.epilogue);
+  }
+  util::ProcessOptions options;
+  options.output_file = scratch / "output.log";
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>((timeout_s + 15) * 1000));
+  util::ProcessResult finished = util::run_process(argv, options);
+  std::optional<json> report;
+  try {
+    report = json::parse(util::read_file(scratch / "report.json"));
+  } catch (const std::exception&) {
+  }
+  return realize::interpret_run(finished.exit_code, finished.term_signal, finished.timed_out, timeout_s, report,
+                                util::tail_of_file(scratch / "output.log", 20));
+}
+
+std::string first_line(const std::optional<std::string>& text) {
+  if (!text) return "";
+  return text->substr(0, text->find('\n'));
+}
+
+realize::BenchVersions collect_versions(const json& device) {
+  realize::BenchVersions versions;
+  versions.driver = first_line(util::capture_output(
+      {"nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"}, std::chrono::seconds(20)));
+  if (versions.driver.empty()) versions.driver = device.value("driver", std::string("unknown"));
+  versions.cuda = device.value("cuda_runtime", std::string());
+  if (versions.cuda.empty()) versions.cuda = "unknown";
+  versions.torch = "n/a";
+  versions.cutlass = build_info::kCutlassVersion;
+  versions.fact = first_line(util::capture_output({"git", "-C", build_info::kSourceDir, "rev-parse", "--short", "HEAD"}));
+  if (versions.fact.empty()) versions.fact = std::string("unknown (") + build_info::kVersion + ")";
+  return versions;
+}
+
+// Why a tuned case has no verified kernel, in one line.
+std::string failure_summary(const realize::TuneResult& result) {
+  std::map<std::string, int> by_status;
+  std::string example;
+  for (const auto& c : result.candidates) {
+    by_status[std::string(realize::candidate_status_name(c.status))]++;
+    if (example.empty() && !c.reason.empty()) example = c.config + ": " + c.reason;
+  }
+  std::ostringstream text;
+  if (result.candidates.empty()) {
+    text << "no candidate configuration";
+  } else {
+    text << "no configuration verified (";
+    bool first = true;
+    for (const auto& [status, count] : by_status) {
+      text << (first ? "" : ", ") << count << " " << status;
+      first = false;
+    }
+    text << ")";
+  }
+  for (const auto& note : result.notes) text << "; " << note;
+  if (!example.empty()) text << "; e.g. " << example;
+  std::string line = text.str();
+  if (line.size() > 600) line = line.substr(0, 600) + "...";
+  return line;
+}
+
+void fill_baselines(realize::BenchCase& out, const std::vector<realize::BaselineMeasurement>& baselines) {
+  for (const auto& b : baselines) {
+    realize::BenchBaseline entry;
+    if (b.status == "ok") entry.ms = b.ms;
+    entry.rel_err = b.rel_err;
+    out.baselines[b.name] = entry;
+  }
+}
+
+int run_bench(const BenchArgs& args) {
+  if (args.suite != "gemm") throw std::invalid_argument("unknown suite '" + args.suite + "' (available: gemm)");
+  std::vector<SuiteCase> cases = gemm_suite();
+  fs::path out_dir = args.out_dir;
+  fs::path scratch = fs::temp_directory_path() / ("fact-bench-" + util::unique_suffix());
+
+  // Preflight: a small baseline-only run names the device and proves there is one.
+  SuiteCase probe{"preflight", {256, 256, 256, 1}, "bf16", "native", ""};
+  realize::RunResult preflight = run_baselines_only(probe, scratch / "preflight", 60);
+  if (preflight.status != realize::CandidateStatus::Ok || !preflight.device.contains("name")) {
+    throw std::runtime_error("fact bench needs a CUDA device: the preflight run failed (" +
+                             std::string(realize::candidate_status_name(preflight.status)) + ": " + preflight.reason + ")");
+  }
+  realize::BenchResults results;
+  results.suite = "gemm";
+  results.date = util::utc_date();
+  results.device = preflight.device.value("name", std::string("unknown"));
+  results.versions = collect_versions(preflight.device);
+  std::string stem = results.file_name().substr(0, results.file_name().size() - 5);
+  fs::path tune_dir = out_dir / (stem + "-tune");
+  std::cout << "bench gemm on " << results.device << " (driver " << results.versions.driver << ", CUDA "
+            << results.versions.cuda << ", CUTLASS " << results.versions.cutlass << ", fact "
+            << results.versions.fact << ")" << (args.quick ? ", quick: 4 configurations per case" : "") << "\n";
+
+  realize::GemmCandidateSource source;
+  realize::KernelCache cache;
+  realize::BuildOptions build_options;
+  build_options.jobs = args.jobs;
+  build_options.retry_failed = args.retry_failed;
+  realize::BuildDriver builder(cache, build_options);
+  realize::SubprocessRunner runner;
+  realize::TuningDb db;
+  realize::Tuner tuner(source, builder, runner, db);
+
+  for (const SuiteCase& c : cases) {
+    std::cout << "\n== " << c.name << " (" << c.precision << ")\n" << std::flush;
+    realize::BenchCase out;
+    out.name = c.name;
+    out.precision = c.precision;
+    try {
+      realize::TuneRequest request;
+      request.problem = realize::make_gemm_problem(c.sizes, realize::parse_operand_dtype(c.dtype), c.epilogue, "tn");
+      request.precision = c.precision;
+      request.max_candidates = args.quick ? 4 : 0;
+      request.force = args.force;
+      request.baselines = baselines_for(c);
+      request.run_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+      realize::TuneResult result = tuner.tune(request);
+      realize::TuneReportFiles files = realize::write_tune_report(result, tune_dir);
+      if (result.ok()) {
+        out.fact_ms = result.best->ms ? std::optional<double>(result.best->ms->median) : std::nullopt;
+        out.rel_err = result.best->rel_err;
+        out.config = result.best->config;
+        fill_baselines(out, result.baselines);
+      } else {
+        out.status = "no_kernel";
+        out.reason = failure_summary(result);
+      }
+      std::cout << realize::format_tune_table(result) << "report: " << files.markdown.string() << "\n";
+    } catch (const std::exception& e) {
+      out.status = "no_kernel";
+      out.reason = e.what();
+    }
+    if (out.baselines.empty()) {
+      realize::RunResult baselines = run_baselines_only(c, scratch / c.name, args.timeout_s);
+      fill_baselines(out, baselines.baselines);
+      if (baselines.baselines.empty()) {
+        out.reason += (out.reason.empty() ? "" : "; ") + std::string("baselines did not run: ") + baselines.reason;
+      }
+    }
+    std::cout << c.name << ": " << out.status;
+    if (out.fact_ms) std::cout << "  fact " << std::fixed << std::setprecision(4) << *out.fact_ms << " ms";
+    for (const auto& [name, b] : out.baselines) {
+      if (b.ms) std::cout << "  " << name << " " << std::fixed << std::setprecision(4) << *b.ms << " ms";
+      if (b.ms && out.fact_ms) std::cout << " (" << std::setprecision(2) << *b.ms / *out.fact_ms << "x)";
+    }
+    if (!out.reason.empty()) std::cout << "\n  reason: " << out.reason;
+    std::cout << std::defaultfloat << "\n";
+    results.cases.push_back(std::move(out));
+    // Written after every case, so an interrupted suite still leaves its results.
+    util::write_file_atomically(out_dir / results.file_name(), results.to_json().dump(2) + "\n");
+  }
+
+  fs::path json_path = out_dir / results.file_name();
+  fs::path png_path = out_dir / (stem + ".png");
+  std::cout << "\nresults: " << json_path.string() << "\n";
+  if (auto problem = realize::run_plot_script("plot_results.py", {json_path.string(), png_path.string()})) {
+    std::cout << "plot: " << *problem << "\n";
+  } else {
+    std::cout << "plot: " << png_path.string() << "\n";
+  }
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmark suites against the vendor libraries (gemm: square, batched, large-K and minGPT "
+               "GEMM+epilogue shapes in fp32 strict, fp32 tf32 and bf16, against cuBLAS/cuBLASLt)");
+  cmd->add_option("suite", args->suite, "Suite to run: gemm")->required();
+  cmd->add_option("-o,--out", args->out_dir, "Results folder (default bench/results)");
+  cmd->add_flag("--quick", args->quick, "Tune over only the first 4 configurations of each space");
+  cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: all cores)");
+  cmd->add_option("--timeout", args->timeout_s, "Seconds per kernel run before it counts as hung (default 120)");
+  cmd->add_flag("--force", args->force, "Sweep again even where a choice is stored");
+  cmd->add_flag("--retry-failed", args->retry_failed, "Rebuild configurations recorded as failed builds");
+  cmd->callback([args] {
+    int code = run_bench(*args);
+    if (code != 0) {
+      std::cout.flush();
+      std::exit(code);
+    }
+  });
+}
+
+}  // namespace fact::cli

@@ -1,0 +1,88 @@
+// Command-line GEMM problems for `fact tune --problem` and the bench suite.
+#include <gtest/gtest.h>
+
+#include "fact/realize/gemm_problem_args.hpp"
+
+namespace fact::realize {
+namespace {
+
+TEST(TunerProblemArgs, ParsesSizes) {
+  EXPECT_EQ(parse_gemm_sizes("m=4096,n=4096,k=4096"), (GemmSizes{4096, 4096, 4096, 1}));
+  EXPECT_EQ(parse_gemm_sizes("batch=128, k=1024,m=512,n=2048"), (GemmSizes{512, 2048, 1024, 128}));
+  EXPECT_THROW(parse_gemm_sizes("m=1,n=2"), std::invalid_argument);
+  EXPECT_THROW(parse_gemm_sizes("m=1,n=2,k=x"), std::invalid_argument);
+  EXPECT_THROW(parse_gemm_sizes("m=1,n=2,k=3,q=4"), std::invalid_argument);
+  EXPECT_THROW(parse_gemm_sizes("m=1,m=2,n=2,k=3"), std::invalid_argument);
+  EXPECT_THROW(parse_gemm_sizes("m=1,n=2,k=3,batch=0"), std::invalid_argument);
+}
+
+TEST(TunerProblemArgs, BuildsCompactProblems) {
+  auto p = make_gemm_problem({65536, 3072, 768, 1}, parse_operand_dtype("bf16"), "bias,gelu_tanh", "tn");
+  EXPECT_EQ(p.fusion_name(), "gemm_bias_gelu_tanh");
+  EXPECT_EQ(p.a.layout, discover::Layout::RowMajor);
+  EXPECT_EQ(p.a.ld, 768);
+  EXPECT_EQ(p.b.layout, discover::Layout::ColumnMajor);
+  EXPECT_EQ(p.b.ld, 768);
+  EXPECT_EQ(p.d.ld, 3072);
+  EXPECT_EQ(p.epilogue[0].operand_dtype, graph::DType::BFloat16);
+  EXPECT_EQ(p.epilogue[1].activation, discover::Activation::GeluTanh);
+
+  auto batched = make_gemm_problem({512, 2048, 1024, 128}, parse_operand_dtype("fp32"), "", "tt");
+  EXPECT_EQ(batched.fusion_name(), "bgemm");
+  EXPECT_EQ(batched.b.ld, 2048);
+  EXPECT_EQ(batched.a.batch_stride, 512 * 1024);
+  EXPECT_EQ(batched.d.batch_stride, 512 * 2048);
+  EXPECT_EQ(default_precision_for(batched.a.dtype), "strict");
+
+  EXPECT_THROW(make_gemm_problem({1, 1, 1, 1}, graph::DType::BFloat16, "bias,swizzle"), std::invalid_argument);
+  EXPECT_THROW(make_gemm_problem({1, 1, 1, 1}, graph::DType::BFloat16, "", "tx"), std::invalid_argument);
+  EXPECT_THROW(parse_operand_dtype("int8"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace fact::realize
+
+#include "fact/realize/bench_results.hpp"
+
+namespace fact::realize {
+namespace {
+
+TEST(TunerBenchResults, FileShapeAndSpeedups) {
+  BenchResults results;
+  results.suite = "gemm";
+  results.date = "2026-11-22";
+  results.device = "NVIDIA H100 80GB HBM3";
+  results.versions = {"580.95", "13.0", "n/a", "4.2.0", "abc1234"};
+  BenchCase ok;
+  ok.name = "square_4096_bf16";
+  ok.precision = "native";
+  ok.fact_ms = 0.2;
+  ok.rel_err = 1e-3;
+  ok.baselines["cublas"] = {0.25, 2e-3};
+  ok.config = "gemm_bf16_tnt_128x256x64";
+  BenchCase failed;
+  failed.name = "square_4096_fp32";
+  failed.precision = "strict";
+  failed.status = "no_kernel";
+  failed.reason = "no configuration verified";
+  failed.baselines["cublas"] = {2.6, 1e-7};
+  results.cases = {ok, failed};
+
+  EXPECT_EQ(results.file_name(), "gemm-nvidia-h100-80gb-hbm3-2026-11-22.json");
+  auto j = results.to_json();
+  EXPECT_EQ(j["versions"]["torch"], "n/a");
+  EXPECT_EQ(j["versions"]["fact"], "abc1234");
+  EXPECT_DOUBLE_EQ(j["cases"][0]["speedup"]["cublas"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["baselines"]["cublas"]["ms"].get<double>(), 0.25);
+  EXPECT_FALSE(j["cases"][0].contains("reason"));
+  EXPECT_TRUE(j["cases"][1]["fact_ms"].is_null());
+  EXPECT_TRUE(j["cases"][1]["speedup"].empty());
+  EXPECT_EQ(j["cases"][1]["reason"], "no configuration verified");
+  for (const char* key : {"name", "precision", "fact_ms", "rel_err", "baselines", "speedup", "config"}) {
+    EXPECT_TRUE(j["cases"][1].contains(key)) << key;
+  }
+  EXPECT_EQ(device_slug("  NVIDIA H200 (141GB) "), "nvidia-h200-141gb");
+}
+
+}  // namespace
+}  // namespace fact::realize
