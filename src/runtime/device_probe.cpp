@@ -64,6 +64,7 @@ DeviceReport measure_device(const DeviceProbeOptions& options) {
   report.l2_bytes = prop.l2CacheSize;
   report.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   FACT_CUDA_CHECK(cudaDriverGetVersion(&report.driver_version));
+  report.driver_release = nvidia_driver_release();
   FACT_CUDA_CHECK(cudaRuntimeGetVersion(&report.runtime_version));
   report.cublas_version = cublas_library_version();
 

@@ -18,7 +18,9 @@ std::string dl_error() {
 
 KernelLibrary::KernelLibrary(const std::string& path) : path_(path) {
   dlerror();
-  handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  // A bare file name means the file in the working directory, not a search of the library path.
+  const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  handle_ = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle_) throw std::runtime_error("cannot load kernel library: " + dl_error());
   try {
     dlerror();

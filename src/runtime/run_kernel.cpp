@@ -255,7 +255,9 @@ json current_device_json() {
           {"sm_count", prop.multiProcessorCount},
           {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
           {"l2_bytes", prop.l2CacheSize},
-          {"driver", cuda_version_string(driver)},
+          {"driver", nvidia_driver_release().empty() ? cuda_version_string(driver)
+                                                     : nvidia_driver_release()},
+          {"driver_cuda", cuda_version_string(driver)},
           {"cuda_runtime", cuda_version_string(runtime)},
           {"cublas", cublas_version_string(cublas_library_version())}};
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,8 @@ struct DeviceReport {
   int cc_major = 0, cc_minor = 0;
   int64_t l2_bytes = 0;
   int64_t memory_bytes = 0;
-  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  std::string driver_release;  // the kernel driver's version, e.g. "580.159.04" (may be empty)
+  int driver_version = 0;   // cudaDriverGetVersion: the CUDA version it supports, e.g. 13000
   int runtime_version = 0;  // cudaRuntimeGetVersion
   int cublas_version = 0;   // cublasGetVersion, e.g. 130100
   // How each rate was measured: {"copy": {"bytes": .., "ms": {...}}, "gemm_bf16": {...}, ...}
@@ -29,6 +31,12 @@ struct DeviceReport {
 std::string cuda_version_string(int version);
 // 130100 → "13.1.0" (cuBLAS: 10000·major + 100·minor + patch).
 std::string cublas_version_string(int version);
+
+// "580.159.04" from the text of /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX
+// x86_64 Kernel Module  580.159.04  Thu ..."); empty when the text holds none.
+std::string parse_nvidia_driver_release(std::string_view proc_text);
+// parse_nvidia_driver_release of /proc/driver/nvidia/version; empty when unreadable.
+std::string nvidia_driver_release();
 
 // {"name", "hbm_bytes_per_s", "bf16_flops", "tf32_flops", "fp32_flops", "launch_overhead_s",
 //  "sm_count", "compute_capability", "l2_bytes", "memory_bytes", "versions": {...},

@@ -11,7 +11,7 @@ namespace fact::runtime {
 
 class KernelLibrary {
  public:
-  // dlopens `path` (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE: the code stays mapped after the
+  // dlopens `path` (a bare file name is taken in the working directory) (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE: the code stays mapped after the
   // object is destroyed, so handlers the library's CUDA runtime registered stay valid), calls its `fact_kernel_info()`, parses the JSON,
   // reads the "entry" symbol name and the KernelSpec (the info object itself, or its "spec"
   // member when it has one), and resolves the entry. Throws std::runtime_error naming the

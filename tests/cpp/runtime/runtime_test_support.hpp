@@ -45,6 +45,13 @@ inline std::string read_text(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// The FACT source tree: $FACT_SOURCE_DIR (a checkout copied elsewhere), else where this test
+// was built from.
+inline std::string source_dir() {
+  const char* env = std::getenv("FACT_SOURCE_DIR");
+  return env && *env ? env : FACT_SOURCE_DIR;
+}
+
 // The CUDA toolkit root for fixtures that include CUDA headers: $CUDA_HOME, else /usr/local/cuda.
 inline std::string cuda_home() {
   const char* env = std::getenv("CUDA_HOME");

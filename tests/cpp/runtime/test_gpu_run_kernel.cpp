@@ -63,7 +63,7 @@ class GpuRunKernel : public ::testing::Test {
     const std::string cuda = test::cuda_home();
     const std::string error = test::compile_shared_library(
         src, lib,
-        "-I" + std::string(FACT_SOURCE_DIR) + "/include -I" + cuda + "/include -L" + cuda +
+        "-I" + test::source_dir() + "/include -I" + cuda + "/include -L" + cuda +
             "/lib64 -Wl,-rpath," + cuda + "/lib64 -lcublas -lcudart");
     if (!error.empty()) skip_reason = error;
     return lib.string();

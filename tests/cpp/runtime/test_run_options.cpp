@@ -51,6 +51,17 @@ TEST(DeviceReport, VersionStrings) {
   EXPECT_EQ(cublas_version_string(130100), "13.1.0");
 }
 
+TEST(DeviceReport, DriverReleaseFromProcText) {
+  EXPECT_EQ(parse_nvidia_driver_release(
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  9 2025\n"
+                "GCC version:  gcc version 12.2.0\n"),
+            "580.159.04");
+  EXPECT_EQ(parse_nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                                        "570.86.15  Release Build\n"),
+            "570.86.15");  // open kernel module: "x86_64" is not the version
+  EXPECT_EQ(parse_nvidia_driver_release("nothing here"), "");
+}
+
 TEST(DeviceReport, JsonIsReadableAsADeviceProfile) {
   DeviceReport r;
   r.profile.name = "NVIDIA H100 80GB HBM3";
