@@ -52,6 +52,44 @@ std::optional<std::string> sm80_unsupported_reason(const KernelSpec& spec) {
   return std::nullopt;
 }
 
+// Shared memory the sm90 kernel's epilogue may take beside the pipeline stages (TMA store
+// staging, pipeline barriers, scheduler state).
+constexpr long kSm90EpilogueReserveBytes = 34 * 1024;
+
+long sm90_stage_bytes(const Shape3& tile) {
+  return long(tile.m + 2 * tile.n) * tile.k * 4;  // A, B (hi in place), B lo
+}
+
+std::optional<std::string> sm90_unsupported_reason(const KernelSpec& spec) {
+  if (spec.a_layout == Layout::ColumnMajor && spec.b_layout == Layout::RowMajor)
+    return "A column-major with B row-major has no K-major operand for TF32 wgmma";
+  const Shape3& t = spec.tile;
+  if (t.k != 32) return "tile K must be 32 (one 128-byte swizzle row of float32)";
+  if (t.m % 128 || t.m < 128) return "tile M must be a multiple of 128 (two consumer warpgroups)";
+  if (t.n % 64 || t.n < 64) return "tile N must be a multiple of 64 (64 x 64 accumulator blocks)";
+  if (long(t.m) * t.n > 256L * 128) return "accumulators exceed the consumer register budget";
+  if (spec.stages < 2) return "the sm90 kernel needs at least 2 stages";
+  if (sm90_stage_bytes(t) * spec.stages + kSm90EpilogueReserveBytes > kSm90SharedMemoryBytes)
+    return "pipeline stages exceed shared memory";
+  if (spec.cluster != Shape3{1, 1, 1}) return "the sm90 strict kernel runs without clusters";
+  if (spec.split_k != 1) return "split-K slices are a launch argument (FactGemmArgs::split_k)";
+  return std::nullopt;
+}
+
+std::string sm90_type_block(const KernelSpec& spec) {
+  std::ostringstream out;
+  out << "#include \"patterns/gemm_f32_strict/strict_gemm_sm90.cuh\"\n\n"
+      << "using FactKernel = fact::strict::Sm90StrictGemm<\n"
+      << "    " << layout_cpp(spec.a_layout) << ",  // A (M x K)\n"
+      << "    " << layout_cpp(spec.b_layout) << ",  // B (K x N)\n"
+      << "    cute::Shape<cute::Int<" << spec.tile.m << ">, cute::Int<" << spec.tile.n
+      << ">, cute::Int<" << spec.tile.k << ">>,  // CTA tile of the kernel's (M, N, K)\n"
+      << "    " << spec.stages << ",  // pipeline stages\n"
+      << "    " << tile_scheduler_cpp(spec.scheduler) << ",  // tile scheduler\n"
+      << "    " << (has_residual(spec) ? "true" : "false") << ">;  // residual epilogue (beta * C)\n";
+  return out.str();
+}
+
 std::string sm80_type_block(const KernelSpec& spec) {
   Shape3 w = sm80_warp_tile(spec);
   std::ostringstream out;
@@ -123,8 +161,10 @@ std::optional<std::string> f32_strict_unsupported_reason(const KernelSpec& spec)
   switch (spec.mainloop) {
     case MainloopSchedule::Multistage:
       return sm80_unsupported_reason(spec);
+    case MainloopSchedule::Cooperative:
+      return sm90_unsupported_reason(spec);
     default:
-      return "strict kernels are rendered for the multistage mainloop";
+      return "strict kernels use the multistage (sm80) or cooperative (sm90) mainloop";
   }
 }
 
@@ -138,8 +178,13 @@ KernelTemplate render_f32_strict_template(const KernelSpec& spec) {
       << "// Key:    " << kKeyPlaceholder << "\n";
   std::vector<std::string> headers = {"patterns/gemm_f32_strict/standalone_check.cuh",
                                       "include/fact/runtime/fact_abi.h"};
-  out << sm80_type_block(spec);
-  headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm80.cuh");
+  if (spec.mainloop == MainloopSchedule::Cooperative) {
+    out << sm90_type_block(spec);
+    headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm90.cuh");
+  } else {
+    out << sm80_type_block(spec);
+    headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm80.cuh");
+  }
   out << entry_block(spec);
   return KernelTemplate{out.str(), headers, kTemplateIdentity};
 }
@@ -157,6 +202,19 @@ std::vector<KernelSpec> f32_strict_candidates(const KernelSpec& problem) {
   base.math = MathMode::Tf32x3;
   base.cluster = {1, 1, 1};
   base.split_k = 1;
+  struct Sm90Choice { Shape3 tile; int stages; };
+  const Sm90Choice sm90_choices[] = {{{256, 128, 32}, 3}, {{128, 128, 32}, 4}, {{256, 64, 32}, 4}};
+  for (const auto& choice : sm90_choices) {
+    for (TileScheduler scheduler : {TileScheduler::Persistent, TileScheduler::StreamK}) {
+      KernelSpec s = base;
+      s.mainloop = MainloopSchedule::Cooperative;
+      s.epilogue_schedule = EpilogueSchedule::TmaCooperative;
+      s.scheduler = scheduler;
+      s.tile = choice.tile;
+      s.stages = choice.stages;
+      if (!f32_strict_unsupported_reason(s)) out.push_back(s);
+    }
+  }
   struct Sm80Choice { Shape3 tile; int stages; };
   const Sm80Choice sm80_choices[] = {
       {{128, 128, 32}, 3}, {{128, 128, 16}, 4}, {{256, 128, 32}, 3}, {{128, 64, 32}, 4}};

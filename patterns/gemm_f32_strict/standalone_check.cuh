@@ -8,7 +8,8 @@
 //                                           b_row_major);
 //
 // Command line: --cases=check,square,batched,largek (default: all) --reps=N (timed runs per
-// case, default 20) --seed=S. Exit status 0 only when every case passes: rel_err <= 1e-5 and
+// case, default 20) --seed=S --split-k=N (FactGemmArgs::split_k for every case; default: 1,
+// and 0 = the kernel's choice for largek). Exit status 0 only when every case passes: rel_err <= 1e-5 and
 // rel_err <= 20 x the rel_err of cublasSgemm on the same inputs, and every output element was
 // written (the output is poisoned with NaN first).
 #pragma once
@@ -239,6 +240,7 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
   std::string wanted = "," + arg_value(argc, argv, "--cases", "check,square,batched,largek") + ",";
   int reps = std::atoi(arg_value(argc, argv, "--reps", "20").c_str());
   uint64_t seed = std::strtoull(arg_value(argc, argv, "--seed", "1").c_str(), nullptr, 10);
+  std::string split_k_override = arg_value(argc, argv, "--split-k", "");
 
   cudaDeviceProp prop;
   FACT_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -283,7 +285,8 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
     FACT_CHECK_CUDA(cudaGetLastError());
     FACT_CHECK_CUDA(cudaDeviceSynchronize());
 
-    FactGemmArgs args = make_args(p, c.split_k);
+    FactGemmArgs args =
+        make_args(p, split_k_override.empty() ? c.split_k : std::atoi(split_k_override.c_str()));
     size_t workspace_bytes = 0;
     int status = entry(&args, nullptr, &workspace_bytes, 0);
     void* workspace = nullptr;
