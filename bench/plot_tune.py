@@ -49,11 +49,13 @@ def main(argv):
         ax.scatter([i], [c["ms"]["median"]], marker="*", s=320, color="gold", edgecolors="black",
                    zorder=5, label="best: %s (%.4f ms)" % (c["config"], c["ms"]["median"]))
 
+    has_epilogue = result.get("key", {}).get("epilogue", "none") != "none"
     styles = ["--", ":", "-."]
     for n, (name, b) in enumerate(sorted(result.get("baselines", {}).items())):
         if b.get("status") == "ok" and b.get("ms"):
             ax.axhline(b["ms"], linestyle=styles[n % len(styles)], color="dimgray",
-                       label="%s%s: %.4f ms" % (name, " (fused)" if b.get("fused") else "", b["ms"]))
+                       label="%s%s: %.4f ms" % (name, " (fused epilogue)" if has_epilogue and b.get("fused") else "",
+                                                 b["ms"]))
 
     title = "%s — %d configurations, %d timed" % (result["problem"], len(candidates), len(timed))
     if excluded:

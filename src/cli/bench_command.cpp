@@ -176,7 +176,9 @@ int run_bench(const BenchArgs& args) {
   // Preflight: a small baseline-only run names the device and proves there is one.
   SuiteCase probe{"preflight", {256, 256, 256, 1}, "bf16", "native", ""};
   realize::RunResult preflight = run_baselines_only(probe, scratch / "preflight", 60);
-  if (preflight.status != realize::CandidateStatus::Ok || !preflight.device.contains("name")) {
+  // A baseline-only report has no kernel timing: its top-level status alone says whether it ran.
+  bool preflight_ran = preflight.report.is_object() && preflight.report.value("status", "") == "ok";
+  if (!preflight_ran || !preflight.device.contains("name")) {
     throw std::runtime_error("fact bench needs a CUDA device: the preflight run failed (" +
                              std::string(realize::candidate_status_name(preflight.status)) + ": " + preflight.reason + ")");
   }

@@ -106,7 +106,14 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir)
      << "- device: " << result.device.value("name", std::string("unknown")) << "\n";
   if (result.best) {
     md << "- best: " << result.best->config << " — " << (result.best->ms ? fixed(result.best->ms->median, 4) : "?")
-       << " ms\n";
+       << " ms";
+    auto in_table = std::find_if(result.candidates.begin(), result.candidates.end(),
+                                 [](const CandidateOutcome& c) { return c.best; });
+    if (!result.baselines.empty() && in_table != result.candidates.end() && in_table->ms && result.best->ms &&
+        in_table->ms->median != result.best->ms->median) {
+      md << " in the run with the baselines (" << fixed(in_table->ms->median, 4) << " ms in the sweep)";
+    }
+    md << "\n";
   } else {
     md << "- best: none (no configuration verified)\n";
   }
