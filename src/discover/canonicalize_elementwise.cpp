@@ -1,6 +1,7 @@
 // fact.gelu_tanh / fact.gelu_erf / fact.activation / fact.scale (see canonicalize.hpp).
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/rule.hpp"
@@ -20,7 +21,7 @@ using graph::ValueId;
 using nlohmann::json;
 
 constexpr double kConstantTolerance = 1e-6;
-const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+const double kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
 const double kInvSqrt2 = 1.0 / std::sqrt(2.0);
 constexpr double kGeluCubic = 0.044715;
 constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <numbers>
 
 #include "fact/discover/canonicalize.hpp"
 #include "tests/cpp/discover/discover_test_util.hpp"
@@ -21,7 +22,7 @@ using testing::count_target;
 using testing::find_target;
 using testing::unary;
 
-const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+const double kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
 
 // Builds x -> formula(x) -> graph output and canonicalizes.
 graph::Graph canonical_formula(const std::function<ValueId(GraphBuilder&, const ValueId&)>& formula) {
