@@ -126,7 +126,12 @@ realize::BenchVersions collect_versions(const json& device) {
   if (versions.cuda.empty()) versions.cuda = "unknown";
   versions.torch = "n/a";
   versions.cutlass = build_info::kCutlassVersion;
-  versions.fact = first_line(util::capture_output({"git", "-C", build_info::kSourceDir, "rev-parse", "--short", "HEAD"}));
+  // $FACT_GIT_SHA (for copies of the tree without .git), else the checkout's own description.
+  if (const char* given = std::getenv("FACT_GIT_SHA"); given && *given) versions.fact = given;
+  if (versions.fact.empty()) {
+    versions.fact = first_line(util::capture_output(
+        {"git", "-C", build_info::kSourceDir, "describe", "--always", "--dirty", "--abbrev=12"}));
+  }
   if (versions.fact.empty()) versions.fact = std::string("unknown (") + build_info::kVersion + ")";
   return versions;
 }

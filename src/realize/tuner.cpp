@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "fact/build_info.hpp"
@@ -91,6 +92,31 @@ json TuneResult::to_json() const {
           {"device", device},
           {"notes", notes},
           {"seconds", seconds}};
+}
+
+std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count) {
+  // Family: what changes how the work is split, not the tile sizes within one way of splitting.
+  auto family_of = [](const KernelSpec& s) {
+    return std::to_string(static_cast<int>(s.mainloop)) + "/" + std::to_string(static_cast<int>(s.scheduler)) + "/" +
+           std::to_string(s.split_k > 1);
+  };
+  std::vector<std::string> family_order;
+  std::map<std::string, std::vector<size_t>> members;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string family = family_of(specs[i]);
+    if (!members.count(family)) family_order.push_back(family);
+    members[family].push_back(i);
+  }
+  std::vector<size_t> chosen;
+  for (size_t round = 0; chosen.size() < std::min(count, specs.size()); ++round) {
+    for (const std::string& family : family_order) {
+      if (round < members[family].size() && chosen.size() < count) chosen.push_back(members[family][round]);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<KernelSpec> selection;
+  for (size_t i : chosen) selection.push_back(specs[i]);
+  return selection;
 }
 
 Tuner::Tuner(CandidateSource& source, BuildDriver& builder, CandidateRunner& runner, TuningDb& db)
@@ -226,9 +252,9 @@ TuneResult Tuner::tune(const TuneRequest& request) {
     result.notes.push_back(note);
   }
   if (request.max_candidates > 0 && specs.size() > request.max_candidates) {
-    result.notes.push_back("space cut to its first " + std::to_string(request.max_candidates) + " of " +
-                           std::to_string(specs.size()) + " configurations");
-    specs.resize(request.max_candidates);
+    result.notes.push_back("space cut to " + std::to_string(request.max_candidates) + " of " +
+                           std::to_string(specs.size()) + " configurations, spread over kernel families");
+    specs = spread_selection(specs, request.max_candidates);
   }
   if (specs.empty()) {
     result.notes.push_back("the pruned parameter space is empty for this problem");

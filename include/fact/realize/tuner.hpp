@@ -47,11 +47,17 @@ class CandidateSource {
   virtual BuildJob build_job(const KernelSpec& spec) = 0;
 };
 
+// The first `count` configurations of `specs` spread over kernel families (mainloop schedule,
+// tile scheduler, split-K or not): round-robin over the families in order of first
+// appearance, each family's own order kept, the result in the space's order. A cut space
+// then still holds e.g. the stream-K variants a large-K problem needs.
+std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count);
+
 struct TuneRequest {
   discover::GemmProblem problem;
   std::string precision = "native";  // "strict", "tf32", "native"
   std::string space = "default";
-  size_t max_candidates = 0;         // 0: every configuration of the pruned space
+  size_t max_candidates = 0;         // 0: the whole pruned space; else spread_selection of it
   bool force = false;                // ignore the stored choice: sweep again
   bool reuse_bucket = false;         // on a miss, first try the nearest tuned shape of the bucket
   bool remeasure = false;            // stored choice: time it again (implied by baselines)

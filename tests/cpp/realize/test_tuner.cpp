@@ -440,3 +440,34 @@ TEST(InterpretRun, RunnerTimeoutAndMissingTiming) {
 
 }  // namespace
 }  // namespace fact::realize
+
+namespace fact::realize {
+namespace {
+
+TEST(TunerSpreadSelection, KeepsEveryKernelFamilyInACutSpace) {
+  std::vector<KernelSpec> specs;
+  for (int i = 0; i < 6; ++i) {
+    KernelSpec s;
+    s.tile = {128, 64 * (i + 1), 64};
+    specs.push_back(s);  // data-parallel persistent: the first six
+  }
+  KernelSpec streamk;
+  streamk.scheduler = TileScheduler::StreamK;
+  specs.push_back(streamk);
+  KernelSpec split = streamk;
+  split.split_k = 4;
+  specs.push_back(split);
+
+  auto cut = spread_selection(specs, 4);
+  ASSERT_EQ(cut.size(), 4u);
+  EXPECT_EQ(cut[0].tile.n, 64);
+  EXPECT_EQ(cut[1].tile.n, 128);
+  EXPECT_EQ(cut[2].scheduler, TileScheduler::StreamK);
+  EXPECT_EQ(cut[2].split_k, 1);
+  EXPECT_EQ(cut[3].split_k, 4);
+  EXPECT_EQ(spread_selection(specs, 100).size(), specs.size());
+  EXPECT_EQ(spread_selection(specs, 1).front().tile.n, 64);
+}
+
+}  // namespace
+}  // namespace fact::realize

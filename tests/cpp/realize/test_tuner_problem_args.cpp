@@ -1,4 +1,6 @@
 // Command-line GEMM problems for `fact tune --problem` and the bench suite.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "fact/realize/gemm_problem_args.hpp"
@@ -82,6 +84,36 @@ TEST(TunerBenchResults, FileShapeAndSpeedups) {
     EXPECT_TRUE(j["cases"][1].contains(key)) << key;
   }
   EXPECT_EQ(device_slug("  NVIDIA H200 (141GB) "), "nvidia-h200-141gb");
+}
+
+}  // namespace
+}  // namespace fact::realize
+
+#include "fact/realize/gemm_candidates.hpp"
+
+namespace fact::realize {
+namespace {
+
+TEST(TunerGemmSource, EveryPrecisionReachesARegisteredSpace) {
+  auto spaces = registered_spaces();
+  EXPECT_NE(std::find(spaces.begin(), spaces.end(), "gemm"), spaces.end());
+  EXPECT_NE(std::find(spaces.begin(), spaces.end(), "gemm_f32_strict"), spaces.end());
+  EXPECT_THROW(register_space("gemm", nullptr), std::logic_error);
+
+  GemmCandidateSource source;
+  struct Case {
+    const char* dtype;
+    const char* precision;
+  };
+  for (Case c : {Case{"bf16", "native"}, Case{"fp32", "tf32"}, Case{"fp32", "strict"}}) {
+    auto problem = make_gemm_problem({4096, 4096, 4096, 1}, parse_operand_dtype(c.dtype), "", "tn");
+    KernelSpec problem_class = source.problem_class(problem, c.precision);
+    ParamSpace space = source.candidates(problem_class, problem, "default");
+    EXPECT_FALSE(space.candidates.empty()) << c.dtype << " " << c.precision;
+    for (const auto& spec : space.candidates) EXPECT_EQ(spec.pattern, problem_class.pattern);
+  }
+  auto problem = make_gemm_problem({64, 64, 64, 1}, graph::DType::BFloat16, "", "tn");
+  EXPECT_THROW(source.candidates(source.problem_class(problem, "native"), problem, "huge"), std::invalid_argument);
 }
 
 }  // namespace
