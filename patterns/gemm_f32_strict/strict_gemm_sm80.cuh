@@ -12,7 +12,7 @@
 //   - returns a FactStatus, never throws.
 // Batches (args->batch > 1) run as one launch in GemmUniversal's kBatched mode; batch strides of
 // 0 broadcast an operand. A single GEMM with args->split_k > 1 runs as serial split-K (kGemm mode
-// with that many K slices, reduced in place through a semaphore in the workspace); split_k <= 0
+// with that many K slices, reduced in place through a semaphore in the workspace); split_k <= 1
 // lets the kernel choose the slices from the tile count and the SM count.
 // Alignment: pointers 16-byte aligned, leading dimensions and batch strides multiples of 4.
 #pragma once
@@ -60,11 +60,11 @@ struct Sm80StrictGemm {
     return ok ? FACT_OK : FACT_ERR_CANNOT_IMPLEMENT;
   }
 
-  // K slices for a single GEMM: the requested count, or with split_k <= 0 enough slices to give
+  // K slices for a single GEMM: the requested count (split_k > 1), or enough slices to give
   // every SM a tile while each slice keeps at least 8 K-tiles.
   static int split_k_slices(const FactGemmArgs* args) {
     if (args->batch > 1) return 1;
-    if (args->split_k >= 1) return int(args->split_k);
+    if (args->split_k > 1) return int(args->split_k);
     int sms = args->sm_count;
     if (sms <= 0) {
       int device = 0;

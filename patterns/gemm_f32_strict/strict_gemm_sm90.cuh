@@ -423,13 +423,37 @@ struct Tf32x3Mainloop {
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
 };
 // ------------------------------------------------------------------------------------------
+// K-sliced runs: D[m][n] = alpha * sum_l partials[l][m][n] (+ beta * C[m][n]), the slices added
+// in order in double (deterministic; the partials are float32 sums of equal K-slices).
+
+template <class Element>
+__global__ void reduce_k_slices(const Element* partials, int slices, int64_t m, int64_t n,
+                                float alpha, float beta, const Element* c, int64_t ldc, Element* d,
+                                int64_t ldd) {
+  const int64_t count = m * n;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    double sum = 0.0;
+    for (int l = 0; l < slices; ++l) sum += double(partials[l * count + i]);
+    const int64_t row = i / n, col = i % n;
+    float value = alpha * float(sum);
+    if (c) value += beta * c[row * ldc + col];
+    d[row * ldd + col] = value;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
 // The FACT C ABI over one instantiation.
 //   LayoutA, LayoutB: the FACT problem's layouts (cutlass::layout::RowMajor / ColumnMajor).
 //   TileShape: Shape<BLK_M, BLK_N, _32> of the kernel (after the transposition, if any).
 //   TileSchedulerTag: cutlass::gemm::PersistentScheduler or cutlass::gemm::StreamKScheduler.
 // run(): size query / validation / can_implement / launch; returns a FactStatus, never throws.
-// Stream-K kernels take FactGemmArgs::split_k > 1 as split-K slices; split_k <= 1 lets CUTLASS's
-// stream-K heuristic decompose the work over the SMs.
+// K decomposition of a single GEMM (batch 1) whose tiles cannot fill the GPU:
+//   - persistent kernels cut K into equal slices run as batches into a float32 workspace,
+//     then reduce_k_slices adds them in a fixed order (deterministic, no serial fix-up chain);
+//     FactGemmArgs::split_k > 1 asks for that many slices, split_k <= 1 lets the kernel choose.
+//   - stream-K kernels take split_k > 1 as CUTLASS split-K slices; otherwise CUTLASS's
+//     stream-K heuristic decomposes the work.
 
 template <class LayoutA, class LayoutB, class TileShape, int Stages, class TileSchedulerTag,
           bool kResidual = false>
@@ -499,38 +523,88 @@ struct Sm90StrictGemm {
     return stride;
   }
 
-  static typename Gemm::Arguments make_arguments(const FactGemmArgs* args, int device, int sm_count) {
+  // Where one launch reads and writes: the FACT problem mapped onto the kernel's operands,
+  // optionally cut into `slices` equal K-slices that run as batches writing float32 partials.
+  struct LaunchPlan {
+    int slices = 1;     // > 1: K-sliced run into the workspace, then reduce_k_slices
+    int64_t k = 0;      // K per launch batch
+  };
+
+  static constexpr bool kPersistent = !std::is_same_v<TileSchedulerTag, cutlass::gemm::StreamKScheduler>;
+
+  // K-slices for a single GEMM whose output tiles cannot fill the GPU: FactGemmArgs::split_k
+  // when > 1, else enough slices to give every SM a tile with at least 16 k-tiles per slice;
+  // rounded down to a count that divides K into 16-byte aligned slices. Persistent kernels only
+  // (stream-K kernels decompose K themselves).
+  static LaunchPlan plan(const FactGemmArgs* args, int sm_count) {
+    LaunchPlan p{1, args->k};
+    if (!kPersistent || args->batch != 1) return p;
+    constexpr int kBlockM = cute::size<0>(TileShape{}), kBlockN = cute::size<1>(TileShape{});
+    const int64_t kernel_m = kTransposed ? args->n : args->m, kernel_n = kTransposed ? args->m : args->n;
+    const int64_t tiles = ((kernel_m + kBlockM - 1) / kBlockM) * ((kernel_n + kBlockN - 1) / kBlockN);
+    int64_t want = args->split_k > 1 ? args->split_k : (2 * tiles <= sm_count ? sm_count / tiles : 1);
+    const int64_t k_tiles = (args->k + 31) / 32;
+    if (want > k_tiles / 16) want = k_tiles / 16;
+    for (int64_t slices = want; slices > 1; --slices) {
+      if (args->k % slices == 0 && (args->k / slices) % kAlignment == 0) {
+        p.slices = int(slices);
+        p.k = args->k / slices;
+        return p;
+      }
+    }
+    return p;
+  }
+
+  // The K-stride of an operand's memory: 1 when K is contiguous, else its leading dimension.
+  static int64_t k_stride(bool k_contiguous, int64_t ld) { return k_contiguous ? 1 : ld; }
+
+  static typename Gemm::Arguments make_arguments(const FactGemmArgs* args, const LaunchPlan& p,
+                                                 float* partials, int device, int sm_count) {
     typename Gemm::Arguments arguments{};
-    arguments.mode = args->batch > 1 ? cutlass::gemm::GemmUniversalMode::kBatched
-                                     : cutlass::gemm::GemmUniversalMode::kGemm;
+    const bool sliced = p.slices > 1;
+    const int batches = sliced ? p.slices : int(args->batch);
+    arguments.mode = batches > 1 ? cutlass::gemm::GemmUniversalMode::kBatched
+                                 : cutlass::gemm::GemmUniversalMode::kGemm;
+    // Batch strides: the FACT batch strides, or one K-slice apart.
+    const int64_t stride_a = sliced ? p.k * k_stride(kProblemARow, args->lda) : args->stride_a;
+    const int64_t stride_b = sliced ? p.k * k_stride(!kProblemBRow, args->ldb) : args->stride_b;
     if constexpr (kTransposed) {
-      arguments.problem_shape = {int(args->n), int(args->m), int(args->k), int(args->batch)};
+      arguments.problem_shape = {int(args->n), int(args->m), int(p.k), batches};
       arguments.mainloop.ptr_A = static_cast<const float*>(args->b);
-      arguments.mainloop.dA = make_stride<StrideA>(args->ldb, args->stride_b);
+      arguments.mainloop.dA = make_stride<StrideA>(args->ldb, stride_b);
       arguments.mainloop.ptr_B = static_cast<const float*>(args->a);
-      arguments.mainloop.dB = make_stride<StrideB>(args->lda, args->stride_a);
+      arguments.mainloop.dB = make_stride<StrideB>(args->lda, stride_a);
     } else {
-      arguments.problem_shape = {int(args->m), int(args->n), int(args->k), int(args->batch)};
+      arguments.problem_shape = {int(args->m), int(args->n), int(p.k), batches};
       arguments.mainloop.ptr_A = static_cast<const float*>(args->a);
-      arguments.mainloop.dA = make_stride<StrideA>(args->lda, args->stride_a);
+      arguments.mainloop.dA = make_stride<StrideA>(args->lda, stride_a);
       arguments.mainloop.ptr_B = static_cast<const float*>(args->b);
-      arguments.mainloop.dB = make_stride<StrideB>(args->ldb, args->stride_b);
+      arguments.mainloop.dB = make_stride<StrideB>(args->ldb, stride_b);
     }
     auto& epilogue = arguments.epilogue;
-    epilogue.thread.alpha = args->alpha;
-    epilogue.thread.beta = kResidual ? args->beta : 0.0f;
-    if constexpr (kResidual) {
-      epilogue.ptr_C = static_cast<const float*>(args->c);
-      epilogue.dC = make_stride<StrideD>(args->ldc, args->stride_c);
-    } else {
+    if (sliced) {  // partials[l][m][n], alpha and beta applied by the reduction
+      epilogue.thread.alpha = 1.0f;
+      epilogue.thread.beta = 0.0f;
       epilogue.ptr_C = nullptr;
-      epilogue.dC = make_stride<StrideD>(args->ldd, args->stride_d);
+      epilogue.ptr_D = partials;
+      epilogue.dD = make_stride<StrideD>(args->n, args->m * args->n);
+      epilogue.dC = epilogue.dD;
+    } else {
+      epilogue.thread.alpha = args->alpha;
+      epilogue.thread.beta = kResidual ? args->beta : 0.0f;
+      if constexpr (kResidual) {
+        epilogue.ptr_C = static_cast<const float*>(args->c);
+        epilogue.dC = make_stride<StrideD>(args->ldc, args->stride_c);
+      } else {
+        epilogue.ptr_C = nullptr;
+        epilogue.dC = make_stride<StrideD>(args->ldd, args->stride_d);
+      }
+      epilogue.ptr_D = static_cast<float*>(args->d);
+      epilogue.dD = make_stride<StrideD>(args->ldd, args->stride_d);
     }
-    epilogue.ptr_D = static_cast<float*>(args->d);
-    epilogue.dD = make_stride<StrideD>(args->ldd, args->stride_d);
     arguments.hw_info.device_id = device;
     arguments.hw_info.sm_count = sm_count;
-    if constexpr (std::is_same_v<TileSchedulerTag, cutlass::gemm::StreamKScheduler>) {
+    if constexpr (!kPersistent) {
       if (args->split_k > 1) {
         arguments.scheduler.splits = int(args->split_k);
         arguments.scheduler.decomposition_mode =
@@ -539,6 +613,8 @@ struct Sm90StrictGemm {
     }
     return arguments;
   }
+
+  static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   static int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) noexcept {
@@ -553,8 +629,13 @@ struct Sm90StrictGemm {
       int sm_count = args->sm_count > 0
                          ? int(args->sm_count)
                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-      typename Gemm::Arguments arguments = make_arguments(args, device, sm_count);
-      const size_t needed = Gemm::get_workspace_size(arguments);
+      const LaunchPlan p = plan(args, sm_count);
+      const size_t partial_bytes =
+          p.slices > 1 ? round_up(size_t(p.slices) * size_t(args->m) * size_t(args->n) * sizeof(float)) : 0;
+      float* partials = reinterpret_cast<float*>(workspace);
+      void* gemm_workspace = workspace ? static_cast<char*>(workspace) + partial_bytes : nullptr;
+      typename Gemm::Arguments arguments = make_arguments(args, p, partials, device, sm_count);
+      const size_t needed = partial_bytes + Gemm::get_workspace_size(arguments);
       if (size_query) {
         *workspace_size = needed;
         return FACT_OK;
@@ -562,9 +643,18 @@ struct Sm90StrictGemm {
       if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
       if (needed > 0 && !workspace) return FACT_ERR_WORKSPACE;
       Gemm gemm;
-      if (gemm.initialize(arguments, workspace, stream) != cutlass::Status::kSuccess)
+      if (gemm.initialize(arguments, gemm_workspace, stream) != cutlass::Status::kSuccess)
         return FACT_ERR_INITIALIZE;
       if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+      if (p.slices > 1) {
+        const int64_t count = args->m * args->n;
+        const int threads = 256;
+        const int64_t blocks = (count + threads - 1) / threads;
+        reduce_k_slices<float><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
+            partials, p.slices, args->m, args->n, args->alpha, kResidual ? args->beta : 0.0f,
+            kResidual ? static_cast<const float*>(args->c) : nullptr, args->ldc,
+            static_cast<float*>(args->d), args->ldd);
+      }
       return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
     } catch (...) {
       return FACT_ERR_INTERNAL;

@@ -7,7 +7,7 @@ using FactKernel = fact::strict::Sm80StrictGemm<
     cutlass::layout::RowMajor,  // A (M x K)
     cutlass::layout::ColumnMajor,  // B (K x N)
     cutlass::gemm::GemmShape<128, 128, 32>,  // threadblock tile
-    cutlass::gemm::GemmShape<64, 64, 32>,  // warp tile
+    cutlass::gemm::GemmShape<64, 32, 32>,  // warp tile
     3,  // pipeline stages
     false>;  // residual epilogue (beta * C)
 
