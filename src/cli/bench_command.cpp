@@ -1,6 +1,7 @@
 // `fact bench gemm`: the GEMM suite against cuBLAS / cuBLASLt. Every case is tuned (or its
 // stored choice reused), then the winner and the baselines are timed in one `fact run-kernel`
-// process on the same inputs. Writes <out>/gemm-<device>-<date>.json (DESIGN.md "Measuring"),
+// process on the same inputs. Writes <out>/gemm-<device>-<date>.json (DESIGN.md "Measuring";
+// "-quick" / "-max<N>" before ".json" for cut sweeps),
 // a speedup plot beside it, and the per-case tuning reports in <out>/gemm-<device>-<date>-tune/.
 #include <cstdlib>
 #include <iomanip>
@@ -223,11 +224,16 @@ int run_bench(const BenchArgs& args) {
   results.date = util::utc_date();
   results.device = preflight.device.value("name", std::string("unknown"));
   results.versions = collect_versions(preflight.device);
+  // A cut sweep never takes the full suite's file name.
+  const size_t max_candidates = args.max_candidates > 0 ? args.max_candidates : (args.quick ? 4 : 0);
+  if (max_candidates > 0) {
+    results.variant = args.quick && args.max_candidates == 0 ? "quick" : "max" + std::to_string(max_candidates);
+  }
   std::string stem = results.file_name().substr(0, results.file_name().size() - 5);
   fs::path tune_dir = out_dir / (stem + "-tune");
   std::cout << "bench gemm on " << results.device << " (driver " << results.versions.driver << ", CUDA "
             << results.versions.cuda << ", CUTLASS " << results.versions.cutlass << ", fact "
-            << results.versions.fact << ")" << (args.quick ? ", quick: 4 configurations per case" : "") << "\n";
+            << results.versions.fact << ")" << (max_candidates > 0 ? ", " + std::to_string(max_candidates) + " configurations per case" : "") << "\n";
 
   realize::GemmCandidateSource source;
   realize::KernelCache cache;
@@ -238,7 +244,6 @@ int run_bench(const BenchArgs& args) {
   realize::SubprocessRunner runner;
   realize::TuningDb db;
   realize::Tuner tuner(source, builder, runner, db);
-  const size_t max_candidates = args.max_candidates > 0 ? args.max_candidates : (args.quick ? 4 : 0);
   prebuild_suite(cases, max_candidates, source, builder);
 
   for (const SuiteCase& c : cases) {
@@ -312,9 +317,12 @@ void add_bench_command(CLI::App& app) {
                "GEMM+epilogue shapes in fp32 strict, fp32 tf32 and bf16, against cuBLAS/cuBLASLt)");
   cmd->add_option("suite", args->suite, "Suite to run: gemm")->required();
   cmd->add_option("-o,--out", args->out_dir, "Results folder (default bench/results)");
-  cmd->add_flag("--quick", args->quick, "Tune over only the first 4 configurations of each space");
+  cmd->add_flag("--quick", args->quick,
+                "Tune over 4 configurations per case (spread over kernel families); results go to "
+                "gemm-<device>-<date>-quick.json");
   cmd->add_option("--max-candidates", args->max_candidates,
-                  "Tune over at most N configurations of each space, spread over kernel families");
+                  "Tune over at most N configurations of each space, spread over kernel families "
+                  "(results go to gemm-<device>-<date>-max<N>.json)");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: all cores)");
   cmd->add_option("--timeout", args->timeout_s, "Seconds per kernel run before it counts as hung (default 120)");
   cmd->add_flag("--force", args->force, "Sweep again even where a choice is stored");

@@ -38,7 +38,9 @@ json BenchResults::to_json() const {
           {"cases", case_list}};
 }
 
-std::string BenchResults::file_name() const { return suite + "-" + device_slug(device) + "-" + date + ".json"; }
+std::string BenchResults::file_name() const {
+  return suite + "-" + device_slug(device) + "-" + date + (variant.empty() ? "" : "-" + variant) + ".json";
+}
 
 std::string device_slug(const std::string& device_name) {
   std::string slug;

@@ -44,9 +44,10 @@ struct BenchResults {
   std::string device;  // "NVIDIA H100 80GB HBM3"
   BenchVersions versions;
   std::vector<BenchCase> cases;
+  std::string variant;  // "" for the full suite; "quick" for a cut run (file name only)
 
   nlohmann::json to_json() const;
-  // "<suite>-<device slug>-<date>.json"
+  // "<suite>-<device slug>-<date>.json", or "...-<date>-<variant>.json"
   std::string file_name() const;
 };
 

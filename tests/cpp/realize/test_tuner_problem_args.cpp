@@ -84,6 +84,8 @@ TEST(TunerBenchResults, FileShapeAndSpeedups) {
     EXPECT_TRUE(j["cases"][1].contains(key)) << key;
   }
   EXPECT_EQ(device_slug("  NVIDIA H200 (141GB) "), "nvidia-h200-141gb");
+  results.variant = "quick";
+  EXPECT_EQ(results.file_name(), "gemm-nvidia-h100-80gb-hbm3-2026-11-22-quick.json");
 }
 
 }  // namespace
