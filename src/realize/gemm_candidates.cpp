@@ -27,6 +27,14 @@ SpaceRegistry& registry() {
 ParamSpace strict_f32_space(const KernelSpec& problem_class, const SpaceOptions&) {
   ParamSpace space;
   space.candidates = f32_strict_candidates(problem_class);
+  if (space.candidates.empty()) {
+    // Say why with the Hopper family's verdict on the problem class itself.
+    KernelSpec probe = problem_class;
+    probe.math = MathMode::Tf32x3;
+    probe.mainloop = MainloopSchedule::Cooperative;
+    probe.epilogue_schedule = EpilogueSchedule::TmaCooperative;
+    space.pruned.push_back({probe, f32_strict_unsupported_reason(probe).value_or("no strict configuration fits")});
+  }
   return space;
 }
 
