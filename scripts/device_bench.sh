@@ -7,6 +7,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 MAX_CANDIDATES=${1:-8}
+BENCH_SECONDS=${2:-480}  # the suite is stopped after this; results are written per case
 export FACT_CUTLASS_DIR=$PWD/.deps/cutlass
 export FACT_CACHE_DIR=${FACT_CACHE_DIR:-/tmp/fact-cache}
 export FACT_GIT_SHA=$(cat .fact-git-sha 2>/dev/null || echo unknown)
@@ -23,7 +24,7 @@ stamp "device profile"
 ./build-device/fact device --json "$OUT/device.json" 2>&1 | tail -12
 
 stamp "GEMM suite (max $MAX_CANDIDATES candidates per case)"
-./build-device/fact bench gemm -o "$OUT/results" --max-candidates "$MAX_CANDIDATES" --timeout 60 2>&1 \
+timeout --signal=INT "$BENCH_SECONDS" ./build-device/fact bench gemm -o "$OUT/results" --max-candidates "$MAX_CANDIDATES" --timeout 60 2>&1 \
   | grep -vE "ETA|^\s*$" | tee "$OUT/bench.log" | tail -80
 stamp "done"
 # Results: the JSON and PNG at the top; tuning reports packed into one archive.
