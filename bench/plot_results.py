@@ -9,19 +9,13 @@ Exit code 3 when matplotlib is not installed.
 import json
 import sys
 
+from plot_common import pyplot_or_exit_code
+
 
 def main(argv):
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed", file=sys.stderr)
-        return 3
+    plt, exit_code = pyplot_or_exit_code(argv, __doc__)
+    if plt is None:
+        return exit_code
 
     with open(argv[1]) as f:
         results = json.load(f)

@@ -327,13 +327,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout_s, "Seconds per kernel run before it counts as hung (default 120)");
   cmd->add_flag("--force", args->force, "Sweep again even where a choice is stored");
   cmd->add_flag("--retry-failed", args->retry_failed, "Rebuild configurations recorded as failed builds");
-  cmd->callback([args] {
-    int code = run_bench(*args);
-    if (code != 0) {
-      std::cout.flush();
-      std::exit(code);
-    }
-  });
+  cmd->callback([args] { exit_unless_ok(run_bench(*args)); });
 }
 
 }  // namespace fact::cli

@@ -1,6 +1,9 @@
 // Subcommands of the `fact` CLI. Each lives in its own file (src/cli/<name>_command.cpp) and
 // adds itself to the app; main.cpp only lists them.
 #pragma once
+#include <cstdlib>
+#include <iostream>
+
 #include <CLI/CLI.hpp>
 
 namespace fact::cli {
@@ -12,5 +15,13 @@ void add_bench_command(CLI::App& app);     // fact bench gemm
 void add_optimize_command(CLI::App& app);  // fact optimize model.py:Class
 void add_run_command(CLI::App& app);       // fact run-kernel lib.so --problem ... (one candidate, JSON out)
 void add_device_command(CLI::App& app);    // fact device: measure the device profile
+
+// For commands whose run returns an exit code (CLI11 callbacks return nothing): ends the
+// process with `code` unless it is 0, flushing stdout first so printed tables are not lost.
+inline void exit_unless_ok(int code) {
+  if (code == 0) return;
+  std::cout.flush();
+  std::exit(code);
+}
 
 }  // namespace fact::cli

@@ -101,13 +101,7 @@ void add_realize_command(CLI::App& app) {
                 "Compile one at a time into the output folder, without the kernel cache");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles through the build driver (0: all cores)");
   cmd->add_option("--cache-dir", args->cache_dir, "Kernel cache (default: ~/.cache/fact/kernels)");
-  cmd->callback([args] {
-    const int code = run(*args);
-    if (code != 0) {
-      std::cout.flush();
-      std::exit(code);
-    }
-  });
+  cmd->callback([args] { exit_unless_ok(run(*args)); });
 }
 
 }  // namespace fact::cli

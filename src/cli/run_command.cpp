@@ -108,13 +108,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--min-time-s", args->min_time_s, "Measured time at least");
   cmd->add_option("--warmup-runs", args->warmup_runs, "Untimed runs first");
   cmd->add_flag("--no-l2-flush", args->no_flush, "Do not flush L2 between timed runs");
-  cmd->callback([args] {
-    const int code = run(*args);
-    if (code != 0) {
-      std::cout.flush();
-      std::exit(code);
-    }
-  });
+  cmd->callback([args] { exit_unless_ok(run(*args)); });
 }
 
 }  // namespace fact::cli

@@ -216,13 +216,7 @@ void add_tune_command(CLI::App& app) {
                 "For an unseen shape, first try the choice of the nearest tuned shape (power-of-two bucket)");
   cmd->add_flag("--remeasure", args->remeasure, "Time a stored choice again");
   cmd->add_flag("--no-progress", args->no_progress, "No progress bars");
-  cmd->callback([args] {
-    int code = run_tune(*args);
-    if (code != 0) {
-      std::cout.flush();
-      std::exit(code);
-    }
-  });
+  cmd->callback([args] { exit_unless_ok(run_tune(*args)); });
 }
 
 }  // namespace fact::cli
