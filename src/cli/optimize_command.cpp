@@ -73,7 +73,7 @@ std::optional<std::string> gpu_unavailable_reason() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess)
-    return std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
+    return std::string("no CUDA GPU on this machine (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
   if (count == 0) return "no CUDA device on this machine";
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "cannot read device 0's properties";
