@@ -84,6 +84,48 @@ std::vector<Config> curated_configs() {
   return configs;
 }
 
+int64_t output_tiles(const SpaceOptions& options, int tile_m, int tile_n) {
+  return ((options.m + tile_m - 1) / tile_m) * ((options.n + tile_n - 1) / tile_n) *
+         std::max<int64_t>(options.batch, 1);
+}
+
+int64_t power_of_two_at_most(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+// Split-K and stream-K candidates for a deep-K problem (none otherwise), best guesses first:
+// 128x128 split-K (64 accumulator registers per thread, a 64 KiB partial tile per split),
+// the wide tiles (fewer output tiles, A or B re-read less), 128x64 (twice the output tiles),
+// half the split count for the small tiles (half the partial tiles to reduce), then stream-K
+// (split 1), which the scheduler decomposes as pure stream-K since the output tiles fill less
+// than half the SMs.
+std::vector<Config> deep_k_configs(const KernelSpec& problem_class, const SpaceOptions& options) {
+  using M = MainloopSchedule;
+  using TS = TileScheduler;
+  constexpr std::pair<int, int> kSplitTiles[] = {{128, 128}, {128, 256}, {128, 64}, {256, 128}};
+  std::vector<Config> configs;
+  std::vector<std::pair<std::pair<int, int>, int>> splits;
+  for (auto [tm, tn] : kSplitTiles) {
+    if (int split = deep_k_split_count(problem_class, options, tm, tn); split > 0) {
+      splits.push_back({{tm, tn}, split});
+      configs.push_back({tm, tn, 1, 1, 1, M::Cooperative, TS::StreamK, split});
+    }
+  }
+  for (auto [tile, split] : splits) {
+    if (split / 2 >= kMinDeepSplits && tile.first * tile.second <= 128 * 128) {
+      configs.push_back({tile.first, tile.second, 1, 1, 1, M::Cooperative, TS::StreamK, split / 2});
+    }
+  }
+  if (!splits.empty()) {
+    for (auto [tm, tn] : {std::pair{128, 128}, std::pair{128, 64}, std::pair{128, 256}}) {
+      configs.push_back({tm, tn, 1, 1, 1, M::Cooperative, TS::StreamK});
+    }
+  }
+  return configs;
+}
+
 std::vector<Config> exhaustive_configs() {
   using M = MainloopSchedule;
   std::vector<Config> configs;
@@ -106,7 +148,9 @@ std::vector<Config> exhaustive_configs() {
 ParamSpace gemm_space(const KernelSpec& problem_class, const SpaceOptions& options) {
   ParamSpace space;
   std::set<std::string> seen;
-  const std::vector<Config> configs = options.exhaustive ? exhaustive_configs() : curated_configs();
+  std::vector<Config> configs = deep_k_configs(problem_class, options);
+  const std::vector<Config> listed = options.exhaustive ? exhaustive_configs() : curated_configs();
+  configs.insert(configs.end(), listed.begin(), listed.end());
   for (const Config& config : configs) {
     KernelSpec spec = with_config(problem_class, config);
     if (!seen.insert(spec.name()).second) continue;
@@ -121,6 +165,19 @@ ParamSpace gemm_space(const KernelSpec& problem_class, const SpaceOptions& optio
     }
   }
   return space;
+}
+
+int deep_k_split_count(const KernelSpec& problem_class, const SpaceOptions& options, int tile_m,
+                       int tile_n) {
+  if (options.m <= 0 || options.n <= 0 || options.k <= 0 || tile_m <= 0 || tile_n <= 0) return 0;
+  const int64_t tiles = output_tiles(options, tile_m, tile_n);
+  const int64_t k_tiles = options.k / k_step_elements(problem_class);
+  const int64_t fill = options.sm_count / tiles;
+  const int64_t deep = k_tiles / kMinKTilesPerSplit;
+  const int64_t split = std::min<int64_t>({power_of_two_at_most(std::max<int64_t>(fill, 1)),
+                                           power_of_two_at_most(std::max<int64_t>(deep, 1)),
+                                           kMaxDeepSplits});
+  return fill >= kMinDeepSplits && deep >= kMinDeepSplits ? static_cast<int>(split) : 0;
 }
 
 void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t /*k*/, int64_t batch) {

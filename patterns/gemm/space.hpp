@@ -47,13 +47,32 @@ std::optional<std::string> gemm_spec_error(const KernelSpec& spec);
 std::optional<std::string> gemm_prune_reason(const KernelSpec& spec,
                                              const realize::SpaceOptions& options);
 
+// Deep-K split-K: a problem whose tile_m x tile_n output tiles (times its batch) leave SMs idle
+// and whose K is deep splits K over the idle SMs. Returns the split count for that tile: the
+// largest power of two with tiles * splits <= options.sm_count (one wave), at most
+// kMaxDeepSplits, and at most K / (kMinKTilesPerSplit * tile K) so each split streams at least
+// kMinKTilesPerSplit K tiles (its partial tile, written and read back in f32, then costs at most
+// a quarter of its mainloop traffic for 128x128 tiles). Returns 0 when that count is below
+// kMinDeepSplits (the problem is not deep: the curated 2- and 4-way variants cover it) or when
+// the problem sizes are unknown. The stream-K scheduler adjusts it again to the GPU's SMs.
+inline constexpr int kMinKTilesPerSplit = 16;
+inline constexpr int kMinDeepSplits = 8;
+inline constexpr int kMaxDeepSplits = 64;
+int deep_k_split_count(const KernelSpec& problem_class, const realize::SpaceOptions& options,
+                       int tile_m, int tile_n);
+
 // The configurations worth compiling for the problem class of `problem_class` (its dtypes,
 // layouts, alignments, batching, math mode and epilogue; its tuning fields are ignored).
 // Default: a curated list of tiles, clusters and schedules known to perform on Hopper, plus
-// stream-K / split-K and raster / swizzle variants of the strongest tiles; `exhaustive`: every
-// combination of tile (64/128/256 x 64/128/256 x 1-2 K steps), cluster (1x1, 2x1, 1x2, 2x2),
-// mainloop (ws, coop, pp, auto), scheduler, split-K (1, 2, 4), raster (heuristic, M, N) and
-// swizzle (1, 2, 4, 8). Candidates keep the order given; the first is the default.
+// stream-K / split-K and raster / swizzle variants of the strongest tiles; for deep-K problems
+// (deep_k_split_count > 0: few output tiles, K >= kMinDeepSplits * kMinKTilesPerSplit K tiles)
+// the list opens with split-K candidates of problem-derived split counts (128x128, 128x256,
+// 128x64, 256x128 cooperative tiles) and stream-K of the smaller tiles (with fewer output tiles
+// than half the SMs, the stream-K scheduler's heuristic decomposition is pure stream-K);
+// `exhaustive`: the same deep-K opening, then every combination of tile (64/128/256 x
+// 64/128/256 x 1-2 K steps), cluster (1x1, 2x1, 1x2, 2x2), mainloop (ws, coop, pp, auto),
+// scheduler, split-K (1, 2, 4), raster (heuristic, M, N) and swizzle (1, 2, 4, 8). Candidates
+// keep the order given; the first is the default.
 realize::ParamSpace gemm_space(const KernelSpec& problem_class,
                                const realize::SpaceOptions& options = {});
 

@@ -14,6 +14,7 @@
 #include "fact/realize/render.hpp"
 #include "fact/runtime/fact_abi.h"
 #include "fact/util/atomic_file.hpp"
+#include "patterns/gemm/space.hpp"
 
 namespace fact::gemm {
 namespace {
@@ -117,6 +118,22 @@ TEST_F(GemmCompile, Tf32BatchedGemm) {
   s.tile = {128, 128, 32};
   s.mainloop = MainloopSchedule::Cooperative;
   compile_and_check(s, "tf32_batched");
+}
+
+// The deep-K space's lead: split-K through the stream-K scheduler (the split count is baked in
+// as kSplitK and selects the scheduler's SplitK decomposition at run time).
+TEST_F(GemmCompile, Bf16DeepKSplitK) {
+  realize::SpaceOptions deep_k;
+  deep_k.m = deep_k.n = 256;
+  deep_k.k = 524288;
+  const realize::ParamSpace space = gemm_space(KernelSpec{}, deep_k);
+  ASSERT_FALSE(space.candidates.empty());
+  const KernelSpec& s = space.candidates.front();
+  ASSERT_EQ(s.scheduler, realize::TileScheduler::StreamK);
+  ASSERT_GE(s.split_k, 16);
+  const RenderedKernel kernel = realize::render_kernel(s, options_);
+  EXPECT_NE(kernel.source.find("kSplitK = " + std::to_string(s.split_k)), std::string::npos);
+  compile_and_check(s, "deep_k_split");
 }
 
 // Residual (beta * C) and SwiGLU's Multiply, built together through the build driver.

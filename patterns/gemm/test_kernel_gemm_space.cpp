@@ -1,6 +1,7 @@
 // The GEMM parameter space: sizes, validity of candidates, and the reasons configurations are
 // pruned for.
 #include <set>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -204,6 +205,85 @@ TEST(GemmPruning, ProblemSizes) {
   KernelSpec cluster = with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong);
   cluster.cluster = {2, 1, 1};
   EXPECT_NE(reason_of(cluster, small).find("cluster M"), std::string::npos);
+}
+
+SpaceOptions sized(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  SpaceOptions options;
+  options.m = m;
+  options.n = n;
+  options.k = k;
+  options.batch = batch;
+  return options;
+}
+
+KernelSpec plain_bf16_class() { return KernelSpec{}; }
+
+int64_t tiles_of(const KernelSpec& s, const SpaceOptions& o) {
+  return ((o.m + s.tile.m - 1) / s.tile.m) * ((o.n + s.tile.n - 1) / s.tile.n) * o.batch;
+}
+
+TEST(GemmDeepK, SplitCountFillsTheSmsOnceAndKeepsSixteenKTilesPerSplit) {
+  const KernelSpec bf16 = plain_bf16_class();
+  const SpaceOptions large_k = sized(256, 256, 524288);
+  EXPECT_EQ(deep_k_split_count(bf16, large_k, 128, 128), 32);  // 4 tiles, 132 / 4 = 33 -> 32
+  EXPECT_EQ(deep_k_split_count(bf16, large_k, 128, 256), 64);  // 2 tiles, 66 -> 64 (cap 64)
+  EXPECT_EQ(deep_k_split_count(bf16, large_k, 128, 64), 16);   // 8 tiles, 16
+  SpaceOptions fewer_sms = large_k;
+  fewer_sms.sm_count = 114;
+  EXPECT_EQ(deep_k_split_count(bf16, fewer_sms, 128, 128), 16);  // 28 -> 16
+  // K caps the split: 8192 / 64 = 128 K tiles, 16 per split -> 8.
+  EXPECT_EQ(deep_k_split_count(bf16, sized(256, 256, 8192), 128, 128), 8);
+  EXPECT_EQ(deep_k_split_count(bf16, sized(256, 256, 4096), 128, 128), 0);
+  // TF32 K tiles are 32 elements: 4096 float K is as deep as 8192 bf16 K.
+  EXPECT_EQ(deep_k_split_count(tf32_class(), sized(256, 256, 4096), 128, 128), 8);
+  // The batch multiplies the output tiles.
+  EXPECT_EQ(deep_k_split_count(bf16, sized(256, 256, 524288, 4), 128, 128), 8);
+  EXPECT_EQ(deep_k_split_count(bf16, sized(256, 256, 524288, 8), 128, 128), 0);
+  // Enough output tiles to fill the GPU: no split; unknown sizes: no split.
+  EXPECT_EQ(deep_k_split_count(bf16, sized(4096, 4096, 524288), 128, 128), 0);
+  EXPECT_EQ(deep_k_split_count(bf16, SpaceOptions{}, 128, 128), 0);
+}
+
+TEST(GemmDeepK, LargeKDefaultSpaceOpensWithProblemDerivedSplitK) {
+  for (const KernelSpec& problem_class : {plain_bf16_class(), bf16_class(), tf32_class()}) {
+    const SpaceOptions options = sized(256, 256, 524288);
+    const realize::ParamSpace space = gemm_space(problem_class, options);
+    ASSERT_FALSE(space.candidates.empty());
+    const KernelSpec& first = space.candidates.front();
+    EXPECT_EQ(first.scheduler, TileScheduler::StreamK) << first.name();
+    EXPECT_EQ(first.split_k, 32) << first.name();
+    EXPECT_EQ(first.tile.m, 128);
+    EXPECT_EQ(first.tile.n, 128);
+    std::set<std::pair<int, int>> deep_tiles;
+    bool stream_k_128x64 = false;
+    for (const KernelSpec& s : space.candidates) {
+      EXPECT_FALSE(gemm_spec_error(s).has_value()) << s.name();
+      if (s.split_k >= 16) {
+        deep_tiles.insert({s.tile.m, s.tile.n});
+        EXPECT_LE(tiles_of(s, options) * s.split_k, options.sm_count) << s.name();
+        EXPECT_GE(options.k / s.split_k, kMinKTilesPerSplit * s.tile.k) << s.name();
+      }
+      if (s.scheduler == TileScheduler::StreamK && s.split_k == 1 && s.tile.m == 128 &&
+          s.tile.n == 64) {
+        stream_k_128x64 = true;
+      }
+    }
+    EXPECT_EQ(deep_tiles, (std::set<std::pair<int, int>>{{128, 128}, {128, 256}, {128, 64}, {256, 128}}))
+        << problem_class.name();
+    EXPECT_TRUE(stream_k_128x64) << problem_class.name();
+  }
+}
+
+TEST(GemmDeepK, ShallowOrWideProblemsGetNoDeepSplits) {
+  for (const SpaceOptions& options :
+       {sized(256, 256, 4096), sized(4096, 4096, 524288), sized(8192, 8192, 8192), SpaceOptions{}}) {
+    const realize::ParamSpace space = gemm_space(plain_bf16_class(), options);
+    ASSERT_FALSE(space.candidates.empty());
+    EXPECT_EQ(space.candidates.front().scheduler, TileScheduler::Persistent);
+    for (const KernelSpec& s : space.candidates) {
+      EXPECT_LE(s.split_k, 4) << s.name() << " for k = " << options.k;
+    }
+  }
 }
 
 TEST(GemmDefaults, ResolvedSchedulesPairMainloopAndEpilogue) {

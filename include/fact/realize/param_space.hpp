@@ -18,6 +18,8 @@ struct SpaceOptions {
   int min_stages = 3;       // fewer mainloop stages fitting in shared memory: pruned
   // Problem sizes when known (0 = unknown): tiles far larger than the problem are pruned.
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  // SMs of the target GPU (H100 SXM / H200: 132): problem-derived split-K counts fill them once.
+  int sm_count = 132;
 };
 
 struct PrunedConfig {
