@@ -232,7 +232,9 @@ def test_meta_device_capture():
     assert {v["device"] for v in doc["values"]} == {"meta"}
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU (GPU tests run on the device host)")
 def test_cuda_capture():
     doc = fact.capture(LinearRelu().cuda(), (torch.randn(8, 32, device="cuda"),))
     assert {v["device"] for v in doc["values"]} == {"cuda:0"}
