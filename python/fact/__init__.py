@@ -2,6 +2,7 @@
 from fact.graph_capture import capture
 from fact.graph_writer import CaptureError
 from fact.compose import ComposedModule, optimize
+from fact import dynamo_backend  # registers torch.compile(backend="fact")
 
 __version__ = "0.1.0"
 

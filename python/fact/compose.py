@@ -96,10 +96,19 @@ def _signature(args: Sequence[Any]) -> tuple:
     for arg in args:
         if isinstance(arg, torch.Tensor):
             parts.append(("tensor", tuple(arg.shape), arg.dtype, str(arg.device), arg.stride(),
-                          arg.data_ptr() % 16 == 0 if arg.device.type == "cuda" else True))
+                          _aligned(arg)))
         else:
             parts.append(("value", repr(arg)))
     return tuple(parts)
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    if t.device.type != "cuda":
+        return True
+    try:
+        return t.data_ptr() % 16 == 0
+    except RuntimeError:  # fake tensors have no data
+        return True
 
 
 def _describe(signature: tuple) -> str:

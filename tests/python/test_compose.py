@@ -237,3 +237,29 @@ def test_fact_gemm_args_mirrors_fact_abi_h(tmp_path):
 def test_kernel_library_load_error_is_clear(tmp_path):
     with pytest.raises(kernels.KernelLoadError, match="cannot load"):
         kernels.KernelLibrary(tmp_path / "missing.so")
+
+
+@needs_engine
+def test_torch_compile_backend_fact_composes_the_dynamo_graph(tmp_path):
+    from fact import dynamo_backend
+
+    block = small_block()
+    x = torch.randn(BATCH, SEQ_LEN, EMBED)
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend="fact", options={"work_dir": str(tmp_path)})
+    with torch.no_grad():
+        got = compiled(x)
+        want = block(x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    report = dynamo_backend.reports[-1]
+    assert sorted(c.fusion for c in report.composed) == [
+        "gemm_bias", "gemm_bias_gelu_tanh", "gemm_bias_residual", "gemm_bias_residual"], str(report)
+
+
+def test_torch_compile_backend_fact_rejects_unknown_options():
+    from fact.dynamo_backend import fact_backend
+
+    with pytest.raises(ValueError, match="unknown option"):
+        fact_backend(torch.fx.symbolic_trace(torch.nn.Identity()), [torch.ones(1)],
+                     options={"precison": "tf32"})
