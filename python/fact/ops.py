@@ -92,14 +92,10 @@ def reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_sh
     return x.to(out_dtype).reshape(tuple(out_shape))
 
 
-def _cuda_gemm(library: kernels.KernelLibrary, a, b, bias, c, m, n, k, batch, a_geometry,
-               b_geometry, out_shape, out_dtype, alpha, beta, act_p0, act_p1) -> torch.Tensor | None:
-    """Runs the kernel; None when it refuses the problem (cannot_implement)."""
-    d = torch.empty(tuple(out_shape), dtype=out_dtype, device=a.device)
-    if c is not None:
-        c = c.contiguous()
-    if bias is not None:
-        bias = bias.contiguous()
+def gemm_args(a, b, bias, c, d, m, n, k, batch, a_geometry, b_geometry, alpha, beta, act_p0,
+              act_p1, split_k: int = 1) -> kernels.FactGemmArgs:
+    """FactGemmArgs for the op's operands; `c` and `bias` must be contiguous, `d` a dense
+    row-major batch×M×N tensor."""
     args = kernels.FactGemmArgs()
     args.abi_version = kernels.FACT_ABI_VERSION
     args.m, args.n, args.k, args.batch = m, n, k, batch
@@ -110,8 +106,19 @@ def _cuda_gemm(library: kernels.KernelLibrary, a, b, bias, c, m, n, k, batch, a_
     args.d, args.ldd, args.stride_d = d.data_ptr(), n, m * n if batch > 1 else 0
     args.bias = bias.data_ptr() if bias is not None else None
     args.alpha, args.beta, args.act_p0, args.act_p1 = alpha, beta, act_p0, act_p1
-    args.split_k = int(library.info.get("split_k", 1) or 1)
+    args.split_k = max(1, int(split_k or 1))
     args.sm_count = 0
+    return args
+
+
+def _cuda_gemm(library: kernels.KernelLibrary, a, b, bias, c, m, n, k, batch, a_geometry,
+               b_geometry, out_shape, out_dtype, alpha, beta, act_p0, act_p1) -> torch.Tensor | None:
+    """Runs the kernel; None when it refuses the problem (cannot_implement)."""
+    d = torch.empty(tuple(out_shape), dtype=out_dtype, device=a.device)
+    c = c.contiguous() if c is not None else None
+    bias = bias.contiguous() if bias is not None else None
+    args = gemm_args(a, b, bias, c, d, m, n, k, batch, a_geometry, b_geometry, alpha, beta,
+                     act_p0, act_p1, library.info.get("split_k", 1))
     size = library.workspace_size(args)
     workspace = torch.empty(size, dtype=torch.uint8, device=a.device) if size else None
     stream = torch.cuda.current_stream(a.device).cuda_stream

@@ -1,6 +1,7 @@
 """Composition on the CPU: fact.optimize with the reference implementation of fact::gemm,
 guards and fallbacks, tracing through the fake implementation, and the ctypes mirror of
 fact_abi.h."""
+import copy
 import ctypes
 import os
 import shutil
@@ -263,3 +264,81 @@ def test_torch_compile_backend_fact_rejects_unknown_options():
     with pytest.raises(ValueError, match="unknown option"):
         fact_backend(torch.fx.symbolic_trace(torch.nn.Identity()), [torch.ones(1)],
                      options={"precison": "tf32"})
+
+
+HOST_KERNEL_SOURCE = r"""
+#include <stddef.h>
+#include "fact/runtime/fact_abi.h"
+/* A host-memory stand-in for a generated kernel library: same exports, same ABI; computes
+   D = alpha*A*B + bias (+ beta*C) for row-major A (lda) and column-major B (ldb). */
+const char* fact_kernel_info(void) {
+  return "{\"entry\": \"fact_00host00kernel00\", \"key\": \"00host00kernel00ff\", \"split_k\": 1}";
+}
+int fact_00host00kernel00(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
+                          void* stream) {
+  if (!args || args->abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
+  if (workspace_size) { *workspace_size = (size_t)(args->m * 4); return FACT_OK; }
+  if (args->batch != 1) return FACT_ERR_CANNOT_IMPLEMENT;
+  if (!workspace && args->m > 0) return FACT_ERR_WORKSPACE;
+  const float* a = args->a; const float* b = args->b; const float* c = args->c;
+  const float* bias = args->bias; float* d = args->d;
+  for (long i = 0; i < args->m; ++i)
+    for (long j = 0; j < args->n; ++j) {
+      double acc = 0;
+      for (long p = 0; p < args->k; ++p) acc += (double)a[i * args->lda + p] * b[j * args->ldb + p];
+      double x = args->alpha * acc + (bias ? bias[j] : 0.0);
+      if (c) x += args->beta * c[i * args->ldc + j];
+      d[i * args->ldd + j] = (float)x;
+    }
+  return FACT_OK;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="no C compiler")
+def test_kernel_library_entry_called_through_ctypes_with_op_arguments(tmp_path):
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    path = tmp_path / "libhost_kernel.so"
+    subprocess.run([compiler, "-x", "c", "-", "-shared", "-fPIC", "-I", str(REPO_ROOT / "include"),
+                    "-o", str(path)], input=HOST_KERNEL_SOURCE, text=True, check=True)
+    handle = kernels.load(path)
+    assert kernels.load(path) == handle
+    assert kernels.handle_for_key("00host00kernel00ff") == handle
+    library = kernels.library(handle)
+    assert library.entry_name == "fact_00host00kernel00"
+    torch.manual_seed(0)
+    m, n, k = 5, 6, 7
+    a, w = torch.randn(m, k), torch.randn(n, k)
+    bias, c = torch.randn(n), torch.randn(m, n)
+    d = torch.empty(m, n)
+    args = fact.ops.gemm_args(a, w, bias, c, d, m, n, k, 1, [0, k, 0], [1, k, 0], 0.5, 2.0, 0.0, 0.0)
+    assert library.workspace_size(args) == 4 * m
+    workspace = torch.empty(4 * m, dtype=torch.uint8)
+    assert library.launch(args, workspace.data_ptr(), 0) == kernels.FACT_OK
+    want = torch.ops.fact.gemm(a, w, bias, c, m, n, k, 1, [0, k, 0], [1, k, 0], [m, n],
+                               torch.float32, 0.5, 2.0, 0.0, 0.0, "bias,residual", -1, "")
+    torch.testing.assert_close(d, want, rtol=1e-6, atol=1e-6)
+    assert library.launch(args, None, 0) == 3  # FACT_ERR_WORKSPACE
+    args.batch = 2
+    assert library.launch(args, workspace.data_ptr(), 0) == kernels.FACT_ERR_CANNOT_IMPLEMENT
+
+
+@needs_engine
+def test_native_bfloat16_block_composes_with_the_reference_within_bfloat16_error(tmp_path):
+    block = small_block().to(torch.bfloat16)
+    x = torch.randn(BATCH, SEQ_LEN, EMBED, dtype=torch.bfloat16)
+    composed = fact.optimize(block, (x,), precision="native", work_dir=tmp_path)
+    assert len(composed.fact_report.composed) == 4, str(composed.fact_report)
+    assert all(c.kernel_status == "rendered" for c in composed.fact_report.composed), \
+        str(composed.fact_report.to_json())
+    torch.manual_seed(5)
+    fresh = torch.randn(BATCH, SEQ_LEN, EMBED, dtype=torch.bfloat16)
+    with torch.no_grad():
+        got = composed(fresh)
+        exact = copy.deepcopy(block).double()(fresh.double())  # the bf16 weights, in float64
+        want = block(fresh)
+    assert got.dtype == torch.bfloat16
+    error_fact = (got.double() - exact).abs().max().item()
+    error_torch = (want.double() - exact).abs().max().item()
+    assert error_fact <= 1.5 * error_torch, (error_fact, error_torch)
