@@ -324,8 +324,9 @@ void run(const OptimizeArgs& args) {
   } else {
     tuned = tune_kernels(tasks, args, precision, out_dir);
   }
-  skipped.push_back("composition into a drop-in module (torch.library custom ops) and the "
-                    "end-to-end comparison: not implemented yet (composition issue)");
+  skipped.push_back("writing the composed module as a package and the end-to-end comparison: "
+                    "not in the CLI yet (the composition issue); in Python, fact.optimize() "
+                    "composes the module (docs/compose.md)");
 
   write_report(args, precision, out_dir, table, tasks, tuned, skipped);
   const double seconds =
