@@ -180,16 +180,22 @@ int deep_k_split_count(const KernelSpec& problem_class, const SpaceOptions& opti
   return fill >= kMinDeepSplits && deep >= kMinDeepSplits ? static_cast<int>(split) : 0;
 }
 
-void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t /*k*/, int64_t batch) {
-  constexpr int64_t kSmCount = 132;  // H100 SXM / H200: enough tiles to fill every SM once
-  auto tiles = [&](int64_t tm, int64_t tn) {
-    return ((m + tm - 1) / tm) * ((n + tn - 1) / tn) * std::max<int64_t>(batch, 1);
-  };
+void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  SpaceOptions sizes;  // the problem's sizes; sm_count: H100 SXM / H200
+  sizes.m = m;
+  sizes.n = n;
+  sizes.k = k;
+  sizes.batch = std::max<int64_t>(batch, 1);
+  auto tiles = [&](int64_t tm, int64_t tn) { return output_tiles(sizes, tm, tn); };
   Config config{128, 256, 1, 1, 1, MainloopSchedule::Cooperative};
   if (m <= 64) {
     config = {64, 128, 1, 1, 1, MainloopSchedule::Pingpong};
-  } else if (tiles(128, 256) < kSmCount) {
+  } else if (tiles(128, 256) < sizes.sm_count) {
     config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
+    // Few output tiles over a deep K: split K so that every SM streams a share of it.
+    if (const int split = deep_k_split_count(spec, sizes, 128, 128); split > 0) {
+      config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative, TileScheduler::StreamK, split};
+    }
   }
   spec = with_config(spec, config);
 }

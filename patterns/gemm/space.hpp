@@ -78,7 +78,8 @@ realize::ParamSpace gemm_space(const KernelSpec& problem_class,
 
 // Sets the tuning fields of `spec` to a robust first configuration for an m x n x k (x batch)
 // problem: 128x256 cooperative tiles when they fill the GPU, 128x128 when not, 64-row
-// ping-pong tiles for short M; 128-byte K steps; 1x1 cluster; persistent scheduler.
+// ping-pong tiles for short M; 128-byte K steps; 1x1 cluster; persistent scheduler, except
+// for deep-K problems (deep_k_split_count > 0), which get 128x128 split-K with that count.
 void apply_default_config(KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch);
 
 }  // namespace fact::gemm

@@ -1,6 +1,7 @@
 // The GEMM parameter space: sizes, validity of candidates, and the reasons configurations are
 // pruned for.
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -283,6 +284,23 @@ TEST(GemmDeepK, ShallowOrWideProblemsGetNoDeepSplits) {
     for (const KernelSpec& s : space.candidates) {
       EXPECT_LE(s.split_k, 4) << s.name() << " for k = " << options.k;
     }
+  }
+}
+
+TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
+  KernelSpec deep = plain_bf16_class();
+  apply_default_config(deep, 256, 256, 524288, 1);
+  EXPECT_EQ(deep.scheduler, TileScheduler::StreamK) << deep.name();
+  EXPECT_EQ(deep.split_k, 32) << deep.name();
+  EXPECT_EQ(deep.tile.m, 128);
+  EXPECT_EQ(deep.tile.n, 128);
+  EXPECT_FALSE(gemm_spec_error(deep).has_value()) << deep.name();
+  for (auto [m, n, k] : {std::tuple{256, 256, 4096}, std::tuple{4096, 4096, 4096},
+                         std::tuple{65536, 768, 3072}}) {
+    KernelSpec s = plain_bf16_class();
+    apply_default_config(s, m, n, k, 1);
+    EXPECT_EQ(s.scheduler, TileScheduler::Persistent) << s.name();
+    EXPECT_EQ(s.split_k, 1) << s.name();
   }
 }
 
