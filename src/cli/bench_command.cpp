@@ -10,7 +10,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+#include <algorithm>
 
 #include "fact/build_info.hpp"
 #include "fact/realize/bench_results.hpp"
@@ -39,6 +41,7 @@ struct BenchArgs {
   int jobs = 0;
   double timeout_s = 120;
   bool force = false, retry_failed = false;
+  std::string tuning_cost_case = "mingpt_fc_65536x3072x768_bias_gelu_tanh_bf16";  // "none": skip
 };
 
 struct SuiteCase {
@@ -204,6 +207,56 @@ void fill_baselines(realize::BenchCase& out, const std::vector<realize::Baseline
   }
 }
 
+// Cold and warm `fact tune` of one suite case in child processes that share a fresh cache root
+// (kernel cache + tuning database), so the cold run compiles every candidate.
+realize::BenchTuningCost measure_tuning_cost(const SuiteCase& c, size_t max_candidates, const BenchArgs& args,
+                                             const fs::path& scratch) {
+  realize::BenchTuningCost cost;
+  cost.case_name = c.name;
+  cost.candidates = max_candidates;
+  cost.compile_jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::string> argv = {util::current_executable().string(), "tune", "--problem", sizes_text(c.sizes),
+                                   "--dtype", c.dtype, "--precision", c.precision, "--layout", "tn",
+                                   "--baselines", "none", "--no-progress", "--timeout",
+                                   std::to_string(static_cast<int>(args.timeout_s)), "-o",
+                                   (scratch / "tuning-cost-report").string()};
+  if (!c.epilogue.empty()) {
+    argv.push_back("--epilogue");
+    argv.push_back(c.epilogue);
+  }
+  if (max_candidates > 0) {
+    argv.push_back("--max-candidates");
+    argv.push_back(std::to_string(max_candidates));
+  }
+  if (args.jobs > 0) {
+    argv.push_back("-j");
+    argv.push_back(std::to_string(args.jobs));
+  }
+  std::vector<std::string> shown(argv.begin() + 1, argv.end());
+  cost.command = "fact " + util::shell_join(shown);
+  util::ProcessOptions options;
+  options.extra_environment = {{"FACT_CACHE_DIR", (scratch / "tuning-cost-cache").string()}};
+  for (int round = 0; round < 2; ++round) {
+    const bool cold = round == 0;
+    options.output_file = scratch / (cold ? "tuning-cost-cold.log" : "tuning-cost-warm.log");
+    std::cout << "\n== tuning cost of " << c.name << ": " << (cold ? "cold" : "warm") << " `fact tune` ("
+              << (max_candidates > 0 ? std::to_string(max_candidates) : std::string("all")) << " configurations)\n"
+              << std::flush;
+    util::ProcessResult finished = util::run_process(argv, options);
+    std::string& status = cold ? cost.cold_status : cost.warm_status;
+    if (finished.succeeded()) {
+      (cold ? cost.cold_s : cost.warm_s) = finished.seconds;
+      status = "ok";
+    } else {
+      status = finished.describe() + ": " + util::tail_of_file(options.output_file, 5);
+    }
+    std::cout << (cold ? "cold" : "warm") << ": " << status << " in " << std::fixed << std::setprecision(2)
+              << finished.seconds << " s" << std::defaultfloat << "\n";
+    if (!finished.succeeded()) break;
+  }
+  return cost;
+}
+
 int run_bench(const BenchArgs& args) {
   if (args.suite != "gemm") throw std::invalid_argument("unknown suite '" + args.suite + "' (available: gemm)");
   std::vector<SuiteCase> cases = gemm_suite();
@@ -295,6 +348,13 @@ int run_bench(const BenchArgs& args) {
     util::write_file_atomically(out_dir / results.file_name(), results.to_json().dump(2) + "\n");
   }
 
+  if (args.tuning_cost_case != "none") {
+    auto it = std::find_if(cases.begin(), cases.end(), [&](const SuiteCase& c) { return c.name == args.tuning_cost_case; });
+    if (it == cases.end()) throw std::invalid_argument("--tuning-cost: no suite case named '" + args.tuning_cost_case + "'");
+    results.tuning_cost = measure_tuning_cost(*it, max_candidates, args, scratch);
+    util::write_file_atomically(out_dir / results.file_name(), results.to_json().dump(2) + "\n");
+  }
+
   fs::path json_path = out_dir / results.file_name();
   fs::path png_path = out_dir / (stem + ".png");
   std::cout << "\nresults: " << json_path.string() << "\n";
@@ -326,6 +386,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: all cores)");
   cmd->add_option("--timeout", args->timeout_s, "Seconds per kernel run before it counts as hung (default 120)");
   cmd->add_flag("--force", args->force, "Sweep again even where a choice is stored");
+  cmd->add_option("--tuning-cost", args->tuning_cost_case,
+                  "After the suite, time a cold and a warm `fact tune` of this case in a fresh cache "
+                  "(default: the fused bias+GELU case; none: skip)");
   cmd->add_flag("--retry-failed", args->retry_failed, "Rebuild configurations recorded as failed builds");
   cmd->callback([args] { exit_unless_ok(run_bench(*args)); });
 }

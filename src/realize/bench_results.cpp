@@ -1,6 +1,7 @@
 #include "fact/realize/bench_results.hpp"
 
 #include <cctype>
+#include <cmath>
 
 namespace fact::realize {
 using nlohmann::json;
@@ -26,7 +27,7 @@ json BenchCase::to_json() const {
 json BenchResults::to_json() const {
   json case_list = json::array();
   for (const auto& c : cases) case_list.push_back(c.to_json());
-  return {{"suite", suite},
+  json j = {{"suite", suite},
           {"date", date},
           {"device", device},
           {"versions",
@@ -36,6 +37,35 @@ json BenchResults::to_json() const {
             {"cutlass", versions.cutlass},
             {"fact", versions.fact}}},
           {"cases", case_list}};
+  j["summary"] = summary();
+  if (tuning_cost) j["tuning_cost"] = tuning_cost->to_json();
+  return j;
+}
+
+json BenchResults::summary() const {
+  std::map<std::string, std::map<std::string, std::pair<double, int>>> logs;  // precision -> baseline -> (sum log, n)
+  for (const auto& c : cases) {
+    if (!c.fact_ms || *c.fact_ms <= 0) continue;
+    for (const auto& [name, b] : c.baselines) {
+      if (!b.ms || *b.ms <= 0) continue;
+      auto& [sum, n] = logs[c.precision][name];
+      sum += std::log(*b.ms / *c.fact_ms);
+      ++n;
+    }
+  }
+  json out = json::object();
+  for (const auto& [precision, by_baseline] : logs) {
+    for (const auto& [name, acc] : by_baseline) {
+      out[precision][name] = {{"geomean_speedup", std::exp(acc.first / acc.second)}, {"cases", acc.second}};
+    }
+  }
+  return out;
+}
+
+json BenchTuningCost::to_json() const {
+  return {{"case", case_name},        {"command", command},          {"candidates", candidates},
+          {"compile_jobs", compile_jobs}, {"cold_s", optional_number(cold_s)}, {"warm_s", optional_number(warm_s)},
+          {"cold_status", cold_status}, {"warm_status", warm_status}};
 }
 
 std::string BenchResults::file_name() const {

@@ -3,7 +3,9 @@
 //   {"suite", "date", "device", "versions": {driver, cuda, torch, cutlass, fact},
 //    "cases": [{"name", "precision", "status", "fact_ms", "rel_err",
 //               "baselines": {name: {"ms", "rel_err"}}, "speedup": {name: baseline_ms / fact_ms},
-//               "config", "reason" (only when status is not "ok")}]}
+//               "config", "reason" (only when status is not "ok")}],
+//    "summary": {precision: {baseline: geometric-mean speedup}},
+//    "tuning_cost": {"case", "command", "candidates", "compile_jobs", "cold_s", "warm_s", ...}}
 // `status` and `reason` say why a case has no FACT time (its kernel could not be built or
 // verified); such a case keeps its baseline times and has fact_ms = null.
 #pragma once
@@ -34,6 +36,20 @@ struct BenchCase {
   nlohmann::json to_json() const;  // speedups computed here
 };
 
+// What tuning one GEMM shape costs, measured with `fact tune` in child processes: cold (empty
+// kernel cache and tuning database: every candidate compiled, verified and timed) and warm
+// (the same command again: stored choice and cached binary reused).
+struct BenchTuningCost {
+  std::string case_name;
+  std::string command;        // the `fact tune` command line (without the cache variable)
+  size_t candidates = 0;      // configurations the cold sweep covered (0: the whole pruned space)
+  int compile_jobs = 0;       // parallel compiles (the host's cores)
+  std::optional<double> cold_s, warm_s;
+  std::string cold_status = "not run", warm_status = "not run";  // "ok" or what went wrong
+
+  nlohmann::json to_json() const;
+};
+
 struct BenchVersions {
   std::string driver, cuda, torch = "n/a", cutlass, fact;
 };
@@ -45,6 +61,11 @@ struct BenchResults {
   BenchVersions versions;
   std::vector<BenchCase> cases;
   std::string variant;  // "" for the full suite; "quick" for a cut run (file name only)
+  std::optional<BenchTuningCost> tuning_cost;
+
+  // Geometric mean of the speedups over the cases of each precision mode, per baseline
+  // ({"native": {"cublas": 0.98, ...}, ...}); written as "summary" beside "cases".
+  nlohmann::json summary() const;
 
   nlohmann::json to_json() const;
   // "<suite>-<device slug>-<date>.json", or "...-<date>-<variant>.json"

@@ -88,6 +88,40 @@ TEST(TunerBenchResults, FileShapeAndSpeedups) {
   EXPECT_EQ(results.file_name(), "gemm-nvidia-h100-80gb-hbm3-2026-11-22-quick.json");
 }
 
+TEST(TunerBenchResults, SummaryIsTheGeometricMeanPerPrecisionAndTuningCostIsWritten) {
+  BenchResults results;
+  results.suite = "gemm";
+  auto make_case = [](std::string name, std::string precision, std::optional<double> fact_ms, double cublas_ms) {
+    BenchCase c;
+    c.name = std::move(name);
+    c.precision = std::move(precision);
+    c.fact_ms = fact_ms;
+    if (!fact_ms) c.status = "no_kernel";
+    c.baselines["cublas"] = {cublas_ms, std::nullopt};
+    return c;
+  };
+  results.cases = {make_case("a", "native", 1.0, 2.0), make_case("b", "native", 1.0, 0.5),
+                   make_case("c", "native", std::nullopt, 3.0), make_case("d", "strict", 1.0, 2.2)};
+  auto j = results.to_json();
+  EXPECT_NEAR(j["summary"]["native"]["cublas"]["geomean_speedup"].get<double>(), 1.0, 1e-12);
+  EXPECT_EQ(j["summary"]["native"]["cublas"]["cases"], 2);  // the case without a kernel is not counted
+  EXPECT_NEAR(j["summary"]["strict"]["cublas"]["geomean_speedup"].get<double>(), 2.2, 1e-12);
+  EXPECT_FALSE(j.contains("tuning_cost"));
+
+  BenchTuningCost cost;
+  cost.case_name = "a";
+  cost.candidates = 6;
+  cost.cold_s = 95.5;
+  cost.cold_status = "ok";
+  cost.warm_status = "exit 1: boom";
+  results.tuning_cost = cost;
+  j = results.to_json();
+  EXPECT_EQ(j["tuning_cost"]["case"], "a");
+  EXPECT_DOUBLE_EQ(j["tuning_cost"]["cold_s"].get<double>(), 95.5);
+  EXPECT_TRUE(j["tuning_cost"]["warm_s"].is_null());
+  EXPECT_EQ(j["tuning_cost"]["warm_status"], "exit 1: boom");
+}
+
 }  // namespace
 }  // namespace fact::realize
 
