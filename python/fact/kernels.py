@@ -5,7 +5,8 @@ entry point) and the entry `int fact_<key16>(const FactGemmArgs*, void* workspac
 size_t* workspace_size, cudaStream_t stream)`. `FactGemmArgs` below mirrors the C struct field
 for field; tests/python/test_compose.py checks its offsets against the header with the C
 compiler. Loaded libraries are kept in a process-wide registry and addressed by an integer
-handle, which is what the `fact::gemm` custom op carries.
+handle, which is what the `fact::gemm` custom op carries; the native implementation
+(fact.native) keeps a registry with the same handles.
 """
 from __future__ import annotations
 
@@ -105,21 +106,45 @@ class KernelLaunchError(RuntimeError):
         super().__init__(f"{what} failed: {FACT_STATUS_NAMES.get(status, status)}")
 
 
-_registry_lock = threading.Lock()
+_registry_lock = threading.RLock()
 _libraries: list[KernelLibrary] = []
 _handle_by_path: dict[str, int] = {}
 
 
 def load(path: str | Path) -> int:
-    """Loads a library once per process; returns its handle for `fact::gemm`."""
+    """Loads a library once per process; returns its handle for `fact::gemm`.
+
+    The handle is the same in the native implementation's registry (fact.native): on a machine
+    with a GPU the first load builds and installs that implementation (fact.ops), and every
+    library is registered with it too."""
     resolved = str(Path(path).resolve())
     with _registry_lock:
         if resolved in _handle_by_path:
             return _handle_by_path[resolved]
         library = KernelLibrary(resolved)
         _libraries.append(library)
-        _handle_by_path[resolved] = len(_libraries) - 1
-        return len(_libraries) - 1
+        handle = len(_libraries) - 1
+        _handle_by_path[resolved] = handle
+        _register_with_native(handle, resolved)
+        return handle
+
+
+def _register_with_native(handle: int, path: str) -> None:
+    from fact import native, ops  # fact.ops imports this module
+    if native.active():
+        native_handle = native.register_kernel(path)
+        if native_handle != handle:
+            raise KernelLoadError(f"{path}: native kernel registry handle {native_handle} "
+                                  f"differs from the Python registry's {handle}")
+        return
+    import torch
+    if torch.cuda.is_available():
+        ops.use_native_if_available()  # registers every library loaded so far
+
+
+def loaded_paths() -> list[str]:
+    """The loaded libraries' resolved paths, by handle."""
+    return [str(library.path) for library in list(_libraries)]
 
 
 def library(handle: int) -> KernelLibrary:

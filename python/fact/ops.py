@@ -10,20 +10,28 @@ order). `epilogue` lists the steps in order, comma-separated: `scale:<factor>`, 
 `act:<name>` (relu, gelu_erf, gelu_tanh, silu, sigmoid, leaky_relu with slope act_p0, hardtanh
 clamped to [act_p0, act_p1]), `residual` (adds beta·C), `multiply` (times C).
 
-Implementations: CUDA tensors with a kernel (`kernel_handle` >= 0, or `kernel_id` naming a loaded
-library) call the library through ctypes on the current stream; everything else (CPU tensors,
-no kernel) runs the reference: float64 math with torch ops, cast to `out_dtype`. The fake
-implementation only allocates the output, so the op traces under torch.compile / torch.export.
+Implementations (registered per dispatch key, so a call runs no Python the key does not need):
+- CUDA, native: src/torch_ext/fact_gemm_op.cpp (fact.native), loaded when a kernel library is
+  loaded on a GPU (`fact.kernels.load`); it calls the library's entry from C++.
+- CUDA, Python: the fallback when the native one cannot be built (fact.native.reason()): fills
+  `FactGemmArgs` with ctypes and calls the library on the current stream.
+- CPU, and CUDA tensors without a kernel: the reference, float64 math with torch ops cast to
+  `out_dtype` (also the op `fact::gemm_reference`, which the native implementation falls back to).
+- Meta (fake): allocates the output only, so the op traces under torch.compile / torch.export.
+- Autograd: none. A result computed from tensors that require grad raises on backward.
+`describe_implementation()` says which CUDA implementation is registered now.
 """
 from __future__ import annotations
 
 import math
+import os
+import threading
 import warnings
 from typing import Optional, Sequence
 
 import torch
 
-from fact import kernels
+from fact import kernels, native
 
 ROW_MAJOR, COLUMN_MAJOR = 0, 1
 
@@ -130,26 +138,103 @@ def _cuda_gemm(library: kernels.KernelLibrary, a, b, bias, c, m, n, k, batch, a_
     return d
 
 
-@torch.library.custom_op("fact::gemm", mutates_args=())
-def gemm(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], c: Optional[torch.Tensor],
-         m: int, n: int, k: int, batch: int, a_geometry: list[int], b_geometry: list[int],
-         out_shape: list[int], out_dtype: torch.dtype, alpha: float, beta: float, act_p0: float,
-         act_p1: float, epilogue: str, kernel_handle: int, kernel_id: str) -> torch.Tensor:
-    if a.device.type == "cuda":
-        handle = kernel_handle if kernel_handle >= 0 else kernels.handle_for_key(kernel_id)
-        if handle >= 0:
-            library = kernels.library(handle)
-            d = _cuda_gemm(library, a, b, bias, c, m, n, k, batch, a_geometry, b_geometry,
-                           out_shape, out_dtype, alpha, beta, act_p0, act_p1)
-            if d is not None:
-                return d
-            warnings.warn(f"fact::gemm: {library.entry_name} cannot implement "
-                          f"{batch}x{m}x{n}x{k}; using the reference implementation")
+SCHEMA_ARGUMENTS = ("Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, int k, int batch, "
+                    "int[] a_geometry, int[] b_geometry, int[] out_shape, ScalarType out_dtype, "
+                    "float alpha, float beta, float act_p0, float act_p1, str epilogue, "
+                    "int kernel_handle, str kernel_id")
+SCHEMA = f"gemm({SCHEMA_ARGUMENTS}) -> Tensor"
+
+
+def _reference_kernel(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype,
+                      alpha, beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
     return reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
                           out_dtype, alpha, beta, act_p0, act_p1, epilogue)
 
 
-@gemm.register_fake
+def _python_cuda_kernel(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
+                        out_dtype, alpha, beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
+    """CUDA through ctypes: the fallback when the native implementation is not loaded."""
+    handle = kernel_handle if kernel_handle >= 0 else kernels.handle_for_key(kernel_id)
+    if handle >= 0:
+        library = kernels.library(handle)
+        d = _cuda_gemm(library, a, b, bias, c, m, n, k, batch, a_geometry, b_geometry,
+                       out_shape, out_dtype, alpha, beta, act_p0, act_p1)
+        if d is not None:
+            return d
+        warnings.warn(f"fact::gemm: {library.entry_name} cannot implement "
+                      f"{batch}x{m}x{n}x{k}; using the reference implementation")
+    return reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
+                          out_dtype, alpha, beta, act_p0, act_p1, epilogue)
+
+
 def _gemm_fake(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype, alpha,
                beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
     return a.new_empty(tuple(out_shape), dtype=out_dtype)
+
+
+def _no_backward(ctx, *grads):
+    raise RuntimeError("fact::gemm has no backward: composed modules are for inference (run them "
+                       "under torch.no_grad() or torch.inference_mode())")
+
+
+# The schema and the kernels every process has. FRAGMENT: other code may add ops to `fact`.
+_definitions = torch.library.Library("fact", "FRAGMENT")
+_definitions.define(SCHEMA)
+_definitions.define(f"gemm_reference({SCHEMA_ARGUMENTS}) -> Tensor")
+_definitions.impl("gemm", _reference_kernel, "CPU")
+_definitions.impl("gemm_reference", _reference_kernel, "CompositeExplicitAutograd")
+torch.library.register_fake("fact::gemm", _gemm_fake, lib=_definitions)
+
+# The Python kernels the native library replaces (CUDA, Autograd); dropped as one when it loads.
+_python_kernels: Optional[torch.library.Library] = None
+
+
+def _register_python_kernels() -> None:
+    global _python_kernels
+    library = torch.library.Library("fact", "FRAGMENT")
+    library.impl("gemm", _python_cuda_kernel, "CUDA")
+    torch.library.register_autograd("fact::gemm", _no_backward, lib=library)
+    _python_kernels = library
+
+
+_register_python_kernels()
+
+gemm = torch.ops.fact.gemm.default
+
+_install_lock = threading.Lock()
+
+
+def use_native_if_available() -> bool:
+    """Makes the native implementation run CUDA tensors' fact::gemm when it can be built here
+    (see fact.native), registering the kernel libraries loaded so far with it. Idempotent; the
+    Python kernels stay when it cannot (fact.native.reason() says why). Called by
+    fact.kernels.load; never from inside a fact::gemm call."""
+    global _python_kernels
+    with _install_lock:
+        if native.active():
+            return True
+        if not native.available():
+            if torch.cuda.is_available() and os.environ.get("FACT_NATIVE", "1") != "0":
+                warnings.warn(f"fact::gemm: {native.describe()}")
+            return False
+        assert _python_kernels is not None
+        _python_kernels._destroy()  # no kernel is registered twice for one key
+        _python_kernels = None
+        try:
+            native.load_library()
+        except Exception as error:  # noqa: BLE001 - any load failure leaves the Python path
+            native.mark_unavailable(f"loading {native.library_path()} failed: {error}")
+            _register_python_kernels()
+            warnings.warn(f"fact::gemm: {native.describe()}")
+            return False
+        for handle, path in enumerate(kernels.loaded_paths()):
+            native_handle = native.register_kernel(path)
+            if native_handle != handle:
+                raise RuntimeError(f"native kernel registry gave handle {native_handle} to "
+                                   f"{path}, the Python registry {handle}")
+        return True
+
+
+def describe_implementation() -> str:
+    """Which implementation runs fact::gemm for CUDA tensors in this process, and why."""
+    return native.describe()
