@@ -1,0 +1,126 @@
+"""Timers for the composition benchmark (DESIGN.md, "Measuring").
+
+`time_cuda`: CUDA events around each run, after warm-up, with the L2 cache flushed before
+every timed run (a write of `flush_mb` MiB, outside the events), so no run reads operands
+left in L2 by the previous one. `time_cpu`: time.perf_counter around each run, for CPU tensors
+(no flush). Both return `TimingStats`: the median and the spread of the runs.
+
+`cpu_time_per_call`: wall time of many back-to-back calls with one synchronize at the end, for
+measuring the host-side (Python, dispatch, launch) cost of a forward when its GPU work is small.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class TimingStats:
+    median_ms: float
+    min_ms: float
+    p10_ms: float
+    p90_ms: float
+    max_ms: float
+    runs: int
+    timer: str  # how it was measured, for the report
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks; sorted_values must be non-empty."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    position = q * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def summarize(samples_ms: list[float], timer: str) -> TimingStats:
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples_ms)
+    return TimingStats(median_ms=statistics.median(ordered), min_ms=ordered[0],
+                       p10_ms=_quantile(ordered, 0.1), p90_ms=_quantile(ordered, 0.9),
+                       max_ms=ordered[-1], runs=len(ordered), timer=timer)
+
+
+class L2Flusher:
+    """Overwrites a buffer larger than the L2 cache (on the current CUDA device)."""
+
+    def __init__(self, megabytes: int, device: torch.device):
+        self.megabytes = megabytes
+        self.buffer = (torch.empty(megabytes * 1024 * 1024, dtype=torch.uint8, device=device)
+                       if megabytes > 0 else None)
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.zero_()
+
+
+def time_cuda(fn: Callable[[], object], warmup: int, iters: int, flusher: L2Flusher) -> TimingStats:
+    """Median and spread of `iters` runs of fn, each between two CUDA events on the current
+    stream, L2 flushed before each."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for start, end in zip(starts, ends):
+        flusher()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    samples = [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    flushed = f", L2 flushed ({flusher.megabytes} MiB write) before each" if flusher.buffer is not None else ""
+    return summarize(samples, f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}")
+
+
+def time_cpu(fn: Callable[[], object], warmup: int, iters: int) -> TimingStats:
+    """Median and spread of `iters` runs of fn timed with time.perf_counter (CPU tensors)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return summarize(samples, f"time.perf_counter, {warmup} warm-up + {iters} timed runs (CPU)")
+
+
+def time_device(fn: Callable[[], object], device: torch.device, warmup: int, iters: int,
+                flusher: L2Flusher | None) -> TimingStats:
+    """time_cuda on a CUDA device, time_cpu elsewhere."""
+    if device.type == "cuda":
+        return time_cuda(fn, warmup, iters, flusher or L2Flusher(0, device))
+    return time_cpu(fn, warmup, iters)
+
+
+def cpu_time_per_call(fn: Callable[[], object], device: torch.device, warmup: int, calls: int,
+                      repeats: int) -> TimingStats:
+    """Per-call wall time (ms) of `calls` back-to-back calls with a single synchronize after
+    them, repeated `repeats` times; while each call's GPU work is shorter than its host work this
+    is the host-side cost of a call."""
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) * 1e3 / calls)
+    return summarize(samples, f"time.perf_counter over {calls} back-to-back calls, one synchronize "
+                              f"at the end, {repeats} repeats, {warmup} warm-up calls")

@@ -1,0 +1,169 @@
+"""Per-call CPU time of `fact::gemm` against eager PyTorch (needs a CUDA GPU and the engine).
+
+Composes a tiny MLP (Linear -> GELU(tanh) -> Linear; shapes small enough that the CPU, not the
+GPU, bounds a call) with `fact.optimize`, which realizes and compiles its FACT kernels through
+the kernel cache, then times, per call, with time.perf_counter over `--calls` back-to-back calls
+(the GPU keeps up, no synchronization inside the timed loop; the median of `--repeats` runs):
+
+    fact_gemm_us         torch.ops.fact.gemm on the first composed GEMM's arguments
+    linear_us, addmm_us  F.linear / torch.addmm on the same layer's operands
+    composed_graph_us    the composed graph (2 fact::gemm calls + the GELU's PyTorch ops)
+    eager_module_us      the original module
+    composed_module_us   the ComposedModule (its input guard included)
+
+Runs once with the implementation this process registers (native C++ when it builds) and once
+in a child process with FACT_NATIVE=0 (the Python ctypes path), then prints both and writes
+JSON (`--out`, default op_overhead.json).
+
+    PYTHONPATH=python FACT_ENGINE=build/fact python bench/compose/op_overhead.py --out out.json
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import fact
+from fact import native
+
+
+class NothingComposed(RuntimeError):
+    pass
+
+
+@dataclass
+class Setup:
+    model: torch.nn.Module
+    x: torch.Tensor
+    composed: object
+    gemm_calls: list = field(default_factory=list)  # argument tuples of the fact::gemm calls
+
+
+class _GemmRecorder(torch.fx.Interpreter):
+    def __init__(self, module):
+        super().__init__(module)
+        self.calls = []
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.fact.gemm.default:
+            self.calls.append(tuple(args))
+        return super().call_function(target, args, kwargs)
+
+
+def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
+                features: int = 256, hidden: int = 512) -> Setup:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(features, hidden),
+                                torch.nn.GELU(approximate="tanh"),
+                                torch.nn.Linear(hidden, features)).cuda().eval()
+    x = torch.randn(tokens, features, device="cuda")
+    options = {"work_dir": work_dir or tempfile.mkdtemp(prefix="fact-op-overhead-")}
+    accepted = inspect.signature(fact.optimize).parameters
+    if "remainder" in accepted:
+        options["remainder"] = "eager"  # time the graph's own calls, not Inductor's
+    if "verify" in accepted:
+        options["verify"] = False
+    composed = fact.optimize(model, (x,), precision=precision, **options)
+    if composed.graph_module is None:
+        raise NothingComposed(f"nothing was composed: {composed.fact_report}")
+    recorder = _GemmRecorder(composed.graph_module)
+    with torch.no_grad():
+        recorder.run(x)
+    calls = [args for args in recorder.calls if args[17] >= 0]  # kernel_handle
+    if not calls:
+        raise NothingComposed(f"no fact::gemm call runs a kernel: {composed.fact_report}")
+    return Setup(model, x, composed, calls)
+
+
+def per_call_us(function, calls: int = 200, repeats: int = 30) -> float:
+    """Median over `repeats` of the CPU time per call of `calls` back-to-back calls."""
+    with torch.no_grad():
+        for _ in range(10):
+            function()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(calls):
+                function()
+            samples.append((time.perf_counter() - start) / calls)
+            torch.cuda.synchronize()
+    samples.sort()
+    return samples[len(samples) // 2] * 1e6
+
+
+def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
+    op = torch.ops.fact.gemm.default
+    args = setup.gemm_calls[0]
+    first = setup.model[0]
+    x, weight, bias = setup.x, first.weight, first.bias
+    weight_t = weight.t()
+    return {
+        "implementation": native.describe(),
+        "fact_gemm_us": per_call_us(lambda: op(*args), calls, repeats),
+        "linear_us": per_call_us(lambda: F.linear(x, weight, bias), calls, repeats),
+        "addmm_us": per_call_us(lambda: torch.addmm(bias, x, weight_t), calls, repeats),
+        "composed_graph_us": per_call_us(lambda: setup.composed.graph_module(x), calls, repeats),
+        "eager_module_us": per_call_us(lambda: setup.model(x), calls, repeats),
+        "composed_module_us": per_call_us(lambda: setup.composed(x), calls, repeats),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--precision", default="tf32")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--out", default="op_overhead.json")
+    parser.add_argument("--only-this-process", action="store_true",
+                        help="measure the implementation of this process only (no ctypes child)")
+    options = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("op_overhead: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    setup = compose_mlp(options.precision, options.work_dir)
+    label = "native" if native.active() else "ctypes"
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "precision": options.precision, "calls": options.calls,
+               "repeats": options.repeats, label: op_timings(setup, options.calls, options.repeats)}
+    if label == "native":
+        results["native_build"] = str(native.library_path())
+    else:
+        results["native_unavailable"] = native.reason()
+    if not options.only_this_process and label == "native":
+        child_out = Path(options.out).with_suffix(".ctypes.json")
+        env = dict(os.environ, FACT_NATIVE="0")
+        command = [sys.executable, __file__, "--only-this-process", "--precision",
+                   options.precision, "--calls", str(options.calls), "--repeats",
+                   str(options.repeats), "--out", str(child_out)]
+        child = subprocess.run(command, env=env, capture_output=True, text=True)
+        if child.returncode == 0:
+            results["ctypes"] = json.loads(child_out.read_text())["ctypes"]
+        else:
+            results["ctypes_error"] = (child.stdout + child.stderr)[-2000:]
+    Path(options.out).write_text(json.dumps(results, indent=2) + "\n")
+    for name in ("native", "ctypes"):
+        if name in results:
+            row = results[name]
+            print(f"{name:7s} fact::gemm {row['fact_gemm_us']:6.1f} us | F.linear "
+                  f"{row['linear_us']:5.1f} | addmm {row['addmm_us']:5.1f} | composed graph "
+                  f"{row['composed_graph_us']:6.1f} vs eager module {row['eager_module_us']:6.1f} "
+                  f"({row['composed_graph_us'] / row['eager_module_us']:.2f}x) | ComposedModule "
+                  f"{row['composed_module_us']:6.1f}")
+    print(f"wrote {options.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
