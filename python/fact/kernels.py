@@ -132,7 +132,12 @@ def load(path: str | Path) -> int:
 def _register_with_native(handle: int, path: str) -> None:
     from fact import native, ops  # fact.ops imports this module
     if native.active():
-        native_handle = native.register_kernel(path)
+        try:
+            native_handle = native.register_kernel(path)
+        except RuntimeError as error:  # ctypes loaded it, the native registry could not
+            _libraries.pop()
+            del _handle_by_path[path]
+            raise KernelLoadError(f"{path}: native kernel registry: {error}") from error
         if native_handle != handle:
             raise KernelLoadError(f"{path}: native kernel registry handle {native_handle} "
                                   f"differs from the Python registry's {handle}")
