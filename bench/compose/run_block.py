@@ -51,10 +51,6 @@ for extra_path in (HERE, REPO_ROOT / "bench" / "models", REPO_ROOT / "python"):
     if str(extra_path) not in sys.path:
         sys.path.append(str(extra_path))
 
-# One fresh Inductor cache per run (unless the caller chose one), set before torch is imported:
-# the block and its subgraphs then share autotuning results, and nothing comes from older runs.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fact_compose_inductor_"))
-
 import torch  # noqa: E402
 
 import fact  # noqa: E402
@@ -694,6 +690,10 @@ def _choices(text: str, allowed: tuple[str, ...]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    # One fresh Inductor cache per run (unless the caller chose one; Inductor reads it when it
+    # first compiles): the block and its subgraphs share autotuning results, and nothing comes
+    # from older runs.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fact_compose_inductor_"))
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("run_block.py: no CUDA device; use --device cpu for a CPU run", file=sys.stderr)
         return 2
