@@ -8,17 +8,12 @@ OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 MAX_CANDIDATES=${1:-8}
 BENCH_SECONDS=${2:-480}  # the suite is stopped after this; results are written per case
-export FACT_CUTLASS_DIR=$PWD/.deps/cutlass
-export FACT_CACHE_DIR=${FACT_CACHE_DIR:-/tmp/fact-cache}
-export FACT_GIT_SHA=$(cat .fact-git-sha 2>/dev/null || echo unknown)
-export PYTHONUNBUFFERED=1
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device_build.sh"
 
 stamp "configure + build the engine"
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=OFF \
-      >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-cmake --build build-device -j "$(nproc)" >"$OUT/build.log" 2>&1 || { grep -B2 -A8 "error" "$OUT/build.log" | head -60; exit 1; }
+fact_device_build "$OUT" || exit 1
 
 stamp "device profile"
 ./build-device/fact device --json "$OUT/device.json" 2>&1 | tail -12

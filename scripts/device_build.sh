@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The engine build shared by the one-call device scripts (device_bench.sh, device_compose.sh).
+# Source it, then call `fact_device_build LOG_DIR` from the repository root:
+#   - exports FACT_CUTLASS_DIR ($PWD/.deps/cutlass: the device host has no nvidia-cutlass
+#     package, so the headers are carried), FACT_CACHE_DIR (default /tmp/fact-cache),
+#     FACT_GIT_SHA (from .fact-git-sha, written by whoever starts the call), PYTHONUNBUFFERED;
+#   - configures and builds build-device (Release, no tests) with all cores, logs in
+#     LOG_DIR/configure.log and LOG_DIR/build.log;
+#   - on success exports FACT_ENGINE=$PWD/build-device/fact and returns 0; on failure prints
+#     the error's context and returns 1.
+fact_device_build() {
+  local log_dir=$1
+  mkdir -p "$log_dir"
+  export FACT_CUTLASS_DIR=$PWD/.deps/cutlass
+  export FACT_CACHE_DIR=${FACT_CACHE_DIR:-/tmp/fact-cache}
+  export FACT_GIT_SHA=$(cat .fact-git-sha 2>/dev/null || echo unknown)
+  export PYTHONUNBUFFERED=1
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=OFF \
+        >"$log_dir/configure.log" 2>&1 || { tail -40 "$log_dir/configure.log"; return 1; }
+  cmake --build build-device -j "$(nproc)" >"$log_dir/build.log" 2>&1 \
+    || { grep -B2 -A8 "error" "$log_dir/build.log" | head -60; return 1; }
+  export FACT_ENGINE=$PWD/build-device/fact
+}
