@@ -228,6 +228,9 @@ def describe() -> str:
     """One line saying which implementation runs fact::gemm on CUDA tensors, and why."""
     if _active:
         return f"native C++ ({library_path()})"
+    if _built:
+        return ("Python ctypes (native C++ built, not loaded: it loads with the first kernel "
+                "library on a GPU)")
     if _built is None:
         return ("Python ctypes until a kernel library is loaded on a GPU "
                 "(the native C++ implementation is built then)")
