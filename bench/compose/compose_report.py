@@ -113,6 +113,13 @@ def _summary_section(doc: dict) -> list[str]:
     if subgraphs:
         met = sum(1 for c in subgraphs if c["at_least_as_fast_as_max_autotune"])
         lines.append(f"- subgraphs at least as fast as Inductor max-autotune: {met} of {len(subgraphs)}")
+    for c in _cases(doc, "ablation"):
+        if c.get("fact_ms") is not None and "torch_eager" in c.get("speedup", {}):
+            lines.append(f"- {c['name']}: {c['speedup']['torch_eager']:.2f}x vs eager")
+    for c in _cases(doc, "overhead"):
+        if c.get("host_us_per_forward") is not None and c.get("ratio_to_eager") is not None:
+            lines.append(f"- {c['name']}: {c['host_us_per_forward']:.1f} µs host time per forward, "
+                         f"{c['ratio_to_eager']:.2f}x eager's {c['eager_host_us_per_forward']:.1f} µs")
     if not lines:
         return []
     return ["## Summary", ""] + lines + [""]

@@ -185,6 +185,12 @@ def test_plots_are_written_when_matplotlib_is_present(full_run):
     assert doc["plots"] == ["compose-cpu-2000-01-01-speedup.png", "compose-cpu-2000-01-01-ablation.png"]
     for name in doc["plots"]:
         assert (out_dir / name).read_bytes().startswith(b"\x89PNG")
+    # the stand-alone plot script, as the lead runs it on a results file
+    done = subprocess.run([sys.executable, str(BENCH_DIR / "plot_compose.py"),
+                           str(out_dir / "compose-cpu-2000-01-01.json"), str(out_dir / "again")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out_dir.glob("again-*.png")) == ["again-ablation.png", "again-speedup.png"]
 
 
 def test_spent_time_budget_skips_the_stages_and_still_writes_the_files(tmp_path, capsys):
