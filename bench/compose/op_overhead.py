@@ -6,6 +6,8 @@ the kernel cache, then times, per call, with time.perf_counter over `--calls` ba
 (the GPU keeps up, no synchronization inside the timed loop; the median of `--repeats` runs):
 
     fact_gemm_us         torch.ops.fact.gemm on the first composed GEMM's arguments
+    call_floor_us        (native only) a C++ op with fact::gemm's schema that does nothing:
+                         what passing the 19 arguments from Python costs by itself
     linear_us, addmm_us  F.linear / torch.addmm on the same layer's operands
     composed_graph_us    the composed graph (2 fact::gemm calls + the GELU's PyTorch ops)
     eager_module_us      the original module
@@ -108,7 +110,7 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
     first = setup.model[0]
     x, weight, bias = setup.x, first.weight, first.bias
     weight_t = weight.t()
-    return {
+    timings = {
         "implementation": native.describe(),
         "fact_gemm_us": per_call_us(lambda: op(*args), calls, repeats),
         "linear_us": per_call_us(lambda: F.linear(x, weight, bias), calls, repeats),
@@ -117,6 +119,10 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
         "eager_module_us": per_call_us(lambda: setup.model(x), calls, repeats),
         "composed_module_us": per_call_us(lambda: setup.composed(x), calls, repeats),
     }
+    if native.active():
+        floor = torch.ops.fact_native.gemm_call_floor.default
+        timings["call_floor_us"] = per_call_us(lambda: floor(*args), calls, repeats)
+    return timings
 
 
 def main() -> int:
@@ -160,7 +166,8 @@ def main() -> int:
                   f"{row['linear_us']:5.1f} | addmm {row['addmm_us']:5.1f} | composed graph "
                   f"{row['composed_graph_us']:6.1f} vs eager module {row['eager_module_us']:6.1f} "
                   f"({row['composed_graph_us'] / row['eager_module_us']:.2f}x) | ComposedModule "
-                  f"{row['composed_module_us']:6.1f}")
+                  f"{row['composed_module_us']:6.1f}"
+                  + (f" | argument floor {row['call_floor_us']:5.1f}" if "call_floor_us" in row else ""))
     print(f"wrote {options.out}")
     return 0
 

@@ -13,6 +13,9 @@
 //     per path and returns its handle, the integer the graph's fact::gemm calls carry. Handles
 //     count up from 0 in registration order; python/fact/kernels.py keeps the same numbering.
 //   - fact_native::registered_paths() -> str[]: the registered libraries, by handle.
+//   - fact_native::gemm_call_floor(<fact::gemm's arguments>) -> Tensor: returns `a` and does
+//     nothing else; bench/compose/op_overhead.py times it to show what passing fact::gemm's 19
+//     arguments from Python through the dispatcher costs by itself.
 //
 // Capture safety: no synchronization, device memory only from the caching allocator, work only
 // on the current stream.
@@ -323,12 +326,25 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK(false, "fact::gemm: ", library->entry_name, " failed: ", status_name(status));
 }
 
+at::Tensor gemm_call_floor(const at::Tensor& a, const at::Tensor&, const std::optional<at::Tensor>&,
+                           const std::optional<at::Tensor>&, int64_t, int64_t, int64_t, int64_t,
+                           c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::ScalarType,
+                           double, double, double, double, c10::string_view, int64_t,
+                           c10::string_view) {
+  return a;
+}
+
 }  // namespace
 }  // namespace fact::torch_ext
 
 TORCH_LIBRARY(fact_native, m) {
   m.def("register_kernel(str path) -> int", &fact::torch_ext::register_kernel);
   m.def("registered_paths() -> str[]", &fact::torch_ext::registered_paths);
+  m.def("gemm_call_floor(Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, int k, "
+        "int batch, int[] a_geometry, int[] b_geometry, int[] out_shape, ScalarType out_dtype, "
+        "float alpha, float beta, float act_p0, float act_p1, str epilogue, int kernel_handle, "
+        "str kernel_id) -> Tensor",
+        &fact::torch_ext::gemm_call_floor);
 }
 
 TORCH_LIBRARY_IMPL(fact, CUDA, m) { m.impl("gemm", &fact::torch_ext::gemm_cuda); }
