@@ -109,7 +109,8 @@ def make_case(name: str, precision: str, stage: str, *, fact_ms: float | None = 
 class ResultsFile:
     """The results document, rewritten (atomically) whenever a stage adds to it."""
 
-    def __init__(self, out_dir: Path, device: torch.device, setup: dict, date: str | None = None):
+    def __init__(self, out_dir: Path, device: torch.device, setup: dict, date: str | None = None,
+                 variant: str = ""):
         self.date = date or time.strftime("%Y-%m-%d", time.gmtime())
         self.doc: dict = {
             "suite": SUITE, "date": self.date, "device": device_name(device),
@@ -118,7 +119,10 @@ class ResultsFile:
         }
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.stem = f"{SUITE}-{device_slug(self.doc['device'])}-{self.date}"
+        # "<suite>-<device>-<date>", or "...-<date>-<variant>" for a partial run (as the GEMM suite)
+        self.stem = f"{SUITE}-{device_slug(self.doc['device'])}-{self.date}" + (f"-{variant}" if variant else "")
+        if variant:
+            self.doc["variant"] = variant
 
     @property
     def json_path(self) -> Path:

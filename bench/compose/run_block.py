@@ -19,7 +19,7 @@ still runs; the results file and the report are rewritten after every stage):
   overhead   host time per forward at a tiny size (GPU work negligible): eager, FACT (remainder
              eager), FACT with CUDA graphs.
 
-Writes <out-dir>/compose-<device slug>-<date>.json (DESIGN.md "Measuring"), the readable report
+Writes <out-dir>/compose-<device slug>-<date>[-<variant>].json (DESIGN.md "Measuring"), the readable report
 <same stem>.md and, with matplotlib, <stem>-speedup.png and <stem>-ablation.png.
 
 Usage (device: python3 there; here: $V/bin/python):
@@ -136,7 +136,8 @@ class BlockBenchmark:
         self.state: dict[str, Any] = {}
         self.interrupted = False
         self.optimize_parameters = inspect.signature(fact.optimize).parameters
-        self.results = ResultsFile(Path(args.out_dir), self.device, self.setup(), date=args.date)
+        self.results = ResultsFile(Path(args.out_dir), self.device, self.setup(), date=args.date,
+                                   variant=args.variant)
 
     # ---------------------------------------------------------------------------------------
     # Helpers
@@ -656,6 +657,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out-dir", default=str(REPO_ROOT / "bench" / "results"))
     parser.add_argument("--work-dir", default=None, help="fact.optimize work folders (default: a temporary folder)")
     parser.add_argument("--date", default=None, help="results file date (default: today, UTC)")
+    parser.add_argument("--variant", default="", help="results file name suffix for a partial run "
+                        "(compose-<device>-<date>-<variant>.json)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--embed", type=int, default=768)

@@ -121,7 +121,7 @@ def test_verification_compares_both_against_float64(full_run):
 def test_timing_cases_have_fact_and_baseline_times(full_run):
     _, doc = full_run
     case = next(c for c in cases_of(doc, "timing") if c["name"] == "block_bf16_fact_eager")
-    assert case["status"] == "ok" and case["fact_ms"] > 0
+    assert case["status"] == "ok" and case["fact_ms"] > 0, case
     assert case["baselines"]["torch_eager"]["ms"] > 0 and case["speedup"]["torch_eager"] > 0
     assert case["timing"]["runs"] == 3 and case["timing"]["min_ms"] <= case["fact_ms"] <= case["timing"]["max_ms"]
     assert case["rel_err"] < 2e-2
@@ -161,7 +161,7 @@ def test_ablation_composes_each_rule_alone_then_all(full_run):
 def test_overhead_reports_host_time_per_forward(full_run):
     _, doc = full_run
     case = next(c for c in cases_of(doc, "overhead") if "fact_eager" in c["name"])
-    assert case["status"] == "ok"
+    assert case["status"] == "ok", (case, doc["overhead"])
     assert case["host_us_per_forward"] > 0 and case["eager_host_us_per_forward"] > 0
     assert math.isclose(case["ratio_to_eager"],
                         case["host_us_per_forward"] / case["eager_host_us_per_forward"], rel_tol=1e-9)
@@ -195,13 +195,15 @@ def test_plots_are_written_when_matplotlib_is_present(full_run):
 
 def test_spent_time_budget_skips_the_stages_and_still_writes_the_files(tmp_path, capsys):
     args = run_block_module.parse_args([*TINY, "--out-dir", str(tmp_path), "--work-dir", str(tmp_path / "work"),
-                                        "--stages", "verify,overhead", "--time-budget", "0", "--no-plots"])
+                                        "--stages", "verify,overhead", "--time-budget", "0", "--no-plots",
+                                        "--variant", "part"])
     assert run_block_module.BlockBenchmark(args).run() == 0
-    doc = json.loads((tmp_path / "compose-cpu-2000-01-01.json").read_text())
+    doc = json.loads((tmp_path / "compose-cpu-2000-01-01-part.json").read_text())
+    assert doc["variant"] == "part"
     skipped = {"status": "skipped", "seconds": 0.0, "reason": "time budget (0 s) spent before the stage"}
     assert doc["stages"] == {"verify": skipped, "overhead": skipped}
     assert doc["cases"] == [] and doc["reports"] == {}
-    assert "| verify | skipped |" in (tmp_path / "compose-cpu-2000-01-01.md").read_text()
+    assert "| verify | skipped |" in (tmp_path / "compose-cpu-2000-01-01-part.md").read_text()
     assert "stage overhead: skipped (time budget)" in capsys.readouterr().out
 
 
