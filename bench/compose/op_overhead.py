@@ -6,6 +6,8 @@ the kernel cache, then times, per call, with time.perf_counter over `--calls` ba
 (the GPU keeps up, no synchronization inside the timed loop; the median of `--repeats` runs):
 
     fact_gemm_us         torch.ops.fact.gemm on the first composed GEMM's arguments
+    fact_gemm_planned_us torch.ops.fact.gemm_planned on the same GEMM (its arguments planned once
+                         with fact.ops.plan_gemm: 5 arguments per call instead of 19)
     call_floor_us        (native only) a C++ op with fact::gemm's schema that does nothing:
                          what passing the 19 arguments from Python costs by itself
     linear_us, addmm_us  F.linear / torch.addmm on the same layer's operands
@@ -36,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import fact
+import fact.ops
 from fact import native
 
 
@@ -51,6 +54,16 @@ class Setup:
     gemm_calls: list = field(default_factory=list)  # argument tuples of the fact::gemm calls
 
 
+class TinyMLP(torch.nn.Module):
+    def __init__(self, features: int, hidden: int):
+        super().__init__()
+        self.up = torch.nn.Linear(features, hidden)
+        self.down = torch.nn.Linear(hidden, features)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x), approximate="tanh"))
+
+
 class _GemmRecorder(torch.fx.Interpreter):
     def __init__(self, module):
         super().__init__(module)
@@ -63,12 +76,12 @@ class _GemmRecorder(torch.fx.Interpreter):
 
 
 def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
-                features: int = 256, hidden: int = 512) -> Setup:
+                features: int = 256, hidden: int = 512, device: str = "cuda") -> Setup:
+    """The composed MLP and its fact::gemm calls' arguments. On "cuda" every call must run a
+    kernel (else NothingComposed); "cpu" (the reference) is for checking this script."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(features, hidden),
-                                torch.nn.GELU(approximate="tanh"),
-                                torch.nn.Linear(hidden, features)).cuda().eval()
-    x = torch.randn(tokens, features, device="cuda")
+    model = TinyMLP(features, hidden).to(device).eval()
+    x = torch.randn(tokens, features, device=device)
     options = {"work_dir": work_dir or tempfile.mkdtemp(prefix="fact-op-overhead-")}
     accepted = inspect.signature(fact.optimize).parameters
     if "remainder" in accepted:
@@ -81,47 +94,57 @@ def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
     recorder = _GemmRecorder(composed.graph_module)
     with torch.no_grad():
         recorder.run(x)
-    calls = [args for args in recorder.calls if args[17] >= 0]  # kernel_handle
+    calls = recorder.calls
+    if device == "cuda":
+        calls = [args for args in calls if args[17] >= 0]  # kernel_handle
     if not calls:
         raise NothingComposed(f"no fact::gemm call runs a kernel: {composed.fact_report}")
     return Setup(model, x, composed, calls)
 
 
-def per_call_us(function, calls: int = 200, repeats: int = 30) -> float:
+def per_call_us(function, calls: int = 200, repeats: int = 30, synchronize=None) -> float:
     """Median over `repeats` of the CPU time per call of `calls` back-to-back calls."""
+    synchronize = synchronize or torch.cuda.synchronize
     with torch.no_grad():
         for _ in range(10):
             function()
-        torch.cuda.synchronize()
+        synchronize()
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
             for _ in range(calls):
                 function()
             samples.append((time.perf_counter() - start) / calls)
-            torch.cuda.synchronize()
+            synchronize()
     samples.sort()
     return samples[len(samples) // 2] * 1e6
 
 
 def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
-    op = torch.ops.fact.gemm.default
+    op, planned = torch.ops.fact.gemm.default, torch.ops.fact.gemm_planned.default
     args = setup.gemm_calls[0]
-    first = setup.model[0]
+    plan = fact.ops.plan_gemm(*args[4:])
+    first = setup.model.up
     x, weight, bias = setup.x, first.weight, first.bias
     weight_t = weight.t()
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+
+    def time_it(function):
+        return per_call_us(function, calls, repeats, sync)
+
     timings = {
-        "implementation": native.describe(),
-        "fact_gemm_us": per_call_us(lambda: op(*args), calls, repeats),
-        "linear_us": per_call_us(lambda: F.linear(x, weight, bias), calls, repeats),
-        "addmm_us": per_call_us(lambda: torch.addmm(bias, x, weight_t), calls, repeats),
-        "composed_graph_us": per_call_us(lambda: setup.composed.graph_module(x), calls, repeats),
-        "eager_module_us": per_call_us(lambda: setup.model(x), calls, repeats),
-        "composed_module_us": per_call_us(lambda: setup.composed(x), calls, repeats),
+        "implementation": native.describe() if x.is_cuda else "reference (CPU)",
+        "fact_gemm_us": time_it(lambda: op(*args)),
+        "fact_gemm_planned_us": time_it(lambda: planned(*args[:4], plan)),
+        "linear_us": time_it(lambda: F.linear(x, weight, bias)),
+        "addmm_us": time_it(lambda: torch.addmm(bias, x, weight_t)),
+        "composed_graph_us": time_it(lambda: setup.composed.graph_module(x)),
+        "eager_module_us": time_it(lambda: setup.model(x)),
+        "composed_module_us": time_it(lambda: setup.composed(x)),
     }
     if native.active():
         floor = torch.ops.fact_native.gemm_call_floor.default
-        timings["call_floor_us"] = per_call_us(lambda: floor(*args), calls, repeats)
+        timings["call_floor_us"] = time_it(lambda: floor(*args))
     return timings
 
 
@@ -162,7 +185,8 @@ def main() -> int:
     for name in ("native", "ctypes"):
         if name in results:
             row = results[name]
-            print(f"{name:7s} fact::gemm {row['fact_gemm_us']:6.1f} us | F.linear "
+            print(f"{name:7s} fact::gemm {row['fact_gemm_us']:6.1f} us | planned "
+                  f"{row['fact_gemm_planned_us']:6.1f} | F.linear "
                   f"{row['linear_us']:5.1f} | addmm {row['addmm_us']:5.1f} | composed graph "
                   f"{row['composed_graph_us']:6.1f} vs eager module {row['eager_module_us']:6.1f} "
                   f"({row['composed_graph_us'] / row['eager_module_us']:.2f}x) | ComposedModule "

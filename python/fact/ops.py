@@ -20,6 +20,11 @@ Implementations (registered per dispatch key, so a call runs no Python the key d
 - Meta (fake): allocates the output only, so the op traces under torch.compile / torch.export.
 - Autograd: none. A result computed from tensors that require grad raises on backward.
 `describe_implementation()` says which CUDA implementation is registered now.
+
+`fact::gemm_planned(Tensor a, Tensor b, Tensor? bias, Tensor? c, int plan)` is the same op with
+everything but the tensors registered once with `plan_gemm(...) -> plan`: passing 19 arguments
+from Python through the dispatcher costs more CPU time than a whole eager `F.linear`, passing 5
+much less. Plans, like kernel handles, are numbered per process (the native registry mirrors them).
 """
 from __future__ import annotations
 
@@ -143,6 +148,7 @@ SCHEMA_ARGUMENTS = ("Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, 
                     "float alpha, float beta, float act_p0, float act_p1, str epilogue, "
                     "int kernel_handle, str kernel_id")
 SCHEMA = f"gemm({SCHEMA_ARGUMENTS}) -> Tensor"
+PLANNED_SCHEMA = "gemm_planned(Tensor a, Tensor b, Tensor? bias, Tensor? c, int plan) -> Tensor"
 
 
 def _reference_kernel(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype,
@@ -172,6 +178,60 @@ def _gemm_fake(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
     return a.new_empty(tuple(out_shape), dtype=out_dtype)
 
 
+_plans_lock = threading.Lock()
+_plans: list[tuple] = []           # plan -> fact::gemm's arguments after the four tensors
+_plan_by_arguments: dict[tuple, int] = {}
+
+
+def plan_gemm(m: int, n: int, k: int, batch: int, a_geometry: Sequence[int],
+              b_geometry: Sequence[int], out_shape: Sequence[int], out_dtype: torch.dtype,
+              alpha: float, beta: float, act_p0: float, act_p1: float, epilogue: str,
+              kernel_handle: int, kernel_id: str) -> int:
+    """Registers fact::gemm's non-tensor arguments once (the same ones give the same plan);
+    returns the plan for `fact::gemm_planned`. Raises ValueError for an unknown epilogue step."""
+    parse_epilogue(epilogue)
+    arguments = (int(m), int(n), int(k), int(batch), [int(v) for v in a_geometry],
+                 [int(v) for v in b_geometry], [int(v) for v in out_shape], out_dtype,
+                 float(alpha), float(beta), float(act_p0), float(act_p1), str(epilogue),
+                 int(kernel_handle), str(kernel_id))
+    key = tuple(tuple(v) if isinstance(v, list) else v for v in arguments)
+    with _plans_lock:
+        if key in _plan_by_arguments:
+            return _plan_by_arguments[key]
+        plan = len(_plans)
+        if native.active():
+            _register_plan_natively(plan, arguments)
+        _plans.append(arguments)
+        _plan_by_arguments[key] = plan
+        return plan
+
+
+def _register_plan_natively(plan: int, arguments: tuple) -> None:
+    native_plan = int(torch.ops.fact_native.register_plan(*arguments))
+    if native_plan != plan:
+        raise RuntimeError(f"native plan registry gave plan {native_plan}, the Python one {plan}")
+
+
+def planned_arguments(plan: int) -> tuple:
+    """fact::gemm's non-tensor arguments for `plan`."""
+    if plan < 0 or plan >= len(_plans):
+        raise KeyError(f"fact::gemm_planned: no plan {plan} (register it with fact.ops.plan_gemm)")
+    return _plans[plan]
+
+
+def _planned_reference_kernel(a, b, bias, c, plan):
+    return _reference_kernel(a, b, bias, c, *planned_arguments(plan))
+
+
+def _planned_python_cuda_kernel(a, b, bias, c, plan):
+    return _python_cuda_kernel(a, b, bias, c, *planned_arguments(plan))
+
+
+def _planned_fake(a, b, bias, c, plan):
+    arguments = planned_arguments(plan)
+    return a.new_empty(tuple(arguments[6]), dtype=arguments[7])
+
+
 def _no_backward(ctx, *grads):
     raise RuntimeError("fact::gemm has no backward: composed modules are for inference (run them "
                        "under torch.no_grad() or torch.inference_mode())")
@@ -181,9 +241,12 @@ def _no_backward(ctx, *grads):
 _definitions = torch.library.Library("fact", "FRAGMENT")
 _definitions.define(SCHEMA)
 _definitions.define(f"gemm_reference({SCHEMA_ARGUMENTS}) -> Tensor")
+_definitions.define(PLANNED_SCHEMA)
 _definitions.impl("gemm", _reference_kernel, "CPU")
+_definitions.impl("gemm_planned", _planned_reference_kernel, "CPU")
 _definitions.impl("gemm_reference", _reference_kernel, "CompositeExplicitAutograd")
 torch.library.register_fake("fact::gemm", _gemm_fake, lib=_definitions)
+torch.library.register_fake("fact::gemm_planned", _planned_fake, lib=_definitions)
 
 # The Python kernels the native library replaces (CUDA, Autograd); dropped as one when it loads.
 _python_kernels: Optional[torch.library.Library] = None
@@ -193,20 +256,24 @@ def _register_python_kernels() -> None:
     global _python_kernels
     library = torch.library.Library("fact", "FRAGMENT")
     library.impl("gemm", _python_cuda_kernel, "CUDA")
+    library.impl("gemm_planned", _planned_python_cuda_kernel, "CUDA")
     torch.library.register_autograd("fact::gemm", _no_backward, lib=library)
+    torch.library.register_autograd("fact::gemm_planned", _no_backward, lib=library)
     _python_kernels = library
 
 
 _register_python_kernels()
 
 gemm = torch.ops.fact.gemm.default
+gemm_planned = torch.ops.fact.gemm_planned.default
 
 _install_lock = threading.Lock()
 
 
 def use_native_if_available() -> bool:
-    """Makes the native implementation run CUDA tensors' fact::gemm when it can be built here
-    (see fact.native), registering the kernel libraries loaded so far with it. Idempotent; the
+    """Makes the native implementation run CUDA tensors' fact::gemm and fact::gemm_planned when
+    it can be built here (see fact.native), registering the kernel libraries and plans made so
+    far with it. Idempotent; the
     Python kernels stay when it cannot (fact.native.reason() says why). Called by
     fact.kernels.load; never from inside a fact::gemm call."""
     global _python_kernels
@@ -218,20 +285,23 @@ def use_native_if_available() -> bool:
                 warnings.warn(f"fact::gemm: {native.describe()}")
             return False
         assert _python_kernels is not None
-        _python_kernels._destroy()  # no kernel is registered twice for one key
-        _python_kernels = None
-        try:
-            native.load_library()
-        except Exception as error:  # noqa: BLE001 - any load failure leaves the Python path
-            native.mark_unavailable(f"loading {native.library_path()} failed: {error}")
-            _register_python_kernels()
-            warnings.warn(f"fact::gemm: {native.describe()}")
-            return False
-        for handle, path in enumerate(kernels.loaded_paths()):
-            native_handle = native.register_kernel(path)
-            if native_handle != handle:
-                raise RuntimeError(f"native kernel registry gave handle {native_handle} to "
-                                   f"{path}, the Python registry {handle}")
+        with _plans_lock:  # no plan is registered between the load and the catch-up below
+            _python_kernels._destroy()  # no kernel is registered twice for one key
+            _python_kernels = None
+            try:
+                native.load_library()
+            except Exception as error:  # noqa: BLE001 - any load failure leaves the Python path
+                native.mark_unavailable(f"loading {native.library_path()} failed: {error}")
+                _register_python_kernels()
+                warnings.warn(f"fact::gemm: {native.describe()}")
+                return False
+            for handle, path in enumerate(kernels.loaded_paths()):
+                native_handle = native.register_kernel(path)
+                if native_handle != handle:
+                    raise RuntimeError(f"native kernel registry gave handle {native_handle} to "
+                                       f"{path}, the Python registry {handle}")
+            for plan, arguments in enumerate(_plans):
+                _register_plan_natively(plan, arguments)
         return True
 
 

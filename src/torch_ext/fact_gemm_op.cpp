@@ -9,6 +9,9 @@
 //   - fact::gemm for the Autograd key: torch's "not implemented" autograd kernel, so a result
 //     computed from tensors that require grad fails clearly on backward instead of giving a
 //     wrong gradient (inference only).
+//   - fact::gemm_planned for the CUDA and Autograd keys: the same, with everything but the
+//     tensors taken from a plan registered once (fact_native::register_plan, mirrored from
+//     fact.ops.plan_gemm with the same numbering): 5 arguments to pass per call instead of 19.
 //   - fact_native::register_kernel(str path) -> int: dlopens a kernel library (fact_abi.h) once
 //     per path and returns its handle, the integer the graph's fact::gemm calls carry. Handles
 //     count up from 0 in registration order; python/fact/kernels.py keeps the same numbering.
@@ -127,6 +130,17 @@ struct WorkspaceKeyHash {
   }
 };
 
+// Everything of a fact::gemm call but its tensors (see fact::gemm's schema).
+struct GemmPlan {
+  int64_t m, n, k, batch;
+  std::vector<int64_t> a_geometry, b_geometry, out_shape;
+  c10::ScalarType out_dtype;
+  double alpha, beta, act_p0, act_p1;
+  std::string epilogue;
+  int64_t kernel_handle;
+  std::string kernel_id;
+};
+
 // Process-wide registry of loaded kernel libraries (handle = index) and cached workspace sizes.
 class Registry {
  public:
@@ -195,6 +209,19 @@ class Registry {
     workspace_sizes_[key] = size;
   }
 
+  int64_t add_plan(GemmPlan plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.push_back(std::move(plan));
+    return static_cast<int64_t>(plans_.size() - 1);
+  }
+
+  const GemmPlan& plan(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(plans_.size()),
+                "fact::gemm_planned: no plan ", id, " (register it with fact.ops.plan_gemm)");
+    return plans_[id];  // deque: references stay valid as plans are added
+  }
+
   std::vector<std::string> paths() {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::string> out;
@@ -205,6 +232,7 @@ class Registry {
  private:
   std::mutex mutex_;
   std::deque<KernelLibrary> libraries_;
+  std::deque<GemmPlan> plans_;
   std::unordered_map<WorkspaceKey, size_t, WorkspaceKeyHash> workspace_sizes_;
 };
 
@@ -326,6 +354,25 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK(false, "fact::gemm: ", library->entry_name, " failed: ", status_name(status));
 }
 
+int64_t register_plan(int64_t m, int64_t n, int64_t k, int64_t batch, c10::IntArrayRef a_geometry,
+                      c10::IntArrayRef b_geometry, c10::IntArrayRef out_shape,
+                      c10::ScalarType out_dtype, double alpha, double beta, double act_p0,
+                      double act_p1, c10::string_view epilogue, int64_t kernel_handle,
+                      c10::string_view kernel_id) {
+  return Registry::instance().add_plan(GemmPlan{
+      m, n, k, batch, a_geometry.vec(), b_geometry.vec(), out_shape.vec(), out_dtype, alpha,
+      beta, act_p0, act_p1, std::string(epilogue), kernel_handle, std::string(kernel_id)});
+}
+
+at::Tensor gemm_planned_cuda(const at::Tensor& a, const at::Tensor& b,
+                             const std::optional<at::Tensor>& bias,
+                             const std::optional<at::Tensor>& c, int64_t plan_id) {
+  const GemmPlan& plan = Registry::instance().plan(plan_id);
+  return gemm_cuda(a, b, bias, c, plan.m, plan.n, plan.k, plan.batch, plan.a_geometry,
+                   plan.b_geometry, plan.out_shape, plan.out_dtype, plan.alpha, plan.beta,
+                   plan.act_p0, plan.act_p1, plan.epilogue, plan.kernel_handle, plan.kernel_id);
+}
+
 at::Tensor gemm_call_floor(const at::Tensor& a, const at::Tensor&, const std::optional<at::Tensor>&,
                            const std::optional<at::Tensor>&, int64_t, int64_t, int64_t, int64_t,
                            c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::ScalarType,
@@ -340,6 +387,10 @@ at::Tensor gemm_call_floor(const at::Tensor& a, const at::Tensor&, const std::op
 TORCH_LIBRARY(fact_native, m) {
   m.def("register_kernel(str path) -> int", &fact::torch_ext::register_kernel);
   m.def("registered_paths() -> str[]", &fact::torch_ext::registered_paths);
+  m.def("register_plan(int m, int n, int k, int batch, int[] a_geometry, int[] b_geometry, "
+        "int[] out_shape, ScalarType out_dtype, float alpha, float beta, float act_p0, "
+        "float act_p1, str epilogue, int kernel_handle, str kernel_id) -> int",
+        &fact::torch_ext::register_plan);
   m.def("gemm_call_floor(Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, int k, "
         "int batch, int[] a_geometry, int[] b_geometry, int[] out_shape, ScalarType out_dtype, "
         "float alpha, float beta, float act_p0, float act_p1, str epilogue, int kernel_handle, "
@@ -347,8 +398,12 @@ TORCH_LIBRARY(fact_native, m) {
         &fact::torch_ext::gemm_call_floor);
 }
 
-TORCH_LIBRARY_IMPL(fact, CUDA, m) { m.impl("gemm", &fact::torch_ext::gemm_cuda); }
+TORCH_LIBRARY_IMPL(fact, CUDA, m) {
+  m.impl("gemm", &fact::torch_ext::gemm_cuda);
+  m.impl("gemm_planned", &fact::torch_ext::gemm_planned_cuda);
+}
 
 TORCH_LIBRARY_IMPL(fact, Autograd, m) {
   m.impl("gemm", torch::autograd::autogradNotImplementedFallback());
+  m.impl("gemm_planned", torch::autograd::autogradNotImplementedFallback());
 }

@@ -34,6 +34,38 @@ def test_schema_is_unchanged():
     assert reference == EXPECTED_SCHEMA.replace("fact::gemm(", "fact::gemm_reference(")
 
 
+def test_planned_schema():
+    assert str(torch.ops.fact.gemm_planned.default._schema) == (
+        "fact::gemm_planned(Tensor a, Tensor b, Tensor? bias, Tensor? c, int plan) -> Tensor")
+
+
+def test_planned_gemm_equals_gemm_and_traces_under_torch_compile():
+    torch.manual_seed(0)
+    batch, m, n, k = 2, 5, 6, 7
+    a = torch.randn(batch, k, m).transpose(1, 2)
+    b, bias, c = torch.randn(batch, k, n), torch.randn(n), torch.randn(batch, m, n)
+    arguments = (m, n, k, batch, [1, m, m * k], [0, n, k * n], [batch * m, n], torch.float32,
+                 1.5, 0.25, 0.1, 0.0, "bias,act:leaky_relu,residual", -1, "")
+    plan = fact.ops.plan_gemm(*arguments)
+    assert fact.ops.plan_gemm(*arguments) == plan
+    assert fact.ops.plan_gemm(*arguments[:-3], "bias", -1, "") != plan
+    want = torch.ops.fact.gemm(a, b, bias, c, *arguments)
+    assert torch.equal(torch.ops.fact.gemm_planned(a, b, bias, c, plan), want)
+
+    def layer(x, weight, bias_, residual):
+        return torch.ops.fact.gemm_planned(x, weight, bias_, residual, plan) + 1.0
+
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, backend="eager", fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(a, b, bias, c), want + 1.0)
+    torch._dynamo.reset()
+    with pytest.raises(KeyError, match="no plan"):
+        torch.ops.fact.gemm_planned(a, b, bias, c, 10_000)
+    with pytest.raises(ValueError, match="unknown epilogue step"):
+        fact.ops.plan_gemm(*arguments[:-3], "softmax", -1, "")
+
+
 def _call(a, b, bias, m, n, k, out_dtype=torch.float32, epilogue="bias,act:relu"):
     return torch.ops.fact.gemm(a, b, bias, None, m, n, k, 1, [0, k, 0], [1, k, 0], [m, n],
                                out_dtype, 1.0, 0.0, 0.0, 0.0, epilogue, -1, "")
@@ -109,6 +141,8 @@ NATIVE_CHECK = textwrap.dedent(r"""
     torch.cuda.is_available = lambda: True
     from fact import kernels, native, ops
     first, second = sys.argv[1], sys.argv[2]
+    early_plan = ops.plan_gemm(4, 5, 3, 1, [0, 3, 0], [0, 5, 0], [4, 5], torch.float32, 1.0, 0.0,
+                               0.0, 0.0, "", -1, "early")
     result = {"before": native.describe()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -136,6 +170,17 @@ NATIVE_CHECK = textwrap.dedent(r"""
     with torch.no_grad():
         out = torch.ops.fact.gemm(a, b, *args)
     result["no_grad_matches"] = bool(torch.allclose(out, a.detach() @ b, atol=1e-6))
+    # plans: one made before the native library loaded (caught up at install), one after
+    # (plan_gemm checks that both registries give the same number)
+    planned_args = (4, 5, 3, 1, [0, 3, 0], [0, 5, 0], [4, 5], torch.float32, 1.0, 0.0, 0.0,
+                    0.0, "", handles[0], "")
+    result["plans"] = [ops.plan_gemm(*planned_args[:-2], 0, "late")]
+    out = torch.ops.fact.gemm_planned(a, b, None, None, result["plans"][0])
+    try:
+        out.sum().backward()
+    except RuntimeError as error:
+        result["planned_backward"] = str(error)
+    result["planned_dispatch"] = torch._C._dispatch_dump("fact::gemm_planned")
     print("RESULT " + json.dumps(result))
 """)
 
@@ -172,6 +217,11 @@ def test_native_extension_compiles_loads_and_registers(tmp_path):
     assert "cannot load kernel library /nonexistent/libnothing.so" in result["missing"]
     assert "fact::gemm" in result["backward"] and "not implemented" in result["backward"]
     assert result["no_grad_matches"]
+    assert result["plans"] == [1]
+    assert "derivative for fact::gemm_planned is not implemented" in result["planned_backward"]
+    planned = result["planned_dispatch"]
+    assert any(line.startswith("CUDA:") and "fact_gemm_op.cpp" in line
+               for line in planned.splitlines()), planned
 
 
 @pytest.mark.skipif(torch.version.cuda is None, reason="torch is not a CUDA build")
@@ -216,6 +266,34 @@ def test_build_key_depends_on_the_source(tmp_path, monkeypatch):
     assert native.build_dir() == tmp_path / "cache" / "torch_ext" / native.build_key()
 
 
+def _engine_found() -> bool:
+    from fact._engine import EngineNotFound, engine_path
+    try:
+        engine_path()
+        return True
+    except EngineNotFound:
+        builds = sorted(REPO_ROOT.glob("build*/fact"), key=lambda p: p.stat().st_mtime)
+        if builds:
+            os.environ["FACT_ENGINE"] = str(builds[-1])
+        return bool(builds)
+
+
+@pytest.mark.skipif(not _engine_found(), reason="the fact engine is not built")
+def test_op_overhead_bench_runs_on_the_cpu_reference(tmp_path):
+    """The GPU benchmark's plumbing (compose, record the calls, plan, time) on the CPU."""
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "compose"))
+    import op_overhead
+
+    setup = op_overhead.compose_mlp(precision="strict", work_dir=tmp_path, device="cpu",
+                                    features=32, hidden=64)
+    assert len(setup.gemm_calls) == 2
+    assert [args[4:8] for args in setup.gemm_calls] == [(8, 64, 32, 1), (8, 32, 64, 1)]
+    timings = op_overhead.op_timings(setup, calls=3, repeats=3)
+    assert timings["implementation"] == "reference (CPU)"
+    assert all(timings[name] > 0 for name in ("fact_gemm_us", "fact_gemm_planned_us", "linear_us",
+                                              "composed_graph_us", "eager_module_us"))
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Hopper) for FACT kernels")
@@ -231,12 +309,16 @@ def test_native_gemm_on_gpu_matches_the_reference_and_costs_little_cpu(tmp_path)
     op = torch.ops.fact.gemm.default
     for args in setup.gemm_calls:
         assert args[17] >= 0, "the composed call carries no kernel handle"
+        plan = fact.ops.plan_gemm(*args[4:])
         with torch.no_grad():
             got = op(*args)
+            planned = torch.ops.fact.gemm_planned.default(*args[:4], plan)
             want = torch.ops.fact.gemm_reference.default(*args)
         error = (got.double() - want.double()).abs().max().item()
         assert error <= 1e-2 * want.double().abs().max().item(), error  # tf32 inputs
+        torch.testing.assert_close(planned, got, rtol=1e-5, atol=1e-5)
     timings = op_overhead.op_timings(setup)
     print(json.dumps(timings, indent=2))
-    # A generous bound: the ctypes path costs tens of microseconds more than F.linear.
+    # Generous bounds: the ctypes path costs tens of microseconds more than F.linear.
     assert timings["fact_gemm_us"] <= 2.0 * timings["linear_us"] + 5.0, timings
+    assert timings["fact_gemm_planned_us"] <= 1.5 * timings["linear_us"] + 2.0, timings
