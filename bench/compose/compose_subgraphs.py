@@ -125,11 +125,14 @@ class GemmSubgraph(torch.nn.Module):
             and tuple(weight.shape) == (self.n, self.k))
 
     def _operand(self, t: torch.Tensor, rows: int, cols: int, geometry: list[int]) -> torch.Tensor:
+        """`t` read as the op reads it: from its data pointer (as_strided keeps t's storage
+        offset when none is given), with the geometry's layout, leading dimension and batch
+        stride."""
         layout, ld, batch_stride = geometry
         strides = (ld, 1) if layout == 0 else (1, ld)
         if self.batch == 1:
-            return torch.as_strided(t, (rows, cols), strides, t.storage_offset())
-        return torch.as_strided(t, (self.batch, rows, cols), (batch_stride, *strides), t.storage_offset())
+            return torch.as_strided(t, (rows, cols), strides)
+        return torch.as_strided(t, (self.batch, rows, cols), (batch_stride, *strides))
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                 c: torch.Tensor | None) -> torch.Tensor:

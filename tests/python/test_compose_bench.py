@@ -217,23 +217,33 @@ def test_unknown_stage_is_refused(capsys):
 @pytest.mark.parametrize("epilogue,geometry", [
     ("bias", "linear"), ("bias,residual", "linear"), ("bias,act:gelu_tanh", "linear"),
     ("scale:0.5,bias,act:relu,residual", "linear"), ("bias,act:silu", "strided"), ("multiply", "strided"),
+    ("bias,residual", "batched"),
 ])
 def test_gemm_subgraph_module_computes_what_the_op_means(epilogue, geometry):
     torch.manual_seed(0)
-    m, n, k = 12, 8, 16
-    a = torch.randn(3, 4, k)
+    m, n, k, batch = 12, 8, 16, 1
+    a = torch.randn(3 * 4 * k + 5)[5:].view(3, 4, k)  # read from its data pointer (storage offset 5)
+    a_geometry = [0, k, 0]
     if geometry == "linear":   # A row-major (ld K), B = W^T with W N×K (column-major B, ld K)
         b, b_geometry = torch.randn(n, k), [1, k, 0]
-    else:                      # B row-major K×N inside a wider buffer (ld N + 4)
-        b, b_geometry = torch.randn(k, n + 4), [0, n + 4, 0]
+    elif geometry == "strided":  # B row-major K×N inside a wider buffer (ld N + 4), offset 2
+        b, b_geometry = torch.randn(k, n + 4)[:, 2:], [0, n + 4, 0]
+    else:                      # 3 batches of 4×K · (N×K)^T
+        m, batch = 4, 3
+        a_geometry = [0, k, m * k]
+        b, b_geometry = torch.randn(3, n, k), [1, k, n * k]
     bias, c = torch.randn(n), torch.randn(3, 4, n)
-    args = (a, b, bias, c, m, n, k, 1, [0, k, 0], b_geometry, [3, 4, n], torch.float32, 1.5, 0.7, 0.0, 0.0,
-            epilogue, -1, "")
+    args = (a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, [3, 4, n], torch.float32, 1.5, 0.7, 0.0,
+            0.0, epilogue, -1, "")
     call = GemmCall("node", args)
     module = GemmSubgraph(call)
     assert module.as_linear == (geometry == "linear")
     want = ops.reference_gemm(*args[:17])
-    torch.testing.assert_close(module(a, b, bias, c), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module(*call.tensors()), want, rtol=1e-5, atol=1e-5)
+    # what run_block compiles with max-autotune must trace as one graph
+    with torch._dynamo.config.patch(recompile_limit=64):  # one code object, many modules
+        traced = torch.compile(module, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(traced(*call.tensors()), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(call.run(), want)  # the op itself (CPU: reference)
     assert call.fusion == "gemm_" + "_".join(
         step.partition(":")[2] if step.startswith("act:") else step.partition(":")[0]
