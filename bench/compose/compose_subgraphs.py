@@ -1,7 +1,8 @@
-"""The subgraphs a composed module replaced, one per `fact::gemm` call, for timing each on its
-own: `record_gemm_calls` runs the composed graph once and keeps every call's arguments (the
-tensors it really received), and `GemmSubgraph` is the same computation written as PyTorch
-(linear + epilogue steps), for eager and torch.compile(mode="max-autotune").
+"""The subgraphs a composed module replaced, one per `fact::gemm` (or `fact::gemm_planned`)
+call, for timing each on its own: `record_gemm_calls` runs the composed graph once and keeps
+every call's op and arguments (the tensors it really received), and `GemmSubgraph` is the same
+computation written as PyTorch (linear + epilogue steps), for eager and
+torch.compile(mode="max-autotune").
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ A, B, BIAS, C, M, N, K, BATCH, A_GEOMETRY, B_GEOMETRY, OUT_SHAPE, OUT_DTYPE, ALP
 @dataclass
 class GemmCall:
     node: str          # FX node name of the call in the composed graph
-    args: tuple        # the positional arguments it received
+    args: tuple        # fact::gemm's 19 positional arguments for this call
+    op: Any = None     # the op the graph called (default: fact::gemm with `args`)
+    op_args: tuple = ()  # the arguments the graph passed to `op`
 
     @property
     def shape(self) -> str:
@@ -50,7 +53,10 @@ class GemmCall:
         return str(info.get("name") or info.get("entry") or f"handle {handle}")
 
     def run(self) -> torch.Tensor:
-        return torch.ops.fact.gemm.default(*self.args)
+        """The call exactly as the composed graph makes it."""
+        if self.op is None:
+            return torch.ops.fact.gemm.default(*self.args)
+        return self.op(*self.op_args)
 
     def reference(self) -> torch.Tensor:
         """The call's meaning in float64 (fact.ops.reference_gemm), not cast back."""
@@ -63,23 +69,39 @@ class GemmCall:
         return self.args[A], self.args[B], self.args[BIAS], self.args[C]
 
 
+def _planned_op():
+    """fact::gemm_planned where this checkout has it, else None."""
+    try:
+        return torch.ops.fact.gemm_planned.default
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class _CallRecorder(torch.fx.Interpreter):
     def __init__(self, module: torch.fx.GraphModule):
         super().__init__(module)
         self.calls: list[GemmCall] = []
+        self.gemm = torch.ops.fact.gemm.default
+        self.planned = _planned_op()
 
     def run_node(self, n: torch.fx.Node) -> Any:
         result = super().run_node(n)
-        if n.op == "call_function" and n.target is torch.ops.fact.gemm.default:
+        if n.op == "call_function" and n.target in (self.gemm, self.planned):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             if kwargs:
-                raise ValueError(f"fact::gemm node {n.name} has keyword arguments; expected positional only")
-            self.calls.append(GemmCall(n.name, tuple(args)))
+                raise ValueError(f"{n.target} node {n.name} has keyword arguments; expected positional only")
+            args = tuple(args)
+            if n.target is self.gemm:
+                self.calls.append(GemmCall(n.name, args, self.gemm, args))
+            else:  # (a, b, bias, c, plan): the plan holds fact::gemm's other arguments
+                full = args[:4] + tuple(ops.planned_arguments(args[4]))
+                self.calls.append(GemmCall(n.name, full, self.planned, args))
         return result
 
 
 def record_gemm_calls(graph_module: torch.fx.GraphModule, inputs: tuple) -> list[GemmCall]:
-    """Runs the composed graph on `inputs` and returns its fact::gemm calls in execution order."""
+    """Runs the composed graph on `inputs` and returns its fact::gemm / fact::gemm_planned calls
+    in execution order."""
     recorder = _CallRecorder(graph_module)
     with torch.no_grad():
         recorder.run(*inputs)

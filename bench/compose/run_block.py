@@ -12,8 +12,8 @@ still runs; the results file and the report are rewritten after every stage):
   timing     bf16: eager, torch.compile (default), torch.compile(mode="max-autotune"), FACT with
              remainder="eager", remainder="inductor", and cuda_graphs=True; same process, same
              inputs; speedups of each FACT variant against each PyTorch one.
-  subgraphs  each fact::gemm call of the composed (remainder eager) graph alone, with the
-             arguments it really receives, against the same subgraph as a small nn.Module in
+  subgraphs  each fact::gemm (or fact::gemm_planned) call of the composed (remainder eager)
+             graph alone, the op the graph calls with the arguments it really receives, against the same subgraph as a small nn.Module in
              eager and under torch.compile(mode="max-autotune").
   ablation   FACT with each composed rule alone (patterns=[rule]), then all, bf16, against eager.
   overhead   host time per forward at a tiny size (GPU work negligible): eager, FACT (remainder
@@ -474,7 +474,7 @@ class BlockBenchmark:
         return make_case(
             name, "native", "subgraphs", fact_ms=fact_stats.median_ms, rel_err=fact_error,
             baselines=baselines, config=call.kernel_name(), timing=fact_stats.to_json(),
-            node=call.node, fusion=call.fusion, shape=call.shape, epilogue=call.args[16],
+            node=call.node, op=str(call.op), fusion=call.fusion, shape=call.shape, epilogue=call.args[16],
             at_least_as_fast_as_max_autotune=(fact_stats.median_ms <= autotuned) if autotuned else None)
 
     def stage_ablation(self) -> str:

@@ -22,7 +22,7 @@ BENCH_DIR = REPO_ROOT / "bench" / "compose"
 sys.path.insert(0, str(BENCH_DIR))
 from compose_report import render_report  # noqa: E402
 from compose_results import device_slug, make_case  # noqa: E402
-from compose_subgraphs import GemmCall, GemmSubgraph  # noqa: E402
+from compose_subgraphs import GemmCall, GemmSubgraph, record_gemm_calls  # noqa: E402
 from compose_timing import summarize  # noqa: E402
 
 import run_block as run_block_module  # noqa: E402
@@ -248,6 +248,33 @@ def test_gemm_subgraph_module_computes_what_the_op_means(epilogue, geometry):
     assert call.fusion == "gemm_" + "_".join(
         step.partition(":")[2] if step.startswith("act:") else step.partition(":")[0]
         for step in epilogue.split(","))
+
+
+def test_recorded_calls_keep_the_op_the_graph_calls():
+    """fact::gemm and fact::gemm_planned nodes are both recorded, with fact::gemm's full
+    arguments for the subgraph module and the graph's own op and arguments for timing."""
+    if not hasattr(ops, "plan_gemm"):
+        pytest.skip("this checkout has no fact::gemm_planned")
+    torch.manual_seed(0)
+    m, n, k = 6, 16, 16  # n == k: the second call reads the first one's output as its A
+    scalars = (m, n, k, 1, [0, k, 0], [1, k, 0], [m, n], torch.float32, 1.0, 1.0, 0.0, 0.0, "bias,act:relu", -1, "")
+    plan = ops.plan_gemm(*scalars)
+    graph = torch.fx.Graph()
+    a, b, bias = graph.placeholder("a"), graph.placeholder("b"), graph.placeholder("bias")
+    first = graph.call_function(torch.ops.fact.gemm.default, (a, b, bias, None, *scalars))
+    second = graph.call_function(torch.ops.fact.gemm_planned.default, (first, b, bias, None, plan))
+    graph.output(second)
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    inputs = (torch.randn(m, k), torch.randn(n, k), torch.randn(n))
+    calls = record_gemm_calls(module, inputs)
+    assert [c.node for c in calls] == [first.name, second.name]
+    assert calls[0].op is torch.ops.fact.gemm.default and calls[1].op is torch.ops.fact.gemm_planned.default
+    assert calls[1].op_args[4] == plan and calls[1].args[4:] == tuple(ops.planned_arguments(plan))
+    assert calls[1].fusion == "gemm_bias_relu" and calls[1].shape == f"{m}x{n}x{k}"
+    for call in calls:
+        want = ops.reference_gemm(*call.args[:17])
+        torch.testing.assert_close(call.run(), want)
+        torch.testing.assert_close(GemmSubgraph(call)(*call.tensors()), want, rtol=1e-5, atol=1e-5)
 
 
 def test_timing_statistics():
