@@ -1,6 +1,8 @@
 // `fact realize graph.json`: discover, then write one CUTLASS source per accepted match's GEMM
-// (default configuration) and a manifest; with --compile also build them (build driver and
-// kernel cache, or --serial nvcc into the output folder). Exit code 1 when a compile failed.
+// and a manifest; with --compile also build them (build driver and kernel cache, or --serial
+// nvcc into the output folder). Each GEMM takes the configuration stored for its key in the
+// tuning database (`fact tune` writes it; --tuning-db, --no-tuning-db, --reuse-bucket), else
+// the default configuration; the manifest says which. Exit code 1 when a compile failed.
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include "fact/discover/discover.hpp"
 #include "fact/graph/graph_json.hpp"
 #include "fact/realize/realize_matches.hpp"
+#include "fact/realize/tuning_db.hpp"
 #include "src/cli/commands.hpp"
 
 namespace fact::cli {
@@ -26,6 +29,9 @@ struct RealizeArgs {
   bool serial = false;
   int jobs = 0;
   std::string cache_dir;
+  std::string tuning_db;  // empty: the default database
+  bool no_tuning_db = false;
+  bool reuse_bucket = false;
 };
 
 std::string shorten(const std::string& text, size_t width) {
@@ -50,6 +56,12 @@ void print_summary(const realize::RealizeResult& result, const RealizeArgs& args
     if (!g.error.empty()) {
       std::cout << "  match " << g.match << " gemm " << g.gemm << ": not realized: " << g.error
                 << "\n";
+    } else if (g.config_source != "default") {
+      std::cout << "  match " << g.match << " gemm " << g.gemm << ": tuned configuration from the "
+                << g.config_source << " (" << g.tuned.value("shape", std::string()) << ")\n";
+    }
+    if (!g.tuning_note.empty()) {
+      std::cout << "  match " << g.match << " gemm " << g.gemm << ": " << g.tuning_note << "\n";
     }
   }
   std::cout << "manifest: " << args.out_dir << "/manifest.json\n";
@@ -71,6 +83,11 @@ int run(const RealizeArgs& args) {
   options.jobs = args.jobs;
   options.cache_dir = args.cache_dir;
   options.show_progress = isatty(STDERR_FILENO) != 0;
+  if (!args.no_tuning_db) {
+    options.tuning_db = args.tuning_db.empty() ? realize::default_tuning_db_path()
+                                               : std::filesystem::path(args.tuning_db);
+  }
+  options.tuning_db_bucket = args.reuse_bucket;
   if (options.compile) {
     if (auto why = realize::compile_unavailable_reason(options.compile_options)) {
       std::cerr << "fact realize: cannot compile: " << *why << "\n";
@@ -88,8 +105,9 @@ void add_realize_command(CLI::App& app) {
   auto args = std::make_shared<RealizeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "realize",
-      "Render a CUTLASS sm90a kernel for every GEMM of every accepted match (default "
-      "configuration) into a folder with manifest.json; --compile also builds them");
+      "Render a CUTLASS sm90a kernel for every GEMM of every accepted match (the tuning "
+      "database's choice, else the default configuration) into a folder with manifest.json; "
+      "--compile also builds them");
   cmd->add_option("graph", args->graph, "Graph JSON written by the capture")->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", args->out_dir, "Output folder (default: fact_kernels)");
@@ -101,6 +119,12 @@ void add_realize_command(CLI::App& app) {
                 "Compile one at a time into the output folder, without the kernel cache");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles through the build driver (0: all cores)");
   cmd->add_option("--cache-dir", args->cache_dir, "Kernel cache (default: ~/.cache/fact/kernels)");
+  cmd->add_option("--tuning-db", args->tuning_db,
+                  "Tuning database to take stored configurations from (default: "
+                  "<fact cache>/tuning_db.json)");
+  cmd->add_flag("--no-tuning-db", args->no_tuning_db, "Default configurations only");
+  cmd->add_flag("--reuse-bucket", args->reuse_bucket,
+                "For a GEMM without a stored choice, use the nearest tuned shape's (power-of-two bucket)");
   cmd->callback([args] { exit_unless_ok(run(*args)); });
 }
 

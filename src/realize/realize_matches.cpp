@@ -7,6 +7,7 @@
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/spec_from_problem.hpp"
+#include "fact/realize/tuning_db.hpp"
 #include "fact/util/atomic_file.hpp"
 
 namespace fact::realize {
@@ -43,6 +44,42 @@ void compile_serially(std::vector<RealizedKernel>& kernels, const RealizeOptions
   }
 }
 
+// The GEMM's configuration: the tuning database's stored choice for its key (exact, then the
+// bucket's nearest when allowed) when that still renders, else `default_spec`. Records where it
+// came from in `gemm`.
+KernelSpec choose_spec(const discover::GemmProblem& problem, const KernelSpec& default_spec,
+                       const TuningDb* db, const RealizeOptions& options, RealizedGemm& gemm) {
+  if (db == nullptr) return default_spec;
+  const std::string cutlass_version =
+      options.cutlass_version.empty() ? build_info::kCutlassVersion : options.cutlass_version;
+  const TuningKey key = make_tuning_key(default_spec, problem.m, problem.n, problem.k,
+                                        problem.batch, options.precision, cutlass_version);
+  gemm.tuning_key = key.id();
+  std::string source = "database";
+  std::optional<TuningRecord> record = db->find_exact(key);
+  if (!record && options.tuning_db_bucket) {
+    record = db->find_in_bucket(key);
+    source = "bucket";
+  }
+  if (!record) return default_spec;
+  try {
+    KernelSpec stored = KernelSpec::from_json(record->spec);
+    (void)render_kernel(stored, options.compile_options);  // still renders with this CUTLASS
+    gemm.config_source = source;
+    gemm.tuned = {{"ms", record->ms},
+                  {"rel_err", record->rel_err},
+                  {"device", record->device},
+                  {"date", record->date},
+                  {"shape", std::to_string(record->key.m) + "x" + std::to_string(record->key.n) +
+                                "x" + std::to_string(record->key.k) + "x" +
+                                std::to_string(record->key.batch)}};
+    return stored;
+  } catch (const std::exception& e) {
+    gemm.tuning_note = "stored choice " + record->config + " not used: " + e.what();
+    return default_spec;
+  }
+}
+
 nlohmann::json kernel_json(const RealizedKernel& k) {
   nlohmann::json j = {
       {"name", k.kernel.spec.name()},
@@ -74,13 +111,19 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
   fs::create_directories(options.out_dir);
   RealizeResult result;
   std::map<std::string, size_t> kernel_by_key;
+  std::optional<TuningDb> db;
+  if (options.tuning_db) db.emplace(*options.tuning_db);
   for (size_t m = 0; m < matches.size(); ++m) {
     const discover::Match& match = matches[m];
     if (match.status != discover::MatchStatus::Accepted) continue;
     for (size_t g = 0; g < match.gemms.size(); ++g) {
-      RealizedGemm gemm{m, g, {}, {}};
+      RealizedGemm gemm;
+      gemm.match = m;
+      gemm.gemm = g;
       try {
-        const KernelSpec spec = spec_from_problem(match.gemms[g], options.precision);
+        const KernelSpec spec = choose_spec(match.gemms[g],
+                                            spec_from_problem(match.gemms[g], options.precision),
+                                            db ? &*db : nullptr, options, gemm);
         RenderedKernel kernel = render_kernel(spec, options.compile_options);
         gemm.kernel_key = kernel.key;
         if (!kernel_by_key.count(kernel.key)) {
@@ -119,9 +162,14 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
     if (!g.kernel_key.empty()) {
       j["kernel"] = g.kernel_key;
       j["kernel_name"] = result.kernels[kernel_by_key.at(g.kernel_key)].kernel.spec.name();
+      j["config"] = j["kernel_name"];
+      j["config_source"] = g.config_source;
+      if (!g.tuned.is_null()) j["tuned"] = g.tuned;
     } else {
       j["error"] = g.error;
     }
+    if (!g.tuning_key.empty()) j["tuning_key"] = g.tuning_key;
+    if (!g.tuning_note.empty()) j["tuning_note"] = g.tuning_note;
     gemms.push_back(std::move(j));
   }
   result.manifest = {
@@ -131,6 +179,7 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
       {"cutlass_version", cutlass_version_at(options.compile_options.cutlass_include)},
       {"arch", "sm_" + options.compile_options.arch},
       {"compiled", options.compile},
+      {"tuning_db", options.tuning_db ? options.tuning_db->string() : std::string()},
       {"kernels", std::move(kernels)},
       {"gemms", std::move(gemms)},
   };

@@ -1,14 +1,20 @@
 // Stage 2's first half for a whole discovery: every accepted match's GEMMs -> KernelSpecs
-// (default configurations) -> rendered sources in a folder, with a manifest; optionally
+// (the tuning database's stored choice when one is consulted and has the GEMM's key, else the
+// default configuration) -> rendered sources in a folder, with a manifest; optionally
 // compiled (build driver with the kernel cache, or serial nvcc into the folder).
 //
 //   <out_dir>/<kernel name>.cu   one per distinct kernel (GEMMs with equal specs share one)
-//   <out_dir>/manifest.json      {"schema":"fact.realize/1", "precision", "kernels":[{"name",
-//                                "key","entry","pattern","source","spec","status","reason",
-//                                "library","compile_seconds","registers"}], "gemms":[{"match",
-//                                "rule","pattern","gemm","problem","kernel"|"error"}]}
+//   <out_dir>/manifest.json      {"schema":"fact.realize/1", "precision", "tuning_db",
+//                                "kernels":[{"name","key","entry","pattern","source","spec",
+//                                "status","reason","library","compile_seconds","registers"}],
+//                                "gemms":[{"match","rule","pattern","gemm","problem",
+//                                "kernel","kernel_name","config","config_source"
+//                                ("database"|"bucket"|"default"),"tuning_key","tuned"
+//                                {"ms","rel_err","device","date","shape"},"tuning_note"
+//                                | "error"}]}
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +35,12 @@ struct RealizeOptions {
   std::filesystem::path cache_dir;    // empty: default_kernel_cache_dir()
   bool show_progress = true;
   CompileOptions compile_options = default_compile_options();
+  // Tuning database (TuningDb file) consulted per GEMM: the entry with the GEMM's exact key
+  // replaces the default configuration; with tuning_db_bucket, a miss then takes the choice of
+  // the nearest tuned shape of the key's bucket. nullopt: default configurations only.
+  std::optional<std::filesystem::path> tuning_db;
+  bool tuning_db_bucket = false;
+  std::string cutlass_version;        // of the tuning keys; empty: build_info::kCutlassVersion
 };
 
 struct RealizedKernel {
@@ -48,6 +60,10 @@ struct RealizedGemm {
   size_t gemm = 0;         // index into that match's gemms
   std::string kernel_key;  // empty when the GEMM could not be realized
   std::string error;       // why not (spec_from_problem / render refusal)
+  std::string config_source = "default";  // "database" (exact key), "bucket" or "default"
+  std::string tuning_key;  // TuningKey::id() looked up (empty: no database consulted)
+  nlohmann::json tuned;    // the database record's ms, rel_err, device, date, shape (when used)
+  std::string tuning_note; // a stored choice that could not be used, and why
 };
 
 struct RealizeResult {

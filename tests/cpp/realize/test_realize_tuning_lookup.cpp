@@ -1,0 +1,170 @@
+// realize_matches with a tuning database: a stored choice for a GEMM's exact key replaces the
+// default configuration (and the manifest says so), the bucket's nearest choice only when asked,
+// and a stored choice that no longer renders leaves the default with a note. No GPU needed.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "fact/build_info.hpp"
+#include "fact/realize/gemm_candidates.hpp"
+#include "fact/realize/realize_matches.hpp"
+#include "fact/realize/spec_from_problem.hpp"
+#include "fact/realize/tuning_db.hpp"
+#include "fact/util/atomic_file.hpp"
+
+namespace fact::realize {
+namespace {
+
+namespace fs = std::filesystem;
+using discover::GemmOperand;
+using discover::GemmProblem;
+using discover::Match;
+using discover::MatchStatus;
+
+constexpr const char* kPrecision = "native";
+
+GemmProblem bf16_linear(int64_t m, int64_t n, int64_t k) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = GemmOperand{"x", DType::BFloat16, Layout::RowMajor, k, 0};
+  p.b = GemmOperand{"w", DType::BFloat16, Layout::ColumnMajor, k, 0};
+  p.d = GemmOperand{"y", DType::BFloat16, Layout::RowMajor, n, 0};
+  return p;
+}
+
+std::vector<Match> one_gemm(const GemmProblem& problem) {
+  Match m;
+  m.rule = "gemm";
+  m.pattern = "gemm";
+  m.status = MatchStatus::Accepted;
+  m.gemms = {problem};
+  return {m};
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("fact_realize_tuning_lookup_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A configuration of the problem's tuning space other than the default one.
+KernelSpec another_configuration(const GemmProblem& problem) {
+  GemmCandidateSource source;
+  const KernelSpec problem_class = source.problem_class(problem, kPrecision);
+  const ParamSpace space = source.candidates(problem_class, problem, "default");
+  for (const KernelSpec& candidate : space.candidates) {
+    if (candidate.name() != problem_class.name()) return candidate;
+  }
+  ADD_FAILURE() << "the space of " << problem.shape_string() << " has one configuration only";
+  return problem_class;
+}
+
+TuningRecord record_for(const GemmProblem& stored_shape, const KernelSpec& chosen) {
+  const KernelSpec default_spec = spec_from_problem(stored_shape, kPrecision);
+  TuningRecord record;
+  record.key = make_tuning_key(default_spec, stored_shape.m, stored_shape.n, stored_shape.k,
+                               stored_shape.batch, kPrecision, build_info::kCutlassVersion);
+  record.spec = chosen.to_json();
+  record.config = chosen.name();
+  record.ms = 0.125;
+  record.rel_err = 2e-3;
+  record.device = "test device";
+  return record;
+}
+
+RealizeOptions options_in(const fs::path& dir, const fs::path& db) {
+  RealizeOptions options;
+  options.precision = kPrecision;
+  options.out_dir = dir / "kernels";
+  options.tuning_db = db;
+  return options;
+}
+
+nlohmann::json manifest_of(const RealizeOptions& options) {
+  return nlohmann::json::parse(util::read_file(options.out_dir / "manifest.json"));
+}
+
+TEST(RealizeTuningLookup, StoredChoiceForTheExactKeyReplacesTheDefault) {
+  const fs::path dir = scratch("exact");
+  const GemmProblem problem = bf16_linear(1024, 1024, 1024);
+  const KernelSpec chosen = another_configuration(problem);
+  TuningDb db(dir / "tuning_db.json");
+  db.store(record_for(problem, chosen));
+
+  const RealizeOptions options = options_in(dir, db.file());
+  const RealizeResult result = realize_matches(one_gemm(problem), options);
+  ASSERT_EQ(result.kernels.size(), 1u);
+  EXPECT_EQ(result.kernels[0].kernel.spec.name(), chosen.name());
+  const nlohmann::json manifest = manifest_of(options);
+  const nlohmann::json& gemm = manifest.at("gemms")[0];
+  EXPECT_EQ(gemm.at("config"), chosen.name());
+  EXPECT_EQ(gemm.at("config_source"), "database");
+  EXPECT_EQ(gemm.at("tuning_key"), record_for(problem, chosen).key.id());
+  EXPECT_DOUBLE_EQ(gemm.at("tuned").at("ms").get<double>(), 0.125);
+  EXPECT_EQ(gemm.at("tuned").at("shape"), "1024x1024x1024x1");
+  EXPECT_EQ(manifest.at("kernels")[0].at("name"), chosen.name());
+  EXPECT_EQ(manifest.at("tuning_db"), db.file().string());
+}
+
+TEST(RealizeTuningLookup, WithoutADatabaseOrAStoredKeyTheDefaultIsUsedAndNamed) {
+  const fs::path dir = scratch("default");
+  const GemmProblem problem = bf16_linear(1024, 1024, 1024);
+  const std::string default_name = spec_from_problem(problem, kPrecision).name();
+  TuningDb db(dir / "tuning_db.json");
+  db.store(record_for(bf16_linear(2048, 1024, 1024), another_configuration(problem)));
+
+  RealizeOptions options = options_in(dir, db.file());
+  realize_matches(one_gemm(problem), options);
+  nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  EXPECT_EQ(gemm.at("config"), default_name);
+  EXPECT_EQ(gemm.at("config_source"), "default");
+  EXPECT_FALSE(gemm.contains("tuned"));
+
+  options.tuning_db.reset();
+  realize_matches(one_gemm(problem), options);
+  gemm = manifest_of(options).at("gemms")[0];
+  EXPECT_EQ(gemm.at("config_source"), "default");
+  EXPECT_FALSE(gemm.contains("tuning_key"));
+}
+
+TEST(RealizeTuningLookup, BucketChoiceOnlyWhenAsked) {
+  const fs::path dir = scratch("bucket");
+  const GemmProblem problem = bf16_linear(1000, 1024, 1024);  // bucket 1024x1024x1024
+  const KernelSpec chosen = another_configuration(bf16_linear(1024, 1024, 1024));
+  TuningDb db(dir / "tuning_db.json");
+  db.store(record_for(bf16_linear(1024, 1024, 1024), chosen));
+
+  RealizeOptions options = options_in(dir, db.file());
+  realize_matches(one_gemm(problem), options);
+  EXPECT_EQ(manifest_of(options).at("gemms")[0].at("config_source"), "default");
+
+  options.tuning_db_bucket = true;
+  realize_matches(one_gemm(problem), options);
+  const nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  EXPECT_EQ(gemm.at("config_source"), "bucket");
+  EXPECT_EQ(gemm.at("config"), chosen.name());
+  EXPECT_EQ(gemm.at("tuned").at("shape"), "1024x1024x1024x1");
+}
+
+TEST(RealizeTuningLookup, StoredChoiceThatNoLongerRendersLeavesTheDefaultWithANote) {
+  const fs::path dir = scratch("unrenderable");
+  const GemmProblem problem = bf16_linear(1024, 1024, 1024);
+  KernelSpec broken = spec_from_problem(problem, kPrecision);
+  broken.tile = {7, 7, 7};
+  TuningDb db(dir / "tuning_db.json");
+  db.store(record_for(problem, broken));
+
+  const RealizeOptions options = options_in(dir, db.file());
+  realize_matches(one_gemm(problem), options);
+  const nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  EXPECT_EQ(gemm.at("config_source"), "default");
+  EXPECT_EQ(gemm.at("config"), spec_from_problem(problem, kPrecision).name());
+  ASSERT_TRUE(gemm.contains("tuning_note"));
+  EXPECT_NE(gemm.at("tuning_note").get<std::string>().find("not used"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fact::realize
