@@ -4,7 +4,8 @@
     torch.compile(model, backend="fact", options={"precision": "tf32", "work_dir": "out/"})
 
 Each dynamo graph (parameters arrive as graph inputs) is exported, discovered, realized and
-rewritten like a module given to fact.optimize; the rest of the graph runs eagerly. A graph that
+rewritten like a module given to fact.optimize; the rest of the graph runs eagerly (option
+"remainder": "inductor" compiles it; "patterns", "tune" and "verify" are passed on too). A graph that
 cannot be composed runs as dynamo captured it. The reports of every graph compiled by the
 backend are kept in `fact.dynamo_backend.reports` (newest last).
 """
@@ -19,7 +20,7 @@ from fact.compose import ComposedModule, FactReport, optimize
 
 reports: list[FactReport] = []
 
-OPTIONS = ("precision", "work_dir")
+OPTIONS = ("precision", "work_dir", "remainder", "patterns", "tune", "verify")
 
 
 @register_backend(name="fact")
@@ -32,6 +33,9 @@ def fact_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[An
                          f"(known: {', '.join(OPTIONS)})")
     composed = optimize(graph_module, tuple(example_inputs),
                         precision=options.get("precision", "strict"),
-                        work_dir=options.get("work_dir"))
+                        work_dir=options.get("work_dir"),
+                        remainder=options.get("remainder", "eager"),
+                        patterns=options.get("patterns"), tune=int(options.get("tune", 0)),
+                        verify=bool(options.get("verify", True)))
     reports.append(composed.fact_report)
     return composed

@@ -4,15 +4,20 @@
 //   discover  ranked matches → printed table, <out>/discovery.json
 //   realize   every GEMM of every accepted match → CUTLASS source → parallel cached nvcc build
 //   tune      (Hopper GPU present) sweep, verify against float64, time against cuBLAS/cuBLASLt
+//   package   python -m fact.package → <out>/<package>/: the composed module as an importable
+//             Python package (plan, kernel libraries, model file, weights; the realize step
+//             there takes the tuned choices from the tuning database), verified on the GPU
 //   report    <out>/report.md + report.json, saying what ran, what was skipped and why
 //
 // Stages that cannot run here are skipped with the reason printed, never silently.
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -54,6 +59,8 @@ struct OptimizeArgs {
   size_t max_candidates = 0;
   int jobs = 0;
   bool no_tune = false;
+  bool no_compile = false;
+  std::string package_name;  // empty: fact_<class>
 };
 
 // One kernel to realize: a GEMM of an accepted match.
@@ -91,21 +98,73 @@ std::string python_executable() {
   return "python3";
 }
 
-void capture(const OptimizeArgs& args, const fs::path& graph_path) {
-  // Capture needs shapes, not data: the meta device keeps large models off host memory.
-  std::vector<std::string> argv = {python_executable(), "-m",      "fact.capture", args.model,
-                                   "-o", graph_path.string(), "--dtype", args.dtype,
-                                   "--device", "meta"};
+// Runs `python -m <module> <args>` with the source tree's python/ first on PYTHONPATH and
+// FACT_ENGINE naming this executable (so Python's engine calls come back to this build).
+util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
+                                      const std::vector<std::string>& module_args) {
+  std::vector<std::string> argv = {python_executable(), "-m", module};
+  argv.insert(argv.end(), module_args.begin(), module_args.end());
   util::ProcessOptions options;
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (!error) options.extra_environment.emplace_back("FACT_ENGINE", self.string());
   std::string pythonpath = std::string(build_info::kSourceDir) + "/python";
   if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing)
     pythonpath += std::string(":") + existing;
   options.extra_environment.emplace_back("PYTHONPATH", pythonpath);
-  std::cout << "== capture: " << util::shell_join(argv) << "\n" << std::flush;
-  const util::ProcessResult result = util::run_process(argv, options);
+  std::cout << "\n== " << stage << ": " << util::shell_join(argv) << "\n" << std::flush;
+  return util::run_process(argv, options);
+}
+
+void capture(const OptimizeArgs& args, const fs::path& graph_path) {
+  // Capture needs shapes, not data: the meta device keeps large models off host memory.
+  const util::ProcessResult result = run_python_module(
+      "capture", "fact.capture",
+      {args.model, "-o", graph_path.string(), "--dtype", args.dtype, "--device", "meta"});
   if (!result.succeeded())
     throw std::runtime_error("capture of " + args.model + " failed (" + result.describe() +
                              "); see the message above");
+}
+
+std::string default_package_name(const std::string& model) {
+  const std::string class_name = model.substr(model.rfind(':') + 1);
+  std::string name = "fact_";
+  for (char c : class_name)
+    name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+  return name;
+}
+
+struct PackageOutcome {
+  bool written = false;
+  fs::path path;
+  std::string note;  // what the package holds, or why it was not written
+};
+
+// The composed module as a Python package (python -m fact.package): planned with the engine
+// again (kernels come from the kernel cache, configurations from the tuning database), applied
+// once on the GPU to verify every kernel, or on the CPU when there is none.
+PackageOutcome write_package(const OptimizeArgs& args, const std::string& precision,
+                             const fs::path& out_dir, bool on_gpu, bool compile) {
+  PackageOutcome outcome;
+  const std::string name = args.package_name.empty() ? default_package_name(args.model) : args.package_name;
+  const util::ProcessResult result = run_python_module(
+      "package", "fact.package",
+      {args.model, "-o", out_dir.string(), "--name", name, "--precision", precision, "--dtype",
+       args.dtype, "--device", on_gpu ? "cuda" : "cpu", compile ? "--compile" : "--no-compile",
+       "--work-dir", (out_dir / "plan").string()});
+  outcome.path = out_dir / name;
+  if (!result.succeeded()) {
+    outcome.note = "not written: python -m fact.package failed (" + result.describe() +
+                   "); see the message above";
+    return outcome;
+  }
+  outcome.written = true;
+  outcome.note = "`" + outcome.path.string() + "/`: `import " + name + "; " + name +
+                 ".load(device=...)` (see its README.md and report.json); kernels " +
+                 (compile ? std::string("compiled") : std::string("not compiled (--no-compile or no nvcc)")) +
+                 (on_gpu ? ", verified against float64 on this GPU"
+                         : ", not verified (no GPU here; load() verifies them on the GPU)");
+  return outcome;
 }
 
 std::string fmt_ms(std::optional<double> ms) {
@@ -226,7 +285,8 @@ std::vector<TunedKernel> tune_kernels(const std::vector<KernelTask>& tasks, cons
 
 void write_report(const OptimizeArgs& args, const std::string& precision, const fs::path& out_dir,
                   const std::string& discovery_table, const std::vector<KernelTask>& tasks,
-                  const std::vector<TunedKernel>& tuned, const std::vector<std::string>& skipped) {
+                  const std::vector<TunedKernel>& tuned, const PackageOutcome& package,
+                  const std::vector<std::string>& skipped) {
   std::ostringstream md;
   md << "# FACT optimize report: `" << args.model << "`\n\n"
      << "- dtype: " << args.dtype << "\n- precision mode: **" << precision << "**\n"
@@ -270,6 +330,10 @@ void write_report(const OptimizeArgs& args, const std::string& precision, const 
       tuning.push_back(t.result->to_json());
     }
   }
+  md << "\n## Composed module (Python package)\n\n" << package.note << "\n";
+  if (package.written)
+    md << "\nPer composed GEMM (configuration, tuned or default, verification error): "
+       << "`" << package.path.filename().string() << "/report.json`.\n";
   if (!skipped.empty()) {
     md << "\n## Skipped\n\n";
     for (const std::string& s : skipped) md << "- " << s << "\n";
@@ -277,6 +341,8 @@ void write_report(const OptimizeArgs& args, const std::string& precision, const 
   util::write_file_atomically(out_dir / "report.md", md.str());
   nlohmann::json doc = {{"model", args.model},   {"dtype", args.dtype}, {"precision", precision},
                         {"kernels", kernels},    {"tuning", tuning},    {"skipped", skipped},
+                        {"package", {{"written", package.written}, {"path", package.path.string()},
+                                     {"note", package.note}}},
                         {"cutlass", build_info::kCutlassVersion}};
   util::write_file_atomically(out_dir / "report.json", doc.dump(2) + "\n");
 }
@@ -303,7 +369,8 @@ void run(const OptimizeArgs& args) {
   // 2. realize: render and compile every kernel
   std::vector<std::string> skipped;
   const realize::CompileOptions compile_options = realize::default_compile_options();
-  const std::optional<std::string> cannot_compile = realize::compile_unavailable_reason(compile_options);
+  std::optional<std::string> cannot_compile = realize::compile_unavailable_reason(compile_options);
+  if (!cannot_compile && args.no_compile) cannot_compile = "--no-compile was given";
   if (cannot_compile) skipped.push_back("compilation: " + *cannot_compile);
   std::vector<KernelTask> tasks = collect_kernels(discovery);
   realize_kernels(tasks, precision, args.jobs, compile_options, cannot_compile);
@@ -324,15 +391,19 @@ void run(const OptimizeArgs& args) {
   } else {
     tuned = tune_kernels(tasks, args, precision, out_dir);
   }
-  skipped.push_back("writing the composed module as a package and the end-to-end comparison: "
-                    "not in the CLI yet (the composition issue); in Python, fact.optimize() "
-                    "composes the module (docs/compose.md)");
 
-  write_report(args, precision, out_dir, table, tasks, tuned, skipped);
+  // 4. the composed module as a Python package
+  const PackageOutcome package = write_package(args, precision, out_dir, !no_gpu, !cannot_compile);
+  if (no_gpu) skipped.push_back("verification of the packaged kernels: " + *no_gpu);
+  skipped.push_back("the end-to-end timing against eager / torch.compile: not in the CLI "
+                    "(bench/compose)");
+
+  write_report(args, precision, out_dir, table, tasks, tuned, package, skipped);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n== skipped\n";
   for (const std::string& s : skipped) std::cout << "  - " << s << "\n";
+  std::cout << "\npackage: " << package.note << "\n";
   std::cout << "\nwrote " << (out_dir / "report.md").string() << " ("
             << std::fixed << std::setprecision(0) << seconds << " s)\n";
   size_t failed = 0;
@@ -340,6 +411,7 @@ void run(const OptimizeArgs& args) {
     if (!t.rendered || (t.build && !t.build->usable())) ++failed;
   if (failed != 0)
     throw std::runtime_error(std::to_string(failed) + " kernel(s) could not be rendered or compiled; see the table above");
+  if (!package.written) throw std::runtime_error("the package was " + package.note);
 }
 
 }  // namespace
@@ -347,7 +419,8 @@ void run(const OptimizeArgs& args) {
 void add_optimize_command(CLI::App& app) {
   auto args = std::make_shared<OptimizeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "optimize", "Capture a model file's module, discover, realize and (on a Hopper GPU) tune its kernels");
+      "optimize", "Capture a model file's module, discover, realize and (on a Hopper GPU) tune its "
+                  "kernels, then write the composed module as an importable Python package");
   cmd->add_option("model", args->model, "Model file and class: path/to/model.py:ClassName (the file "
                                         "also defines get_inputs() and get_init_inputs())")
       ->required();
@@ -356,12 +429,17 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for float32, native for bf16/fp16)")
       ->check(CLI::IsMember({"strict", "tf32", "native"}));
-  cmd->add_option("-o,--out", args->out_dir, "Output folder (graph, discovery, kernels, report)");
+  cmd->add_option("-o,--out", args->out_dir, "Output folder (graph, discovery, kernels, report, package)");
   cmd->add_option("--space", args->space, "Tuning space: default or exhaustive")
       ->check(CLI::IsMember({"default", "exhaustive"}));
   cmd->add_option("--max-candidates", args->max_candidates, "Tune at most this many configurations per kernel (0: all)");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (0: all cores)");
-  cmd->add_flag("--no-tune", args->no_tune, "Stop after compiling");
+  cmd->add_flag("--no-tune", args->no_tune, "Do not tune (the package takes stored or default configurations)");
+  cmd->add_flag("--no-compile", args->no_compile,
+                "Render the kernels only (no nvcc); the package then composes with the reference "
+                "implementation on the CPU only");
+  cmd->add_option("--package-name", args->package_name,
+                  "Name of the Python package written into the output folder (default fact_<class>)");
   cmd->callback([args] { run(*args); });
 }
 

@@ -50,7 +50,7 @@ def small_block() -> torch.nn.Module:
 def composed_block(tmp_path_factory):
     block = small_block()
     example = torch.randn(BATCH, SEQ_LEN, EMBED)
-    composed = fact.optimize(block, (example,), precision="strict",
+    composed = fact.optimize(block, (example,), precision="strict", remainder="eager",
                              work_dir=tmp_path_factory.mktemp("compose"))
     return block, composed
 
@@ -149,7 +149,7 @@ def test_tf32_on_cpu_inputs_is_left_to_pytorch_with_the_reason():
 def test_dtype_without_template_is_listed_and_the_module_still_works(tmp_path):
     block = small_block().double()
     x = torch.randn(BATCH, SEQ_LEN, EMBED, dtype=torch.float64)
-    composed = fact.optimize(block, (x,), work_dir=tmp_path)
+    composed = fact.optimize(block, (x,), work_dir=tmp_path, remainder="eager")
     assert not composed.fact_report.composed
     reasons = [item.reason for item in composed.fact_report.left_to_pytorch]
     assert sum("float64 has no template" in r for r in reasons) == 4, reasons
@@ -328,7 +328,8 @@ def test_kernel_library_entry_called_through_ctypes_with_op_arguments(tmp_path):
 def test_native_bfloat16_block_composes_with_the_reference_within_bfloat16_error(tmp_path):
     block = small_block().to(torch.bfloat16)
     x = torch.randn(BATCH, SEQ_LEN, EMBED, dtype=torch.bfloat16)
-    composed = fact.optimize(block, (x,), precision="native", work_dir=tmp_path)
+    composed = fact.optimize(block, (x,), precision="native", work_dir=tmp_path,
+                             remainder="eager")
     assert len(composed.fact_report.composed) == 4, str(composed.fact_report)
     assert all(c.kernel_status == "rendered" for c in composed.fact_report.composed), \
         str(composed.fact_report.to_json())
