@@ -31,12 +31,16 @@
 namespace fact::gemm::epilogue {
 
 // What every link needs to know about the kernel it lives in.
-template <class CtaTile_, class ElementCompute_, cutlass::FloatRoundStyle kRound_, bool kRowMajorC_>
+template <class CtaTile_, class ElementCompute_, cutlass::FloatRoundStyle kRound_, bool kRowMajorC_,
+          bool kBiasAlongM_ = false>
 struct Config {
   using CtaTile = CtaTile_;                  // cute::Shape<_M,_N,_K> of one CTA
   using ElementCompute = ElementCompute_;    // type the epilogue computes in (float)
   static constexpr cutlass::FloatRoundStyle kRound = kRound_;
   static constexpr bool kRowMajorC = kRowMajorC_;  // layout of C (the D layout)
+  // The bias vector runs along the kernel's M mode: a kernel computing D^T = B^T A^T for a
+  // problem whose bias is indexed by the problem's n.
+  static constexpr bool kBiasAlongM = kBiasAlongM_;
 };
 
 namespace detail {
@@ -44,6 +48,16 @@ namespace detail {
 namespace fusion = cutlass::epilogue::fusion;
 using ScalarStride = cute::Stride<cute::_0, cute::_0, int64_t>;
 using ColumnVectorStride = cute::Stride<cute::_0, cute::_1, int64_t>;  // indexed by n
+using RowVectorStride = cute::Stride<cute::_1, cute::_0, int64_t>;     // indexed by m
+
+// The EVT node that broadcasts a bias vector along the kernel's N mode (or its M mode).
+template <class Cfg, class ElementBias>
+using BiasBroadcast = std::conditional_t<
+    Cfg::kBiasAlongM,
+    fusion::Sm90ColBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
+                             RowVectorStride>,
+    fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
+                             ColumnVectorStride>>;
 
 template <class T, class = void>
 struct has_leaky_alpha : std::false_type {};
@@ -134,7 +148,8 @@ struct ScaledAccumulator {
   }
 };
 
-// x + bias[n]: a length-N vector shared by every row and batch (args->bias).
+// x + bias[n]: a length-N vector shared by every row and batch (args->bias); bias[m] under a
+// Config with kBiasAlongM.
 template <class ElementBias, class Prev>
 struct ColumnBias {
   static constexpr bool kReadsSource = Prev::kReadsSource;
@@ -145,8 +160,7 @@ struct ColumnBias {
       detail::fusion::Sm90Compute<cutlass::plus, ElementOut, typename Cfg::ElementCompute,
                                   Cfg::kRound>,
       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>,
-      detail::fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementBias,
-                                       typename Cfg::ElementCompute, detail::ColumnVectorStride>>;
+      detail::BiasBroadcast<Cfg, ElementBias>>;
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
@@ -159,7 +173,7 @@ struct ColumnBias {
   CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
                                              int64_t n, int64_t l) {
     return Prev::template reference<Cfg>(args, accumulator, m, n, l) +
-           detail::load_as_float<ElementBias>(args.bias, n);
+           detail::load_as_float<ElementBias>(args.bias, Cfg::kBiasAlongM ? m : n);
   }
 };
 

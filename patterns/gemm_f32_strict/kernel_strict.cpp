@@ -3,33 +3,72 @@
 
 #include "fact/realize/cutlass_names.hpp"
 #include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/kernel_gemm.hpp"
 #include "patterns/gemm_f32_strict/render_strict.hpp"
 
 namespace fact::realize {
 namespace {
 
-constexpr const char* kTemplateIdentity = "gemm_f32_strict/1";
+constexpr const char* kTemplateIdentity = "gemm_f32_strict/2";  // 2: epilogue chains
 constexpr int kFloatAlignment = 4;          // float elements in a 16-byte access
 constexpr int kSm90SharedMemoryBytes = 232448;  // opt-in dynamic shared memory per block, sm_90
 
-bool has_residual(const KernelSpec& spec) {
-  for (const auto& op : spec.epilogue)
-    if (op.kind == EpilogueStep::Kind::Residual) return true;
-  return false;
+using Kind = EpilogueStep::Kind;
+
+// The epilogue steps after a leading Scale (which is alpha).
+std::vector<EpilogueOpSpec> steps_after_alpha(const KernelSpec& spec) {
+  std::vector<EpilogueOpSpec> steps = spec.epilogue;
+  if (!steps.empty() && steps.front().kind == Kind::Scale) steps.erase(steps.begin());
+  return steps;
 }
 
+// Both kernel families: alpha (a leading Scale), then bias, activation, residual (beta * C) and
+// multiply (* C) links in any order, float32 operands, one bias vector, C read once.
 std::optional<std::string> epilogue_unsupported_reason(const KernelSpec& spec) {
-  // Supported: alpha * acc, optionally + beta * C (Scale first, Residual last, each at most once).
-  size_t i = 0;
-  if (i < spec.epilogue.size() && spec.epilogue[i].kind == EpilogueStep::Kind::Scale) ++i;
-  if (i < spec.epilogue.size() && spec.epilogue[i].kind == EpilogueStep::Kind::Residual) {
-    DType c = spec.epilogue[i].operand_dtype;
-    if (c != DType::Float32 && c != DType::Unknown) return "residual operand must be float32";
-    ++i;
+  int biases = 0, sources = 0;
+  for (const auto& op : steps_after_alpha(spec)) {
+    switch (op.kind) {
+      case Kind::Scale:
+        return "a scale step after other epilogue steps has no run-time argument";
+      case Kind::Activation:
+        if (op.activation == Activation::Identity) return "an identity activation step";
+        break;
+      case Kind::Bias:
+        if (++biases > 1) return "two bias steps: a kernel reads one bias vector";
+        break;
+      case Kind::Residual:
+      case Kind::Multiply:
+        if (++sources > 1) return "two epilogue steps read C: a kernel reads C once";
+        break;
+    }
+    if (op.kind != Kind::Activation && op.operand_dtype != DType::Float32 &&
+        op.operand_dtype != DType::Unknown)
+      return "strict epilogue operands (bias, C) must be float32";
   }
-  if (i != spec.epilogue.size())
-    return "strict kernels fuse only scale and residual epilogue steps";
   return std::nullopt;
+}
+
+// The multistage kernel's CUTLASS 2.x epilogue computes act(alpha * acc + beta * source) with
+// one source operand (C, or the bias vector read as a matrix with leading dimension 0).
+std::optional<std::string> sm80_epilogue_unsupported_reason(const KernelSpec& spec) {
+  const std::vector<EpilogueOpSpec> steps = steps_after_alpha(spec);
+  size_t i = 0;
+  if (i < steps.size() && (steps[i].kind == Kind::Bias || steps[i].kind == Kind::Residual)) ++i;
+  if (i < steps.size() && steps[i].kind == Kind::Activation) ++i;
+  if (i != steps.size())
+    return "the multistage (sm80) strict kernel fuses [activation of] alpha * acc plus a bias or "
+           "beta * C, not both, no product with C (the cooperative sm90 kernel fuses any chain)";
+  return std::nullopt;
+}
+
+// The spec's chain as the type of patterns/gemm/gemm_epilogue.cuh, alpha folded in and
+// operands spelled float.
+std::string chain_type(const KernelSpec& spec) {
+  KernelSpec chain_spec = spec;
+  chain_spec.epilogue = steps_after_alpha(spec);
+  for (auto& op : chain_spec.epilogue)
+    if (op.kind != Kind::Activation) op.operand_dtype = DType::Float32;
+  return gemm::epilogue_chain_type(chain_spec);
 }
 
 // Warp tile of the multistage kernel: at most 64 x 32 per warp (64 x 64 spills with the
@@ -50,7 +89,7 @@ std::optional<std::string> sm80_unsupported_reason(const KernelSpec& spec) {
   long smem = long(t.m + t.n) * t.k * 4 * spec.stages;
   if (smem > kSm90SharedMemoryBytes) return "pipeline stages exceed shared memory";
   if (spec.cluster != Shape3{1, 1, 1}) return "multistage kernels run without clusters";
-  return std::nullopt;
+  return sm80_epilogue_unsupported_reason(spec);
 }
 
 // Shared memory the sm90 kernel's epilogue may take beside the pipeline stages (TMA store
@@ -70,7 +109,11 @@ std::optional<std::string> sm90_unsupported_reason(const KernelSpec& spec) {
   if (t.n % 64 || t.n < 64) return "tile N must be a multiple of 64 (64 x 64 accumulator blocks)";
   if (long(t.m) * t.n > 256L * 128) return "accumulators exceed the consumer register budget";
   if (spec.stages < 2) return "the sm90 kernel needs at least 2 stages";
-  if (sm90_stage_bytes(t) * spec.stages + kSm90EpilogueReserveBytes > kSm90SharedMemoryBytes)
+  bool reads_bias = false;
+  for (const auto& op : spec.epilogue) reads_bias = reads_bias || op.kind == Kind::Bias;
+  const long bias_bytes = reads_bias ? long(t.n) * 4 : 0;  // the bias row of a CTA tile
+  if (sm90_stage_bytes(t) * spec.stages + kSm90EpilogueReserveBytes + bias_bytes >
+      kSm90SharedMemoryBytes)
     return "pipeline stages exceed shared memory";
   if (spec.cluster != Shape3{1, 1, 1}) return "the sm90 strict kernel runs without clusters";
   if (spec.split_k != 1) return "split-K slices are a launch argument (FactGemmArgs::split_k)";
@@ -87,7 +130,7 @@ std::string sm90_type_block(const KernelSpec& spec) {
       << ">, cute::Int<" << spec.tile.k << ">>,  // CTA tile of the kernel's (M, N, K)\n"
       << "    " << spec.stages << ",  // pipeline stages\n"
       << "    " << tile_scheduler_cpp(spec.scheduler) << ",  // tile scheduler\n"
-      << "    " << (has_residual(spec) ? "true" : "false") << ">;  // residual epilogue (beta * C)\n";
+      << "    " << chain_type(spec) << ">;  // epilogue chain\n";
   return out.str();
 }
 
@@ -103,7 +146,7 @@ std::string sm80_type_block(const KernelSpec& spec) {
       << "    cutlass::gemm::GemmShape<" << w.m << ", " << w.n << ", " << w.k
       << ">,  // warp tile\n"
       << "    " << spec.stages << ",  // pipeline stages\n"
-      << "    " << (has_residual(spec) ? "true" : "false") << ">;  // residual epilogue (beta * C)\n";
+      << "    " << chain_type(spec) << ">;  // epilogue chain\n";
   return out.str();
 }
 
@@ -132,7 +175,7 @@ std::string entry_block(const KernelSpec& spec) {
       << "#ifdef FACT_STANDALONE_MAIN\n"
       << "#include \"patterns/gemm_f32_strict/standalone_check.cuh\"\n"
       << "int main(int argc, char** argv) {\n"
-      << "  return fact::strict_check::standalone_main(argc, argv, " << entry
+      << "  return fact::strict_check::standalone_main<FactKernel::Chain>(argc, argv, " << entry
       << ", fact_kernel_info(), " << (a_row ? "true" : "false") << ", "
       << (b_row ? "true" : "false") << ");\n"
       << "}\n"
@@ -178,6 +221,8 @@ KernelTemplate render_f32_strict_template(const KernelSpec& spec) {
       << "// Kernel: " << spec.name() << "\n"
       << "// Key:    " << kKeyPlaceholder << "\n";
   std::vector<std::string> headers = {"patterns/gemm_f32_strict/standalone_check.cuh",
+                                      "patterns/gemm_f32_strict/strict_epilogue.cuh",
+                                      "patterns/gemm/gemm_epilogue.cuh",
                                       "include/fact/runtime/fact_abi.h"};
   if (spec.mainloop == MainloopSchedule::Cooperative) {
     out << sm90_type_block(spec);

@@ -4,8 +4,14 @@
 // cublasSgemm (and, for orientation, cuBLAS TF32) with CUDA events after an L2 flush, and prints
 // one table row per case.
 //
-//   int fact::strict_check::standalone_main(argc, argv, entry, kernel_info, a_row_major,
-//                                           b_row_major);
+//   int fact::strict_check::standalone_main<Chain>(argc, argv, entry, kernel_info, a_row_major,
+//                                                  b_row_major);
+//
+// Chain is the kernel's epilogue chain (FactKernel::Chain, strict_epilogue.cuh). When it reads a
+// bias or C, those get fresh random values too, alpha = 0.75 and beta = 0.5 (act_p0 = -0.25,
+// act_p1 = 0.4: LeakyReLU's slope, Clamp's bounds), and the reference is the chain evaluated
+// per element (Chain::reference) on the float64 product rounded to float32; cuBLAS computes the
+// plain product and is compared with the plain float64 product.
 //
 // Command line: --cases=check,square,batched,largek (default: all) --reps=N (timed runs per
 // case, default 20) --seed=S --split-k=N (FactGemmArgs::split_k for every case; default: 1,
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "fact/runtime/fact_abi.h"
+#include "patterns/gemm_f32_strict/strict_epilogue.cuh"
 
 namespace fact::strict_check {
 
@@ -136,6 +143,18 @@ __global__ void reference_dot_f64(MatrixView a, MatrixView b, double* ref, int64
   if (threadIdx.x == 0) ref[idx] = partial[0];
 }
 
+// ref[l][m][n] = Chain(float(product[l][m][n])) with the kernel's arguments.
+template <class Chain>
+__global__ void apply_chain(FactGemmArgs args, const double* product, double* ref) {
+  const int64_t count = args.m * args.n * args.batch;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t l = i / (args.m * args.n), row = (i / args.n) % args.m, col = i % args.n;
+    ref[i] = double(Chain::template reference<fact::strict::ProblemConfig>(
+        args, float(product[i]), row, col, l));
+  }
+}
+
 // sums[0] += (out - ref)^2, sums[1] += ref^2, sums[2] += count of non-finite outputs.
 __global__ void error_sums(const float* out, const double* ref, size_t count, double* sums) {
   double diff2 = 0.0, ref2 = 0.0, bad = 0.0;
@@ -155,7 +174,9 @@ struct Problem {
   Case shape;
   bool a_row_major, b_row_major;
   float *a = nullptr, *b = nullptr, *d = nullptr;
-  double* ref = nullptr;
+  float *c = nullptr, *bias = nullptr;  // allocated when the chain reads them
+  double* product = nullptr;            // float64 A·B
+  double* ref = nullptr;                // float64 reference of the kernel's output
   int64_t lda() const { return a_row_major ? shape.k : shape.m; }
   int64_t ldb() const { return b_row_major ? shape.n : shape.k; }
   size_t a_count() const { return size_t(shape.m) * shape.k; }
@@ -163,10 +184,10 @@ struct Problem {
   size_t d_count() const { return size_t(shape.m) * shape.n; }
 };
 
-inline double relative_error(const Problem& p, double* sums_device) {
+inline double relative_error(const Problem& p, const double* ref, double* sums_device) {
   size_t count = p.d_count() * p.shape.batch;
   FACT_CHECK_CUDA(cudaMemset(sums_device, 0, 3 * sizeof(double)));
-  error_sums<<<1024, 256>>>(p.d, p.ref, count, sums_device);
+  error_sums<<<1024, 256>>>(p.d, ref, count, sums_device);
   FACT_CHECK_CUDA(cudaGetLastError());
   double sums[3];
   FACT_CHECK_CUDA(cudaMemcpy(sums, sums_device, sizeof(sums), cudaMemcpyDeviceToHost));
@@ -185,9 +206,11 @@ inline FactGemmArgs make_args(const Problem& p, int split_k) {
   args.m = p.shape.m; args.n = p.shape.n; args.k = p.shape.k; args.batch = p.shape.batch;
   args.a = p.a; args.lda = p.lda(); args.stride_a = int64_t(p.a_count());
   args.b = p.b; args.ldb = p.ldb(); args.stride_b = int64_t(p.b_count());
-  args.c = nullptr; args.ldc = p.shape.n; args.stride_c = int64_t(p.d_count());
+  args.c = p.c; args.ldc = p.shape.n; args.stride_c = int64_t(p.d_count());
   args.d = p.d; args.ldd = p.shape.n; args.stride_d = int64_t(p.d_count());
-  args.alpha = 1.0f; args.beta = 0.0f;
+  args.bias = p.bias;
+  args.alpha = 0.75f; args.beta = 0.5f;
+  args.act_p0 = -0.25f; args.act_p1 = 0.4f;
   args.split_k = split_k;
   args.sm_count = 0;
   return args;
@@ -235,8 +258,9 @@ inline std::string arg_value(int argc, char** argv, const char* key, const char*
   return fallback;
 }
 
-inline int standalone_main(int argc, char** argv, EntryFn entry, const char* kernel_info,
-                           bool a_row_major, bool b_row_major) {
+template <class Chain>
+int standalone_main(int argc, char** argv, EntryFn entry, const char* kernel_info,
+                    bool a_row_major, bool b_row_major) {
   std::string wanted = "," + arg_value(argc, argv, "--cases", "check,square,batched,largek") + ",";
   int reps = std::atoi(arg_value(argc, argv, "--reps", "20").c_str());
   uint64_t seed = std::strtoull(arg_value(argc, argv, "--seed", "1").c_str(), nullptr, 10);
@@ -269,24 +293,35 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
     FACT_CHECK_CUDA(cudaMalloc(&p.a, p.a_count() * c.batch * sizeof(float)));
     FACT_CHECK_CUDA(cudaMalloc(&p.b, p.b_count() * c.batch * sizeof(float)));
     FACT_CHECK_CUDA(cudaMalloc(&p.d, p.d_count() * c.batch * sizeof(float)));
+    FACT_CHECK_CUDA(cudaMalloc(&p.product, p.d_count() * c.batch * sizeof(double)));
     FACT_CHECK_CUDA(cudaMalloc(&p.ref, p.d_count() * c.batch * sizeof(double)));
     fill_uniform<<<4096, 256>>>(p.a, p.a_count() * c.batch, seed * 2 + 0);
     fill_uniform<<<4096, 256>>>(p.b, p.b_count() * c.batch, seed * 2 + 1);
+    if (Chain::kReadsSource) {
+      FACT_CHECK_CUDA(cudaMalloc(&p.c, p.d_count() * c.batch * sizeof(float)));
+      fill_uniform<<<4096, 256>>>(p.c, p.d_count() * c.batch, seed * 2 + 2);
+    }
+    if (Chain::kReadsBias) {
+      FACT_CHECK_CUDA(cudaMalloc(&p.bias, size_t(c.n) * sizeof(float)));
+      fill_uniform<<<64, 256>>>(p.bias, size_t(c.n), seed * 2 + 3);
+    }
     FACT_CHECK_CUDA(cudaGetLastError());
     MatrixView va{p.a, p.lda(), int64_t(p.a_count()), a_row_major};
     MatrixView vb{p.b, p.ldb(), int64_t(p.b_count()), b_row_major};
     if (c.k >= 65536) {
-      reference_dot_f64<<<unsigned(c.m * c.n * c.batch), 256>>>(va, vb, p.ref, c.m, c.n, c.k);
+      reference_dot_f64<<<unsigned(c.m * c.n * c.batch), 256>>>(va, vb, p.product, c.m, c.n, c.k);
     } else {
       dim3 grid(unsigned((c.n + kRefTile - 1) / kRefTile), unsigned((c.m + kRefTile - 1) / kRefTile),
                 unsigned(c.batch));
-      reference_gemm_f64<<<grid, dim3(kRefTile, kRefTile)>>>(va, vb, p.ref, c.m, c.n, c.k);
+      reference_gemm_f64<<<grid, dim3(kRefTile, kRefTile)>>>(va, vb, p.product, c.m, c.n, c.k);
     }
+    FACT_CHECK_CUDA(cudaGetLastError());
+    FactGemmArgs args =
+        make_args(p, split_k_override.empty() ? c.split_k : std::atoi(split_k_override.c_str()));
+    apply_chain<Chain><<<1024, 256>>>(args, p.product, p.ref);
     FACT_CHECK_CUDA(cudaGetLastError());
     FACT_CHECK_CUDA(cudaDeviceSynchronize());
 
-    FactGemmArgs args =
-        make_args(p, split_k_override.empty() ? c.split_k : std::atoi(split_k_override.c_str()));
     size_t workspace_bytes = 0;
     int status = entry(&args, nullptr, &workspace_bytes, 0);
     void* workspace = nullptr;
@@ -294,7 +329,7 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
     poison_output(p);
     if (status == FACT_OK) status = entry(&args, workspace, nullptr, 0);
     FACT_CHECK_CUDA(cudaDeviceSynchronize());
-    double fact_err = status == FACT_OK ? relative_error(p, sums) : INFINITY;
+    double fact_err = status == FACT_OK ? relative_error(p, p.ref, sums) : INFINITY;
     double fact_ms = status == FACT_OK ? median_ms(reps, flush, flush_bytes, [&] {
       entry(&args, workspace, nullptr, 0);
     }) : NAN;
@@ -303,14 +338,14 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
       poison_output(p);
       entry(&args, workspace, nullptr, 0);
       FACT_CHECK_CUDA(cudaDeviceSynchronize());
-      fact_err = std::max(fact_err, relative_error(p, sums));
+      fact_err = std::max(fact_err, relative_error(p, p.ref, sums));
     }
 
     FACT_CHECK_CUBLAS(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
     poison_output(p);
     cublas_gemm(handle, p);
     FACT_CHECK_CUDA(cudaDeviceSynchronize());
-    double sgemm_err = relative_error(p, sums);
+    double sgemm_err = relative_error(p, p.product, sums);
     double sgemm_ms = median_ms(reps, flush, flush_bytes, [&] { cublas_gemm(handle, p); });
     FACT_CHECK_CUBLAS(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH));
     double tf32_ms = median_ms(reps, flush, flush_bytes, [&] { cublas_gemm(handle, p); });
@@ -330,7 +365,8 @@ inline int standalone_main(int argc, char** argv, EntryFn entry, const char* ker
     if (status != FACT_OK) std::printf("         kernel returned status %d\n", status);
     std::fflush(stdout);
     cudaFree(workspace);
-    cudaFree(p.a); cudaFree(p.b); cudaFree(p.d); cudaFree(p.ref);
+    cudaFree(p.a); cudaFree(p.b); cudaFree(p.d); cudaFree(p.c); cudaFree(p.bias);
+    cudaFree(p.product); cudaFree(p.ref);
   }
   cudaFree(flush);
   cudaFree(sums);

@@ -4,7 +4,16 @@
 // big*big + big*small + small*big, accumulated in float32). Runs on sm_80 and later, sm_90a
 // included; it is the baseline and fallback for FACT's "strict" precision mode.
 //
-//   D[l] = alpha * A[l] · B[l] (+ beta * C[l] when kResidual), float32 in and out, D row-major.
+//   D[l] = Chain(A[l] · B[l]), float32 in and out, D row-major. Chain is an epilogue chain of
+//   patterns/gemm/gemm_epilogue.cuh of one of the forms the CUTLASS 2.x epilogue
+//   LinearCombinationGeneric computes, act(alpha * acc + beta * source):
+//     ScaledAccumulator                                alpha * acc
+//     Residual<float, ScaledAccumulator>               alpha * acc + beta * C
+//     ColumnBias<float, ScaledAccumulator>             alpha * acc + bias (source: the bias
+//                                                      vector as a C with leading dimension 0)
+//   and any of these inside one Activation<Fn, ...>. Other chains (bias and residual together,
+//   a residual before the activation's input, a product with C) do not compile here; the
+//   parameter space (kernel_strict.cpp) refuses them for this kernel with the reason.
 //
 // Sm80StrictGemm<...>::run implements the FACT C ABI (fact_abi.h) contract:
 //   - workspace_size != nullptr: writes the workspace bytes for `args`, launches nothing.
@@ -19,46 +28,73 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cutlass/cutlass.h"
-#include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/epilogue/thread/linear_combination_generic.h"
 #include "cutlass/gemm/device/gemm_universal.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "fact/runtime/fact_abi.h"
+#include "patterns/gemm_f32_strict/strict_epilogue.cuh"
 
 namespace fact::strict {
 
+// What the CUTLASS 2.x epilogue computes for a chain: its activation functor and what its
+// source operand holds.
+enum class Sm80Source { kNone, kResidual, kBias };
+
+template <class Chain>
+struct Sm80EpilogueOf {
+  static_assert(sizeof(Chain) == 0,
+                "the multistage strict kernel takes [activation of] alpha * acc, optionally plus "
+                "beta * C or a bias");
+};
+template <>
+struct Sm80EpilogueOf<chain::ScaledAccumulator> {
+  template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
+  static constexpr Sm80Source kSource = Sm80Source::kNone;
+};
+template <>
+struct Sm80EpilogueOf<chain::Residual<float, chain::ScaledAccumulator>> {
+  template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
+  static constexpr Sm80Source kSource = Sm80Source::kResidual;
+};
+template <>
+struct Sm80EpilogueOf<chain::ColumnBias<float, chain::ScaledAccumulator>> {
+  template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
+  static constexpr Sm80Source kSource = Sm80Source::kBias;
+};
+template <template <class> class Fn, class Inner>
+struct Sm80EpilogueOf<chain::Activation<Fn, Inner>> {
+  static_assert(std::is_same_v<typename Sm80EpilogueOf<Inner>::template Activation<float>,
+                               cutlass::epilogue::thread::Identity<float>>,
+                "one activation, last");
+  template <class T> using Activation = Fn<T>;
+  static constexpr Sm80Source kSource = Sm80EpilogueOf<Inner>::kSource;
+};
+
 // ThreadblockShape / WarpShape: cutlass::gemm::GemmShape<M, N, K>.
 template <class LayoutA, class LayoutB, class ThreadblockShape, class WarpShape, int Stages,
-          bool kResidual = false>
+          class Chain_ = chain::ScaledAccumulator>
 struct Sm80StrictGemm {
-  static constexpr int kAlignment = 4;  // float elements per 16-byte access
-  using EpilogueOp = cutlass::epilogue::thread::LinearCombination<float, kAlignment, float, float>;
+  using Chain = Chain_;
+  static constexpr int kAlignment = kFloatAlignment;
+  static constexpr Sm80Source kSource = Sm80EpilogueOf<Chain>::kSource;
+  template <class T>
+  using ActivationFn = typename Sm80EpilogueOf<Chain>::template Activation<T>;
+  // act(alpha * acc + beta * source); under serial split-K the activation runs only in the
+  // last K partition (LinearCombinationGeneric::set_k_partition).
+  using EpilogueOp = cutlass::epilogue::thread::LinearCombinationGeneric<
+      ActivationFn, float, kAlignment, float, float>;
+  static constexpr bool kRowMajorA = std::is_same_v<LayoutA, cutlass::layout::RowMajor>;
+  static constexpr bool kRowMajorB = std::is_same_v<LayoutB, cutlass::layout::RowMajor>;
   using Gemm = cutlass::gemm::device::GemmUniversal<
       float, LayoutA, float, LayoutB, float, cutlass::layout::RowMajor, float,
       cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, ThreadblockShape, WarpShape,
       cutlass::gemm::GemmShape<16, 8, 8>, EpilogueOp,
       cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>, Stages, kAlignment,
       kAlignment, cutlass::arch::OpMultiplyAddFastF32>;
-
-  static bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-  static bool aligned(int64_t elements) { return elements % kAlignment == 0; }
-
-  // FACT_OK when `args` describe a problem this kernel can take (pointers may be null for a
-  // size query).
-  static int validate(const FactGemmArgs* args, bool size_query) {
-    if (!args || args->abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
-    if (args->m <= 0 || args->n <= 0 || args->k <= 0 || args->batch <= 0) return FACT_ERR_INVALID_ARGS;
-    if (args->m > INT32_MAX || args->n > INT32_MAX || args->k > INT32_MAX || args->batch > INT32_MAX)
-      return FACT_ERR_CANNOT_IMPLEMENT;
-    if (size_query) return FACT_OK;
-    if (!args->a || !args->b || !args->d || (kResidual && !args->c)) return FACT_ERR_INVALID_ARGS;
-    bool ok = aligned(args->a) && aligned(args->b) && aligned(args->d) && aligned(args->lda) &&
-              aligned(args->ldb) && aligned(args->ldd) && aligned(args->stride_a) &&
-              aligned(args->stride_b) && aligned(args->stride_d);
-    if (kResidual) ok = ok && aligned(args->c) && aligned(args->ldc) && aligned(args->stride_c);
-    return ok ? FACT_OK : FACT_ERR_CANNOT_IMPLEMENT;
-  }
 
   // K slices for a single GEMM: the requested count (split_k > 1), or enough slices to give
   // every SM a tile while each slice keeps at least 8 K-tiles.
@@ -80,17 +116,38 @@ struct Sm80StrictGemm {
     return slices > 1 ? int(slices) : 1;
   }
 
+  // The epilogue's parameters: alpha, beta and the activation's (LeakyReLU's slope from
+  // act_p0, Clamp's bounds from act_p0 / act_p1).
+  static typename EpilogueOp::Params epilogue_params(const FactGemmArgs* args) {
+    const float beta = kSource == Sm80Source::kResidual ? args->beta
+                       : kSource == Sm80Source::kBias  ? 1.0f
+                                                       : 0.0f;
+    typename EpilogueOp::Params params(args->alpha, beta);
+    using FnArguments = typename cutlass::epilogue::thread::GenericActivationTraits<
+        ActivationFn<float>>::Arguments;
+    static_cast<FnArguments&>(params) =
+        fact::gemm::epilogue::detail::activation_arguments<FnArguments>(*args);
+    return params;
+  }
+
   static typename Gemm::Arguments make_arguments(const FactGemmArgs* args) {
     bool batched = args->batch > 1;
     int slices = split_k_slices(args);
-    float beta = kResidual ? args->beta : 0.0f;
-    const void* c = kResidual ? args->c : args->d;  // never read when beta is 0
-    int64_t ldc = kResidual ? args->ldc : args->ldd;
-    int64_t stride_c = kResidual ? args->stride_c : args->stride_d;
+    // The source operand: C, the bias as a matrix whose rows all start at bias[0], or D
+    // (never read when beta is 0).
+    const void* c = kSource == Sm80Source::kResidual ? args->c
+                    : kSource == Sm80Source::kBias   ? args->bias
+                                                     : args->d;
+    int64_t ldc = kSource == Sm80Source::kResidual ? args->ldc
+                  : kSource == Sm80Source::kBias   ? 0
+                                                   : args->ldd;
+    int64_t stride_c = kSource == Sm80Source::kResidual ? args->stride_c
+                       : kSource == Sm80Source::kBias   ? 0
+                                                        : args->stride_d;
     return typename Gemm::Arguments(
         batched ? cutlass::gemm::GemmUniversalMode::kBatched : cutlass::gemm::GemmUniversalMode::kGemm,
         cutlass::gemm::GemmCoord(int(args->m), int(args->n), int(args->k)),
-        batched ? int(args->batch) : slices, {args->alpha, beta}, args->a, args->b, c, args->d,
+        batched ? int(args->batch) : slices, epilogue_params(args), args->a, args->b, c, args->d,
         args->stride_a, args->stride_b, stride_c, args->stride_d, args->lda, args->ldb, ldc,
         args->ldd);
   }
@@ -98,7 +155,9 @@ struct Sm80StrictGemm {
   static int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) {
     bool size_query = workspace_size != nullptr;
-    if (int status = validate(args, size_query); status != FACT_OK) return status;
+    if (int status = validate_arguments<Chain>(args, size_query, kRowMajorA, kRowMajorB);
+        status != FACT_OK)
+      return status;
     typename Gemm::Arguments arguments = make_arguments(args);
     if (size_query) {
       *workspace_size = Gemm::get_workspace_size(arguments);

@@ -1,7 +1,9 @@
 // Strict-float32 GEMM for Hopper (sm_90a): 3xTF32 split-operand products on wgmma tensor cores,
 // with the float32 -> (hi, lo) TF32 split done inside the kernel.
 //
-//   D[l] = alpha * A[l] · B[l] (+ beta * C[l] when kResidual), float32 in and out, D row-major.
+//   D[l] = Chain(A[l] · B[l]), float32 in and out, D row-major, where Chain is an epilogue chain
+//   of patterns/gemm/gemm_epilogue.cuh (alpha, then bias / activation / beta * C / * C in the
+//   spec's order; strict_epilogue.cuh).
 //
 // Design (bench/strict_f32_notes.md has the numbers behind it):
 //   - CUTLASS's warp-specialized cooperative persistent kernel (GemmUniversal with
@@ -42,7 +44,6 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
@@ -53,6 +54,7 @@
 #include "cutlass/pipeline/pipeline.hpp"
 #include "cutlass/util/packed_stride.hpp"
 #include "fact/runtime/fact_abi.h"
+#include "patterns/gemm_f32_strict/strict_epilogue.cuh"
 
 namespace fact::strict {
 
@@ -423,41 +425,25 @@ struct Tf32x3Mainloop {
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
 };
 // ------------------------------------------------------------------------------------------
-// K-sliced runs: D[m][n] = alpha * sum_l partials[l][m][n] (+ beta * C[m][n]), the slices added
-// in order in double (deterministic; the partials are float32 sums of equal K-slices).
-
-template <class Element>
-__global__ void reduce_k_slices(const Element* partials, int slices, int64_t m, int64_t n,
-                                float alpha, float beta, const Element* c, int64_t ldc, Element* d,
-                                int64_t ldd) {
-  const int64_t count = m * n;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    double sum = 0.0;
-    for (int l = 0; l < slices; ++l) sum += double(partials[l * count + i]);
-    const int64_t row = i / n, col = i % n;
-    float value = alpha * float(sum);
-    if (c) value += beta * c[row * ldc + col];
-    d[row * ldd + col] = value;
-  }
-}
-
-// ------------------------------------------------------------------------------------------
 // The FACT C ABI over one instantiation.
 //   LayoutA, LayoutB: the FACT problem's layouts (cutlass::layout::RowMajor / ColumnMajor).
 //   TileShape: Shape<BLK_M, BLK_N, _32> of the kernel (after the transposition, if any).
 //   TileSchedulerTag: cutlass::gemm::PersistentScheduler or cutlass::gemm::StreamKScheduler.
+//   Chain: the epilogue chain (gemm_epilogue.cuh) in the FACT problem's terms; transposed runs
+//     evaluate it with C column-major and the bias along the kernel's M mode.
 // run(): size query / validation / can_implement / launch; returns a FactStatus, never throws.
 // K decomposition of a single GEMM (batch 1) whose tiles cannot fill the GPU:
-//   - persistent kernels cut K into equal slices run as batches into a float32 workspace,
-//     then reduce_k_slices adds them in a fixed order (deterministic, no serial fix-up chain);
+//   - persistent kernels cut K into equal slices run as batches into a float32 workspace (the
+//     epilogue writes raw accumulators: AccumulatorOr), then reduce_k_slices adds them in a
+//     fixed order (deterministic, no serial fix-up chain) and applies the chain once;
 //     FactGemmArgs::split_k > 1 asks for that many slices, split_k <= 1 lets the kernel choose.
 //   - stream-K kernels take split_k > 1 as CUTLASS split-K slices; otherwise CUTLASS's
 //     stream-K heuristic decomposes the work.
 
 template <class LayoutA, class LayoutB, class TileShape, int Stages, class TileSchedulerTag,
-          bool kResidual = false>
+          class Chain_ = fact::gemm::epilogue::ScaledAccumulator>
 struct Sm90StrictGemm {
+  using Chain = Chain_;
   using RowMajor = cutlass::layout::RowMajor;
   using ColumnMajor = cutlass::layout::ColumnMajor;
   static constexpr bool kProblemARow = std::is_same_v<LayoutA, RowMajor>;
@@ -475,13 +461,19 @@ struct Sm90StrictGemm {
 
   using CollectiveMainloop =
       Tf32x3Mainloop<MainloopSm90Tf32x3<Stages, ClusterShape>, TileShape, StrideA, StrideB>;
-  using ElementC = std::conditional_t<kResidual, float, void>;
-  static constexpr int kAlignment = 4;
+  static constexpr bool kReadsC = Chain::kReadsSource;
+  using ElementC = std::conditional_t<kReadsC, float, void>;
+  static constexpr int kAlignment = kFloatAlignment;
+  // The chain in the kernel's terms: C (and D) column-major and the bias along M when transposed.
+  using KernelConfig = fact::gemm::epilogue::Config<TileShape, float,
+                                                    cutlass::FloatRoundStyle::round_to_nearest,
+                                                    !kTransposed, kTransposed>;
+  using FusionCallbacks = typename AccumulatorOr<Chain>::template Node<KernelConfig>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, KernelLayoutD,
       kAlignment, float, KernelLayoutD, kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+      cutlass::epilogue::TmaWarpSpecializedCooperative, FusionCallbacks>::CollectiveOp;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                           CollectiveMainloop, CollectiveEpilogue,
                                                           TileSchedulerTag>;
@@ -489,26 +481,6 @@ struct Sm90StrictGemm {
   static constexpr int kSharedMemoryLimit = 232448;  // sm_90 opt-in per block
   static_assert(GemmKernel::SharedStorageSize <= kSharedMemoryLimit,
                 "stages and epilogue exceed shared memory");
-
-  static bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-  static bool aligned(int64_t elements) { return elements % kAlignment == 0; }
-
-  static int validate(const FactGemmArgs* args, bool size_query) {
-    if (!args || args->abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
-    if (args->m <= 0 || args->n <= 0 || args->k <= 0 || args->batch <= 0) return FACT_ERR_INVALID_ARGS;
-    if (args->m > INT32_MAX || args->n > INT32_MAX || args->k > INT32_MAX || args->batch > INT32_MAX)
-      return FACT_ERR_CANNOT_IMPLEMENT;
-    if (args->lda < (kProblemARow ? args->k : args->m) || args->ldb < (kProblemBRow ? args->n : args->k) ||
-        args->ldd < args->n || (kResidual && args->ldc < args->n))
-      return FACT_ERR_INVALID_ARGS;
-    if (size_query) return FACT_OK;
-    if (!args->a || !args->b || !args->d || (kResidual && !args->c)) return FACT_ERR_INVALID_ARGS;
-    bool ok = aligned(args->a) && aligned(args->b) && aligned(args->d) && aligned(args->lda) &&
-              aligned(args->ldb) && aligned(args->ldd) && aligned(args->stride_a) &&
-              aligned(args->stride_b) && aligned(args->stride_d);
-    if (kResidual) ok = ok && aligned(args->c) && aligned(args->ldc) && aligned(args->stride_c);
-    return ok ? FACT_OK : FACT_ERR_CANNOT_IMPLEMENT;
-  }
 
   // Rank-3 CUTLASS stride with `leading` in its dynamic (M/N or K) mode and `batch` last.
   template <class Stride>
@@ -582,23 +554,26 @@ struct Sm90StrictGemm {
       arguments.mainloop.dB = make_stride<StrideB>(args->ldb, stride_b);
     }
     auto& epilogue = arguments.epilogue;
-    if (sliced) {  // partials[l][m][n], alpha and beta applied by the reduction
-      epilogue.thread.alpha = 1.0f;
-      epilogue.thread.beta = 0.0f;
+    // Sliced runs write raw partials[l][m][n]; the reduction applies the chain. The chain's
+    // operands still point at valid memory (C with batch stride 0: every slice reads the same
+    // tile, or none when beta is 0), only its value is not selected.
+    FactGemmArgs chain_args = *args;
+    if (sliced) {
+      chain_args.beta = 0.0f;
+      chain_args.stride_c = 0;
+    }
+    epilogue.thread = AccumulatorOr<Chain>::template arguments<KernelConfig>(chain_args, sliced);
+    if constexpr (kReadsC) {
+      epilogue.ptr_C = static_cast<const float*>(args->c);
+      epilogue.dC = make_stride<StrideD>(args->ldc, chain_args.stride_c);
+    } else {
       epilogue.ptr_C = nullptr;
+      epilogue.dC = make_stride<StrideD>(args->ldd, args->stride_d);
+    }
+    if (sliced) {
       epilogue.ptr_D = partials;
       epilogue.dD = make_stride<StrideD>(args->n, args->m * args->n);
-      epilogue.dC = epilogue.dD;
     } else {
-      epilogue.thread.alpha = args->alpha;
-      epilogue.thread.beta = kResidual ? args->beta : 0.0f;
-      if constexpr (kResidual) {
-        epilogue.ptr_C = static_cast<const float*>(args->c);
-        epilogue.dC = make_stride<StrideD>(args->ldc, args->stride_c);
-      } else {
-        epilogue.ptr_C = nullptr;
-        epilogue.dC = make_stride<StrideD>(args->ldd, args->stride_d);
-      }
       epilogue.ptr_D = static_cast<float*>(args->d);
       epilogue.dD = make_stride<StrideD>(args->ldd, args->stride_d);
     }
@@ -620,7 +595,9 @@ struct Sm90StrictGemm {
                  cudaStream_t stream) noexcept {
     try {
       const bool size_query = workspace_size != nullptr;
-      if (int status = validate(args, size_query); status != FACT_OK) return status;
+      if (int status = validate_arguments<Chain>(args, size_query, kProblemARow, kProblemBRow);
+          status != FACT_OK)
+        return status;
       int device = 0;
       if (cudaGetDevice(&device) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -650,10 +627,8 @@ struct Sm90StrictGemm {
         const int64_t count = args->m * args->n;
         const int threads = 256;
         const int64_t blocks = (count + threads - 1) / threads;
-        reduce_k_slices<float><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
-            partials, p.slices, args->m, args->n, args->alpha, kResidual ? args->beta : 0.0f,
-            kResidual ? static_cast<const float*>(args->c) : nullptr, args->ldc,
-            static_cast<float*>(args->d), args->ldd);
+        reduce_k_slices<Chain><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
+            partials, p.slices, *args);
       }
       return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
     } catch (...) {

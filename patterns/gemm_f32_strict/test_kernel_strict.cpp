@@ -47,6 +47,18 @@ KernelSpec sm90_tn_example() {
   return s;
 }
 
+using Kind = EpilogueStep::Kind;
+
+EpilogueOpSpec bias_step() { return {Kind::Bias, Activation::Identity, DType::Float32}; }
+EpilogueOpSpec gelu_tanh_step() { return {Kind::Activation, Activation::GeluTanh, DType::Unknown}; }
+EpilogueOpSpec residual_step() { return {Kind::Residual, Activation::Identity, DType::Float32}; }
+
+// The minGPT block's GEMM epilogues: bias (attention projections), bias + tanh-GELU (MLP up),
+// bias + residual (output projections).
+std::vector<std::vector<EpilogueOpSpec>> min_gpt_epilogues() {
+  return {{bias_step()}, {bias_step(), gelu_tanh_step()}, {bias_step(), residual_step()}};
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -81,10 +93,35 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   tf32.math = MathMode::Tf32;
   EXPECT_NE(f32_strict_unsupported_reason(tf32), std::nullopt);
 
-  KernelSpec bias = sm80_tn_example();
-  bias.epilogue.push_back({EpilogueStep::Kind::Bias, Activation::Identity, DType::Float32});
-  EXPECT_NE(f32_strict_unsupported_reason(bias), std::nullopt);
-  EXPECT_THROW(render_f32_strict_source(bias), RenderError);
+  KernelSpec bias_residual = sm80_tn_example();  // two source operands: sm90 only
+  bias_residual.epilogue = {bias_step(), residual_step()};
+  EXPECT_NE(f32_strict_unsupported_reason(bias_residual), std::nullopt);
+  EXPECT_THROW(render_f32_strict_source(bias_residual), RenderError);
+  KernelSpec residual_before_act = sm80_tn_example();
+  residual_before_act.epilogue = {gelu_tanh_step(), residual_step()};
+  EXPECT_NE(f32_strict_unsupported_reason(residual_before_act), std::nullopt);
+  KernelSpec multiply = sm80_tn_example();
+  multiply.epilogue = {{Kind::Multiply, Activation::Identity, DType::Float32}};
+  EXPECT_NE(f32_strict_unsupported_reason(multiply), std::nullopt);
+  multiply.mainloop = MainloopSchedule::Cooperative;
+  multiply.tile = {256, 128, 32};
+  EXPECT_EQ(f32_strict_unsupported_reason(multiply), std::nullopt);
+
+  KernelSpec bf16_bias = sm90_tn_example();
+  bf16_bias.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16}};
+  EXPECT_NE(f32_strict_unsupported_reason(bf16_bias), std::nullopt);
+  KernelSpec two_biases = sm90_tn_example();
+  two_biases.epilogue = {bias_step(), gelu_tanh_step(), bias_step()};
+  EXPECT_NE(f32_strict_unsupported_reason(two_biases), std::nullopt);
+  KernelSpec two_sources = sm90_tn_example();
+  two_sources.epilogue = {residual_step(), {Kind::Multiply, Activation::Identity, DType::Float32}};
+  EXPECT_NE(f32_strict_unsupported_reason(two_sources), std::nullopt);
+  KernelSpec late_scale = sm90_tn_example();
+  late_scale.epilogue = {bias_step(), {Kind::Scale, Activation::Identity, DType::Unknown}};
+  EXPECT_NE(f32_strict_unsupported_reason(late_scale), std::nullopt);
+  KernelSpec identity = sm90_tn_example();
+  identity.epilogue = {{Kind::Activation, Activation::Identity, DType::Unknown}};
+  EXPECT_NE(f32_strict_unsupported_reason(identity), std::nullopt);
 
   KernelSpec col_d = sm80_tn_example();
   col_d.d_layout = Layout::ColumnMajor;
@@ -131,7 +168,59 @@ TEST(GemmF32Strict, RendersResidualEpilogue) {
   residual.epilogue.push_back({EpilogueStep::Kind::Residual, Activation::Identity, DType::Float32});
   ASSERT_EQ(f32_strict_unsupported_reason(residual), std::nullopt);
   std::string source = render_f32_strict_source(residual);
-  EXPECT_NE(source.find("true>;  // residual epilogue"), std::string::npos) << source;
+  EXPECT_NE(source.find("fact::gemm::epilogue::Residual<float,\n      "
+                        "fact::gemm::epilogue::ScaledAccumulator>>;  // epilogue chain"),
+            std::string::npos)
+      << source;
+}
+
+// Every minGPT epilogue has strict candidates, the Hopper kernel among them for every layout it
+// runs; the multistage kernel takes the one-source chains (bias, bias + GELU) only.
+TEST(GemmF32Strict, SpaceAcceptsMinGptEpilogues) {
+  for (const auto& epilogue : min_gpt_epilogues()) {
+    for (Layout b : {Layout::ColumnMajor, Layout::RowMajor}) {  // nn.Linear, torch.matmul
+      KernelSpec problem = strict_class(Layout::RowMajor, b);
+      problem.epilogue = epilogue;
+      const auto candidates = f32_strict_candidates(problem);
+      int sm80 = 0, sm90 = 0;
+      for (const auto& c : candidates) {
+        EXPECT_EQ(c.epilogue, epilogue) << c.name();
+        EXPECT_EQ(f32_strict_unsupported_reason(c), std::nullopt) << c.name();
+        sm80 += c.mainloop == MainloopSchedule::Multistage;
+        sm90 += c.mainloop == MainloopSchedule::Cooperative;
+      }
+      EXPECT_GT(sm90, 0) << problem.name();
+      const bool two_sources = epilogue.size() == 2 && epilogue[1].kind == Kind::Residual;
+      EXPECT_EQ(sm80 > 0, !two_sources) << problem.name();
+    }
+  }
+}
+
+// The chain is the gemm pattern's (gemm_epilogue.cuh) with float operands, innermost link last,
+// a leading Scale folded into alpha; tanh-GELU is the accurate one (no tanh.approx).
+TEST(GemmF32Strict, RendersEpilogueChainDeterministically) {
+  KernelSpec spec = sm90_tn_example();
+  spec.epilogue = {{Kind::Scale, Activation::Identity, DType::Unknown}, bias_step(),
+                   gelu_tanh_step()};
+  ASSERT_EQ(f32_strict_unsupported_reason(spec), std::nullopt);
+  const std::string source = render_f32_strict_source(spec);
+  EXPECT_EQ(source, render_f32_strict_source(spec));
+  EXPECT_NE(source.find("fact::gemm::epilogue::Activation<fact::gemm::epilogue::GeluTanhAccurate,\n"
+                        "      fact::gemm::epilogue::ColumnBias<float,\n"
+                        "      fact::gemm::epilogue::ScaledAccumulator>>>;  // epilogue chain"),
+            std::string::npos)
+      << source;
+  EXPECT_EQ(source.find("GELU_taylor"), std::string::npos);
+  EXPECT_NE(source.find("standalone_main<FactKernel::Chain>"), std::string::npos);
+
+  KernelSpec unknown_operand = spec;  // an operand dtype left Unknown reads float
+  unknown_operand.epilogue[1].operand_dtype = DType::Unknown;
+  EXPECT_NE(render_f32_strict_source(unknown_operand).find("ColumnBias<float,"), std::string::npos);
+
+  KernelSpec sm80 = sm80_tn_example();
+  sm80.epilogue = spec.epilogue;
+  EXPECT_NE(render_f32_strict_source(sm80).find("GeluTanhAccurate"), std::string::npos);
+  EXPECT_NE(render_kernel(sm80).key, render_kernel(sm80_tn_example()).key);
 }
 
 TEST(GemmF32Strict, RenderKernelKeysTheRegisteredTemplate) {
@@ -146,6 +235,27 @@ TEST(GemmF32Strict, RenderKernelKeysTheRegisteredTemplate) {
   EXPECT_NE(render_kernel(other).key, kernel.key);
 }
 
+// nn.Linear + tanh-GELU (the minGPT MLP's first GEMM) on the Hopper kernel.
+KernelSpec sm90_bias_gelu_tanh() {
+  KernelSpec s = sm90_tn_example();
+  s.epilogue = {bias_step(), gelu_tanh_step()};
+  return s;
+}
+
+KernelSpec sm80_bias_gelu_tanh() {
+  KernelSpec s = sm80_tn_example();
+  s.epilogue = {bias_step(), gelu_tanh_step()};
+  return s;
+}
+
+// torch.matmul + bias + residual: the transposed Hopper run (bias along the kernel's M).
+KernelSpec sm90_nn_bias_residual() {
+  KernelSpec s = sm90_tn_example();
+  s.b_layout = Layout::RowMajor;
+  s.epilogue = {bias_step(), residual_step()};
+  return s;
+}
+
 // The variants committed under rendered/ (the GPU check in bench/strict_f32_notes.md builds
 // and runs each): the portable baseline and the Hopper kernel in each layout family.
 std::vector<KernelSpec> example_specs() {
@@ -156,7 +266,8 @@ std::vector<KernelSpec> example_specs() {
   nn.b_layout = Layout::RowMajor;
   KernelSpec nt = tn;  // A column-major (register operand MN-major)
   nt.a_layout = Layout::ColumnMajor;
-  return {sm80_tn_example(), tn, tn_stream_k, nn, nt};
+  return {sm80_tn_example(), tn, tn_stream_k, nn, nt, sm90_bias_gelu_tanh(),
+          sm80_bias_gelu_tanh(), sm90_nn_bias_residual()};
 }
 
 // Each committed example is exactly what the renderer writes for its spec
@@ -181,8 +292,9 @@ TEST(GemmF32Strict, RenderedExamplesAreCurrent) {
 }
 
 // Compiles `spec`'s rendered source for sm_90a with nvcc and rejects ptxas's serialized-wgmma
-// and performance-loss warnings.
-void expect_compiles(const KernelSpec& spec) {
+// and performance-loss warnings. `standalone`: with -DFACT_STANDALONE_MAIN (the checker's
+// main() and its reference kernels too).
+void expect_compiles(const KernelSpec& spec, bool standalone = false) {
   const fs::path dir = fs::temp_directory_path() /
                        ("fact_strict_test_" + std::to_string(::getpid()) + "_" + spec.name());
   fs::create_directories(dir);
@@ -194,7 +306,8 @@ void expect_compiles(const KernelSpec& spec) {
   cmd << build_info::kNvcc << " -std=c++17 -O3 -DNDEBUG -Xcompiler=-fPIC -shared"
       << " -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas -v"
       << " -I" << source_dir << " -I" << source_dir << "/include"
-      << " -I" << build_info::kCutlassInclude << " -I" << build_info::kCutlassUtilInclude << " "
+      << " -I" << build_info::kCutlassInclude << " -I" << build_info::kCutlassUtilInclude
+      << (standalone ? " -DFACT_STANDALONE_MAIN" : "") << " "
       << (dir / "kernel.cu") << " -o " << (dir / "kernel.so") << " > " << (dir / "build.log")
       << " 2>&1";
   const int rc = std::system(cmd.str().c_str());
@@ -211,10 +324,10 @@ bool can_compile() {
   return !std::string(build_info::kNvcc).empty() && !std::string(build_info::kCutlassInclude).empty();
 }
 
-// ~20 s of nvcc.
+// ~30 s of nvcc: the portable kernel with a bias + tanh-GELU epilogue (LinearCombinationGeneric).
 TEST(GemmF32Strict, PortableKernelCompilesForSm90a) {
   if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
-  expect_compiles(sm80_tn_example());
+  expect_compiles(sm80_bias_gelu_tanh());
 }
 
 // 1 to 4 minutes of nvcc: runs when FACT_SLOW_TESTS is set.
@@ -225,6 +338,14 @@ TEST(GemmF32Strict, HopperKernelCompilesForSm90a) {
   transposed.b_layout = Layout::RowMajor;  // runs as D^T = B^T A^T
   transposed.scheduler = TileScheduler::StreamK;
   expect_compiles(transposed);
+}
+
+// Minutes of nvcc: the Hopper kernel with the minGPT MLP's bias + tanh-GELU chain (EVT in the
+// kernel, the chain again in the K-slice reduction) and the standalone checker.
+TEST(GemmF32Strict, HopperBiasGeluKernelCompilesForSm90a) {
+  if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
+  if (!std::getenv("FACT_SLOW_TESTS")) GTEST_SKIP() << "set FACT_SLOW_TESTS=1 to compile it";
+  expect_compiles(sm90_bias_gelu_tanh(), /*standalone=*/true);
 }
 
 }  // namespace

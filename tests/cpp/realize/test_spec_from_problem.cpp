@@ -107,12 +107,18 @@ TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
   EXPECT_EQ(s.math, MathMode::Tf32x3);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
   EXPECT_NO_THROW(render_kernel(s));
-  // An epilogue the strict kernels cannot fuse keeps the pattern; rendering says why.
+  // The strict kernels fuse bias + activation (the first candidate).
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                 step(Kind::Activation, Activation::ReLU)};
   const KernelSpec fused = spec_from_problem(p, "strict");
   EXPECT_EQ(fused.pattern, "gemm_f32_strict");
-  EXPECT_THROW(render_kernel(fused), RenderError);
+  EXPECT_EQ(fused.epilogue.size(), 2u);
+  EXPECT_NO_THROW(render_kernel(fused));
+  // An epilogue they cannot fuse (a bf16 bias) keeps the pattern; rendering says why.
+  p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16)};
+  const KernelSpec refused = spec_from_problem(p, "strict");
+  EXPECT_EQ(refused.pattern, "gemm_f32_strict");
+  EXPECT_THROW(render_kernel(refused), RenderError);
 }
 
 TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {
