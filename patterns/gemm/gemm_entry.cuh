@@ -9,6 +9,8 @@
 //   kAlignmentA/B/D             alignments in elements the kernel was built for
 //   kSplitK                     split-K slices baked in (1 = none); FactGemmArgs::split_k > 1
 //                               overrides it for stream-K kernels
+//   kOrderedReduction           stream-K/split-K partials summed in split order (true) or
+//                               in arrival order (false: no serial chain, nondeterministic)
 //   kMaxSwizzle, kRasterOrder   tile scheduler defaults
 //   kName                       the readable KernelSpec name
 //
@@ -54,6 +56,11 @@ template <class T>
 struct has_splits<T, std::void_t<decltype(std::declval<T&>().splits),
                                  decltype(std::declval<T&>().decomposition_mode)>>
     : std::true_type {};
+
+template <class T, class = void>
+struct has_reduction_mode : std::false_type {};
+template <class T>
+struct has_reduction_mode<T, std::void_t<decltype(std::declval<T&>().reduction_mode)>> : std::true_type {};
 
 template <class Layout>
 constexpr bool is_row_major() {
@@ -204,6 +211,11 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
     scheduler.splits = splits;
     if (splits > 1) {
       scheduler.decomposition_mode = decltype(scheduler.decomposition_mode)::SplitK;
+    }
+  }
+  if constexpr (detail::has_reduction_mode<std::remove_reference_t<decltype(scheduler)>>::value) {
+    if constexpr (!Kernel::kOrderedReduction) {
+      scheduler.reduction_mode = decltype(scheduler.reduction_mode)::Nondeterministic;
     }
   }
   return arguments;

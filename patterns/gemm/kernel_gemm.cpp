@@ -134,6 +134,8 @@ realize::KernelTemplate render_gemm_template(const KernelSpec& spec) {
     << line("using EpilogueSchedule = " + std::string(realize::epilogue_schedule_cpp(epilogue_schedule)) + ";")
     << line("using TileScheduler = " + std::string(realize::tile_scheduler_cpp(spec.scheduler)) + ";")
     << line("static constexpr int kSplitK = " + std::to_string(spec.split_k) + ";", "stream-K split-K slices")
+    << line(std::string("static constexpr bool kOrderedReduction = ") + (spec.ordered_reduction ? "true" : "false") + ";",
+            "partials summed in split order (false: arrival order)")
     << line("static constexpr int kMaxSwizzle = " + std::to_string(spec.swizzle) + ";")
     << line("static constexpr auto kRasterOrder = " + std::string(realize::raster_cpp(spec.raster)) + ";")
     << "\n"

@@ -156,6 +156,9 @@ std::optional<std::string> schedule_error(const KernelSpec& s) {
   if (s.split_k > 1 && s.scheduler != TileScheduler::StreamK) {
     return std::string("split-K runs through the stream-K scheduler");
   }
+  if (!s.ordered_reduction && s.scheduler != TileScheduler::StreamK) {
+    return std::string("an unordered reduction needs the stream-K scheduler (nothing else reduces partials)");
+  }
   if (s.swizzle != 1 && s.swizzle != 2 && s.swizzle != 4 && s.swizzle != 8) {
     return "swizzle " + std::to_string(s.swizzle) + ": must be 1, 2, 4 or 8";
   }
@@ -306,6 +309,14 @@ std::optional<std::string> gemm_prune_reason(const KernelSpec& spec,
   if (options.n > 0 && spec.cluster.n > (options.n + t.n - 1) / t.n) {
     return "cluster N " + std::to_string(spec.cluster.n) + " exceeds the " +
            std::to_string((options.n + t.n - 1) / t.n) + " tile(s) along N";
+  }
+  if (options.m > 0 && options.n > 0 && spec.split_k > 1) {
+    const int64_t tiles = ((options.m + t.m - 1) / t.m) * ((options.n + t.n - 1) / t.n) *
+                          std::max<int64_t>(options.batch, 1);
+    if (tiles >= options.sm_count) {
+      return "split-K " + std::to_string(spec.split_k) + ": the " + std::to_string(tiles) +
+             " output tiles already fill the " + std::to_string(options.sm_count) + " SMs";
+    }
   }
   if (options.k > 0 && spec.split_k > 1 && options.k / spec.split_k < 2 * t.k) {
     return "split-K " + std::to_string(spec.split_k) + " leaves fewer than 2 K tiles per split (K = " +

@@ -121,7 +121,8 @@ TEST_F(GemmCompile, Tf32BatchedGemm) {
 }
 
 // The deep-K space's lead: split-K through the stream-K scheduler (the split count is baked in
-// as kSplitK and selects the scheduler's SplitK decomposition at run time).
+// as kSplitK and selects the scheduler's SplitK decomposition at run time), with the partials
+// summed in arrival order (kOrderedReduction = false sets the scheduler's reduction mode).
 TEST_F(GemmCompile, Bf16DeepKSplitK) {
   realize::SpaceOptions deep_k;
   deep_k.m = deep_k.n = 256;
@@ -133,6 +134,8 @@ TEST_F(GemmCompile, Bf16DeepKSplitK) {
   ASSERT_GE(s.split_k, 16);
   const RenderedKernel kernel = realize::render_kernel(s, options_);
   EXPECT_NE(kernel.source.find("kSplitK = " + std::to_string(s.split_k)), std::string::npos);
+  EXPECT_FALSE(s.ordered_reduction);
+  EXPECT_NE(kernel.source.find("kOrderedReduction = false"), std::string::npos);
   compile_and_check(s, "deep_k_split");
 }
 

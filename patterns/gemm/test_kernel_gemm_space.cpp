@@ -203,6 +203,9 @@ TEST(GemmPruning, ProblemSizes) {
   SpaceOptions shallow;
   shallow.k = 256;
   EXPECT_NE(reason_of(split, shallow).find("split"), std::string::npos);
+  KernelSpec unordered_persistent = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  unordered_persistent.ordered_reduction = false;
+  EXPECT_NE(reason_of(unordered_persistent).find("unordered reduction needs the stream-K"), std::string::npos);
   KernelSpec cluster = with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong);
   cluster.cluster = {2, 1, 1};
   EXPECT_NE(reason_of(cluster, small).find("cluster M"), std::string::npos);
@@ -255,6 +258,13 @@ TEST(GemmDeepK, LargeKDefaultSpaceOpensWithProblemDerivedSplitK) {
     EXPECT_EQ(first.split_k, 32) << first.name();
     EXPECT_EQ(first.tile.m, 128);
     EXPECT_EQ(first.tile.n, 128);
+    EXPECT_FALSE(first.ordered_reduction) << first.name();  // no serial chain of 32 partial sums
+    EXPECT_NE(first.name().find("_unordered"), std::string::npos);
+    bool ordered_split_128x128 = false;
+    for (const KernelSpec& s : space.candidates) {
+      ordered_split_128x128 |= s.split_k == 32 && s.tile.m == 128 && s.tile.n == 128 && s.ordered_reduction;
+    }
+    EXPECT_TRUE(ordered_split_128x128) << "the deterministic variant stays in the space";
     std::set<std::pair<int, int>> deep_tiles;
     bool stream_k_128x64 = false;
     for (const KernelSpec& s : space.candidates) {

@@ -88,6 +88,7 @@ std::string KernelSpec::name() const {
   }
   out += "_" + std::string(tile_scheduler_token(scheduler));
   if (split_k != 1) out += "_splitk" + std::to_string(split_k);
+  if (!ordered_reduction) out += "_unordered";
   if (raster != RasterOrder::Heuristic) out += "_raster" + std::string(raster_token(raster));
   if (swizzle != 1) out += "_sw" + std::to_string(swizzle);
   if (stages != 0) out += "_s" + std::to_string(stages);
@@ -126,6 +127,7 @@ nlohmann::json KernelSpec::to_json() const {
       {"raster", raster_token(raster)},
       {"swizzle", swizzle},
       {"split_k", split_k},
+      {"reduction", ordered_reduction ? "ordered" : "unordered"},
       {"stages", stages},
   };
 }
@@ -178,6 +180,12 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
              [](const nlohmann::json& v) { return parse_raster_token(v.get<std::string>()); });
   read_field(j, "swizzle", s.swizzle, as_int);
   read_field(j, "split_k", s.split_k, as_int);
+  read_field(j, "reduction", s.ordered_reduction, [](const nlohmann::json& v) {
+    const std::string token = v.get<std::string>();
+    if (token != "ordered" && token != "unordered")
+      throw std::invalid_argument("reduction: expected 'ordered' or 'unordered', got '" + token + "'");
+    return token == "ordered";
+  });
   read_field(j, "stages", s.stages, as_int);
   return s;
 }

@@ -144,7 +144,11 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir)
   fs::path png = dir / (stem + ".png");
   bool plottable = std::any_of(result.candidates.begin(), result.candidates.end(),
                                [](const CandidateOutcome& c) { return c.ms.has_value(); });
-  if (!plottable) {
+  if (result.origin == "database" || result.origin == "bucket") {
+    // A reused choice has one point: no sweep to plot (the sweep's own report has the plot), and
+    // a warm tune stays clear of the plotting interpreter's start-up.
+    files.plot_note = "stored choice reused: no sweep to plot";
+  } else if (!plottable) {
     files.plot_note = "no configuration was timed: nothing to plot";
   } else if (auto problem = run_plot_script("plot_tune.py", {files.json.string(), png.string()})) {
     files.plot_note = *problem + "; the data are in " + files.csv.filename().string();

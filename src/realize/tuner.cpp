@@ -107,10 +107,28 @@ std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, s
     if (!members.count(family)) family_order.push_back(family);
     members[family].push_back(i);
   }
+  // The first member of every family, then the space's order with at most half of the cut from
+  // one family (the space lists its strongest configurations first).
   std::vector<size_t> chosen;
-  for (size_t round = 0; chosen.size() < std::min(count, specs.size()); ++round) {
-    for (const std::string& family : family_order) {
-      if (round < members[family].size() && chosen.size() < count) chosen.push_back(members[family][round]);
+  std::vector<bool> taken(specs.size(), false);
+  std::map<std::string, size_t> taken_per_family;
+  const size_t wanted = std::min(count, specs.size());
+  for (const std::string& family : family_order) {
+    if (chosen.size() >= wanted) break;
+    const size_t first = members[family].front();
+    chosen.push_back(first);
+    taken[first] = true;
+    ++taken_per_family[family];
+  }
+  const size_t family_cap = std::max<size_t>(1, (count + 1) / 2);
+  for (size_t pass = 0; pass < 2 && chosen.size() < wanted; ++pass) {
+    for (size_t i = 0; i < specs.size() && chosen.size() < wanted; ++i) {
+      if (taken[i]) continue;
+      const std::string family = family_of(specs[i]);
+      if (pass == 0 && taken_per_family[family] >= family_cap) continue;
+      chosen.push_back(i);
+      taken[i] = true;
+      ++taken_per_family[family];
     }
   }
   std::sort(chosen.begin(), chosen.end());

@@ -60,6 +60,11 @@ struct KernelSpec {
   RasterOrder raster = RasterOrder::Heuristic;
   int swizzle = 1;   // max swizzle size for the persistent scheduler (1, 2, 4, 8)
   int split_k = 1;   // >1: stream-K scheduler in split-K mode with that many splits
+  // How the stream-K scheduler sums the partial tiles of one output tile: true = in split order
+  // (each split waits for the one before: deterministic, a serial chain of `split_k` steps);
+  // false = in arrival order (concurrent adds into the workspace: no chain, last-bit
+  // nondeterministic between runs). Only meaningful with the stream-K scheduler.
+  bool ordered_reduction = true;
   int stages = 0;    // 0 = auto-carveout from the builder
 
   bool operator==(const KernelSpec&) const = default;

@@ -47,10 +47,11 @@ class CandidateSource {
   virtual BuildJob build_job(const KernelSpec& spec) = 0;
 };
 
-// The first `count` configurations of `specs` spread over kernel families (mainloop schedule,
-// tile scheduler, split-K or not): round-robin over the families in order of first
-// appearance, each family's own order kept, the result in the space's order. A cut space
-// then still holds e.g. the stream-K variants a large-K problem needs.
+// `count` configurations of `specs` spread over kernel families (mainloop schedule, tile
+// scheduler, split-K or not): the first member of every family (in order of first appearance),
+// then the rest in the space's order with at most half of `count` from one family; the result
+// in the space's order. A cut space then still holds e.g. the stream-K variants a large-K
+// problem needs, and otherwise follows the space's strongest-first order.
 std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count);
 
 struct TuneRequest {

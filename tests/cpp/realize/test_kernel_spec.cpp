@@ -102,6 +102,7 @@ TEST(KernelSpecName, DiffersWhenAnyFieldDiffers) {
   vary([](KernelSpec& s) { s.raster = RasterOrder::AlongM; });
   vary([](KernelSpec& s) { s.swizzle = 2; });
   vary([](KernelSpec& s) { s.split_k = 2; });
+  vary([](KernelSpec& s) { s.ordered_reduction = false; });
   vary([](KernelSpec& s) { s.stages = 4; });
   std::set<std::string> names = {base.name()};
   for (const auto& v : variants) {
@@ -128,8 +129,10 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   s.raster = RasterOrder::AlongM;
   s.swizzle = 4;
   s.split_k = 2;
+  s.ordered_reduction = false;
   s.stages = 5;
   const nlohmann::json j = s.to_json();
+  EXPECT_EQ(j.at("reduction"), "unordered");
   EXPECT_EQ(KernelSpec::from_json(j), s);
   EXPECT_EQ(KernelSpec::from_json(nlohmann::json::parse(j.dump())), s);
   EXPECT_EQ(j.at("a_dtype"), "f16");
