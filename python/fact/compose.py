@@ -682,11 +682,11 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     precision = doc["precision"]
     report = FactReport(precision=precision, device=str(device), capture=doc.get("capture", ""),
                         work_dir=str(folder), notes=list(doc.get("notes", [])))
-    report.op_implementation = op_implementation(device.type)
     if cuda_graphs:
         report.cuda_graphs = "off (asked for; not reached: nothing composed)"
 
     def done(composed: ComposedModule) -> ComposedModule:
+        report.op_implementation = op_implementation(device.type)  # after the libraries loaded
         if report_path is not None:
             Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
         return composed
