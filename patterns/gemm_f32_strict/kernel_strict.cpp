@@ -92,9 +92,16 @@ std::optional<std::string> sm80_unsupported_reason(const KernelSpec& spec) {
   return sm80_epilogue_unsupported_reason(spec);
 }
 
-// Shared memory the sm90 kernel's epilogue may take beside the pipeline stages (TMA store
-// staging, pipeline barriers, scheduler state).
-constexpr long kSm90EpilogueReserveBytes = 34 * 1024;
+// Shared memory the sm90 kernel's epilogue takes beside the pipeline stages (TMA store staging,
+// C load stages, pipeline barriers, scheduler state). Measured with CUTLASS 4.2 (sizeof the
+// collective epilogue's SharedStorage, 256 x 128 tile): 34 KiB without C, 66 KiB when the chain
+// reads C (four float32 C stages of the 128 x 32 epilogue tile, D staged in the C buffers); a
+// bias row adds nothing measurable (it fits the alignment padding).
+long sm90_epilogue_bytes(const KernelSpec& spec) {
+  for (const auto& op : spec.epilogue)
+    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return 66 * 1024;
+  return 34 * 1024;
+}
 
 long sm90_stage_bytes(const Shape3& tile) {
   return long(tile.m + 2 * tile.n) * tile.k * 4;  // A, B (hi in place), B lo
@@ -109,11 +116,7 @@ std::optional<std::string> sm90_unsupported_reason(const KernelSpec& spec) {
   if (t.n % 64 || t.n < 64) return "tile N must be a multiple of 64 (64 x 64 accumulator blocks)";
   if (long(t.m) * t.n > 256L * 128) return "accumulators exceed the consumer register budget";
   if (spec.stages < 2) return "the sm90 kernel needs at least 2 stages";
-  bool reads_bias = false;
-  for (const auto& op : spec.epilogue) reads_bias = reads_bias || op.kind == Kind::Bias;
-  const long bias_bytes = reads_bias ? long(t.n) * 4 : 0;  // the bias row of a CTA tile
-  if (sm90_stage_bytes(t) * spec.stages + kSm90EpilogueReserveBytes + bias_bytes >
-      kSm90SharedMemoryBytes)
+  if (sm90_stage_bytes(t) * spec.stages + sm90_epilogue_bytes(spec) > kSm90SharedMemoryBytes)
     return "pipeline stages exceed shared memory";
   if (spec.cluster != Shape3{1, 1, 1}) return "the sm90 strict kernel runs without clusters";
   if (spec.split_k != 1) return "split-K slices are a launch argument (FactGemmArgs::split_k)";
@@ -248,6 +251,8 @@ std::vector<KernelSpec> f32_strict_candidates(const KernelSpec& problem) {
   base.math = MathMode::Tf32x3;
   base.cluster = {1, 1, 1};
   base.split_k = 1;
+  // Each tile at its stage count, or the deepest pipeline that fits beside the epilogue (a
+  // chain reading C takes 32 KiB more: one stage fewer).
   struct Sm90Choice { Shape3 tile; int stages; };
   const Sm90Choice sm90_choices[] = {{{256, 128, 32}, 3}, {{128, 128, 32}, 4}, {{256, 64, 32}, 4}};
   for (const auto& choice : sm90_choices) {
@@ -257,8 +262,12 @@ std::vector<KernelSpec> f32_strict_candidates(const KernelSpec& problem) {
       s.epilogue_schedule = EpilogueSchedule::TmaCooperative;
       s.scheduler = scheduler;
       s.tile = choice.tile;
-      s.stages = choice.stages;
-      if (!f32_strict_unsupported_reason(s)) out.push_back(s);
+      for (s.stages = choice.stages; s.stages >= 2; --s.stages) {
+        if (!f32_strict_unsupported_reason(s)) {
+          out.push_back(s);
+          break;
+        }
+      }
     }
   }
   struct Sm80Choice { Shape3 tile; int stages; };

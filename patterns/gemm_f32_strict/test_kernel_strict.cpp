@@ -105,6 +105,7 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   EXPECT_NE(f32_strict_unsupported_reason(multiply), std::nullopt);
   multiply.mainloop = MainloopSchedule::Cooperative;
   multiply.tile = {256, 128, 32};
+  multiply.stages = 2;
   EXPECT_EQ(f32_strict_unsupported_reason(multiply), std::nullopt);
 
   KernelSpec bf16_bias = sm90_tn_example();
@@ -143,6 +144,12 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   KernelSpec sm90_deep = sm90_tn_example();
   sm90_deep.stages = 4;  // 4 x 64 KiB
   EXPECT_NE(f32_strict_unsupported_reason(sm90_deep), std::nullopt);
+
+  KernelSpec residual_deep = sm90_tn_example();  // C stages take 32 KiB more epilogue
+  residual_deep.epilogue = {residual_step()};
+  EXPECT_NE(f32_strict_unsupported_reason(residual_deep), std::nullopt);
+  residual_deep.stages = 2;
+  EXPECT_EQ(f32_strict_unsupported_reason(residual_deep), std::nullopt);
 
   KernelSpec sm90_wide = sm90_tn_example();
   sm90_wide.tile = {256, 256, 32};  // 256 accumulator registers per thread
@@ -189,7 +196,7 @@ TEST(GemmF32Strict, SpaceAcceptsMinGptEpilogues) {
         sm80 += c.mainloop == MainloopSchedule::Multistage;
         sm90 += c.mainloop == MainloopSchedule::Cooperative;
       }
-      EXPECT_GT(sm90, 0) << problem.name();
+      EXPECT_EQ(sm90, 6) << problem.name();  // 3 tiles x 2 schedulers, stages as fit
       const bool two_sources = epilogue.size() == 2 && epilogue[1].kind == Kind::Residual;
       EXPECT_EQ(sm80 > 0, !two_sources) << problem.name();
     }
@@ -248,11 +255,13 @@ KernelSpec sm80_bias_gelu_tanh() {
   return s;
 }
 
-// torch.matmul + bias + residual: the transposed Hopper run (bias along the kernel's M).
+// torch.matmul + bias + residual: the transposed Hopper run (bias along the kernel's M); with
+// C loads in the epilogue two 256 x 128 stages fit.
 KernelSpec sm90_nn_bias_residual() {
   KernelSpec s = sm90_tn_example();
   s.b_layout = Layout::RowMajor;
   s.epilogue = {bias_step(), residual_step()};
+  s.stages = 2;
   return s;
 }
 
