@@ -394,11 +394,14 @@ def _insert_calls(graph: torch.fx.Graph, match: dict, values: dict[str, torch.fx
         return replacements.get(vid) or values[vid]
 
     for call in calls:
+        # fact::gemm_planned carries the 15 non-tensor arguments as one registered plan: the
+        # per-call cost of passing them through the dispatcher is most of the op's CPU time.
+        plan = ops.plan_gemm(*call.scalar_args(), call.handle, call.kernel_id)
         with graph.inserting_after(call.d_node):
-            new = graph.call_function(torch.ops.fact.gemm.default, (
+            new = graph.call_function(torch.ops.fact.gemm_planned.default, (
                 node_of(call.a), node_of(call.b),
                 node_of(call.bias) if call.bias else None, node_of(call.c) if call.c else None,
-                *call.scalar_args(), call.handle, call.kernel_id))
+                plan))
         new.meta["val"] = call.out
         call.d_node.replace_all_uses_with(new, delete_user_cb=lambda user, new=new: user is not new)
         replacements[call.d] = new

@@ -64,7 +64,7 @@ def test_composed_mingpt_block_matches_the_original_on_fresh_inputs(composed_blo
                        "gemm_bias_residual"], str(report)
     assert any("attention" in item.what for item in report.left_to_pytorch), str(report)
     targets = [n.target for n in composed.graph_module.graph.nodes if n.op == "call_function"]
-    assert targets.count(torch.ops.fact.gemm.default) == 4
+    assert targets.count(torch.ops.fact.gemm_planned.default) == 4
     assert torch.ops.aten.linear.default not in targets
     assert torch.ops.aten.tanh.default not in targets
     for seed in (1, 2, 3):
@@ -85,7 +85,7 @@ def test_fake_implementation_traces_under_torch_compile_and_export(composed_bloc
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
     exported = torch.export.export(composed.graph_module, (x,), strict=False)
-    calls = [n for n in exported.graph.nodes if n.target == torch.ops.fact.gemm.default]
+    calls = [n for n in exported.graph.nodes if n.target == torch.ops.fact.gemm_planned.default]
     assert len(calls) == 4
     assert all(tuple(n.meta["val"].shape) in {(2, 16, 192), (2, 16, 64), (2, 16, 256)}
                for n in calls)

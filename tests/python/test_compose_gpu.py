@@ -26,7 +26,7 @@ pytestmark = [
     needs_engine,
 ]
 
-GEMM = torch.ops.fact.gemm.default
+GEMM = torch.ops.fact.gemm_planned.default
 
 
 class Mlp(torch.nn.Module):
@@ -82,7 +82,7 @@ def test_every_composed_gemm_calls_a_verified_kernel(composed_mlp):
         assert gemm.config and gemm.config_source in ("default", "database"), str(report)
     assert report.op_implementation and "reference" not in report.op_implementation
     calls = [n for n in composed.graph_module.graph.nodes if n.target == GEMM]
-    assert len(calls) == 2 and all(n.args[-2] >= 0 for n in calls)  # kernel handles
+    assert len(calls) == 2 and all(fact.ops.planned_arguments(n.args[-1])[-2] >= 0 for n in calls)  # kernel handles
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback, no 'cannot implement'
         _assert_close_to_float64(composed, module, _inputs(1))

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO_ROOT / "bench" / "models"))
 from test_compose import BATCH, EMBED, SEQ_LEN, needs_engine, small_block  # noqa: E402
 
-GEMM = torch.ops.fact.gemm.default
+GEMM = torch.ops.fact.gemm_planned.default
 
 TINY_MODEL = textwrap.dedent('''
     import torch
@@ -220,7 +220,7 @@ LOAD_IN_FRESH_INTERPRETER = textwrap.dedent('''
     with torch.no_grad():
         out = composed(*inputs)
     calls = sum(1 for n in composed.graph_module.graph.nodes
-                if n.target == torch.ops.fact.gemm.default)
+                if n.target == torch.ops.fact.gemm_planned.default)
     torch.save({"inputs": inputs, "out": out, "calls": calls,
                 "composed": len(composed.fact_report.composed)}, sys.argv[2])
 ''')
