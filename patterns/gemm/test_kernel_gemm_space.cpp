@@ -311,7 +311,22 @@ TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
     apply_default_config(s, m, n, k, 1);
     EXPECT_EQ(s.scheduler, TileScheduler::Persistent) << s.name();
     EXPECT_EQ(s.split_k, 1) << s.name();
+    EXPECT_FALSE(gemm_spec_error(s).has_value()) << s.name();
   }
+  // Many tiles: plain GEMMs take the cooperative 128x256 tile with a 2x1 cluster, GEMMs with an
+  // epilogue the ping-pong 128x128 tile (the measured winners on an H200).
+  KernelSpec plain = plain_bf16_class();
+  apply_default_config(plain, 4096, 4096, 4096, 1);
+  EXPECT_EQ(plain.mainloop, MainloopSchedule::Cooperative);
+  EXPECT_EQ(plain.tile.n, 256);
+  EXPECT_EQ(plain.cluster.m, 2);
+  KernelSpec fused = bf16_class();
+  ASSERT_FALSE(fused.epilogue.empty());
+  apply_default_config(fused, 65536, 3072, 768, 1);
+  EXPECT_EQ(fused.mainloop, MainloopSchedule::Pingpong) << fused.name();
+  EXPECT_EQ(fused.tile.m, 128);
+  EXPECT_EQ(fused.tile.n, 128);
+  EXPECT_FALSE(gemm_spec_error(fused).has_value()) << fused.name();
 }
 
 TEST(GemmDefaults, ResolvedSchedulesPairMainloopAndEpilogue) {

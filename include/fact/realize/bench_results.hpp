@@ -64,7 +64,9 @@ struct BenchResults {
   std::optional<BenchTuningCost> tuning_cost;
 
   // Geometric mean of the speedups over the cases of each precision mode, per baseline
-  // ({"native": {"cublas": 0.98, ...}, ...}); written as "summary" beside "cases".
+  // ({"native": {"cublas": {"geomean_speedup", "cases"}, ...}}), and "like_for_like": against
+  // the library call computing the same thing per case (cuBLASLt's fused epilogue where the case
+  // has an epilogue, else cuBLAS), with the worst case; written as "summary" beside "cases".
   nlohmann::json summary() const;
 
   nlohmann::json to_json() const;

@@ -107,6 +107,12 @@ TEST(TunerBenchResults, SummaryIsTheGeometricMeanPerPrecisionAndTuningCostIsWrit
   EXPECT_EQ(j["summary"]["native"]["cublas"]["cases"], 2);  // the case without a kernel is not counted
   EXPECT_NEAR(j["summary"]["strict"]["cublas"]["geomean_speedup"].get<double>(), 2.2, 1e-12);
   EXPECT_FALSE(j.contains("tuning_cost"));
+  EXPECT_NEAR(j["summary"]["native"]["like_for_like"]["min_speedup"].get<double>(), 0.5, 1e-12);
+  EXPECT_EQ(j["summary"]["native"]["like_for_like"]["min_case"], "b");
+  BenchResults fused = results;
+  fused.cases = {make_case("e", "native", 1.0, 0.8)};
+  fused.cases[0].baselines["cublaslt"] = {1.2, std::nullopt};  // the fused library call counts
+  EXPECT_NEAR(fused.to_json()["summary"]["native"]["like_for_like"]["geomean_speedup"].get<double>(), 1.2, 1e-12);
 
   BenchTuningCost cost;
   cost.case_name = "a";
