@@ -532,7 +532,10 @@ class BlockBenchmark:
         torch.set_float32_matmul_precision("highest")
         model, x = self.block(torch.bfloat16, a.overhead_batch, a.overhead_seq_len)
         label = f"{a.overhead_batch}x{a.overhead_seq_len}x{a.embed}"
+        # "same_graph": the module's exported graph (the one FACT rewrites) run eagerly, with no
+        # FACT op and no guard: what the composed module's host time is compared against.
         variants = {"eager": None,
+                    "same_graph": None,
                     "fact_eager": self.fact_options(remainder="eager"),
                     "fact_cuda_graphs": self.fact_options(remainder="eager", cuda_graphs=True)}
         measured: dict[str, Any] = {}
@@ -541,7 +544,11 @@ class BlockBenchmark:
                 self.check_budget(f"overhead '{variant}'")
                 if variant == "fact_cuda_graphs" and self.device.type != "cuda":
                     raise OptionNotAccepted("CUDA graphs need a CUDA device")
-                if options is None:
+                if variant == "same_graph":
+                    with torch.no_grad():
+                        graph = torch.export.export(model, (x,), strict=False).module(check_guards=False)
+                    fn = (lambda graph=graph: graph.forward(x))
+                elif options is None:
                     fn = (lambda: model(x))
                 else:
                     composed, _ = self.optimize(model, (x,), "native", f"overhead-{variant}", **options)
@@ -570,6 +577,11 @@ class BlockBenchmark:
         baselines = {"torch_eager": {"ms": eager_ms, "rel_err": None}}
         if eager.get("stats"):
             baselines["torch_eager"].update(p10_ms=eager["stats"]["p10_ms"], p90_ms=eager["stats"]["p90_ms"])
+        same = (measured.get("same_graph", {}).get("stats") or {})
+        same_ms = same.get("median_ms")
+        if same_ms:
+            baselines["torch_eager_same_graph"] = {"ms": same_ms, "rel_err": None,
+                                                   "p10_ms": same["p10_ms"], "p90_ms": same["p90_ms"]}
         for variant in ("fact_eager", "fact_cuda_graphs"):
             entry = measured[variant]
             ms = (entry.get("stats") or {}).get("median_ms")
@@ -578,7 +590,8 @@ class BlockBenchmark:
                 status=entry["status"], reason=entry.get("reason", ""), timing=entry.get("stats"),
                 host_us_per_forward=ms * 1e3 if ms else None,
                 eager_host_us_per_forward=eager_ms * 1e3 if eager_ms else None,
-                ratio_to_eager=(ms / eager_ms) if ms and eager_ms else None))
+                ratio_to_eager=(ms / eager_ms) if ms and eager_ms else None,
+                ratio_to_same_graph=(ms / same_ms) if ms and same_ms else None))
         self.results.doc["overhead"] = {"size": label, "measured": measured}
         return "; ".join(f"{v}: {e['status']}" for v, e in measured.items() if e["status"] != "ok")
 
@@ -678,7 +691,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--overhead-batch", type=int, default=1)
     parser.add_argument("--overhead-seq-len", type=int, default=16)
     parser.add_argument("--overhead-calls", type=int, default=200)
-    parser.add_argument("--overhead-repeats", type=int, default=5)
+    parser.add_argument("--overhead-repeats", type=int, default=9)
     parser.add_argument("--no-plots", action="store_true")
     return parser.parse_args(argv)
 

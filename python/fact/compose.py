@@ -144,7 +144,7 @@ def _signature(args: Sequence[Any]) -> tuple:
     parts = []
     for arg in args:
         if isinstance(arg, torch.Tensor):
-            parts.append(("tensor", tuple(arg.shape), arg.dtype, str(arg.device), arg.stride(),
+            parts.append(("tensor", tuple(arg.shape), arg.dtype, arg.device, arg.stride(),
                           _aligned(arg)))
         else:
             parts.append(("value", repr(arg)))
@@ -241,7 +241,9 @@ class ComposedModule(torch.nn.Module):
                 warnings.warn(f"fact: the Inductor-compiled remainder failed "
                               f"({_first_line(error)}); running it eagerly from now on",
                               stacklevel=3)
-        return self.graph_module(*args)
+        # forward, not __call__: the exported module's pre-hooks re-check what the signature
+        # guard above has already checked (pytree spec, input constraints) on every call.
+        return self.graph_module.forward(*args)
 
     def forward(self, *args, **kwargs):
         if self.graph_module is None:
@@ -731,7 +733,9 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     realized = {(g["match"], g["gemm"]): g for g in manifest.get("gemms", [])}
     tuning = doc.get("tuning", {})
     rejected = doc.get("rejected", {})
-    graph_module = exported.module()
+    # No in-graph guard function: ComposedModule's signature guard checks shapes, dtypes,
+    # devices, strides and alignment before the graph runs.
+    graph_module = exported.module(check_guards=False)
     values = _value_nodes(graph_module, doc.get("values", []))
     on_gpu = device.type == "cuda"
     plan_selection = doc.get("patterns")
