@@ -72,6 +72,8 @@ class _GemmRecorder(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is torch.ops.fact.gemm.default:
             self.calls.append(tuple(args))
+        elif target is torch.ops.fact.gemm_planned.default:  # what fact.optimize inserts
+            self.calls.append(tuple(args[:4]) + tuple(fact.ops.planned_arguments(args[4])))
         return super().call_function(target, args, kwargs)
 
 
