@@ -5,4 +5,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$FACT_ROOT"
-exec fact optimize bench/models/mingpt_block.py:MinGPTBlock --dtype bfloat16 -o out/mingpt_block "$@"
+exec fact optimize bench/models/mingpt_block.py:MinGPTBlock --dtype bfloat16 -o out/mingpt_block --max-candidates 8 "$@"

@@ -57,7 +57,7 @@ import fact  # noqa: E402
 from compose_report import render_report  # noqa: E402
 from compose_results import ResultsFile, make_case  # noqa: E402
 from compose_subgraphs import GemmSubgraph, record_gemm_calls  # noqa: E402
-from compose_timing import L2Flusher, cpu_time_per_call, time_device  # noqa: E402
+from fact.timing import L2Flusher, cpu_time_per_call, time_device  # noqa: E402
 from mingpt_block import MinGPTBlock  # noqa: E402
 
 STAGES = ("verify", "timing", "subgraphs", "ablation", "overhead")

@@ -7,6 +7,8 @@
 //   package   python -m fact.package → <out>/<package>/: the composed module as an importable
 //             Python package (plan, kernel libraries, model file, weights; the realize step
 //             there takes the tuned choices from the tuning database), verified on the GPU
+//   measure   (GPU) python -m fact.measure: the package against the model in float64, and the
+//             speedup table against eager / torch.compile / max-autotune → <out>/e2e.{md,json}
 //   report    <out>/report.md + report.json, saying what ran, what was skipped and why
 //
 // Stages that cannot run here are skipped with the reason printed, never silently.
@@ -61,6 +63,7 @@ struct OptimizeArgs {
   bool no_tune = false;
   bool no_compile = false;
   std::string package_name;  // empty: fact_<class>
+  bool no_measure = false, no_max_autotune = false;
 };
 
 // One kernel to realize: a GEMM of an accepted match.
@@ -165,6 +168,22 @@ PackageOutcome write_package(const OptimizeArgs& args, const std::string& precis
                  (on_gpu ? ", verified against float64 on this GPU"
                          : ", not verified (no GPU here; load() verifies them on the GPU)");
   return outcome;
+}
+
+// End to end on the GPU (python -m fact.measure): the packaged module against the original in
+// float64, and timed against eager / torch.compile / max-autotune. Returns the Markdown table
+// (also printed by the child), or why there is none.
+std::string measure_end_to_end(const OptimizeArgs& args, const fs::path& out_dir, const PackageOutcome& package) {
+  std::vector<std::string> module_args = {package.path.string(), "-o", out_dir.string()};
+  if (args.no_max_autotune) module_args.push_back("--no-max-autotune");
+  const util::ProcessResult result = run_python_module("end to end", "fact.measure", module_args);
+  if (!result.succeeded())
+    return "End-to-end measurement failed (" + result.describe() + "); see the console output.\n";
+  try {
+    return util::read_file(out_dir / "e2e.md");
+  } catch (const std::exception& e) {
+    return std::string("End-to-end measurement wrote no e2e.md: ") + e.what() + "\n";
+  }
 }
 
 std::string fmt_ms(std::optional<double> ms) {
@@ -286,7 +305,7 @@ std::vector<TunedKernel> tune_kernels(const std::vector<KernelTask>& tasks, cons
 void write_report(const OptimizeArgs& args, const std::string& precision, const fs::path& out_dir,
                   const std::string& discovery_table, const std::vector<KernelTask>& tasks,
                   const std::vector<TunedKernel>& tuned, const PackageOutcome& package,
-                  const std::vector<std::string>& skipped) {
+                  const std::string& end_to_end, const std::vector<std::string>& skipped) {
   std::ostringstream md;
   md << "# FACT optimize report: `" << args.model << "`\n\n"
      << "- dtype: " << args.dtype << "\n- precision mode: **" << precision << "**\n"
@@ -334,6 +353,7 @@ void write_report(const OptimizeArgs& args, const std::string& precision, const 
   if (package.written)
     md << "\nPer composed GEMM (configuration, tuned or default, verification error): "
        << "`" << package.path.filename().string() << "/report.json`.\n";
+  if (!end_to_end.empty()) md << "\n" << end_to_end << "\nData: `e2e.json`.\n";
   if (!skipped.empty()) {
     md << "\n## Skipped\n\n";
     for (const std::string& s : skipped) md << "- " << s << "\n";
@@ -395,10 +415,20 @@ void run(const OptimizeArgs& args) {
   // 4. the composed module as a Python package
   const PackageOutcome package = write_package(args, precision, out_dir, !no_gpu, !cannot_compile);
   if (no_gpu) skipped.push_back("verification of the packaged kernels: " + *no_gpu);
-  skipped.push_back("the end-to-end timing against eager / torch.compile: not in the CLI "
-                    "(bench/compose)");
 
-  write_report(args, precision, out_dir, table, tasks, tuned, package, skipped);
+  // 5. end to end on the GPU: verification against float64 and the speedup table
+  std::string end_to_end;
+  if (no_gpu) {
+    skipped.push_back("end-to-end verification and timing against eager / torch.compile: " + *no_gpu);
+  } else if (!package.written) {
+    skipped.push_back("end-to-end verification and timing: no package");
+  } else if (args.no_measure) {
+    skipped.push_back("end-to-end verification and timing: --no-measure was given");
+  } else {
+    end_to_end = measure_end_to_end(args, out_dir, package);
+  }
+
+  write_report(args, precision, out_dir, table, tasks, tuned, package, end_to_end, skipped);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n== skipped\n";
@@ -434,6 +464,10 @@ void add_optimize_command(CLI::App& app) {
       ->check(CLI::IsMember({"default", "exhaustive"}));
   cmd->add_option("--max-candidates", args->max_candidates, "Tune at most this many configurations per kernel (0: all)");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (0: all cores)");
+  cmd->add_flag("--no-measure", args->no_measure,
+                "On a GPU, skip the end-to-end check (float64 verification and the speedup table)");
+  cmd->add_flag("--no-max-autotune", args->no_max_autotune,
+                "End-to-end table without torch.compile(mode=\"max-autotune\") (its compile takes minutes)");
   cmd->add_flag("--no-tune", args->no_tune, "Do not tune (the package takes stored or default configurations)");
   cmd->add_flag("--no-compile", args->no_compile,
                 "Render the kernels only (no nvcc); the package then composes with the reference "

@@ -23,7 +23,7 @@ sys.path.insert(0, str(BENCH_DIR))
 from compose_report import render_report  # noqa: E402
 from compose_results import device_slug, make_case  # noqa: E402
 from compose_subgraphs import GemmCall, GemmSubgraph, record_gemm_calls  # noqa: E402
-from compose_timing import summarize  # noqa: E402
+from fact.timing import summarize  # noqa: E402
 
 import run_block as run_block_module  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Timers for the composition benchmark (DESIGN.md, "Measuring").
+"""Timers shared by `fact.measure` and the composition benchmark (DESIGN.md, "Measuring").
 
 `time_cuda`: CUDA events around each run, after warm-up, with the L2 cache flushed before
 every timed run (a write of `flush_mb` MiB, outside the events), so no run reads operands

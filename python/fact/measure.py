@@ -1,0 +1,173 @@
+"""`python -m fact.measure <package dir>`: the end-to-end check of a composed package, as the
+`fact optimize` CLI prints it (its speedup table).
+
+On a CUDA GPU, in one process and on the same inputs:
+  - verification: the composed module and the original module against the original run in
+    float64 on fresh random inputs (a new seed, full size): ‖out − ref‖ / ‖ref‖ for both;
+  - timing (fact.timing.time_cuda: CUDA events, warm-up, L2 flushed before each run, median and
+    p10–p90): the original module in eager mode, under torch.compile (default) and
+    torch.compile(mode="max-autotune") (unless --no-max-autotune), and the composed module
+    (Inductor for the remainder, as `load()` gives it).
+Writes <out>/e2e.json (DESIGN.md's results shape, suite "e2e") and <out>/e2e.md, prints the
+table. Without a CUDA GPU it says so and exits 0 having measured nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from fact.timing import L2Flusher, TimingStats, time_cuda
+from fact.versions import collect_versions
+
+
+def _fresh_like(inputs: Sequence[Any], seed: int) -> tuple:
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    fresh = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            fresh.append(torch.randn(x.shape, generator=generator, dtype=torch.float32)
+                         .to(device=x.device, dtype=x.dtype))
+        else:
+            fresh.append(x)
+    return tuple(fresh)
+
+
+def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    diff = torch.linalg.vector_norm((out.double() - ref).flatten())
+    return float(diff / torch.linalg.vector_norm(ref.flatten()).clamp_min(1e-300))
+
+
+def verify(model: torch.nn.Module, composed: torch.nn.Module, inputs: Sequence[Any],
+           seed: int) -> dict:
+    """Errors of the composed and the original module against the original in float64."""
+    fresh = _fresh_like(inputs, seed)
+    reference = copy.deepcopy(model).double()
+    wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                 for x in fresh)
+    with torch.no_grad():
+        ref = reference(*wide)
+        composed_error = _relative_error(composed(*fresh), ref)
+        torch_error = _relative_error(model(*fresh), ref)
+    return {"seed": seed, "fact_rel_err": composed_error, "torch_rel_err": torch_error}
+
+
+def _timed(fn: Callable[[], object], warmup: int, iters: int, flusher: L2Flusher) -> TimingStats:
+    with torch.no_grad():
+        return time_cuda(fn, warmup, iters, flusher)
+
+
+def measure(package_dir: Path, max_autotune: bool = True, warmup: int = 10, iters: int = 30,
+            flush_mb: int = 256, seed: int = 1234, log: Callable[[str], None] = print) -> dict:
+    """Verification and timing of the package on the current CUDA device (see the module doc)."""
+    from fact.package import build_packaged_model, load_package
+
+    started = time.perf_counter()
+    model, inputs = build_packaged_model(package_dir, "cuda")
+    composed = load_package(package_dir, "cuda", inputs=inputs)
+    report = composed.fact_report
+    log(f"composed: {len(report.composed)} GEMM(s); remainder {report.remainder}")
+    check = verify(model, composed, inputs, seed)
+    log(f"float64 check (seed {seed}): FACT rel_err {check['fact_rel_err']:.3g}, "
+        f"PyTorch {check['torch_rel_err']:.3g}")
+
+    flusher = L2Flusher(flush_mb, inputs[0].device if isinstance(inputs[0], torch.Tensor)
+                        else torch.device("cuda"))
+    variants: dict[str, Callable[[], object]] = {"torch_eager": lambda: model(*inputs)}
+    compiled_default = torch.compile(copy.deepcopy(model))
+    variants["torch_compile"] = lambda: compiled_default(*inputs)
+    if max_autotune:
+        compiled_max = torch.compile(copy.deepcopy(model), mode="max-autotune")
+        variants["torch_compile_max_autotune"] = lambda: compiled_max(*inputs)
+    timings: dict[str, dict] = {}
+    for name, fn in variants.items():
+        try:
+            log(f"timing {name} ...")
+            timings[name] = _timed(fn, warmup, iters, flusher).to_json()
+        except Exception as error:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+            timings[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
+    log("timing fact ...")
+    fact_stats = _timed(lambda: composed(*inputs), warmup, iters, flusher).to_json()
+
+    baselines = {name: {"ms": t.get("median_ms"), "rel_err": None, **({"error": t["error"]} if "error" in t else {})}
+                 for name, t in timings.items()}
+    baselines["torch_eager"]["rel_err"] = check["torch_rel_err"]
+    speedup = {name: b["ms"] / fact_stats["median_ms"] for name, b in baselines.items() if b.get("ms")}
+    versions = collect_versions(torch.device("cuda", torch.cuda.current_device()))
+    return {
+        "suite": "e2e",
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "device": torch.cuda.get_device_name(),
+        "versions": versions,
+        "cases": [{
+            "name": package_dir.name,
+            "precision": report.precision,
+            "status": "ok",
+            "fact_ms": fact_stats["median_ms"],
+            "rel_err": check["fact_rel_err"],
+            "baselines": baselines,
+            "speedup": speedup,
+            "config": "; ".join(f"{c.fusion} {c.shape}: {c.config or c.implementation}" for c in report.composed),
+            "timing": {"fact": fact_stats, **timings},
+            "verification": check,
+            "remainder": report.remainder,
+            "cuda_graphs": report.cuda_graphs,
+            "left_to_pytorch": [f"{item.what}: {item.reason}" for item in report.left_to_pytorch],
+        }],
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def render_markdown(doc: dict) -> str:
+    """The speedup table of an e2e results document."""
+    case = doc["cases"][0]
+    lines = [f"## End to end on {doc['device']} ({case['precision']})", "",
+             "| variant | ms (median) | p10–p90 ms | FACT speedup |", "|---|---|---|---|"]
+    timing = case["timing"]
+    for name, stats in list(timing.items())[1:] + [("fact", timing["fact"])]:
+        if "error" in stats:
+            lines.append(f"| {name} | – | – | failed: {stats['error']} |")
+            continue
+        spread = f"{stats['p10_ms']:.3f}–{stats['p90_ms']:.3f}"
+        factor = "—" if name == "fact" else f"{case['speedup'].get(name, float('nan')):.2f}x"
+        lines.append(f"| {'FACT (composed)' if name == 'fact' else name} | {stats['median_ms']:.3f} | {spread} | {factor} |")
+    check = case["verification"]
+    lines += ["", f"Against the module in float64 on fresh inputs (seed {check['seed']}): FACT "
+                  f"rel_err {check['fact_rel_err']:.3g}, PyTorch {check['torch_rel_err']:.3g}. "
+                  f"Remainder: {case['remainder']}.", f"Timer: {timing['fact'].get('timer', '')}."]
+    if case["left_to_pytorch"]:
+        lines += ["", "Left to PyTorch: " + "; ".join(case["left_to_pytorch"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fact.measure", description=__doc__.splitlines()[0])
+    parser.add_argument("package", help="a package folder written by fact optimize / fact.package")
+    parser.add_argument("-o", "--out", default=None, help="folder for e2e.json / e2e.md (default: the package's parent)")
+    parser.add_argument("--no-max-autotune", action="store_true", help="skip torch.compile(mode='max-autotune')")
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args(None if argv is None else list(argv))
+    package_dir = Path(args.package).resolve()
+    if not torch.cuda.is_available():
+        print("fact.measure: no CUDA GPU here: end-to-end verification and timing skipped")
+        return 0
+    out = Path(args.out) if args.out else package_dir.parent
+    out.mkdir(parents=True, exist_ok=True)
+    doc = measure(package_dir, max_autotune=not args.no_max_autotune, warmup=args.warmup, iters=args.iters,
+                  log=lambda line: print(line, flush=True))
+    (out / "e2e.json").write_text(json.dumps(doc, indent=2) + "\n")
+    table = render_markdown(doc)
+    (out / "e2e.md").write_text(table)
+    print("\n" + table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
