@@ -3,7 +3,6 @@ guards and fallbacks, tracing through the fake implementation, and the ctypes mi
 fact_abi.h."""
 import copy
 import ctypes
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import torch
 import fact.compose
 import fact.ops  # noqa: F401
 from fact import kernels
-from fact._engine import EngineNotFound, engine_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "bench" / "models"))
@@ -25,20 +23,7 @@ from mingpt_block import MinGPTBlock  # noqa: E402
 BATCH, SEQ_LEN, EMBED, HEADS = 2, 16, 64, 4
 
 
-def _find_engine() -> bool:
-    """The engine from fact._engine's search, else the newest build-*/fact of this checkout."""
-    try:
-        engine_path()
-        return True
-    except EngineNotFound:
-        builds = sorted(REPO_ROOT.glob("build*/fact"), key=lambda p: p.stat().st_mtime)
-        if builds:
-            os.environ["FACT_ENGINE"] = str(builds[-1])
-            return True
-    return False
-
-
-needs_engine = pytest.mark.skipif(not _find_engine(), reason="the fact engine is not built")
+from engine_support import needs_engine  # noqa: E402
 
 
 def small_block() -> torch.nn.Module:

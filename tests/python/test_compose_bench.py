@@ -15,7 +15,6 @@ import torch
 
 import fact
 from fact import ops
-from fact._engine import EngineNotFound, engine_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO_ROOT / "bench" / "compose"
@@ -33,20 +32,7 @@ TINY = ["--device", "cpu", "--batch", "2", "--seq-len", "16", "--embed", "64", "
 EXPECTED_FUSIONS = ["gemm_bias", "gemm_bias_gelu_tanh", "gemm_bias_residual", "gemm_bias_residual"]
 
 
-def _find_engine() -> bool:
-    """The engine from fact._engine's search, else the newest build-*/fact of this checkout."""
-    try:
-        engine_path()
-        return True
-    except EngineNotFound:
-        builds = sorted(REPO_ROOT.glob("build*/fact"), key=lambda p: p.stat().st_mtime)
-        if builds:
-            os.environ["FACT_ENGINE"] = str(builds[-1])
-            return True
-    return False
-
-
-needs_engine = pytest.mark.skipif(not _find_engine(), reason="the fact engine is not built")
+from engine_support import needs_engine  # noqa: E402
 
 
 def run_block(out_dir: Path, *extra: str, timeout: int = 180) -> dict:

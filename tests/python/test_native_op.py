@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import fact.ops  # noqa: F401  (defines fact::gemm)
+from engine_support import needs_engine
 from fact import native
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -266,19 +267,7 @@ def test_build_key_depends_on_the_source(tmp_path, monkeypatch):
     assert native.build_dir() == tmp_path / "cache" / "torch_ext" / native.build_key()
 
 
-def _engine_found() -> bool:
-    from fact._engine import EngineNotFound, engine_path
-    try:
-        engine_path()
-        return True
-    except EngineNotFound:
-        builds = sorted(REPO_ROOT.glob("build*/fact"), key=lambda p: p.stat().st_mtime)
-        if builds:
-            os.environ["FACT_ENGINE"] = str(builds[-1])
-        return bool(builds)
-
-
-@pytest.mark.skipif(not _engine_found(), reason="the fact engine is not built")
+@needs_engine
 def test_op_overhead_bench_runs_on_the_cpu_reference(tmp_path):
     """The GPU benchmark's plumbing (compose, record the calls, plan, time) on the CPU."""
     sys.path.insert(0, str(REPO_ROOT / "bench" / "compose"))
