@@ -100,7 +100,7 @@ TEST(RealizeMatches, EmitsOneSourcePerDistinctKernelAndAManifest) {
   EXPECT_EQ(manifest.at("precision"), "strict");
   ASSERT_EQ(manifest.at("kernels").size(), 2u);
   EXPECT_EQ(manifest.at("kernels")[0].at("name"),
-            "gemm_bias_gelu_tanh_bf16_tn_128x256x64_c1x1_coop_persistent");
+            "gemm_bias_gelu_tanh_bf16_tn_128x128x64_c1x2_pp_persistent");
   EXPECT_EQ(KernelSpec::from_json(manifest.at("kernels")[0].at("spec")), result.kernels[0].kernel.spec);
   EXPECT_EQ(manifest.at("gemms")[0].at("rule"), "gemm_bias_gelu_tanh");
   EXPECT_EQ(manifest.at("gemms")[0].at("kernel"), result.kernels[0].kernel.key);
