@@ -49,15 +49,11 @@ GEMM_FAMILY_PATTERNS = ("gemm", "mlp", "swiglu")
 PLAN_SCHEMA = "fact.plan/1"
 PLAN_FILE = "plan.json"
 
-# The precision contract's tolerances on ||out - ref|| / ||ref|| against float64
-# (include/fact/runtime/precision.hpp, used by the engine's verifier).
-MODE_TOLERANCE = {"strict": 1e-5, "tf32": 5e-3, "native": 1e-4}
-HALF_OUTPUT_TOLERANCE = 2e-2
-
-
-def tolerance_for(precision: str, out_dtype: torch.dtype) -> float:
-    half = out_dtype in (torch.bfloat16, torch.float16)
-    return max(MODE_TOLERANCE[precision], HALF_OUTPUT_TOLERANCE if half else 0.0)
+def _manifest_tolerance(entry: dict) -> float | None:
+    """The precision contract's bound ||out - ref|| / ||ref|| for one realized GEMM, as the engine
+    wrote it into the realize manifest (include/fact/runtime/precision.hpp); None if absent."""
+    value = entry.get("tolerance")
+    return float(value) if value is not None else None
 
 
 @dataclass
@@ -425,7 +421,7 @@ def _random_like(meta: torch.Tensor, device: torch.device, generator: torch.Gene
 
 
 def _verify_call(call: GemmCall, values: dict[str, torch.fx.Node], precision: str,
-                 device: torch.device, seed: int) -> tuple[float | None, float, str]:
+                 tolerance: float, device: torch.device, seed: int) -> tuple[float | None, float, str]:
     """Runs the call's kernel on fresh random operands of the planned shapes and compares with
     fact.ops.reference_gemm in float64: (rel_err, tolerance, '' or why it fails)."""
     generator = torch.Generator().manual_seed(seed)
@@ -436,7 +432,6 @@ def _verify_call(call: GemmCall, values: dict[str, torch.fx.Node], precision: st
             raise ValueError(f"no tensor metadata for operand {vid}")
         return _random_like(meta, device, generator)
 
-    tolerance = tolerance_for(precision, call.out.dtype)
     try:
         a, b = operand(call.a), operand(call.b)
         bias = operand(call.bias) if call.bias else None
@@ -802,8 +797,11 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
                     refusal = f"{what}: {_first_line(error)}"
                     continue
                 composed_gemm.implementation = f"kernel {kernel.get('name', '?')}"
-                if verify:
-                    rel_err, tolerance, failure = _verify_call(call, values, precision, device,
+                tolerance = _manifest_tolerance(entry)
+                if verify and tolerance is None:
+                    refusal = f"{what}: the realize manifest gives no tolerance to verify against"
+                elif verify:
+                    rel_err, tolerance, failure = _verify_call(call, values, precision, tolerance, device,
                                                                seed=1000 * match_index + gemm_index)
                     composed_gemm.rel_err, composed_gemm.tolerance = rel_err, tolerance
                     if failure:

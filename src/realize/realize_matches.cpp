@@ -8,6 +8,7 @@
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/spec_from_problem.hpp"
 #include "fact/realize/tuning_db.hpp"
+#include "fact/runtime/precision.hpp"
 #include "fact/util/atomic_file.hpp"
 
 namespace fact::realize {
@@ -164,6 +165,9 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
       j["kernel_name"] = result.kernels[kernel_by_key.at(g.kernel_key)].kernel.spec.name();
       j["config"] = j["kernel_name"];
       j["config_source"] = g.config_source;
+      // The precision contract's bound for this GEMM's output, for whoever verifies the kernel.
+      j["tolerance"] = runtime::tolerance_for(runtime::parse_precision(options.precision),
+                                              match.gemms[g.gemm].d.dtype);
       if (!g.tuned.is_null()) j["tuned"] = g.tuned;
     } else {
       j["error"] = g.error;

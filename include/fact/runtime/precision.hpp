@@ -1,5 +1,6 @@
 // Precision modes of a run (DESIGN.md, "Precision contract") and the verification tolerance
-// each one implies.
+// each one implies. Implemented in src/realize/precision.cpp (no CUDA needed), so realize can
+// write each GEMM's tolerance into its manifest for the Python verifier.
 #pragma once
 #include <optional>
 #include <string>

@@ -105,6 +105,8 @@ TEST(RealizeMatches, EmitsOneSourcePerDistinctKernelAndAManifest) {
   EXPECT_EQ(manifest.at("gemms")[0].at("rule"), "gemm_bias_gelu_tanh");
   EXPECT_EQ(manifest.at("gemms")[0].at("kernel"), result.kernels[0].kernel.key);
   EXPECT_EQ(manifest.at("gemms")[0].at("problem").at("m"), 8192);
+  // bf16 output: the contract's half-precision output bound (max with the strict mode's 1e-5).
+  EXPECT_DOUBLE_EQ(manifest.at("gemms")[0].at("tolerance").get<double>(), 2e-2);
   EXPECT_TRUE(manifest.at("gemms")[3].contains("error"));
   EXPECT_EQ(result.failed_compiles(), 0u);
 }
