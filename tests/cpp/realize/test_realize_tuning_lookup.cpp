@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "fact/build_info.hpp"
+#include "fact/realize/gemm_problem_args.hpp"
 #include "fact/realize/gemm_candidates.hpp"
 #include "fact/realize/realize_matches.hpp"
 #include "fact/realize/spec_from_problem.hpp"
@@ -16,7 +17,6 @@ namespace fact::realize {
 namespace {
 
 namespace fs = std::filesystem;
-using discover::GemmOperand;
 using discover::GemmProblem;
 using discover::Match;
 using discover::MatchStatus;
@@ -24,14 +24,7 @@ using discover::MatchStatus;
 constexpr const char* kPrecision = "native";
 
 GemmProblem bf16_linear(int64_t m, int64_t n, int64_t k) {
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = GemmOperand{"x", DType::BFloat16, Layout::RowMajor, k, 0};
-  p.b = GemmOperand{"w", DType::BFloat16, Layout::ColumnMajor, k, 0};
-  p.d = GemmOperand{"y", DType::BFloat16, Layout::RowMajor, n, 0};
-  return p;
+  return make_gemm_problem({m, n, k, 1}, DType::BFloat16, "", "tn");
 }
 
 std::vector<Match> one_gemm(const GemmProblem& problem) {
