@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 import fact
 import fact.ops
+from fact.versions import collect_versions
 from fact import native
 
 
@@ -166,6 +167,7 @@ def main() -> int:
     setup = compose_mlp(options.precision, options.work_dir)
     label = "native" if native.active() else "ctypes"
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "versions": collect_versions(torch.device("cuda", torch.cuda.current_device())),
                "precision": options.precision, "calls": options.calls,
                "repeats": options.repeats, label: op_timings(setup, options.calls, options.repeats)}
     if label == "native":
