@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from fact.versions import collect_versions, cutlass_version, fact_version  # noqa: F401
+from fact.versions import collect_versions
 
 SUITE = "compose"
 
