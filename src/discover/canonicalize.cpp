@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
+#include <stdexcept>
 
 #include "fact/discover/rule.hpp"
 
@@ -35,17 +37,43 @@ void sort_origins(graph::Graph& g, const graph::Graph& captured) {
   }
 }
 
+struct PassRegistry {
+  std::mutex mutex;
+  std::vector<CanonicalPass> passes;
+};
+
+PassRegistry& pass_registry() {
+  static PassRegistry registry;
+  return registry;
+}
+
 }  // namespace
+
+void register_canonical_pass(CanonicalPass pass) {
+  PassRegistry& r = pass_registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& existing : r.passes) {
+    if (existing.name == pass.name)
+      throw std::logic_error("canonicalization pass '" + pass.name + "' is registered twice");
+  }
+  r.passes.push_back(std::move(pass));
+}
+
+std::vector<CanonicalPass> canonical_passes() {
+  PassRegistry& r = pass_registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<CanonicalPass> passes = r.passes;
+  std::sort(passes.begin(), passes.end(), [](const CanonicalPass& a, const CanonicalPass& b) {
+    return a.order != b.order ? a.order < b.order : a.name < b.name;
+  });
+  return passes;
+}
 
 graph::Graph canonicalize(const graph::Graph& captured) {
   graph::Graph g = captured;
   g.reindex();
   drop_metadata_checks(g);
-  canonicalize_gemms(g);
-  canonicalize_gelu(g);
-  canonicalize_activations(g);
-  canonicalize_scales(g);
-  canonicalize_attention(g);
+  for (const auto& pass : canonical_passes()) pass.run(g);
   sort_origins(g, captured);
   return g;
 }

@@ -5,7 +5,7 @@
 
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/rule.hpp"
-#include "src/discover/graph_rewrite.hpp"
+#include "fact/discover/graph_rewrite.hpp"
 #include "src/discover/polynomial.hpp"
 
 namespace fact::discover {
@@ -110,6 +110,7 @@ std::optional<json> activation_attrs(const Node& node) {
   if (target_in(node, {"aten.relu", "aten.relu_"})) return make("relu");
   if (target_in(node, {"aten.silu", "aten.silu_"})) return make("silu");
   if (target_in(node, {"aten.sigmoid", "aten.sigmoid_"})) return make("sigmoid");
+  if (target_in(node, {"aten.tanh", "aten.tanh_"})) return make("tanh");
   if (target_in(node, {"aten.leaky_relu", "aten.leaky_relu_"})) {
     const Arg* slope_arg = detail::argument(node, 1, "negative_slope");
     auto slope = slope_arg ? detail::number_constant(*slope_arg) : std::optional<double>(0.01);
@@ -245,5 +246,39 @@ void canonicalize_scales(Graph& g) {
                                                json{{"value", *factor}}));
   }
 }
+
+void canonicalize_scalar_adds(Graph& g) {
+  for (const auto& id : ids_of(g, {"aten.add", "aten.sub"})) {
+    const Node* node = g.node(id);
+    if (node == nullptr || node->outputs.size() != 1 || node->args.size() < 2) continue;
+    const bool is_sub = target_is(*node, "aten.sub");
+    std::optional<double> alpha = 1.0;
+    if (const Arg* a = detail::argument(*node, 2, "alpha")) alpha = detail::number_constant(*a);
+    if (!alpha) continue;
+    // x + c, c + x (add only), x - c; the constant times alpha.
+    std::optional<double> addend;
+    ValueId x;
+    if (node->args[0].is_tensor()) {
+      if (auto c = detail::scalar_operand(g, node->args[1])) {
+        addend = (is_sub ? -1.0 : 1.0) * *alpha * *c;
+        x = node->args[0].tensor;
+      }
+    }
+    if (!addend && !is_sub && *alpha == 1.0 && node->args[1].is_tensor()) {
+      if (auto c = detail::scalar_operand(g, node->args[0])) {
+        addend = *c;
+        x = node->args[1].tensor;
+      }
+    }
+    if (!addend || !is_floating_tensor(g, x)) continue;
+    detail::replace_region(g, {id}, unary_node(id, "fact.add_scalar", x, node->outputs.front(),
+                                               json{{"value", *addend}}));
+  }
+}
+
+const CanonicalPassRegistrar kGeluPass{{"gelu", 200, &canonicalize_gelu}};
+const CanonicalPassRegistrar kActivationPass{{"activations", 300, &canonicalize_activations}};
+const CanonicalPassRegistrar kScalePass{{"scales", 400, &canonicalize_scales}};
+const CanonicalPassRegistrar kScalarAddPass{{"scalar_adds", 450, &canonicalize_scalar_adds}};
 
 }  // namespace fact::discover

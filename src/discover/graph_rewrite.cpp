@@ -1,4 +1,4 @@
-#include "src/discover/graph_rewrite.hpp"
+#include "fact/discover/graph_rewrite.hpp"
 
 #include <algorithm>
 #include <set>

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "fact/discover/rule.hpp"
-#include "src/discover/graph_rewrite.hpp"
+#include "fact/discover/graph_rewrite.hpp"
 
 namespace fact::discover::detail {
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 
-#include "fact/discover/gemm_chain.hpp"
 #include "fact/discover/rule.hpp"
 #include "fact/discover/strided_view.hpp"
 
@@ -26,15 +25,8 @@ double pytorch_gemm_rate(DType dtype, const DiscoverOptions& options) {
   return options.device.fp32_flops;
 }
 
-double fact_gemm_rate(DType dtype, const DiscoverOptions& options) {
-  if (dtype == DType::BFloat16 || dtype == DType::Float16) return options.device.bf16_flops;
-  if (options.precision == "tf32") return options.device.tf32_flops;
-  return options.device.tf32_flops / 3.0;
-}
-
 double roofline(double flops, double rate, double bytes, const DiscoverOptions& options) {
-  return std::max(flops / rate, bytes / options.device.hbm_bytes_per_s) +
-         options.device.launch_overhead_s;
+  return roofline_seconds(flops, rate, bytes, options.device);
 }
 
 bool costs_nothing(const graph::Graph& g, const graph::Node& node) {
@@ -64,19 +56,6 @@ std::optional<int64_t> reduction_dim(const graph::Graph& g, const graph::Node& n
   const auto& d = g.value(inputs[left]).desc;
   if (d.rank() < 1) return std::nullopt;
   return d.shape.back();
-}
-
-double attention_seconds(const nlohmann::json& a, DType dtype, const DiscoverOptions& options) {
-  const double batch = a.value("batch", 1), heads = a.value("heads", 1);
-  const double seq = a.value("seq", 0), kv_seq = a.value("kv_seq", 0);
-  const double dim = a.value("head_dim", 0), v_dim = a.value("v_head_dim", 0);
-  const double kv_heads = a.value("kv_heads", heads);
-  double flops = 2.0 * batch * heads * seq * kv_seq * (dim + v_dim);
-  if (a.value("causal", false)) flops *= 0.5;
-  const int bytes = std::max(graph::dtype_bytes(dtype), 1);
-  const double traffic = bytes * batch * (heads * seq * dim + kv_heads * kv_seq * (dim + v_dim) +
-                                          heads * seq * v_dim);
-  return roofline(flops, fact_gemm_rate(dtype, options), traffic, options);
 }
 
 }  // namespace
@@ -118,22 +97,18 @@ double pytorch_node_seconds(const graph::Graph& g, const graph::Node& node,
   return bytes / options.device.hbm_bytes_per_s + options.device.launch_overhead_s;
 }
 
-double fused_gemm_seconds(const GemmProblem& p, const DiscoverOptions& options) {
-  return roofline(p.flops(), fact_gemm_rate(p.a.dtype, options), p.min_bytes(), options);
-}
-
 void estimate(Match& m, const graph::Graph& captured, const DiscoverOptions& options) {
   double before = 0.0;
   for (const auto& id : m.nodes) {
     if (const graph::Node* node = captured.node(id)) before += pytorch_node_seconds(captured, *node, options);
   }
   m.est_before_us = before * 1e6;
-  if (m.status == MatchStatus::Accepted) {
+  if (m.status != MatchStatus::Declined && !m.problems.empty()) {
     double after = 0.0;
-    for (const auto& gemm : m.gemms) after += fused_gemm_seconds(gemm, options);
+    for (const auto& problem : m.problems) {
+      after += kind_of(problem).fused_seconds(problem.desc, options.device, options.precision);
+    }
     m.est_after_us = after * 1e6;
-  } else if (m.status == MatchStatus::Pending && m.pattern == "attention") {
-    m.est_after_us = attention_seconds(m.extra, m.dtype, options) * 1e6;
   } else {
     m.est_after_us = m.est_before_us;
   }
@@ -141,11 +116,9 @@ void estimate(Match& m, const graph::Graph& captured, const DiscoverOptions& opt
 
 Classification classify(const Match& m, bool pattern_has_template, const DiscoverOptions& options) {
   if (m.status == MatchStatus::Pending || !pattern_has_template) return Classification::New;
-  if (m.status == MatchStatus::Accepted && !m.gemms.empty() &&
-      std::all_of(m.gemms.begin(), m.gemms.end(), [&](const GemmProblem& p) {
-        const std::string key = options.key_of ? options.key_of(p, options.precision)
-                                               : tuning_key(p, options.precision);
-        return options.tuned_keys.count(key) != 0;
+  if (m.status == MatchStatus::Accepted && !m.problems.empty() && options.key_of &&
+      std::all_of(m.problems.begin(), m.problems.end(), [&](const Problem& p) {
+        return options.tuned_keys.count(options.key_of(p, options.precision)) != 0;
       })) {
     return Classification::Reuse;
   }
@@ -166,19 +139,6 @@ void rank_matches(std::vector<Match>& matches) {
     if (group(a) == 0) return a.est_saved_us() > b.est_saved_us();
     return a.est_before_us > b.est_before_us;
   });
-}
-
-std::string tuning_key(const GemmProblem& p, const std::string& precision) {
-  std::string key = p.fusion_name();
-  key += '|';
-  key += dtype_token(p.a.dtype);
-  key += '|';
-  key += layout_token(p.a.layout);
-  key += layout_token(p.b.layout);
-  key += '|' + std::to_string(p.m) + 'x' + std::to_string(p.n) + 'x' + std::to_string(p.k);
-  key += "|b" + std::to_string(p.batch);
-  key += '|' + math_mode(p.a.dtype, precision);
-  return key;
 }
 
 }  // namespace fact::discover

@@ -3,7 +3,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "fact/discover/gemm_chain.hpp"
 #include "fact/util/table.hpp"
 
 namespace fact::discover {
@@ -20,27 +19,16 @@ std::string nodes_cell(const Match& m) {
 }
 
 std::string dtype_cell(const Match& m) {
-  std::string cell(dtype_token(m.dtype));
+  std::string cell(graph::dtype_label(m.dtype));
   const std::string math = m.extra.value("math", std::string());
   if (math == "tf32x3") cell += " (3xTF32)";
   if (math == "tf32") cell += " (TF32)";
   return cell;
 }
 
-std::string attention_shape(const nlohmann::json& a) {
-  std::ostringstream out;
-  out << "b" << a.value("batch", 0) << " h" << a.value("heads", 0);
-  if (a.value("kv_heads", a.value("heads", 0)) != a.value("heads", 0)) out << "/" << a.value("kv_heads", 0);
-  out << " s" << a.value("seq", 0);
-  if (a.value("kv_seq", a.value("seq", 0)) != a.value("seq", 0)) out << "x" << a.value("kv_seq", 0);
-  out << " d" << a.value("head_dim", 0);
-  return out.str();
-}
-
 std::string shape_cell(const Match& m) {
-  if (m.gemms.size() == 1) return m.gemms.front().shape_string();
-  if (m.gemms.size() > 1) return std::to_string(m.gemms.size()) + " kernels";
-  if (m.pattern == "attention") return attention_shape(m.extra);
+  if (m.problems.size() == 1) return kind_of(m.problems.front()).shape(m.problems.front().desc);
+  if (m.problems.size() > 1) return std::to_string(m.problems.size()) + " kernels";
   return "-";
 }
 
@@ -86,7 +74,7 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
                {"match"},
                {"pattern"},
                {"nodes covered"},
-               {"shape (MxNxK)"},
+               {"shape"},
                {"dtype"},
                {"before µs", Table::Align::Right},
                {"after µs", Table::Align::Right},
@@ -101,10 +89,12 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
                    declined ? "-" : format_fixed(m.est_after_us, 1),
                    declined ? "-" : format_fixed(m.est_saved_us(), 1),
                    std::string(classification_name(m.classification)), status_cell(m)});
-    if (m.gemms.size() > 1) {
-      for (size_t k = 0; k < m.gemms.size(); ++k) {
+    if (m.problems.size() > 1) {
+      for (size_t k = 0; k < m.problems.size(); ++k) {
         const std::string label = std::to_string(i + 1) + static_cast<char>('a' + k);
-        table.add_row({label, "  " + m.gemms[k].fusion_name(), "", "", m.gemms[k].shape_string()});
+        const ProblemKind& kind = kind_of(m.problems[k]);
+        table.add_row({label, "  " + kind.fusion(m.problems[k].desc), "", "",
+                       kind.shape(m.problems[k].desc)});
       }
     }
   }
@@ -122,34 +112,6 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
         << "\n";
   }
   return out.str();
-}
-
-nlohmann::json device_profile_to_json(const DeviceProfile& p) {
-  return {{"name", p.name},
-          {"hbm_bytes_per_s", p.hbm_bytes_per_s},
-          {"bf16_flops", p.bf16_flops},
-          {"tf32_flops", p.tf32_flops},
-          {"fp32_flops", p.fp32_flops},
-          {"launch_overhead_s", p.launch_overhead_s}};
-}
-
-DeviceProfile device_profile_from_json(const nlohmann::json& j) {
-  DeviceProfile p;
-  auto number = [&](const char* key, double& field) {
-    if (!j.contains(key)) return;
-    if (!j.at(key).is_number()) throw std::invalid_argument(std::string("device profile: '") + key + "' is not a number");
-    field = j.at(key).get<double>();
-  };
-  if (j.contains("name")) {
-    if (!j.at("name").is_string()) throw std::invalid_argument("device profile: 'name' is not a string");
-    p.name = j.at("name").get<std::string>();
-  }
-  number("hbm_bytes_per_s", p.hbm_bytes_per_s);
-  number("bf16_flops", p.bf16_flops);
-  number("tf32_flops", p.tf32_flops);
-  number("fp32_flops", p.fp32_flops);
-  number("launch_overhead_s", p.launch_overhead_s);
-  return p;
 }
 
 nlohmann::json discovery_to_json(const Discovery& d, const graph::Graph& captured,

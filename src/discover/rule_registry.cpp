@@ -95,6 +95,7 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
       if (overlaps || result->claims.empty() || intermediates_escape(canonical, *result)) continue;
       if (result->match.pattern.empty()) result->match.pattern = rule->pattern;
       result->match.nodes = covered_captured_nodes(canonical, result->claims);
+      result->match.outputs = result->outputs;
       claimed.insert(result->claims.begin(), result->claims.end());
       results.push_back(std::move(*result));
     }

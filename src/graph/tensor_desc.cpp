@@ -47,6 +47,23 @@ DType parse_dtype(std::string_view name) {
 }
 
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+std::string_view dtype_label(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return "fp64";
+    case DType::Float32: return "fp32";
+    case DType::Float16: return "fp16";
+    case DType::BFloat16: return "bf16";
+    case DType::Int64: return "int64";
+    case DType::Int32: return "int32";
+    case DType::Int16: return "int16";
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+    case DType::Bool: return "bool";
+    case DType::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
 int dtype_bytes(DType dtype) { return info(dtype).bytes; }
 bool is_floating(DType dtype) { return info(dtype).floating; }
 

@@ -169,10 +169,9 @@ SubprocessRunner::SubprocessRunner(fs::path executable)
     : executable_(executable.empty() ? util::current_executable() : std::move(executable)) {}
 
 std::vector<std::string> SubprocessRunner::command_for(const RunRequest& request) const {
-  std::ostringstream problem;
-  problem << "m=" << request.m << ",n=" << request.n << ",k=" << request.k << ",batch=" << request.batch;
-  std::vector<std::string> argv = {executable_.string(), "run-kernel",  "--lib", request.library.string(),
-                                   "--problem",          problem.str(), "--precision", request.precision};
+  std::vector<std::string> argv = {executable_.string(), "run-kernel", "--lib", request.library.string(),
+                                   "--problem-json", (request.scratch_dir / "problem.json").string(),
+                                   "--precision", request.precision};
   if (!request.baselines.empty()) {
     std::string joined;
     for (const auto& name : request.baselines) joined += (joined.empty() ? "" : ",") + name;
@@ -198,6 +197,7 @@ RunResult SubprocessRunner::run(const RunRequest& request) {
   fs::path output_path = request.scratch_dir / "output.log";
   std::error_code ignored;
   fs::remove(report_path, ignored);
+  util::write_file_atomically(request.scratch_dir / "problem.json", problem_to_json(request.problem).dump(2) + "\n");
 
   util::ProcessOptions options;
   options.output_file = output_path;

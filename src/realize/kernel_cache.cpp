@@ -1,5 +1,7 @@
 #include "fact/realize/kernel_cache.hpp"
 
+#include "fact/util/cache_root.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
@@ -34,14 +36,7 @@ std::string tail_bytes(const std::string& text, size_t max) {
 
 }  // namespace
 
-fs::path fact_cache_root() {
-  if (const char* explicit_dir = std::getenv("FACT_CACHE_DIR"); explicit_dir && *explicit_dir) {
-    return explicit_dir;
-  }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "fact";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "fact";
-  return fs::temp_directory_path() / "fact-cache";
-}
+fs::path fact_cache_root() { return util::cache_root(); }
 
 fs::path default_kernel_cache_dir() { return fact_cache_root() / "kernels"; }
 

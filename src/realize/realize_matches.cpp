@@ -6,7 +6,7 @@
 #include "fact/build_info.hpp"
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/kernel_cache.hpp"
-#include "fact/realize/spec_from_problem.hpp"
+#include "fact/realize/realizer.hpp"
 #include "fact/realize/tuning_db.hpp"
 #include "fact/runtime/precision.hpp"
 #include "fact/util/atomic_file.hpp"
@@ -45,17 +45,16 @@ void compile_serially(std::vector<RealizedKernel>& kernels, const RealizeOptions
   }
 }
 
-// The GEMM's configuration: the tuning database's stored choice for its key (exact, then the
+// The call's configuration: the tuning database's stored choice for its key (exact, then the
 // bucket's nearest when allowed) when that still renders, else `default_spec`. Records where it
-// came from in `gemm`.
-KernelSpec choose_spec(const discover::GemmProblem& problem, const KernelSpec& default_spec,
-                       const TuningDb* db, const RealizeOptions& options, RealizedGemm& gemm) {
+// came from in `call`.
+KernelSpec choose_spec(const Problem& problem, const Realizer& realizer, const KernelSpec& default_spec,
+                       const TuningDb* db, const RealizeOptions& options, RealizedCall& call) {
   if (db == nullptr) return default_spec;
   const std::string cutlass_version =
       options.cutlass_version.empty() ? build_info::kCutlassVersion : options.cutlass_version;
-  const TuningKey key = make_tuning_key(default_spec, problem.m, problem.n, problem.k,
-                                        problem.batch, options.precision, cutlass_version);
-  gemm.tuning_key = key.id();
+  const TuningKey key = make_tuning_key(realizer, default_spec, problem, options.precision, cutlass_version);
+  call.tuning_key = key.id();
   std::string source = "database";
   std::optional<TuningRecord> record = db->find_exact(key);
   if (!record && options.tuning_db_bucket) {
@@ -66,17 +65,19 @@ KernelSpec choose_spec(const discover::GemmProblem& problem, const KernelSpec& d
   try {
     KernelSpec stored = KernelSpec::from_json(record->spec);
     (void)render_kernel(stored, options.compile_options);  // still renders with this CUTLASS
-    gemm.config_source = source;
-    gemm.tuned = {{"ms", record->ms},
+    call.config_source = source;
+    std::string dims;
+    for (size_t i = 0; i < record->key.dims.size(); ++i) {
+      dims += (i ? "x" : "") + std::to_string(record->key.dims[i]);
+    }
+    call.tuned = {{"ms", record->ms},
                   {"rel_err", record->rel_err},
                   {"device", record->device},
                   {"date", record->date},
-                  {"shape", std::to_string(record->key.m) + "x" + std::to_string(record->key.n) +
-                                "x" + std::to_string(record->key.k) + "x" +
-                                std::to_string(record->key.batch)}};
+                  {"shape", dims}};
     return stored;
   } catch (const std::exception& e) {
-    gemm.tuning_note = "stored choice " + record->config + " not used: " + e.what();
+    call.tuning_note = "stored choice " + record->config + " not used: " + e.what();
     return default_spec;
   }
 }
@@ -86,7 +87,8 @@ nlohmann::json kernel_json(const RealizedKernel& k) {
       {"name", k.kernel.spec.name()},
       {"key", k.kernel.key},
       {"entry", k.kernel.entry_symbol},
-      {"pattern", k.kernel.spec.pattern},
+      {"kind", k.kernel.spec.kind()},
+      {"pattern", k.kernel.spec.pattern()},
       {"source", k.source_file.filename().string()},
       {"spec", k.kernel.spec.to_json()},
       {"status", k.status},
@@ -108,25 +110,29 @@ size_t RealizeResult::failed_compiles() const {
 
 RealizeResult realize_matches(const std::vector<discover::Match>& matches,
                               const RealizeOptions& options) {
-  (void)math_mode_for(DType::Float32, options.precision);  // validates the precision
+  (void)runtime::parse_precision(options.precision);  // validates the precision
+  if (options.out_dir.empty()) throw std::invalid_argument("realize: no output folder given");
   fs::create_directories(options.out_dir);
   RealizeResult result;
   std::map<std::string, size_t> kernel_by_key;
   std::optional<TuningDb> db;
   if (options.tuning_db) db.emplace(*options.tuning_db);
+  const RealizerRegistry& realizers = RealizerRegistry::global();
   for (size_t m = 0; m < matches.size(); ++m) {
     const discover::Match& match = matches[m];
     if (match.status != discover::MatchStatus::Accepted) continue;
-    for (size_t g = 0; g < match.gemms.size(); ++g) {
-      RealizedGemm gemm;
-      gemm.match = m;
-      gemm.gemm = g;
+    for (size_t c = 0; c < match.problems.size(); ++c) {
+      const Problem& problem = match.problems[c];
+      RealizedCall call;
+      call.match = m;
+      call.call = c;
       try {
-        const KernelSpec spec = choose_spec(match.gemms[g],
-                                            spec_from_problem(match.gemms[g], options.precision),
-                                            db ? &*db : nullptr, options, gemm);
+        const Realizer& realizer = realizers.for_problem(problem, options.precision);
+        const KernelSpec spec = choose_spec(problem, realizer,
+                                            realizer.problem_class(problem, options.precision),
+                                            db ? &*db : nullptr, options, call);
         RenderedKernel kernel = render_kernel(spec, options.compile_options);
-        gemm.kernel_key = kernel.key;
+        call.kernel_key = kernel.key;
         if (!kernel_by_key.count(kernel.key)) {
           RealizedKernel realized;
           realized.source_file = options.out_dir / (spec.name() + ".cu");
@@ -136,9 +142,9 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
           result.kernels.push_back(std::move(realized));
         }
       } catch (const std::invalid_argument& e) {  // RenderError included
-        gemm.error = e.what();
+        call.error = e.what();
       }
-      result.gemms.push_back(std::move(gemm));
+      result.calls.push_back(std::move(call));
     }
   }
 
@@ -152,32 +158,33 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
 
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& k : result.kernels) kernels.push_back(kernel_json(k));
-  nlohmann::json gemms = nlohmann::json::array();
-  for (const auto& g : result.gemms) {
-    const discover::Match& match = matches[g.match];
-    nlohmann::json j = {{"match", g.match},
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& c : result.calls) {
+    const discover::Match& match = matches[c.match];
+    const Problem& problem = match.problems[c.call];
+    nlohmann::json j = {{"match", c.match},
                         {"rule", match.rule},
                         {"pattern", match.pattern},
-                        {"gemm", g.gemm},
-                        {"problem", discover::gemm_problem_to_json(match.gemms[g.gemm])}};
-    if (!g.kernel_key.empty()) {
-      j["kernel"] = g.kernel_key;
-      j["kernel_name"] = result.kernels[kernel_by_key.at(g.kernel_key)].kernel.spec.name();
-      j["config"] = j["kernel_name"];
-      j["config_source"] = g.config_source;
-      // The precision contract's bound for this GEMM's output, for whoever verifies the kernel.
-      j["tolerance"] = runtime::tolerance_for(runtime::parse_precision(options.precision),
-                                              match.gemms[g.gemm].d.dtype);
-      if (!g.tuned.is_null()) j["tuned"] = g.tuned;
+                        {"call", c.call},
+                        {"problem", problem_to_json(problem)}};
+    if (!c.kernel_key.empty()) {
+      const KernelSpec& spec = result.kernels[kernel_by_key.at(c.kernel_key)].kernel.spec;
+      j["kernel"] = c.kernel_key;
+      j["kernel_name"] = spec.name();
+      j["config"] = spec.name();
+      j["config_source"] = c.config_source;
+      // The precision contract's bound for this call's output, for whoever verifies the kernel.
+      j["tolerance"] = kind_of(problem).tolerance(problem.desc, options.precision);
+      if (!c.tuned.is_null()) j["tuned"] = c.tuned;
     } else {
-      j["error"] = g.error;
+      j["error"] = c.error;
     }
-    if (!g.tuning_key.empty()) j["tuning_key"] = g.tuning_key;
-    if (!g.tuning_note.empty()) j["tuning_note"] = g.tuning_note;
-    gemms.push_back(std::move(j));
+    if (!c.tuning_key.empty()) j["tuning_key"] = c.tuning_key;
+    if (!c.tuning_note.empty()) j["tuning_note"] = c.tuning_note;
+    calls.push_back(std::move(j));
   }
   result.manifest = {
-      {"schema", "fact.realize/1"},
+      {"schema", "fact.realize/2"},
       {"precision", options.precision},
       {"fact_version", build_info::kVersion},
       {"cutlass_version", cutlass_version_at(options.compile_options.cutlass_include)},
@@ -185,10 +192,17 @@ RealizeResult realize_matches(const std::vector<discover::Match>& matches,
       {"compiled", options.compile},
       {"tuning_db", options.tuning_db ? options.tuning_db->string() : std::string()},
       {"kernels", std::move(kernels)},
-      {"gemms", std::move(gemms)},
+      {"calls", std::move(calls)},
   };
   util::write_file_atomically(options.out_dir / "manifest.json", result.manifest.dump(2) + "\n");
   return result;
+}
+
+const RealizedKernel* RealizeResult::kernel(const std::string& key) const {
+  for (const auto& k : kernels) {
+    if (k.kernel.key == key) return &k;
+  }
+  return nullptr;
 }
 
 }  // namespace fact::realize

@@ -2,24 +2,14 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 
 #include "fact/build_info.hpp"
+#include "fact/realize/realizer.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/sha256.hpp"
 
 namespace fact::realize {
 namespace {
-
-struct Registry {
-  std::mutex mutex;
-  std::map<std::string, TemplateRenderer> renderers;
-};
-
-Registry& registry() {
-  static Registry instance;
-  return instance;
-}
 
 void replace_all(std::string& text, std::string_view from, std::string_view to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
@@ -29,41 +19,19 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
 
 }  // namespace
 
-void register_template(const std::string& pattern, TemplateRenderer renderer) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  if (!r.renderers.emplace(pattern, renderer).second) {
-    throw std::logic_error("a kernel template is already registered for pattern '" + pattern + "'");
-  }
-}
-
-std::vector<std::string> registered_templates() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  std::vector<std::string> names;
-  for (const auto& [name, renderer] : r.renderers) names.push_back(name);
-  return names;
-}
-
 std::string generator_identity(const KernelTemplate& kernel_template) {
   return std::string("fact ") + build_info::kVersion + "; template " + kernel_template.generator;
 }
 
 RenderedKernel render_kernel(const KernelSpec& spec, const CompileOptions& options) {
-  TemplateRenderer renderer = nullptr;
-  {
-    Registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    auto it = r.renderers.find(spec.pattern);
-    if (it != r.renderers.end()) renderer = it->second;
-  }
-  if (!renderer) {
+  const Realizer* realizer = RealizerRegistry::global().find(spec.pattern());
+  if (realizer == nullptr) {
     std::string known;
-    for (const auto& name : registered_templates()) known += (known.empty() ? "" : ", ") + name;
-    throw RenderError("no kernel template for pattern '" + spec.pattern + "' (registered: " +
+    for (const auto& name : RealizerRegistry::global().patterns()) known += (known.empty() ? "" : ", ") + name;
+    throw RenderError("no kernel template for pattern '" + spec.pattern() + "' (registered: " +
                       known + ")");
   }
-  const KernelTemplate rendered = renderer(spec);
+  const KernelTemplate rendered = realizer->render(spec);
 
   std::string material = "fact-kernel-key/1\n";
   material += "generator:" + generator_identity(rendered) + "\n";

@@ -98,7 +98,7 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir)
 
   std::ostringstream md;
   md << "# Tuning " << result.problem_name() << "\n\n"
-     << "- problem: " << result.problem.fusion_name() << " " << result.problem.shape_string() << ", precision "
+     << "- problem: " << problem_summary(result.problem) << ", precision "
      << result.precision << "\n"
      << "- key: `" << result.key.id() << "`\n"
      << "- origin: " << result.origin << " (" << result.candidates.size() << " configuration(s), "

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "fact/build_info.hpp"
-#include "fact/realize/cutlass_names.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/progress.hpp"
 
@@ -70,11 +69,12 @@ json CandidateOutcome::to_json() const {
 }
 
 std::string TuneResult::problem_name() const {
-  std::ostringstream name;
-  name << problem.fusion_name() << "_" << problem.m << "x" << problem.n << "x" << problem.k;
-  if (problem.batch > 1) name << "_b" << problem.batch;
-  name << "_" << dtype_token(problem.a.dtype) << "_" << precision;
-  return name.str();
+  const ProblemKind& kind = kind_of(problem);
+  std::string shape = kind.shape(problem.desc);
+  std::replace(shape.begin(), shape.end(), '(', '_');
+  shape.erase(std::remove(shape.begin(), shape.end(), ')'), shape.end());
+  return kind.fusion(problem.desc) + "_" + shape + "_" +
+         std::string(graph::dtype_label(kind.dtype(problem.desc))) + "_" + precision;
 }
 
 json TuneResult::to_json() const {
@@ -94,12 +94,8 @@ json TuneResult::to_json() const {
           {"seconds", seconds}};
 }
 
-std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count) {
-  // Family: what changes how the work is split, not the tile sizes within one way of splitting.
-  auto family_of = [](const KernelSpec& s) {
-    return std::to_string(static_cast<int>(s.mainloop)) + "/" + std::to_string(static_cast<int>(s.scheduler)) + "/" +
-           std::to_string(s.split_k > 1);
-  };
+std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count,
+                                         const std::function<std::string(const KernelSpec&)>& family_of) {
   std::vector<std::string> family_order;
   std::map<std::string, std::vector<size_t>> members;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -156,10 +152,7 @@ CandidateOutcome Tuner::run_candidate(const KernelSpec& spec, const BuildJob& jo
   outcome.library = built.library;
   RunRequest run;
   run.library = built.library;
-  run.m = request.problem.m;
-  run.n = request.problem.n;
-  run.k = request.problem.k;
-  run.batch = request.problem.batch;
+  run.problem = request.problem;
   run.precision = request.precision;
   run.baselines = baselines;
   run.timeout = request.run_timeout;
@@ -181,8 +174,7 @@ TuneResult Tuner::tune(const TuneRequest& request) {
   result.precision = request.precision;
   KernelSpec problem_class = source_.problem_class(request.problem, request.precision);
   std::string cutlass_version = request.cutlass_version.empty() ? build_info::kCutlassVersion : request.cutlass_version;
-  result.key = make_tuning_key(problem_class, request.problem.m, request.problem.n, request.problem.k,
-                               request.problem.batch, request.precision, cutlass_version);
+  result.key = source_.tuning_key(problem_class, request.problem, request.precision, cutlass_version);
   WorkDir work(request.work_dir);
   auto finish = [&]() -> TuneResult {
     result.record = db_.find_exact(result.key);
@@ -247,9 +239,9 @@ TuneResult Tuner::tune(const TuneRequest& request) {
       if (try_known_choice(*stored, "database", false)) return finish();
     } else if (request.reuse_bucket) {
       if (auto near = db_.find_in_bucket(result.key)) {
-        result.notes.push_back("no choice stored for this shape; trying the one tuned for " +
-                               std::to_string(near->key.m) + "x" + std::to_string(near->key.n) + "x" +
-                               std::to_string(near->key.k) + "x" + std::to_string(near->key.batch));
+        std::string dims;
+        for (size_t i = 0; i < near->key.dims.size(); ++i) dims += (i ? "x" : "") + std::to_string(near->key.dims[i]);
+        result.notes.push_back("no choice stored for this shape; trying the one tuned for " + dims);
         if (try_known_choice(*near, "bucket", true)) return finish();
       }
     }
@@ -272,7 +264,8 @@ TuneResult Tuner::tune(const TuneRequest& request) {
   if (request.max_candidates > 0 && specs.size() > request.max_candidates) {
     result.notes.push_back("space cut to " + std::to_string(request.max_candidates) + " of " +
                            std::to_string(specs.size()) + " configurations, spread over kernel families");
-    specs = spread_selection(specs, request.max_candidates);
+    specs = spread_selection(specs, request.max_candidates,
+                             [this](const KernelSpec& spec) { return source_.family(spec); });
   }
   if (specs.empty()) {
     result.notes.push_back("the pruned parameter space is empty for this problem");

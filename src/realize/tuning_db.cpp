@@ -5,7 +5,6 @@
 #include <limits>
 #include <sstream>
 
-#include "fact/realize/cutlass_names.hpp"
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/file_lock.hpp"
@@ -16,24 +15,27 @@ using nlohmann::json;
 
 namespace {
 
-std::string shape_text(int64_t m, int64_t n, int64_t k, int64_t batch) {
+std::string dims_text(const std::vector<int64_t>& dims) {
   std::ostringstream text;
-  text << m << "x" << n << "x" << k << "x" << batch;
+  for (size_t i = 0; i < dims.size(); ++i) text << (i ? "x" : "") << dims[i];
   return text.str();
 }
 
 std::string join_key(const TuningKey& key, const std::string& shape) {
   std::ostringstream text;
-  text << key.pattern << "|" << shape << "|" << key.dtypes << "|" << key.layouts << "|" << key.epilogue
-       << "|" << key.arch << "|cutlass" << key.cutlass_version << "|" << key.precision;
+  text << key.pattern << "|" << shape << "|" << key.problem_class << "|" << key.arch << "|cutlass"
+       << key.cutlass_version << "|" << key.precision;
   return text.str();
 }
 
 double shape_distance(const TuningKey& a, const TuningKey& b) {
-  auto term = [](int64_t x, int64_t y) {
-    return std::fabs(std::log2(double(std::max<int64_t>(x, 1)) / double(std::max<int64_t>(y, 1))));
-  };
-  return term(a.m, b.m) + term(a.n, b.n) + term(a.k, b.k) + term(a.batch, b.batch);
+  if (a.dims.size() != b.dims.size()) return std::numeric_limits<double>::infinity();
+  double distance = 0.0;
+  for (size_t i = 0; i < a.dims.size(); ++i) {
+    distance += std::fabs(std::log2(double(std::max<int64_t>(a.dims[i], 1)) /
+                                    double(std::max<int64_t>(b.dims[i], 1))));
+  }
+  return distance;
 }
 
 fs::path lock_file_for(const fs::path& file) { return fs::path(file.string() + ".lock"); }
@@ -46,60 +48,40 @@ int64_t round_up_to_power_of_two(int64_t v) {
   return p;
 }
 
-std::string TuningKey::id() const { return join_key(*this, shape_text(m, n, k, batch)); }
+std::string TuningKey::id() const { return join_key(*this, dims_text(dims)); }
 
 std::string TuningKey::bucket_id() const {
-  return join_key(*this, "b" + shape_text(round_up_to_power_of_two(m), round_up_to_power_of_two(n),
-                                          round_up_to_power_of_two(k), round_up_to_power_of_two(batch)));
+  std::vector<int64_t> rounded;
+  for (int64_t d : dims) rounded.push_back(round_up_to_power_of_two(d));
+  return join_key(*this, "b" + dims_text(rounded));
 }
 
 json TuningKey::to_json() const {
-  return {{"pattern", pattern}, {"m", m},           {"n", n},
-          {"k", k},             {"batch", batch},   {"dtypes", dtypes},
-          {"layouts", layouts}, {"epilogue", epilogue}, {"arch", arch},
-          {"cutlass", cutlass_version}, {"precision", precision}};
+  return {{"kind", kind},   {"pattern", pattern}, {"dims", dims},
+          {"class", problem_class}, {"arch", arch}, {"cutlass", cutlass_version},
+          {"precision", precision}};
 }
 
 TuningKey TuningKey::from_json(const json& j) {
   TuningKey key;
+  key.kind = j.at("kind").get<std::string>();
   key.pattern = j.at("pattern").get<std::string>();
-  key.m = j.at("m").get<int64_t>();
-  key.n = j.at("n").get<int64_t>();
-  key.k = j.at("k").get<int64_t>();
-  key.batch = j.value("batch", int64_t{1});
-  key.dtypes = j.at("dtypes").get<std::string>();
-  key.layouts = j.at("layouts").get<std::string>();
-  key.epilogue = j.at("epilogue").get<std::string>();
+  key.dims = j.at("dims").get<std::vector<int64_t>>();
+  key.problem_class = j.at("class").get<std::string>();
   key.arch = j.at("arch").get<std::string>();
   key.cutlass_version = j.at("cutlass").get<std::string>();
   key.precision = j.at("precision").get<std::string>();
   return key;
 }
 
-std::string epilogue_token(const std::vector<EpilogueOpSpec>& epilogue) {
-  if (epilogue.empty()) return "none";
-  std::string token;
-  for (const auto& op : epilogue) {
-    if (!token.empty()) token += "+";
-    token += op.kind == EpilogueStep::Kind::Activation ? std::string(discover::activation_name(op.activation))
-                                                       : std::string(discover::epilogue_kind_name(op.kind));
-  }
-  return token;
-}
-
-TuningKey make_tuning_key(const KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch,
-                          const std::string& precision, const std::string& cutlass_version) {
+TuningKey make_tuning_key(const Realizer& realizer, const KernelSpec& problem_class,
+                          const Problem& problem, const std::string& precision,
+                          const std::string& cutlass_version) {
   TuningKey key;
-  key.pattern = spec.pattern;
-  key.m = m;
-  key.n = n;
-  key.k = k;
-  key.batch = batch;
-  key.dtypes = std::string(dtype_token(spec.a_dtype)) + "." + std::string(dtype_token(spec.b_dtype)) + "." +
-               std::string(dtype_token(spec.d_dtype)) + "." + std::string(dtype_token(spec.accumulate));
-  key.layouts = {discover::layout_token(spec.a_layout), discover::layout_token(spec.b_layout),
-                 discover::layout_token(spec.d_layout)};
-  key.epilogue = epilogue_token(spec.epilogue);
+  key.kind = problem.kind;
+  key.pattern = problem_class.pattern();
+  key.dims = kind_of(problem).tuning_dims(problem.desc);
+  key.problem_class = realizer.class_token(problem_class);
   key.arch = kTargetArch;
   key.cutlass_version = cutlass_version;
   key.precision = precision;

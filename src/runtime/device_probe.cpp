@@ -2,7 +2,8 @@
 
 #include <chrono>
 
-#include "fact/runtime/blas_baselines.hpp"
+#include <cublas_v2.h>
+
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_kernels.hpp"
 #include "fact/runtime/run_kernel.hpp"
@@ -18,12 +19,40 @@ json describe_rate(const TimingStats& ms, double rate, const char* unit) {
   return {{"ms", to_json(ms)}, {unit, rate}};
 }
 
+// A cuBLAS handle for the rate measurements.
+class CublasHandle {
+ public:
+  CublasHandle() { FACT_CUBLAS_CHECK(cublasCreate(&handle_)); }
+  ~CublasHandle() { cublasDestroy(handle_); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// D = A·B for square row-major matrices (computed column-major as Dᵀ = Bᵀ·Aᵀ): float32 with
+// TF32 allowed or not, or bf16 with float32 accumulation.
+void cublas_square_gemm(const CublasHandle& blas, DType dtype, PrecisionMode precision, int64_t size,
+                        const void* a, const void* b, void* d, cudaStream_t stream) {
+  const cudaDataType_t type = dtype == DType::Float32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cublasComputeType_t compute = dtype == DType::Float32 && precision == PrecisionMode::Tf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  const float alpha = 1.0f, beta = 0.0f;
+  const int n = static_cast<int>(size);
+  FACT_CUBLAS_CHECK(cublasSetStream(blas.get(), stream));
+  FACT_CUBLAS_CHECK(cublasGemmEx(blas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b, type, n,
+                                 a, type, n, &beta, d, type, n, compute, CUBLAS_GEMM_DEFAULT));
+}
+
 struct GemmRate {
   double flops_per_s = 0;
   json detail;
 };
 
-GemmRate measure_gemm(BlasContext& blas, DType dtype, PrecisionMode precision, int64_t size,
+GemmRate measure_gemm(const CublasHandle& blas, DType dtype, PrecisionMode precision, int64_t size,
                       const DeviceProbeOptions& options, L2Flusher& flusher, cudaStream_t stream) {
   const int bytes = element_bytes(dtype == DType::Float32 ? ElementType::F32 : ElementType::BF16);
   const size_t matrix_bytes = static_cast<size_t>(size * size) * static_cast<size_t>(bytes);
@@ -34,8 +63,7 @@ GemmRate measure_gemm(BlasContext& blas, DType dtype, PrecisionMode precision, i
   FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
   const TimingStats ms = time_launches(
       [&](cudaStream_t s) {
-        cublas_gemm_row_major(blas, dtype, dtype, precision, size, size, size, a.data(), b.data(),
-                              d.data(), s);
+        cublas_square_gemm(blas, dtype, precision, size, a.data(), b.data(), d.data(), s);
       },
       stream, options.timing, &flusher);
   GemmRate rate;
@@ -87,7 +115,7 @@ DeviceReport measure_device(const DeviceProbeOptions& options) {
     report.measurements["copy"]["bytes"] = options.copy_bytes;
   }
 
-  BlasContext blas;
+  CublasHandle blas;
   const GemmRate bf16 = measure_gemm(blas, DType::BFloat16, PrecisionMode::Native,
                                      options.gemm_size, options, flusher, stream.get());
   const GemmRate tf32 = measure_gemm(blas, DType::Float32, PrecisionMode::Tf32, options.gemm_size,

@@ -44,19 +44,22 @@ KernelLibrary::KernelLibrary(const std::string& path) : path_(path) {
       throw std::runtime_error("fact_kernel_info() of " + path + " names no \"entry\" symbol");
     }
     entry_name_ = info_.at("entry").get<std::string>();
-    nlohmann::json spec_json = info_;
-    if (info_.contains("spec") && info_.at("spec").is_object()) {
-      spec_json = info_.at("spec");
-    } else {
-      spec_json.erase("entry");
+    if (info_.value("abi_version", 0) != FACT_ABI_VERSION) {
+      throw std::runtime_error("kernel library " + path + " speaks ABI version " +
+                               std::to_string(info_.value("abi_version", 0)) + ", this FACT " +
+                               std::to_string(FACT_ABI_VERSION) + " (rebuild it)");
     }
+    if (!info_.contains("spec") || !info_.at("spec").is_object()) {
+      throw std::runtime_error("fact_kernel_info() of " + path + " has no \"spec\" object");
+    }
+    const nlohmann::json& spec_json = info_.at("spec");
     try {
       spec_ = realize::KernelSpec::from_json(spec_json);
     } catch (const std::exception& e) {
       throw std::runtime_error("kernel spec in " + path + " is not readable: " + e.what());
     }
     dlerror();
-    entry_ = reinterpret_cast<FactGemmEntry>(dlsym(handle_, entry_name_.c_str()));
+    entry_ = reinterpret_cast<FactEntry>(dlsym(handle_, entry_name_.c_str()));
     if (!entry_) {
       throw std::runtime_error("kernel library " + path + " does not export its entry '" +
                                entry_name_ + "': " + dl_error());

@@ -31,7 +31,9 @@ std::vector<std::string> parse_baseline_list(std::string_view text) {
 }
 
 void validate(const RunKernelOptions& o) {
-  if (o.problem.empty()) throw std::invalid_argument("--problem is required");
+  if (o.problem.empty() && o.problem_json.empty()) {
+    throw std::invalid_argument("--problem or --problem-json is required");
+  }
   if (o.baseline_only) {
     if (!o.lib.empty()) throw std::invalid_argument("--baseline-only takes no kernel library");
     if (o.baselines.empty()) throw std::invalid_argument("--baseline-only needs --baselines");

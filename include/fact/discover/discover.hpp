@@ -7,33 +7,26 @@
 
 #include "fact/discover/match.hpp"
 #include "fact/graph/graph.hpp"
+#include "fact/problem/device_profile.hpp"
+#include "fact/problem/problem.hpp"
 
 namespace fact::discover {
 
-// Ceilings used by the roofline estimates. Defaults are an H100 SXM's; measured numbers
-// (fact tune / bench) replace them.
-struct DeviceProfile {
-  std::string name = "H100 SXM (defaults)";
-  double hbm_bytes_per_s = 3.0e12;          // measured device-to-device copy rate
-  double bf16_flops = 750e12;               // dense bf16/fp16 tensor-core rate
-  double tf32_flops = 370e12;               // dense tf32 tensor-core rate
-  double fp32_flops = 50e12;                // CUDA-core fp32 (SGEMM) rate
-  double launch_overhead_s = 4e-6;          // per kernel
-};
+using fact::DeviceProfile;
 
 struct DiscoverOptions {
   DeviceProfile device;
   std::string precision = "strict";  // "strict", "tf32", or "native" (bf16/fp16 models)
-  // Tuning-database entries already present: a match all of whose GEMMs have their key here is
-  // classified REUSE. `key_of` spells a GEMM's key (tuning_key below when empty; the tuning
-  // database can pass its own spelling, e.g. realize::TuningKey::id()).
+  // Tuning-database entries already present: a match all of whose problems have their key here
+  // is classified REUSE. `key_of` spells a problem's key (the tuning database passes its own,
+  // realize::tuning_key_id); without it nothing is REUSE.
   std::set<std::string> tuned_keys;
-  std::function<std::string(const GemmProblem&, const std::string& precision)> key_of;
+  std::function<std::string(const Problem&, const std::string& precision)> key_of;
 };
 
-// "gemm_bias_gelu_tanh|bf16|tn|65536x3072x768|b1|native": fusion, dtype, A/B layout tokens,
-// MxNxK, batch, math mode ("native", "tf32x3", "tf32") under `precision`.
-std::string tuning_key(const GemmProblem& problem, const std::string& precision);
+// The precision mode a graph runs in unless the user says otherwise: "native" when its
+// floating inputs and parameters are bf16/fp16, "strict" otherwise (float32).
+std::string default_precision(const graph::Graph& g);
 
 struct Discovery {
   graph::Graph canonical;       // the graph after canonicalization

@@ -6,14 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fact/discover/gemm_problem.hpp"
+#include "fact/graph/graph.hpp"
+#include "fact/problem/problem.hpp"
 
 namespace fact::discover {
 
 enum class MatchStatus {
   Accepted,  // a template exists and the checks passed
   Declined,  // the pattern matched structurally, a check failed: `reason` says which
-  Pending,   // recognized, but no template yet (e.g. attention before its issue lands)
+  Pending,   // recognized, but no template realizes it yet
 };
 std::string_view match_status_name(MatchStatus s);
 
@@ -24,23 +25,24 @@ std::string_view classification_name(Classification c);
 
 struct Match {
   std::string rule;     // fusion name, e.g. "gemm_bias_gelu_tanh"
-  std::string pattern;  // pattern folder that owns it: "gemm", "mlp", "swiglu", "attention"
+  std::string pattern;  // pattern folder that owns it
   MatchStatus status = MatchStatus::Accepted;
   std::string reason;   // why declined / pending; empty when accepted
   Classification classification = Classification::Adapt;
   std::vector<graph::NodeId> nodes;                 // captured nodes covered (graph order)
   std::map<std::string, graph::ValueId> roles;      // "input", "weight", "bias", "residual", ...
-  std::vector<GemmProblem> gemms;                   // one per kernel (MLP: two, SwiGLU: two)
+  std::vector<Problem> problems;                    // one per kernel call, in execution order
+  std::vector<graph::ValueId> outputs;              // values it hands to the rest of the graph
   graph::DType dtype = graph::DType::Unknown;       // the match's compute dtype
-  nlohmann::json extra = nlohmann::json::object();  // pattern-specific facts (attention dims)
+  nlohmann::json extra = nlohmann::json::object();  // pattern-specific facts for reports
   // Roofline estimates on the device profile (microseconds).
   double est_before_us = 0.0;  // as PyTorch runs it (separate kernels, intermediates in memory)
-  double est_after_us = 0.0;   // as one fused kernel per entry of `gemms`
+  double est_after_us = 0.0;   // as one fused kernel per problem
   double est_saved_us() const { return est_before_us - est_after_us; }
 };
 
-// {"rule","pattern","status","reason","classification","nodes","roles","dtype","gemms":[..],
-//  "extra","est_before_us","est_after_us","est_saved_us"}; gemms as gemm_problem_to_json.
+// {"rule","pattern","status","reason","classification","nodes","roles","outputs","dtype",
+//  "problems":[problem_to_json..],"extra","est_before_us","est_after_us","est_saved_us"}
 nlohmann::json match_to_json(const Match& m);
 // Inverse of match_to_json (est_saved_us is derived); throws std::invalid_argument naming the
 // field when one is missing or malformed.

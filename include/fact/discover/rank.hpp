@@ -16,19 +16,13 @@ namespace fact::discover {
 double pytorch_node_seconds(const graph::Graph& captured, const graph::Node& node,
                             const DiscoverOptions& options);
 
-// Seconds one fused GEMM kernel takes at its roofline: bf16/fp16 at bf16_flops, fp32 at
-// tf32_flops / 3 (strict: 3xTF32) or tf32_flops (tf32), min_bytes() at the memory rate, one
-// launch.
-double fused_gemm_seconds(const GemmProblem& problem, const DiscoverOptions& options);
-
-// Sets est_before_us (the captured nodes of m.nodes) and est_after_us: the fused kernels for
-// accepted matches, a fused attention at its roofline for pending attention, est_before_us
-// for declined matches (nothing changes).
+// Sets est_before_us (the captured nodes of m.nodes) and est_after_us: each problem's fused
+// kernel at its roofline (its kind's fused_seconds) for accepted and pending matches,
+// est_before_us for declined matches (nothing changes).
 void estimate(Match& m, const graph::Graph& captured, const DiscoverOptions& options);
 
 // NEW for pending matches and patterns without a template; REUSE for an accepted match when
-// every GEMM's key (options.key_of, else tuning_key) is among options.tuned_keys; ADAPT
-// otherwise.
+// every problem's key (options.key_of) is among options.tuned_keys; ADAPT otherwise.
 Classification classify(const Match& m, bool pattern_has_template, const DiscoverOptions& options);
 
 // Accepted by estimated time saved (largest first), then pending, then declined (each by

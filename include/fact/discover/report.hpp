@@ -9,7 +9,7 @@
 namespace fact::discover {
 
 // A header line (module, capture, node counts, precision, device profile), one row per match
-// (#, match, pattern, nodes covered, shape MxNxK / batch x (MxNxK), dtype, est. before / after /
+// (#, match, pattern, nodes covered, shape (the kind's: MxNxK for a GEMM), dtype, est. before / after /
 // saved in µs, classification, status) with one sub-row per kernel when a match has several,
 // a totals line, then one line per declined match with its reason.
 std::string discovery_table(const Discovery& discovery, const graph::Graph& captured,
@@ -21,9 +21,8 @@ std::string discovery_table(const Discovery& discovery, const graph::Graph& capt
 nlohmann::json discovery_to_json(const Discovery& discovery, const graph::Graph& captured,
                                  const DiscoverOptions& options);
 
-nlohmann::json device_profile_to_json(const DeviceProfile& profile);
-// Fields absent from `j` keep their defaults; throws std::invalid_argument for a field of the
-// wrong type.
-DeviceProfile device_profile_from_json(const nlohmann::json& j);
+// The device profile's JSON (fact/problem/device_profile.hpp).
+using fact::device_profile_from_json;
+using fact::device_profile_to_json;
 
 }  // namespace fact::discover

@@ -14,6 +14,8 @@ enum class DType { Float64, Float32, Float16, BFloat16, Int64, Int32, Int16, Int
 DType parse_dtype(std::string_view name);
 // Inverse of parse_dtype.
 std::string_view dtype_name(DType dtype);
+// "bf16", "fp16", "fp32", "fp64", "int8", ...: the short token used in reasons and tables.
+std::string_view dtype_label(DType dtype);
 // Size of one element in bytes (0 for Unknown).
 int dtype_bytes(DType dtype);
 bool is_floating(DType dtype);

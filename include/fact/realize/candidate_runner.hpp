@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fact/problem/problem.hpp"
+
 namespace fact::realize {
 
 // Why a candidate is in or out, in the tuner's fixed order: build → can_implement → verify →
@@ -30,7 +32,7 @@ std::string_view candidate_status_name(CandidateStatus s);  // "ok", "build_fail
 
 struct RunRequest {
   std::filesystem::path library;    // lib.so of the candidate
-  int64_t m = 0, n = 0, k = 0, batch = 1;
+  Problem problem;                  // what to run it on (written to <scratch>/problem.json)
   std::string precision;            // "strict", "tf32", "native"
   std::vector<std::string> baselines;  // e.g. {"cublas", "cublaslt"}; empty: none
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // kill after this
@@ -71,7 +73,7 @@ class CandidateRunner {
   virtual RunResult run(const RunRequest& request) = 0;
 };
 
-// Spawns `<executable> run-kernel --lib L --problem m=..,n=..,k=..,batch=.. --precision P
+// Spawns `<executable> run-kernel --lib L --problem-json <scratch>/problem.json --precision P
 // [--baselines a,b] --timeout-s T --json <scratch>/report.json` and kills it (with its process
 // group) at the time limit; T (the runner's own watchdog) is a little shorter, so that a hang
 // normally still yields a report.

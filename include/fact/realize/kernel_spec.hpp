@@ -1,80 +1,36 @@
-// KernelSpec: the frozen description of one CUTLASS kernel instantiation. It is the single
-// source of truth for rendering, naming and caching (DESIGN.md rule 3).
+// KernelSpec: the frozen description of one kernel instantiation, whatever its kind — the
+// single source of truth for rendering, naming and caching (DESIGN.md rule 3). The engine holds
+// it as {kind, pattern, readable name, parameters}; the pattern folder that renders it reads
+// the parameters as its own typed spec (patterns/gemm/realize/spec.hpp: GemmSpec).
 #pragma once
-#include <cstdint>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "fact/discover/gemm_problem.hpp"
-
 namespace fact::realize {
 
-using discover::Activation;
-using discover::EpilogueStep;
-using discover::Layout;
-using graph::DType;
+class KernelSpec {
+ public:
+  KernelSpec() = default;
+  // `name`: readable and unique per configuration, usable as a C identifier
+  // ("gemm_bias_gelu_tanh_bf16_tn_128x256x64_c2x1_coop_persistent"); never a cache key alone.
+  KernelSpec(std::string kind, std::string pattern, std::string name, nlohmann::json params);
 
-// Multistage: the Ampere-style cp.async mainloop through CUTLASS 2.x's device API (no TMA, no
-// warp specialization); used by the strict pattern's portable 3xTF32 fallback.
-enum class MainloopSchedule { Auto, TmaWarpSpecialized, Cooperative, Pingpong, Multistage };
-enum class EpilogueSchedule { Auto, TmaWarpSpecialized, TmaCooperative, NoSmem };
-enum class TileScheduler { Persistent, StreamK };
-enum class RasterOrder { Heuristic, AlongM, AlongN };
-// How float32 operands are multiplied. Native: the operand dtype's own tensor-core path
-// (bf16/fp16). Tf32: one TF32 product (precision mode "tf32"). Tf32x3: split-operand 3xTF32,
-// float32-accurate (precision mode "strict"). Simt: CUDA-core FFMA.
-enum class MathMode { Native, Tf32, Tf32x3, Simt };
+  const std::string& kind() const { return kind_; }        // problem kind: "gemm"
+  const std::string& pattern() const { return pattern_; }  // folder that renders it
+  const std::string& name() const { return name_; }
+  const nlohmann::json& params() const { return params_; }  // the pattern's own fields
 
-struct Shape3 {
-  int m = 1, n = 1, k = 1;
-  bool operator==(const Shape3&) const = default;
-};
-
-// Epilogue step kinds without tensors: what the kernel computes, not which tensors it reads.
-struct EpilogueOpSpec {
-  EpilogueStep::Kind kind = EpilogueStep::Kind::Scale;
-  Activation activation = Activation::Identity;
-  DType operand_dtype = DType::Unknown;
-  bool operator==(const EpilogueOpSpec&) const = default;
-};
-
-struct KernelSpec {
-  std::string pattern = "gemm";  // owning pattern folder
-  // Problem class (not the sizes: one kernel serves every size it can implement).
-  DType a_dtype = DType::BFloat16, b_dtype = DType::BFloat16;
-  DType d_dtype = DType::BFloat16, accumulate = DType::Float32;
-  Layout a_layout = Layout::RowMajor, b_layout = Layout::ColumnMajor;
-  Layout d_layout = Layout::RowMajor;
-  int align_a = 8, align_b = 8, align_d = 8;  // in elements
-  bool batched = false;
-  MathMode math = MathMode::Native;
-  std::vector<EpilogueOpSpec> epilogue;
-  // Tuning parameters.
-  Shape3 tile{128, 128, 64};
-  Shape3 cluster{1, 1, 1};
-  MainloopSchedule mainloop = MainloopSchedule::Auto;
-  EpilogueSchedule epilogue_schedule = EpilogueSchedule::Auto;
-  TileScheduler scheduler = TileScheduler::Persistent;
-  RasterOrder raster = RasterOrder::Heuristic;
-  int swizzle = 1;   // max swizzle size for the persistent scheduler (1, 2, 4, 8)
-  int split_k = 1;   // >1: stream-K scheduler in split-K mode with that many splits
-  // How the stream-K scheduler sums the partial tiles of one output tile: true = in split order
-  // (each split waits for the one before: deterministic, a serial chain of `split_k` steps);
-  // false = in arrival order (concurrent adds into the workspace: no chain, last-bit
-  // nondeterministic between runs). Only meaningful with the stream-K scheduler.
-  bool ordered_reduction = true;
-  int stages = 0;    // 0 = auto-carveout from the builder
+  // {"kind", "pattern", "name", "params"}
+  nlohmann::json to_json() const;
+  // Throws std::invalid_argument naming a missing field.
+  static KernelSpec from_json(const nlohmann::json& j);
 
   bool operator==(const KernelSpec&) const = default;
 
-  // Readable, unique-per-configuration name usable as a C identifier, e.g.
-  // "gemm_bias_gelu_tanh_bf16_tn_128x256x64_c2x1_coop_persistent". For logs and symbols;
-  // never a cache key on its own.
-  std::string name() const;
-  nlohmann::json to_json() const;
-  static KernelSpec from_json(const nlohmann::json& j);
+ private:
+  std::string kind_, pattern_, name_;
+  nlohmann::json params_ = nlohmann::json::object();
 };
 
 }  // namespace fact::realize

@@ -1,17 +1,19 @@
-// Stage 2's first half for a whole discovery: every accepted match's GEMMs -> KernelSpecs
-// (the tuning database's stored choice when one is consulted and has the GEMM's key, else the
-// default configuration) -> rendered sources in a folder, with a manifest; optionally
-// compiled (build driver with the kernel cache, or serial nvcc into the folder).
+// Stage 2's first half for a whole discovery: every accepted match's problems (calls) ->
+// KernelSpecs through the registered realizers (the tuning database's stored choice when one is
+// consulted and has the call's key, else the default configuration) -> rendered sources in a
+// folder, with a manifest; optionally compiled (build driver with the kernel cache, or serial
+// nvcc into the folder).
 //
 //   <out_dir>/<kernel name>.cu   one per distinct kernel (GEMMs with equal specs share one)
-//   <out_dir>/manifest.json      {"schema":"fact.realize/1", "precision", "tuning_db",
-//                                "kernels":[{"name","key","entry","pattern","source","spec",
-//                                "status","reason","library","compile_seconds","registers"}],
-//                                "gemms":[{"match","rule","pattern","gemm","problem",
+//   <out_dir>/manifest.json      {"schema":"fact.realize/2", "precision", "tuning_db",
+//                                "kernels":[{"name","key","entry","kind","pattern","source",
+//                                "spec","status","reason","library","compile_seconds",
+//                                "registers"}],
+//                                "calls":[{"match","rule","pattern","call","problem",
 //                                "kernel","kernel_name","config","config_source"
-//                                ("database"|"bucket"|"default"),"tuning_key","tuned"
-//                                {"ms","rel_err","device","date","shape"},"tuning_note"
-//                                | "error"}]}
+//                                ("database"|"bucket"|"default"),"tolerance","tuning_key",
+//                                "tuned" {"ms","rel_err","device","date","shape"},
+//                                "tuning_note" | "error"}]}
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -28,7 +30,7 @@ namespace fact::realize {
 
 struct RealizeOptions {
   std::string precision = "strict";   // "strict", "tf32", "native"
-  std::filesystem::path out_dir = "fact_kernels";
+  std::filesystem::path out_dir;      // required: where sources and the manifest go
   bool compile = false;
   bool serial = false;                // compile with compile_kernel into out_dir, no cache
   int jobs = 0;                       // build driver parallelism (0 = all cores)
@@ -55,10 +57,10 @@ struct RealizedKernel {
   bool ok() const { return status == "rendered" || status == "built" || status == "cached"; }
 };
 
-struct RealizedGemm {
+struct RealizedCall {
   size_t match = 0;        // index into the matches given
-  size_t gemm = 0;         // index into that match's gemms
-  std::string kernel_key;  // empty when the GEMM could not be realized
+  size_t call = 0;         // index into that match's problems
+  std::string kernel_key;  // empty when the problem could not be realized
   std::string error;       // why not (spec_from_problem / render refusal)
   std::string config_source = "default";  // "database" (exact key), "bucket" or "default"
   std::string tuning_key;  // TuningKey::id() looked up (empty: no database consulted)
@@ -68,9 +70,10 @@ struct RealizedGemm {
 
 struct RealizeResult {
   std::vector<RealizedKernel> kernels;
-  std::vector<RealizedGemm> gemms;
+  std::vector<RealizedCall> calls;
   nlohmann::json manifest;
   size_t failed_compiles() const;
+  const RealizedKernel* kernel(const std::string& key) const;  // nullptr when absent
 };
 
 // Realizes the accepted matches among `matches` (declined and pending ones are skipped), writes

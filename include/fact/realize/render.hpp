@@ -1,8 +1,8 @@
 // Rendering: KernelSpec -> CUTLASS source with a content-addressed key (DESIGN.md rules 3, 5).
 //
-// Each pattern registers a template renderer that writes the type choices of one kernel (type
-// aliases, CollectiveBuilder calls, the C entry point); the logic lives in headers the source
-// includes (patterns/gemm/gemm_entry.cuh). render_kernel() then computes
+// Each pattern's realizer (realizer.hpp) renders the type choices of one kernel (type aliases,
+// CollectiveBuilder calls, the C entry point); the logic lives in headers the source includes,
+// in the pattern's folder. render_kernel() then computes
 //
 //   key = SHA-256(source, compile_fingerprint(options), generator identity, contents of the
 //                 FACT headers the source includes, CUTLASS version, arch)
@@ -45,18 +45,9 @@ struct KernelTemplate {
   std::string generator;             // template identity and revision, e.g. "gemm-sm90/1"
 };
 
-// Renders a spec of its pattern; throws RenderError for specs it cannot render.
-using TemplateRenderer = KernelTemplate (*)(const KernelSpec& spec);
-
-// Registers the renderer for KernelSpec::pattern == `pattern` (patterns call this from a static
-// initializer in their kernel*.cpp). Throws std::logic_error when the pattern is taken.
-void register_template(const std::string& pattern, TemplateRenderer renderer);
-// Registered pattern names, sorted.
-std::vector<std::string> registered_templates();
-
-// Renders `spec` with its pattern's template and keys it. Throws RenderError when no template
-// is registered for spec.pattern or the template refuses the spec, and when a header the
-// source includes cannot be read under options.fact_root.
+// Renders `spec` with its pattern's realizer and keys it. Throws RenderError when no realizer
+// is registered for spec.pattern() or it refuses the spec, and when a header the source
+// includes cannot be read under options.fact_root.
 RenderedKernel render_kernel(const KernelSpec& spec,
                              const CompileOptions& options = default_compile_options());
 

@@ -1,4 +1,4 @@
-// The auto-tuner (DESIGN.md rule 8). For one GEMM problem in one precision mode:
+// The auto-tuner (DESIGN.md rule 8). For one problem (of any kind) in one precision mode:
 //
 //   1. stored choice: the tuning database holds a choice for exactly this key → rebuild it (a
 //      kernel-cache hit in the normal case) and return it without sweeping; with baselines or
@@ -14,13 +14,14 @@
 #pragma once
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "fact/discover/gemm_problem.hpp"
+#include "fact/problem/problem.hpp"
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/candidate_runner.hpp"
 #include "fact/realize/kernel_spec.hpp"
@@ -29,33 +30,39 @@
 
 namespace fact::realize {
 
-// Where candidates come from: a pattern's problem class, its pruned parameter space, and the
-// rendered source + compile command of each configuration. The GEMM pattern's implementation
-// is GemmCandidateSource (gemm_candidates.hpp); tests provide their own.
+// Where candidates come from: a realizer's problem class, its pruned parameter space, the
+// rendered source + compile command of each configuration, and what a tuning key needs.
+// RealizerSource (realizer_source.hpp) asks the registered realizers; tests provide their own.
 class CandidateSource {
  public:
   virtual ~CandidateSource() = default;
   // The problem class (dtypes, layouts, math, epilogue; default tuning parameters) that realizes
-  // `problem` in `precision`. Throws std::invalid_argument when the pattern cannot realize it.
-  virtual KernelSpec problem_class(const discover::GemmProblem& problem, const std::string& precision) = 0;
+  // `problem` in `precision`. Throws std::invalid_argument when no realizer takes it.
+  virtual KernelSpec problem_class(const Problem& problem, const std::string& precision) = 0;
   // The configurations to try, pruned (nothing that cannot fit or cannot run on the target),
   // most promising first, with the pruned ones and why. `space`: "default" or "exhaustive".
-  virtual ParamSpace candidates(const KernelSpec& problem_class, const discover::GemmProblem& problem,
+  virtual ParamSpace candidates(const KernelSpec& problem_class, const Problem& problem,
                                 const std::string& space) = 0;
   // The build job (content key, source, entry symbol, compile command) for one configuration.
   // Throws when it cannot be rendered.
   virtual BuildJob build_job(const KernelSpec& spec) = 0;
+  // The tuning key of `problem` realized with `problem_class`.
+  virtual TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem,
+                               const std::string& precision, const std::string& cutlass_version) = 0;
+  // The kernel family of a spec (spread_selection keeps one of each when a sweep is cut).
+  virtual std::string family(const KernelSpec& spec) = 0;
 };
 
-// `count` configurations of `specs` spread over kernel families (mainloop schedule, tile
-// scheduler, split-K or not): the first member of every family (in order of first appearance),
+// `count` configurations of `specs` spread over kernel families (`family_of`: for GEMMs the
+// mainloop schedule, tile scheduler, split-K or not): the first member of every family (in order of first appearance),
 // then the rest in the space's order with at most half of `count` from one family; the result
 // in the space's order. A cut space then still holds e.g. the stream-K variants a large-K
 // problem needs, and otherwise follows the space's strongest-first order.
-std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count);
+std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, size_t count,
+                                         const std::function<std::string(const KernelSpec&)>& family_of);
 
 struct TuneRequest {
-  discover::GemmProblem problem;
+  Problem problem;
   std::string precision = "native";  // "strict", "tf32", "native"
   std::string space = "default";
   size_t max_candidates = 0;         // 0: the whole pruned space; else spread_selection of it
@@ -87,7 +94,7 @@ struct CandidateOutcome {
 
 struct TuneResult {
   TuningKey key;
-  discover::GemmProblem problem;
+  Problem problem;
   std::string precision;
   std::string origin;  // "sweep", "database" (stored choice), "bucket" (nearest tuned shape)
   std::vector<CandidateOutcome> candidates;  // every configuration considered, in space order
@@ -99,7 +106,8 @@ struct TuneResult {
   double seconds = 0.0;
 
   bool ok() const { return best.has_value(); }
-  // Readable name of the problem: "gemm_bias_65536x2304x768_bf16_native".
+  // Readable name of the problem: "gemm_bias_65536x2304x768_bf16_native" (the kind's fusion and
+  // shape, the dtype, the precision).
   std::string problem_name() const;
   nlohmann::json to_json() const;
 };

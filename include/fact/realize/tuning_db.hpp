@@ -8,11 +8,11 @@
 //                                       "rel_err": 1e-6, "device": "...", "date": "...",
 //                                       "candidates": 24, "verified": 20}}}
 //
-// Keys: (pattern, shape, dtypes, layouts, epilogue, arch, CUTLASS version, precision). The
-// shape is exact; its bucket rounds every dimension (m, n, k, batch) UP to the next power of
-// two (3000 -> 4096, 4096 -> 4096, 1 -> 1), so a lookup for an unseen shape can reuse the
-// choice made for the nearest tuned shape in the same bucket (nearest = smallest sum over the
-// dimensions of |log2(a / b)|). Updates are read-modify-write under an exclusive flock on
+// Keys: (kind, pattern, the problem's tuning dims, its class as the realizer spells it (dtypes,
+// layouts, epilogue), arch, CUTLASS version, precision). The dims are exact; the bucket rounds
+// every dimension UP to the next power of two (3000 -> 4096, 4096 -> 4096, 1 -> 1), so a
+// lookup for an unseen shape can reuse the choice made for the nearest tuned shape in the same
+// bucket (nearest = smallest sum over the dimensions of |log2(a / b)|). Updates are read-modify-write under an exclusive flock on
 // "<file>.lock" with an atomic rename, so concurrent tuners never lose each other's entries.
 #pragma once
 #include <cstdint>
@@ -23,7 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fact/problem/problem.hpp"
 #include "fact/realize/kernel_spec.hpp"
+#include "fact/realize/realizer.hpp"
 
 namespace fact::realize {
 
@@ -31,18 +33,17 @@ inline constexpr const char* kTuningDbSchema = "fact.tuning/1";
 inline constexpr const char* kTargetArch = "sm_90a";
 
 struct TuningKey {
-  std::string pattern = "gemm";
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  std::string dtypes;           // dtype tokens of A, B, D, accumulator: "bf16.bf16.bf16.f32"
-  std::string layouts;          // layout tokens of A, B, D: "tnt"
-  std::string epilogue;         // "+"-joined steps ("bias+gelu_tanh"), "none" when plain
+  std::string kind;             // problem kind: "gemm"
+  std::string pattern;          // the realizer's pattern: "gemm", "gemm_f32_strict"
+  std::vector<int64_t> dims;    // the kind's tuning dims (gemm: m, n, k, batch)
+  std::string problem_class;    // the realizer's class token: "bf16.bf16.bf16.f32|tnt|bias"
   std::string arch = kTargetArch;
   std::string cutlass_version;  // "4.2.0"
   std::string precision;        // "strict", "tf32", "native"
 
   // Exact identity: every field. "gemm|4096x4096x4096x1|bf16.bf16.bf16.f32|tnt|bias|sm_90a|cutlass4.2.0|native"
   std::string id() const;
-  // The same with the shape replaced by its bucket: "gemm|b4096x4096x4096x1|...".
+  // The same with the dims replaced by their bucket: "gemm|b4096x4096x4096x1|...".
   std::string bucket_id() const;
   nlohmann::json to_json() const;
   static TuningKey from_json(const nlohmann::json& j);
@@ -52,12 +53,10 @@ struct TuningKey {
 // Smallest power of two >= v (v >= 1); 1 for v <= 1.
 int64_t round_up_to_power_of_two(int64_t v);
 
-// The key for tuning the problem class `spec` at the given sizes in `precision`.
-TuningKey make_tuning_key(const KernelSpec& spec, int64_t m, int64_t n, int64_t k, int64_t batch,
-                          const std::string& precision, const std::string& cutlass_version);
-
-// "bias+gelu_tanh" / "none".
-std::string epilogue_token(const std::vector<EpilogueOpSpec>& epilogue);
+// The key for tuning `problem` with `realizer`'s class `problem_class` in `precision`.
+TuningKey make_tuning_key(const Realizer& realizer, const KernelSpec& problem_class,
+                          const Problem& problem, const std::string& precision,
+                          const std::string& cutlass_version);
 
 struct TuningRecord {
   TuningKey key;

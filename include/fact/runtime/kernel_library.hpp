@@ -13,10 +13,10 @@ class KernelLibrary {
  public:
   // dlopens `path` (a bare file name is taken in the working directory) (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE: the code stays mapped after the
   // object is destroyed, so handlers the library's CUDA runtime registered stay valid), calls its `fact_kernel_info()`, parses the JSON,
-  // reads the "entry" symbol name and the KernelSpec (the info object itself, or its "spec"
-  // member when it has one), and resolves the entry. Throws std::runtime_error naming the
-  // library and what failed: dlopen's message, a missing symbol, info that is NULL or not a
-  // JSON object, no "entry", or a spec KernelSpec::from_json rejects.
+  // reads the "entry" symbol name, the ABI version (must be FACT_ABI_VERSION) and the
+  // KernelSpec (its "spec" member), and resolves the entry. Throws std::runtime_error naming
+  // the library and what failed: dlopen's message, a missing symbol, info that is NULL or not a
+  // JSON object, no "entry", another ABI version, or a spec KernelSpec::from_json rejects.
   explicit KernelLibrary(const std::string& path);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
@@ -28,7 +28,8 @@ class KernelLibrary {
   const std::string& entry_name() const { return entry_name_; }
   const nlohmann::json& info() const { return info_; }
   const realize::KernelSpec& spec() const { return spec_; }
-  FactGemmEntry entry() const { return entry_; }
+  FactEntry entry() const { return entry_; }
+  const std::string& kind() const { return spec_.kind(); }
 
  private:
   void close() noexcept;
@@ -38,7 +39,7 @@ class KernelLibrary {
   nlohmann::json info_;
   std::string entry_name_;
   realize::KernelSpec spec_;
-  FactGemmEntry entry_ = nullptr;
+  FactEntry entry_ = nullptr;
 };
 
 // "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ... ("FACT_STATUS_<n>" for an unknown value).

@@ -1,12 +1,12 @@
 // Precision modes of a run (DESIGN.md, "Precision contract") and the verification tolerance
-// each one implies. Implemented in src/realize/precision.cpp (no CUDA needed), so realize can
-// write each GEMM's tolerance into its manifest for the Python verifier.
+// each one implies: the one place these numbers live. Implemented in src/problem/precision.cpp
+// (no CUDA needed); problem kinds use it for their tolerance, which the plan carries to Python.
 #pragma once
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include "fact/realize/kernel_spec.hpp"
+#include "fact/graph/tensor_desc.hpp"
 
 namespace fact::runtime {
 
@@ -33,9 +33,5 @@ inline constexpr double kSgemmErrorRatioLimit = 20.0;
 
 // The tolerance of a run in `mode` whose output has dtype `output`.
 double tolerance_for(PrecisionMode mode, graph::DType output);
-
-// Empty when `spec` computes at least as accurately as `mode` requires; otherwise the reason
-// it does not (e.g. a TF32 kernel under "strict"). FACT never lowers precision silently.
-std::optional<std::string> precision_mismatch(const realize::KernelSpec& spec, PrecisionMode mode);
 
 }  // namespace fact::runtime

@@ -12,12 +12,15 @@ namespace fact::runtime {
 
 struct RunKernelOptions {
   std::string lib;        // kernel library (.so); empty with baseline_only
-  std::string problem;    // "m=..,n=..,k=..,batch=.." (gemm_case.hpp)
+  std::string problem_json;  // a problem file (problem_to_json); else the words below
+  std::string problem;    // the kind's command-line problem: "m=..,n=..,k=..,batch=.." for GEMMs
+  std::string kind;       // the problem's kind for baseline_only runs without problem_json
   PrecisionMode precision = PrecisionMode::Strict;
   bool verify_only = false;   // skip timing (of the kernel and of the baselines)
   bool baseline_only = false; // no kernel: run the baselines on the problem below
   std::vector<std::string> baselines;  // "cublas", "cublaslt"
-  // Problem class of a baseline-only run (gemm_case.hpp spellings).
+  // The rest of a command-line problem (a kind's spellings; for GEMMs see
+  // patterns/gemm/kind/problem_args.hpp).
   std::string dtype = "bf16";
   std::string out_dtype;          // empty: same as dtype
   std::string epilogue;           // "bias,gelu_tanh"; empty: plain GEMM

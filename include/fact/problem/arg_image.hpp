@@ -1,0 +1,67 @@
+// An argument image: a kernel call as data (docs/plan.md, "A call"). The bytes of a kind's ABI
+// struct with every address zero, the slots where tensor addresses go, and the tensors: the
+// graph values the call reads (operands) and the ones it allocates and writes (results).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/graph/graph.hpp"
+
+namespace fact {
+
+struct PointerSlot {
+  enum class From { Operand, Result };
+  size_t offset = 0;           // byte offset of the 64-bit address in the struct
+  From from = From::Operand;
+  size_t index = 0;            // into operands / results
+  int64_t element_offset = 0;  // added to the tensor's address, in elements
+};
+
+struct OperandRef {
+  graph::ValueId value;  // the graph value whose tensor the call addresses
+  graph::DType dtype = graph::DType::Unknown;
+};
+
+struct ResultSpec {
+  graph::ValueId value;  // the graph value the call produces
+  std::vector<int64_t> shape, stride;
+  graph::DType dtype = graph::DType::Unknown;
+};
+
+struct ArgImage {
+  std::vector<uint8_t> bytes;
+  std::vector<PointerSlot> pointers;
+  std::vector<OperandRef> operands;
+  std::vector<ResultSpec> results;
+
+  // Index of `value` in operands, appended when new.
+  size_t operand(const graph::ValueId& value, graph::DType dtype);
+  // Writes `value` at byte `offset` (which must lie inside bytes).
+  template <class T>
+  void put(size_t offset, const T& value);
+
+  // {"operands":[{"value","dtype"}], "results":[{"value","shape","stride","dtype"}],
+  //  "args":{"size","hex","pointers":[{"offset","from","index","element_offset"}]}}
+  nlohmann::json to_json() const;
+  static ArgImage from_json(const nlohmann::json& j);
+};
+
+// Fills a copy of image.bytes with addresses: operands[i] / results[i] are the tensors' base
+// addresses. Used by the host reference path and tests (Python does the same from the JSON).
+std::vector<uint8_t> bind_addresses(const ArgImage& image, const std::vector<const void*>& operands,
+                                    const std::vector<void*>& results,
+                                    const std::vector<int>& operand_element_bytes,
+                                    const std::vector<int>& result_element_bytes);
+
+template <class T>
+void ArgImage::put(size_t offset, const T& value) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (offset + sizeof(T) > bytes.size()) throw std::out_of_range("ArgImage::put past the struct");
+  const auto* raw = reinterpret_cast<const uint8_t*>(&value);
+  std::copy(raw, raw + sizeof(T), bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+}
+
+}  // namespace fact

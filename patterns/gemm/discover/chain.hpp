@@ -1,0 +1,73 @@
+// GEMM matches share this (the gemm, mlp and swiglu rules): reading a canonical fact.gemm node
+// into a GemmProblem, growing its epilogue greedily over single-reader successors, and the
+// checks every GEMM kernel must pass.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fact/discover/discover.hpp"
+#include "fact/discover/rule.hpp"
+#include "fact/graph/graph.hpp"
+#include "patterns/gemm/kind/problem.hpp"
+
+namespace fact::gemm {
+
+using discover::DiscoverOptions;
+using discover::RuleContext;
+using discover::RuleResult;
+
+struct GemmChain {
+  GemmProblem problem;
+  std::vector<graph::NodeId> nodes;  // canonical nodes: the fact.gemm, then the absorbed steps
+  graph::ValueId output;             // the value the chain ends in (problem.d.value)
+  // input, weight, output, and per operand step bias / residual / multiplier (a second one of a
+  // kind gets "_2", ...).
+  std::map<std::string, graph::ValueId> roles;
+  std::string unsupported;           // fact.gemm attrs.unsupported (layout), empty when readable
+};
+
+// The problem a fact.gemm node describes: operands, layouts, leading dims, batch strides,
+// alpha; a linear/addmm bias becomes the first epilogue step (Bias for a length-N vector,
+// Residual with value = beta for a full matrix). Throws std::invalid_argument for a node that
+// is not a fact.gemm.
+GemmChain gemm_chain_from_node(const graph::Graph& g, const graph::Node& gemm);
+
+struct EpilogueOptions {
+  bool allow_multiply = true;   // x *= C[m, n] by another tensor of the output's shape
+  size_t max_steps = 8;         // FACT_GEMM_MAX_STEPS
+};
+
+// Absorbs, while the chain's output has exactly one reader (and is not a graph output), the
+// reader when it is an epilogue step: bias add (a length-N vector), activation
+// (fact.activation, fact.gelu_tanh, fact.gelu_erf), residual add or subtract (a contiguous
+// tensor of the output's shape, on either side), scale (fact.scale), add of a constant
+// (fact.add_scalar), and multiply by a tensor of the output's shape; in any order, each as
+// often as it occurs, up to options.max_steps. Updates problem.epilogue, problem.d, nodes,
+// output and roles.
+void absorb_epilogue(const graph::Graph& g, GemmChain& chain, const EpilogueOptions& options = {});
+
+// Why this GEMM cannot be realized, or nullopt: the operand layout (from canonicalization),
+// dtypes (bf16 / fp16 natively; fp32 only in precision mode strict (3xTF32) or tf32; anything
+// else "dtype float64 has no template"), devices (cpu / meta / cuda are fine), and TMA's
+// 16-byte alignment of the contiguous extents, leading dims and batch strides
+// ("K=770 not a multiple of 8 for bf16").
+std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& chain,
+                                      const DiscoverOptions& options);
+
+// The result of a GEMM-based rule over its chains (one kernel each): claims every chain's
+// nodes, outputs the last chain's output, roles from the first chain unless `roles` is given;
+// status Accepted when every chain passes check_gemm, else Declined with the first reason.
+// extra: {"math": math_mode, "precision": options.precision}.
+RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmChain>& chains,
+                            std::string rule, std::string pattern,
+                            std::map<std::string, graph::ValueId> roles = {});
+
+// How the GEMM multiplies in this precision mode: "native" (bf16/fp16), "tf32x3" (fp32,
+// strict), "tf32" (fp32, tf32); empty when the mode does not allow the dtype.
+std::string math_mode(graph::DType dtype, const std::string& precision);
+
+using graph::dtype_label;
+
+}  // namespace fact::gemm

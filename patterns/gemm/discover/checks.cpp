@@ -1,0 +1,129 @@
+#include <array>
+#include <sstream>
+
+#include "patterns/gemm/discover/chain.hpp"
+#include "patterns/gemm/gemm_abi.h"
+
+namespace fact::gemm {
+
+namespace {
+
+using discover::Match;
+using discover::MatchStatus;
+
+using graph::DType;
+
+constexpr int kTmaAlignmentBytes = 16;
+
+bool device_is_usable(const std::string& device) {
+  return device.empty() || device == "cpu" || device == "meta" || device.rfind("cuda", 0) == 0;
+}
+
+std::optional<std::string> misaligned(const char* what, int64_t value, int64_t align, DType dtype) {
+  if (value % align == 0) return std::nullopt;
+  std::ostringstream reason;
+  reason << what << '=' << value << " not a multiple of " << align << " for " << dtype_label(dtype)
+         << " (TMA needs 16-byte aligned rows)";
+  return reason.str();
+}
+
+std::optional<std::string> check_alignment(const GemmProblem& p) {
+  const int bytes = graph::dtype_bytes(p.a.dtype);
+  if (bytes == 0) return std::nullopt;
+  const int64_t align = kTmaAlignmentBytes / bytes;
+  const DType t = p.a.dtype;
+  // Contiguous extents: K first (the usual culprit), then N, then M.
+  if (p.a.layout == Layout::RowMajor || p.b.layout == Layout::ColumnMajor) {
+    if (auto r = misaligned("K", p.k, align, t)) return r;
+  }
+  if (p.b.layout == Layout::RowMajor || p.d.layout == Layout::RowMajor) {
+    if (auto r = misaligned("N", p.n, align, t)) return r;
+  }
+  if (p.a.layout == Layout::ColumnMajor) {
+    if (auto r = misaligned("M", p.m, align, t)) return r;
+  }
+  if (auto r = misaligned("lda", p.a.ld, align, t)) return r;
+  if (auto r = misaligned("ldb", p.b.ld, align, t)) return r;
+  if (p.batch > 1) {
+    if (auto r = misaligned("batch stride of A", p.a.batch_stride, align, t)) return r;
+    if (auto r = misaligned("batch stride of B", p.b.batch_stride, align, t)) return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string math_mode(DType dtype, const std::string& precision) {
+  if (dtype == DType::BFloat16 || dtype == DType::Float16) return "native";
+  if (dtype == DType::Float32) {
+    if (precision == "strict") return "tf32x3";
+    if (precision == "tf32") return "tf32";
+  }
+  return "";
+}
+
+std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& chain,
+                                      const DiscoverOptions& options) {
+  const GemmProblem& p = chain.problem;
+  if (!chain.unsupported.empty()) return "layout: " + chain.unsupported;
+  if (p.a.dtype != p.b.dtype) {
+    return "operand dtypes differ (A " + std::string(graph::dtype_name(p.a.dtype)) + ", B " +
+           std::string(graph::dtype_name(p.b.dtype)) + ")";
+  }
+  const DType t = p.a.dtype;
+  if (t != DType::BFloat16 && t != DType::Float16 && t != DType::Float32)
+    return "dtype " + std::string(graph::dtype_name(t)) + " has no template";
+  if (math_mode(t, options.precision).empty()) {
+    return "float32 GEMMs need --precision strict (3xTF32) or tf32; '" + options.precision +
+           "' is for bf16/fp16 models";
+  }
+  if (p.epilogue.size() > FACT_GEMM_MAX_STEPS) {
+    return "epilogue of " + std::to_string(p.epilogue.size()) + " steps (a kernel takes at most " +
+           std::to_string(FACT_GEMM_MAX_STEPS) + ")";
+  }
+  for (const auto& step : p.epilogue) {
+    if (!step.operand.empty() && !graph::is_floating(step.operand_dtype)) {
+      return "epilogue " + std::string(epilogue_kind_name(step.kind)) + " operand '" + step.operand +
+             "' has dtype " + std::string(graph::dtype_name(step.operand_dtype));
+    }
+  }
+  if (!graph::is_floating(p.d.dtype) || p.d.dtype == DType::Float64)
+    return "output dtype " + std::string(graph::dtype_name(p.d.dtype)) + " has no template";
+  for (const auto& id : {p.a.value, p.b.value, p.d.value}) {
+    const std::string& device = g.value(id).desc.device;
+    if (!device_is_usable(device)) return "tensor '" + id + "' is on device '" + device + "', not CUDA";
+  }
+  return check_alignment(p);
+}
+
+
+RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmChain>& chains,
+                            std::string rule, std::string pattern,
+                            std::map<std::string, graph::ValueId> roles) {
+  RuleResult result;
+  Match& m = result.match;
+  m.rule = std::move(rule);
+  m.pattern = std::move(pattern);
+  m.status = MatchStatus::Accepted;
+  for (const auto& chain : chains) {
+    m.problems.push_back(to_problem(chain.problem));
+    result.claims.insert(result.claims.end(), chain.nodes.begin(), chain.nodes.end());
+    if (m.status == MatchStatus::Accepted) {
+      if (auto reason = check_gemm(context.graph, chain, context.options)) {
+        m.status = MatchStatus::Declined;
+        m.reason = *reason;
+      }
+    }
+  }
+  if (!chains.empty()) {
+    result.outputs = {chains.back().output};
+    m.dtype = chains.front().problem.a.dtype;
+    m.roles = roles.empty() ? chains.front().roles : std::move(roles);
+    m.extra["precision"] = context.options.precision;
+    const std::string math = math_mode(m.dtype, context.options.precision);
+    if (!math.empty()) m.extra["math"] = math;
+  }
+  return result;
+}
+
+}  // namespace fact::gemm

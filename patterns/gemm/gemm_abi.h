@@ -1,0 +1,81 @@
+/* The GEMM kind's argument struct (FACT C ABI version 2, docs/abi.md):
+ *
+ *   D[l] = epilogue(alpha · A[l] · B[l]),  A: M×K, B: K×N, D: M×N,  l < batch
+ *
+ * The epilogue is data: `steps[0..num_steps)` applied in order to alpha·A·B, each with its own
+ * constants and operand. A kernel is compiled for one sequence of step kinds (and activations);
+ * it refuses (FACT_ERR_INVALID_ARGS) a call whose steps differ in kind, and reads every
+ * constant and pointer from the call, so one kernel serves every constant.
+ *
+ * Leading dimensions are in elements for the layouts the kernel was built for (its
+ * fact_kernel_info spec); batch strides are elements between consecutive batches (0 = the same
+ * matrix for every batch).
+ */
+#ifndef FACT_GEMM_ABI_H
+#define FACT_GEMM_ABI_H
+#include "fact/runtime/fact_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FACT_GEMM_KIND_NAME "gemm"
+#define FACT_GEMM_MAX_STEPS 8
+
+typedef enum FactLayout {
+  FACT_ROW_MAJOR = 0,     /* the second mode is contiguous (A: K, B: N) */
+  FACT_COLUMN_MAJOR = 1,  /* the first mode is contiguous (A: M, B: K) */
+} FactLayout;
+
+typedef enum FactGemmStepKind {
+  FACT_STEP_SCALE = 1,      /* x *= value */
+  FACT_STEP_ADD_SCALAR = 2, /* x += value */
+  FACT_STEP_BIAS = 3,       /* x += operand[n]            (a length-N vector; batch_stride per batch) */
+  FACT_STEP_ACTIVATION = 4, /* x = act(x; p0, p1) */
+  FACT_STEP_RESIDUAL = 5,   /* x += value · operand[m, n] (an M×N tensor in D's layout) */
+  FACT_STEP_MULTIPLY = 6,   /* x *= operand[m, n]         (an M×N tensor in D's layout) */
+} FactGemmStepKind;
+
+typedef enum FactActivation {
+  FACT_ACT_IDENTITY = 0,
+  FACT_ACT_RELU = 1,
+  FACT_ACT_GELU_ERF = 2,
+  FACT_ACT_GELU_TANH = 3,
+  FACT_ACT_SILU = 4,
+  FACT_ACT_SIGMOID = 5,
+  FACT_ACT_LEAKY_RELU = 6, /* slope p0 */
+  FACT_ACT_HARDTANH = 7,   /* clamp to [p0, p1] (±inf for a one-sided clamp) */
+  FACT_ACT_TANH = 8,
+} FactActivation;
+
+typedef struct FactGemmStep {
+  int32_t kind;          /* FactGemmStepKind */
+  int32_t activation;    /* FactActivation for ACTIVATION steps, else 0 */
+  float value;           /* SCALE factor, ADD_SCALAR addend, RESIDUAL beta; else 0 */
+  float p0, p1;          /* ACTIVATION parameters; else 0 */
+  int32_t operand_type;  /* FactDType of `operand` (BIAS, RESIDUAL, MULTIPLY), else 0 */
+  const void* operand;   /* BIAS vector, RESIDUAL / MULTIPLY tensor; else NULL */
+  int64_t ld;            /* RESIDUAL / MULTIPLY: leading dimension in D's layout; else 0 */
+  int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY: elements between batches (0 = shared) */
+} FactGemmStep;
+
+typedef struct FactGemmArgs {
+  FactCallHeader header;     /* {FACT_ABI_VERSION, fact_kind_id("gemm"), sizeof(FactGemmArgs), 0} */
+  int64_t m, n, k, batch;
+  int32_t a_type, b_type, d_type;  /* FactDType of A, B, D (a kernel checks them against its build) */
+  int32_t a_layout, b_layout;      /* FactLayout of A (M×K) and B (K×N); D is row-major */
+  int32_t reserved;                /* 0 */
+  const void* a; int64_t lda, stride_a;
+  const void* b; int64_t ldb, stride_b;
+  void* d;       int64_t ldd, stride_d;
+  float alpha;               /* scale of A·B */
+  int32_t split_k;           /* split-K slices for split-K kernels (>= 1; 0 = the kernel's own) */
+  int32_t sm_count;          /* SMs for persistent kernels; 0 = all */
+  int32_t num_steps;         /* entries of `steps` in use */
+  FactGemmStep steps[FACT_GEMM_MAX_STEPS];
+} FactGemmArgs;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FACT_GEMM_ABI_H */

@@ -1,0 +1,56 @@
+#include "patterns/gemm/kind/abi_names.hpp"
+
+namespace fact::gemm {
+
+int32_t abi_dtype(graph::DType dtype) {
+  switch (dtype) {
+    case graph::DType::Float32: return FACT_DTYPE_F32;
+    case graph::DType::Float16: return FACT_DTYPE_F16;
+    case graph::DType::BFloat16: return FACT_DTYPE_BF16;
+    case graph::DType::Float64: return FACT_DTYPE_F64;
+    default: return FACT_DTYPE_NONE;
+  }
+}
+
+int abi_dtype_bytes(int32_t abi_type) {
+  switch (abi_type) {
+    case FACT_DTYPE_F32: return 4;
+    case FACT_DTYPE_F16:
+    case FACT_DTYPE_BF16: return 2;
+    case FACT_DTYPE_F64: return 8;
+    default: return 0;
+  }
+}
+
+int32_t abi_layout(Layout layout) {
+  return layout == Layout::RowMajor ? FACT_ROW_MAJOR : FACT_COLUMN_MAJOR;
+}
+
+int32_t abi_step_kind(EpilogueStep::Kind kind) {
+  switch (kind) {
+    case EpilogueStep::Kind::Scale: return FACT_STEP_SCALE;
+    case EpilogueStep::Kind::AddScalar: return FACT_STEP_ADD_SCALAR;
+    case EpilogueStep::Kind::Bias: return FACT_STEP_BIAS;
+    case EpilogueStep::Kind::Activation: return FACT_STEP_ACTIVATION;
+    case EpilogueStep::Kind::Residual: return FACT_STEP_RESIDUAL;
+    case EpilogueStep::Kind::Multiply: return FACT_STEP_MULTIPLY;
+  }
+  return 0;
+}
+
+int32_t abi_activation(Activation activation) {
+  switch (activation) {
+    case Activation::Identity: return FACT_ACT_IDENTITY;
+    case Activation::ReLU: return FACT_ACT_RELU;
+    case Activation::GeluErf: return FACT_ACT_GELU_ERF;
+    case Activation::GeluTanh: return FACT_ACT_GELU_TANH;
+    case Activation::SiLU: return FACT_ACT_SILU;
+    case Activation::Sigmoid: return FACT_ACT_SIGMOID;
+    case Activation::LeakyReLU: return FACT_ACT_LEAKY_RELU;
+    case Activation::HardTanh: return FACT_ACT_HARDTANH;
+    case Activation::Tanh: return FACT_ACT_TANH;
+  }
+  return FACT_ACT_IDENTITY;
+}
+
+}  // namespace fact::gemm

@@ -1,0 +1,105 @@
+#include "patterns/gemm/kind/pack.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <stdexcept>
+
+#include "patterns/gemm/kind/abi_names.hpp"
+
+namespace fact::gemm {
+
+FactGemmArgs gemm_args(const GemmProblem& p) {
+  FactGemmArgs args;
+  std::memset(&args, 0, sizeof(args));
+  args.header.abi_version = FACT_ABI_VERSION;
+  args.header.kind = fact_kind_id(FACT_GEMM_KIND_NAME);
+  args.header.size = sizeof(FactGemmArgs);
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.batch = p.batch;
+  args.a_type = abi_dtype(p.a.dtype);
+  args.b_type = abi_dtype(p.b.dtype);
+  args.d_type = abi_dtype(p.d.dtype);
+  args.a_layout = abi_layout(p.a.layout);
+  args.b_layout = abi_layout(p.b.layout);
+  args.lda = p.a.ld;
+  args.stride_a = p.a.batch_stride;
+  args.ldb = p.b.ld;
+  args.stride_b = p.b.batch_stride;
+  args.ldd = p.d.ld;
+  args.stride_d = p.d.batch_stride;
+  const KernelEpilogue epilogue = kernel_epilogue(p);
+  if (epilogue.steps.size() > FACT_GEMM_MAX_STEPS) {
+    throw std::invalid_argument("epilogue of " + std::to_string(epilogue.steps.size()) +
+                                " steps (a call carries at most " +
+                                std::to_string(FACT_GEMM_MAX_STEPS) + ")");
+  }
+  args.alpha = static_cast<float>(epilogue.alpha);
+  args.split_k = 0;
+  args.sm_count = 0;
+  args.num_steps = static_cast<int32_t>(epilogue.steps.size());
+  for (size_t i = 0; i < epilogue.steps.size(); ++i) {
+    const EpilogueStep& step = epilogue.steps[i];
+    FactGemmStep& out = args.steps[i];
+    out.kind = abi_step_kind(step.kind);
+    if (step.kind == EpilogueStep::Kind::Activation) {
+      out.activation = abi_activation(step.activation);
+      out.p0 = static_cast<float>(step.p0);
+      out.p1 = static_cast<float>(step.p1);
+    }
+    if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
+        step.kind == EpilogueStep::Kind::Residual) {
+      out.value = static_cast<float>(step.value);
+    }
+    if (reads_operand(step.kind)) {
+      out.operand_type = abi_dtype(step.operand_dtype);
+      out.ld = step.operand_ld;
+      out.batch_stride = step.operand_batch_stride;
+    }
+  }
+  return args;
+}
+
+ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
+  for (const auto* operand : {&p.a, &p.b, &p.d}) {
+    if (operand->value.empty()) throw std::invalid_argument("a GEMM operand has no graph value");
+  }
+  if (!captured.has_value(p.d.value)) {
+    throw std::invalid_argument("output '" + p.d.value + "' is not a value of the captured graph");
+  }
+  const graph::TensorDesc& d = captured.value(p.d.value).desc;
+  if (!d.is_contiguous() || d.numel() != p.batch * p.m * p.n || p.d.ld != p.n ||
+      (p.batch > 1 && p.d.batch_stride != p.m * p.n)) {
+    throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
+                                " is not a dense row-major " + p.shape_string() + " tensor");
+  }
+  const FactGemmArgs args = gemm_args(p);
+  ArgImage image;
+  image.bytes.resize(sizeof(FactGemmArgs));
+  std::memcpy(image.bytes.data(), &args, sizeof(args));
+  auto slot = [&](size_t offset, PointerSlot::From from, size_t index, int64_t element_offset) {
+    image.pointers.push_back({offset, from, index, element_offset});
+  };
+  slot(offsetof(FactGemmArgs, a), PointerSlot::From::Operand, image.operand(p.a.value, p.a.dtype),
+       p.a.offset);
+  slot(offsetof(FactGemmArgs, b), PointerSlot::From::Operand, image.operand(p.b.value, p.b.dtype),
+       p.b.offset);
+  image.results.push_back({p.d.value, d.shape, d.stride, p.d.dtype});
+  slot(offsetof(FactGemmArgs, d), PointerSlot::From::Result, 0, p.d.offset);
+  const KernelEpilogue epilogue = kernel_epilogue(p);
+  for (size_t i = 0; i < epilogue.steps.size(); ++i) {
+    const EpilogueStep& step = epilogue.steps[i];
+    if (!reads_operand(step.kind)) continue;
+    if (step.operand.empty()) {
+      throw std::invalid_argument("epilogue step " + std::string(epilogue_kind_name(step.kind)) +
+                                  " has no graph value");
+    }
+    const size_t offset = offsetof(FactGemmArgs, steps) + i * sizeof(FactGemmStep) +
+                          offsetof(FactGemmStep, operand);
+    slot(offset, PointerSlot::From::Operand, image.operand(step.operand, step.operand_dtype), 0);
+  }
+  return image;
+}
+
+}  // namespace fact::gemm

@@ -1,0 +1,241 @@
+#include "patterns/gemm/kind/problem.hpp"
+
+#include <array>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "fact/util/json_fields.hpp"
+
+namespace fact::gemm {
+
+namespace {
+
+using nlohmann::json;
+using util::dtype_field;
+using util::field;
+using util::int_field;
+using util::number;
+using util::number_field;
+using util::string_field;
+
+// The one spelling table of activations and epilogue step kinds (docs/abi.md): the problem's
+// JSON, fusion names, reports and command lines all read these.
+constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationNames{{
+    {Activation::Identity, "identity"},
+    {Activation::ReLU, "relu"},
+    {Activation::GeluErf, "gelu_erf"},
+    {Activation::GeluTanh, "gelu_tanh"},
+    {Activation::SiLU, "silu"},
+    {Activation::Sigmoid, "sigmoid"},
+    {Activation::LeakyReLU, "leaky_relu"},
+    {Activation::HardTanh, "hardtanh"},
+    {Activation::Tanh, "tanh"},
+}};
+
+constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 6> kEpilogueKindNames{{
+    {EpilogueStep::Kind::Scale, "scale"},
+    {EpilogueStep::Kind::AddScalar, "add"},
+    {EpilogueStep::Kind::Bias, "bias"},
+    {EpilogueStep::Kind::Activation, "activation"},
+    {EpilogueStep::Kind::Residual, "residual"},
+    {EpilogueStep::Kind::Multiply, "mul"},
+}};
+
+double operand_bytes(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch) {
+  const int64_t copies = operand.batch_stride == 0 ? 1 : batch;
+  return double(rows) * double(cols) * double(copies) * graph::dtype_bytes(operand.dtype);
+}
+
+json operand_to_json(const GemmOperand& o) {
+  return {{"value", o.value},
+          {"dtype", graph::dtype_name(o.dtype)},
+          {"layout", layout_name(o.layout)},
+          {"ld", o.ld},
+          {"batch_stride", o.batch_stride},
+          {"offset", o.offset}};
+}
+
+GemmOperand operand_from_json(const json& j, const std::string& where) {
+  GemmOperand o;
+  o.value = j.value("value", std::string());
+  o.dtype = dtype_field(j, "dtype", where);
+  const std::string layout = string_field(j, "layout", where);
+  if (layout == "row") o.layout = Layout::RowMajor;
+  else if (layout == "col") o.layout = Layout::ColumnMajor;
+  else throw std::invalid_argument(where + ".layout: expected \"row\" or \"col\"");
+  o.ld = int_field(j, "ld", where);
+  o.batch_stride = j.contains("batch_stride") ? int_field(j, "batch_stride", where) : 0;
+  o.offset = j.contains("offset") ? int_field(j, "offset", where) : 0;
+  return o;
+}
+
+}  // namespace
+
+std::string_view layout_name(Layout l) { return l == Layout::RowMajor ? "row" : "col"; }
+char layout_token(Layout l) { return l == Layout::RowMajor ? 't' : 'n'; }
+
+std::string_view activation_name(Activation a) {
+  for (const auto& [activation, name] : kActivationNames) {
+    if (activation == a) return name;
+  }
+  return "unknown";
+}
+
+std::optional<Activation> parse_activation(std::string_view name) {
+  for (const auto& [activation, entry] : kActivationNames) {
+    if (entry == name) return activation;
+  }
+  return std::nullopt;
+}
+
+std::string_view epilogue_kind_name(EpilogueStep::Kind k) {
+  for (const auto& [kind, name] : kEpilogueKindNames) {
+    if (kind == k) return name;
+  }
+  return "unknown";
+}
+
+std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name) {
+  for (const auto& [kind, entry] : kEpilogueKindNames) {
+    if (entry == name) return kind;
+  }
+  return std::nullopt;
+}
+
+bool reads_operand(EpilogueStep::Kind k) {
+  return k == EpilogueStep::Kind::Bias || k == EpilogueStep::Kind::Residual ||
+         k == EpilogueStep::Kind::Multiply;
+}
+
+double GemmProblem::min_bytes() const {
+  double bytes = operand_bytes(a, m, k, batch) + operand_bytes(b, k, n, batch) +
+                 operand_bytes(d, m, n, batch);
+  for (const auto& step : epilogue) {
+    const int bytes_per = graph::dtype_bytes(step.operand_dtype);
+    const double copies = step.operand_batch_stride == 0 ? 1.0 : double(batch);
+    if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * copies;
+    if (step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Multiply)
+      bytes += double(m) * double(n) * copies * bytes_per;
+  }
+  return bytes;
+}
+
+std::string GemmProblem::fusion_name() const {
+  std::string name = batch > 1 ? "bgemm" : "gemm";
+  for (const auto& step : epilogue) {
+    name += '_';
+    name += step.kind == EpilogueStep::Kind::Activation ? activation_name(step.activation)
+                                                         : epilogue_kind_name(step.kind);
+  }
+  return name;
+}
+
+std::string GemmProblem::shape_string() const {
+  std::ostringstream out;
+  if (batch > 1) out << batch << "x(";
+  out << m << 'x' << n << 'x' << k;
+  if (batch > 1) out << ')';
+  return out.str();
+}
+
+KernelEpilogue kernel_epilogue(const GemmProblem& p) {
+  KernelEpilogue out;
+  out.alpha = p.alpha;
+  bool leading = true;
+  for (const auto& step : p.epilogue) {
+    if (leading && step.kind == EpilogueStep::Kind::Scale) {
+      out.alpha *= step.value;
+      continue;
+    }
+    leading = false;
+    if (step.kind == EpilogueStep::Kind::Activation && step.activation == Activation::Identity) continue;
+    out.steps.push_back(step);
+  }
+  return out;
+}
+
+json gemm_problem_to_json(const GemmProblem& p) {
+  json epilogue = json::array();
+  for (const auto& step : p.epilogue) {
+    json s = {{"kind", epilogue_kind_name(step.kind)}};
+    if (step.kind == EpilogueStep::Kind::Activation) {
+      s["activation"] = activation_name(step.activation);
+      s["p0"] = number(step.p0);
+      s["p1"] = number(step.p1);
+    }
+    if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
+        step.kind == EpilogueStep::Kind::Residual) {
+      s["value"] = number(step.value);
+    }
+    if (!step.operand.empty()) {
+      s["operand"] = step.operand;
+      s["operand_dtype"] = graph::dtype_name(step.operand_dtype);
+      s["operand_ld"] = step.operand_ld;
+      s["operand_batch_stride"] = step.operand_batch_stride;
+    }
+    epilogue.push_back(std::move(s));
+  }
+  return {{"fusion", p.fusion_name()},
+          {"shape", p.shape_string()},
+          {"m", p.m},
+          {"n", p.n},
+          {"k", p.k},
+          {"batch", p.batch},
+          {"alpha", number(p.alpha)},
+          {"accumulate", graph::dtype_name(p.accumulate)},
+          {"a", operand_to_json(p.a)},
+          {"b", operand_to_json(p.b)},
+          {"d", operand_to_json(p.d)},
+          {"epilogue", std::move(epilogue)}};
+}
+
+GemmProblem gemm_problem_from_json(const json& j) {
+  const std::string where = "gemm";
+  GemmProblem p;
+  p.m = int_field(j, "m", where);
+  p.n = int_field(j, "n", where);
+  p.k = int_field(j, "k", where);
+  p.batch = j.contains("batch") ? int_field(j, "batch", where) : 1;
+  p.alpha = number_field(j, "alpha", where, 1.0);
+  if (j.contains("accumulate")) p.accumulate = dtype_field(j, "accumulate", where);
+  p.a = operand_from_json(field(j, "a", where), where + ".a");
+  p.b = operand_from_json(field(j, "b", where), where + ".b");
+  p.d = operand_from_json(field(j, "d", where), where + ".d");
+  if (j.contains("epilogue")) {
+    const json& steps = j.at("epilogue");
+    if (!steps.is_array()) throw std::invalid_argument(where + ".epilogue: expected an array");
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const std::string at = where + ".epilogue[" + std::to_string(i) + "]";
+      EpilogueStep step;
+      const auto kind = parse_epilogue_kind(string_field(steps[i], "kind", at));
+      if (!kind) throw std::invalid_argument(at + ".kind: unknown step kind");
+      step.kind = *kind;
+      if (step.kind == EpilogueStep::Kind::Activation) {
+        auto act = parse_activation(string_field(steps[i], "activation", at));
+        if (!act) throw std::invalid_argument(at + ".activation: unknown activation");
+        step.activation = *act;
+      }
+      step.value = number_field(steps[i], "value", at, 1.0);
+      step.p0 = number_field(steps[i], "p0", at, 0.0);
+      step.p1 = number_field(steps[i], "p1", at, 0.0);
+      step.operand = steps[i].value("operand", std::string());
+      step.operand_dtype = dtype_field(steps[i], "operand_dtype", at);
+      step.operand_ld = steps[i].value("operand_ld", int64_t{0});
+      step.operand_batch_stride = steps[i].value("operand_batch_stride", int64_t{0});
+      p.epilogue.push_back(std::move(step));
+    }
+  }
+  return p;
+}
+
+Problem to_problem(const GemmProblem& p) { return Problem{kKindName, gemm_problem_to_json(p)}; }
+
+GemmProblem gemm_problem_of(const Problem& problem) {
+  if (problem.kind != kKindName) {
+    throw std::invalid_argument("expected a problem of kind gemm, not '" + problem.kind + "'");
+  }
+  return gemm_problem_from_json(problem.desc);
+}
+
+}  // namespace fact::gemm

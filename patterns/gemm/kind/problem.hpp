@@ -1,0 +1,107 @@
+// The GEMM kind's problem: D[l] = epilogue(alpha · A[l] · B[l]), A: M×K, B: K×N, D: M×N,
+// l < batch. Discovery builds it (chain.hpp), realization turns it into kernels
+// (realize/spec_from_problem.hpp), kind.cpp tells the engine's stages about it, and the ABI
+// struct it becomes is gemm_abi.h. Its names (step kinds, activations) have one table, in
+// problem.cpp.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/graph/graph.hpp"
+#include "fact/problem/problem.hpp"
+
+namespace fact::gemm {
+
+using graph::DType;
+
+inline constexpr const char* kKindName = "gemm";
+
+// Memory order of a 2-D operand. For A (M×K) RowMajor means K is contiguous; for B (K×N)
+// ColumnMajor means K is contiguous (an nn.Linear weight [N, K] read as B is ColumnMajor).
+enum class Layout { RowMajor, ColumnMajor };
+std::string_view layout_name(Layout l);      // "row" / "col"
+char layout_token(Layout l);                  // 't' (row-major, "transposed" in BLAS terms) / 'n'
+
+struct GemmOperand {
+  graph::ValueId value;      // tensor in the graph (empty when synthesized)
+  DType dtype = DType::Unknown;
+  Layout layout = Layout::RowMajor;
+  int64_t ld = 0;            // leading dimension in elements
+  int64_t batch_stride = 0;  // elements between batches; 0 = broadcast over the batch
+  int64_t offset = 0;        // elements from the value's first element to the operand's
+};
+
+enum class Activation { Identity, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh };
+std::string_view activation_name(Activation a);  // "relu", "gelu_erf", "gelu_tanh", ...
+// Inverse of activation_name; nullopt for an unknown name.
+std::optional<Activation> parse_activation(std::string_view name);
+
+// One step of the fused epilogue, applied in order to the accumulator (gemm_abi.h's
+// FactGemmStep; docs/abi.md).
+struct EpilogueStep {
+  enum class Kind {
+    Scale,       // x *= value
+    AddScalar,   // x += value
+    Bias,        // x += bias[n]                     (operand: length-N vector)
+    Activation,  // x = act(x; p0, p1)              (leaky slope / clamp bounds)
+    Residual,    // x += value * C[m, n]            (operand: M×N tensor; value = beta)
+    Multiply,    // x *= C[m, n]                     (operand: M×N tensor)
+  };
+  Kind kind = Kind::Scale;
+  Activation activation = Activation::Identity;
+  double value = 1.0;  // Scale factor, AddScalar addend, or beta for Residual
+  double p0 = 0.0, p1 = 0.0;
+  graph::ValueId operand;  // Bias / Residual / Multiply
+  DType operand_dtype = DType::Unknown;
+  int64_t operand_ld = 0;            // Residual / Multiply: leading dimension (row-major)
+  int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply: elements between batches
+};
+std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
+std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
+bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  GemmOperand a, b;
+  GemmOperand d;                 // output (RowMajor M×N)
+  DType accumulate = DType::Float32;
+  double alpha = 1.0;
+  std::vector<EpilogueStep> epilogue;
+
+  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+  // Bytes that must cross device memory once: A, B, D and every epilogue operand.
+  double min_bytes() const;
+  // "gemm_bias_gelu_tanh": "gemm" or "bgemm" followed by the epilogue step names.
+  std::string fusion_name() const;
+  // "65536x3072x768" or "128x(512x2048x1024)"
+  std::string shape_string() const;
+};
+
+// The epilogue as a kernel runs it: leading Scale steps folded into alpha, identity
+// activations dropped. The kernel's spec (its compiled step kinds) and the call's argument
+// image (its constants) are both made from this, so they cannot disagree.
+struct KernelEpilogue {
+  double alpha = 1.0;
+  std::vector<EpilogueStep> steps;
+};
+KernelEpilogue kernel_epilogue(const GemmProblem& p);
+
+// JSON form of a problem (the "problems" entries of `fact discover --json`, the plan's
+// "problem"): {"m","n","k","batch","alpha","accumulate","fusion","shape","a":{operand},"b":..,
+// "d":.., "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype",
+// "operand_ld","operand_batch_stride"}]}, operand = {"value","dtype","layout":"row"|"col","ld",
+// "batch_stride","offset"}. Non-finite numbers (clamp bounds) are written as the strings "inf" /
+// "-inf" / "nan". from_json throws std::invalid_argument naming the field when one is missing
+// or malformed.
+nlohmann::json gemm_problem_to_json(const GemmProblem& p);
+GemmProblem gemm_problem_from_json(const nlohmann::json& j);
+
+// The engine's kind-tagged form and back (throws std::invalid_argument for another kind).
+Problem to_problem(const GemmProblem& p);
+GemmProblem gemm_problem_of(const Problem& problem);
+
+}  // namespace fact::gemm

@@ -1,0 +1,128 @@
+#include "patterns/gemm/kind/problem_args.hpp"
+
+#include <charconv>
+#include <set>
+#include <stdexcept>
+
+namespace fact::gemm {
+namespace {
+
+std::vector<std::string> split_commas(std::string_view text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string part(text.substr(start, end - start));
+    auto first = part.find_first_not_of(" \t");
+    auto last = part.find_last_not_of(" \t");
+    part = first == std::string::npos ? std::string() : part.substr(first, last - first + 1);
+    if (!part.empty()) parts.push_back(part);
+    start = end + 1;
+  }
+  return parts;
+}
+
+Layout parse_layout_letter(char letter, std::string_view whole) {
+  if (letter == 't') return Layout::RowMajor;
+  if (letter == 'n') return Layout::ColumnMajor;
+  throw std::invalid_argument("layout '" + std::string(whole) + "': letters are t (row-major) or n (column-major)");
+}
+
+GemmOperand compact_operand(graph::DType dtype, Layout layout, int64_t rows, int64_t cols,
+                                      int64_t batch) {
+  GemmOperand operand;
+  operand.dtype = dtype;
+  operand.layout = layout;
+  operand.ld = layout == Layout::RowMajor ? cols : rows;
+  operand.batch_stride = batch > 1 ? rows * cols : 0;
+  return operand;
+}
+
+}  // namespace
+
+GemmSizes parse_gemm_sizes(std::string_view text) {
+  GemmSizes sizes;
+  std::set<std::string> seen;
+  for (const std::string& token : split_commas(text)) {
+    auto equals = token.find('=');
+    if (equals == std::string::npos) throw std::invalid_argument("problem: '" + token + "' is not key=value");
+    std::string key = token.substr(0, equals), value = token.substr(equals + 1);
+    if (!seen.insert(key).second) throw std::invalid_argument("problem: '" + key + "' given twice");
+    int64_t number = 0;
+    auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (error != std::errc() || end != value.data() + value.size()) {
+      throw std::invalid_argument("problem: '" + token + "': not an integer");
+    }
+    if (key == "m") sizes.m = number;
+    else if (key == "n") sizes.n = number;
+    else if (key == "k") sizes.k = number;
+    else if (key == "batch" || key == "b") sizes.batch = number;
+    else throw std::invalid_argument("problem: unknown key '" + key + "' (m, n, k, batch)");
+  }
+  for (auto [name, value] : {std::pair{"m", sizes.m}, std::pair{"n", sizes.n}, std::pair{"k", sizes.k}}) {
+    if (value < 1) throw std::invalid_argument(std::string("problem: ") + name + " missing or < 1");
+  }
+  if (sizes.batch < 1) throw std::invalid_argument("problem: batch < 1");
+  return sizes;
+}
+
+graph::DType parse_operand_dtype(std::string_view text) {
+  if (text == "bf16" || text == "bfloat16") return graph::DType::BFloat16;
+  if (text == "fp16" || text == "f16" || text == "float16" || text == "half") return graph::DType::Float16;
+  if (text == "fp32" || text == "f32" || text == "float32" || text == "float") return graph::DType::Float32;
+  throw std::invalid_argument("dtype '" + std::string(text) + "': expected bf16, fp16 or fp32");
+}
+
+std::string default_precision_for(graph::DType dtype) {
+  return dtype == graph::DType::Float32 ? "strict" : "native";
+}
+
+GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::string_view epilogue,
+                                        std::string_view layouts) {
+  if (layouts.size() != 2) throw std::invalid_argument("layout '" + std::string(layouts) + "': two letters (A, B)");
+  GemmProblem problem;
+  problem.m = sizes.m;
+  problem.n = sizes.n;
+  problem.k = sizes.k;
+  problem.batch = sizes.batch;
+  problem.a = compact_operand(dtype, parse_layout_letter(layouts[0], layouts), sizes.m, sizes.k, sizes.batch);
+  problem.b = compact_operand(dtype, parse_layout_letter(layouts[1], layouts), sizes.k, sizes.n, sizes.batch);
+  problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n, sizes.batch);
+  problem.accumulate = graph::DType::Float32;
+  problem.alpha = 1.0;
+  for (const std::string& token : split_commas(epilogue)) {
+    if (token == "none") continue;
+    EpilogueStep step;
+    if (token == "bias") {
+      step.kind = EpilogueStep::Kind::Bias;
+      step.operand_dtype = dtype;
+    } else if (token == "residual" || token == "mul" || token == "multiply") {
+      step.kind = token == "residual" ? EpilogueStep::Kind::Residual : EpilogueStep::Kind::Multiply;
+      step.value = 1.0;
+      step.operand_dtype = dtype;
+      step.operand_ld = sizes.n;
+      step.operand_batch_stride = sizes.batch > 1 ? sizes.m * sizes.n : 0;
+    } else if (token == "scale" || token == "add") {
+      // A constant after the GEMM (a leading one folds into alpha): 0.5 and 1.0 stand in for
+      // the model's constant, which the call carries at run time.
+      step.kind = token == "scale" ? EpilogueStep::Kind::Scale : EpilogueStep::Kind::AddScalar;
+      step.value = token == "scale" ? 0.5 : 1.0;
+    } else if (auto activation = parse_activation(token)) {
+      step.kind = EpilogueStep::Kind::Activation;
+      step.activation = *activation;
+      if (*activation == Activation::LeakyReLU) step.p0 = 0.01;
+      if (*activation == Activation::HardTanh) {
+        step.p0 = -1.0;
+        step.p1 = 1.0;
+      }
+    } else {
+      throw std::invalid_argument("epilogue step '" + token +
+                                  "': expected bias, residual, mul, scale, add or an activation (relu, gelu_tanh, ...)");
+    }
+    problem.epilogue.push_back(step);
+  }
+  return problem;
+}
+
+}  // namespace fact::gemm

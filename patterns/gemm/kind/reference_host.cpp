@@ -1,0 +1,172 @@
+#include "patterns/gemm/kind/reference_host.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "patterns/gemm/kind/abi_names.hpp"
+
+namespace fact::gemm {
+
+namespace {
+
+double half_to_double(uint16_t h) {
+  const int sign = (h >> 15) & 1, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  double value;
+  if (exponent == 0) {
+    value = std::ldexp(double(mantissa), -24);
+  } else if (exponent == 31) {
+    value = mantissa ? std::nan("") : INFINITY;
+  } else {
+    value = std::ldexp(double(mantissa | 1024), exponent - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7E00u);
+  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to infinity
+  if (a < 6.103515625e-05f) {                                        // subnormal half
+    const float scaled = a * 16777216.0f;                            // / 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  uint32_t exponent = ((bits >> 23) & 255) - 127 + 15;
+  uint32_t mantissa = bits & 0x7FFFFFu;
+  uint32_t half = (exponent << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // nearest even
+  return static_cast<uint16_t>(sign | half);
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+double load(const void* base, int64_t index, int32_t type) {
+  switch (type) {
+    case FACT_DTYPE_F32: return static_cast<const float*>(base)[index];
+    case FACT_DTYPE_F64: return static_cast<const double*>(base)[index];
+    case FACT_DTYPE_F16: return half_to_double(static_cast<const uint16_t*>(base)[index]);
+    case FACT_DTYPE_BF16: {
+      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(base)[index]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    default: return std::nan("");
+  }
+}
+
+void store(void* base, int64_t index, int32_t type, double value) {
+  switch (type) {
+    case FACT_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
+    case FACT_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
+    case FACT_DTYPE_F16: static_cast<uint16_t*>(base)[index] = float_to_half(static_cast<float>(value)); break;
+    case FACT_DTYPE_BF16:
+      static_cast<uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(value));
+      break;
+    default: break;
+  }
+}
+
+double activate(int32_t activation, double x, double p0, double p1) {
+  constexpr double kPi = 3.14159265358979323846;
+  switch (activation) {
+    case FACT_ACT_IDENTITY: return x;
+    case FACT_ACT_RELU: return x > 0.0 ? x : 0.0;
+    case FACT_ACT_GELU_ERF: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case FACT_ACT_GELU_TANH:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
+    case FACT_ACT_SILU: return x / (1.0 + std::exp(-x));
+    case FACT_ACT_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+    case FACT_ACT_LEAKY_RELU: return x >= 0.0 ? x : p0 * x;
+    case FACT_ACT_HARDTANH: return x < p0 ? p0 : (x > p1 ? p1 : x);
+    case FACT_ACT_TANH: return std::tanh(x);
+    default: return std::nan("");
+  }
+}
+
+bool valid_type(int32_t type) { return abi_dtype_bytes(type) > 0; }
+
+}  // namespace
+
+int reference_gemm_host(const FactGemmArgs& args) {
+  if (args.header.abi_version != FACT_ABI_VERSION ||
+      args.header.kind != fact_kind_id(FACT_GEMM_KIND_NAME) ||
+      args.header.size != sizeof(FactGemmArgs)) {
+    return FACT_ERR_INVALID_ARGS;
+  }
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0 || args.batch <= 0) return FACT_ERR_INVALID_ARGS;
+  if (!args.a || !args.b || !args.d) return FACT_ERR_INVALID_ARGS;
+  if (!valid_type(args.a_type) || !valid_type(args.b_type) || !valid_type(args.d_type)) {
+    return FACT_ERR_INVALID_ARGS;
+  }
+  if (args.num_steps < 0 || args.num_steps > FACT_GEMM_MAX_STEPS) return FACT_ERR_INVALID_ARGS;
+  for (int s = 0; s < args.num_steps; ++s) {
+    const FactGemmStep& step = args.steps[s];
+    const bool operand = step.kind == FACT_STEP_BIAS || step.kind == FACT_STEP_RESIDUAL ||
+                         step.kind == FACT_STEP_MULTIPLY;
+    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_MULTIPLY) return FACT_ERR_INVALID_ARGS;
+    if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
+  }
+  const int64_t m = args.m, n = args.n, k = args.k;
+  const bool a_row = args.a_layout == FACT_ROW_MAJOR;
+  const bool b_row = args.b_layout == FACT_ROW_MAJOR;
+  std::vector<double> a_row_major(static_cast<size_t>(m * k));
+  std::vector<double> b_col_major(static_cast<size_t>(k * n));
+  for (int64_t l = 0; l < args.batch; ++l) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t at = l * args.stride_a + (a_row ? i * args.lda + kk : kk * args.lda + i);
+        a_row_major[static_cast<size_t>(i * k + kk)] = load(args.a, at, args.a_type);
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t at = l * args.stride_b + (b_row ? kk * args.ldb + j : j * args.ldb + kk);
+        b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
+      for (int64_t j = 0; j < n; ++j) {
+        const double* b_j = &b_col_major[static_cast<size_t>(j * k)];
+        double acc = 0.0;
+        for (int64_t kk = 0; kk < k; ++kk) acc += a_i[kk] * b_j[kk];
+        double x = double(args.alpha) * acc;
+        for (int s = 0; s < args.num_steps; ++s) {
+          const FactGemmStep& step = args.steps[s];
+          switch (step.kind) {
+            case FACT_STEP_SCALE: x *= step.value; break;
+            case FACT_STEP_ADD_SCALAR: x += step.value; break;
+            case FACT_STEP_BIAS: x += load(step.operand, l * step.batch_stride + j, step.operand_type); break;
+            case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
+            case FACT_STEP_RESIDUAL:
+              x += double(step.value) *
+                   load(step.operand, l * step.batch_stride + i * step.ld + j, step.operand_type);
+              break;
+            case FACT_STEP_MULTIPLY:
+              x *= load(step.operand, l * step.batch_stride + i * step.ld + j, step.operand_type);
+              break;
+            default: return FACT_ERR_INVALID_ARGS;
+          }
+        }
+        store(args.d, l * args.stride_d + i * args.ldd + j, args.d_type, x);
+      }
+    }
+  }
+  return FACT_OK;
+}
+
+}  // namespace fact::gemm

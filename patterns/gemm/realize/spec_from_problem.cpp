@@ -1,0 +1,77 @@
+#include "patterns/gemm/realize/spec_from_problem.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "patterns/gemm/realize/cutlass_names.hpp"
+#include "patterns/gemm/realize/space.hpp"
+
+namespace fact::gemm {
+
+MathMode math_mode_for(DType operand_dtype, std::string_view precision) {
+  if (precision != "strict" && precision != "tf32" && precision != "native") {
+    throw std::invalid_argument("unknown precision mode '" + std::string(precision) +
+                                "' (strict, tf32, native)");
+  }
+  switch (operand_dtype) {
+    case DType::BFloat16:
+    case DType::Float16:
+      return MathMode::Native;
+    case DType::Float32:
+      return precision == "tf32" ? MathMode::Tf32 : MathMode::Tf32x3;
+    default:
+      throw std::invalid_argument("no GEMM math mode for operand dtype " +
+                                  std::string(graph::dtype_label(operand_dtype)));
+  }
+}
+
+int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols,
+                      int64_t batch) {
+  const int bytes = graph::dtype_bytes(operand.dtype);
+  if (bytes <= 0) return 1;
+  const int64_t extent = operand.layout == Layout::RowMajor ? cols : rows;
+  int alignment = 16 / bytes;
+  auto divides_all = [&](int a) {
+    return extent % a == 0 && operand.ld % a == 0 &&
+           (batch <= 1 || operand.batch_stride % a == 0);
+  };
+  while (alignment > 1 && !divides_all(alignment)) alignment /= 2;
+  return alignment;
+}
+
+GemmSpec spec_from_problem(const GemmProblem& problem, std::string_view precision) {
+  GemmSpec spec;
+  spec.pattern = "gemm";
+  spec.a_dtype = problem.a.dtype;
+  spec.b_dtype = problem.b.dtype;
+  spec.d_dtype = problem.d.dtype;
+  spec.accumulate = problem.accumulate;
+  spec.a_layout = problem.a.layout;
+  spec.b_layout = problem.b.layout;
+  spec.d_layout = problem.d.layout;
+  if (problem.a.dtype != problem.b.dtype) {
+    throw std::invalid_argument("operand dtypes differ: " +
+                                std::string(graph::dtype_label(problem.a.dtype)) + " and " +
+                                std::string(graph::dtype_label(problem.b.dtype)));
+  }
+  spec.math = math_mode_for(problem.a.dtype, precision);
+  spec.batched = problem.batch > 1;
+  spec.align_a = operand_alignment(problem.a, problem.m, problem.k, problem.batch);
+  spec.align_b = operand_alignment(problem.b, problem.k, problem.n, problem.batch);
+  spec.align_d = operand_alignment(problem.d, problem.m, problem.n, problem.batch);
+
+  for (const auto& step : kernel_epilogue(problem).steps) {
+    EpilogueOpSpec op;
+    op.kind = step.kind;
+    op.activation = step.kind == EpilogueStep::Kind::Activation ? step.activation : Activation::Identity;
+    op.operand_dtype = reads_operand(step.kind)
+                           ? (step.operand_dtype != DType::Unknown ? step.operand_dtype : problem.d.dtype)
+                           : DType::Unknown;
+    spec.epilogue.push_back(op);
+  }
+  apply_default_config(spec, problem.m, problem.n, problem.k, problem.batch);
+  return spec;
+}
+
+}  // namespace fact::gemm

@@ -1,0 +1,339 @@
+#include "patterns/gemm/runtime/gemm_harness.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "fact/runtime/cuda_check.hpp"
+#include "fact/runtime/kernel_library.hpp"
+
+namespace fact::runtime {
+
+using discover::Activation;
+using discover::EpilogueStep;
+using discover::GemmProblem;
+using discover::Layout;
+using graph::DType;
+using Kind = discover::EpilogueStep::Kind;
+
+namespace {
+
+// Layout of the scratch buffer: the comparison sums, then two counters.
+struct Scratch {
+  ErrorSums sums;
+  unsigned long long checksum;
+  unsigned long long guard_changes;
+};
+
+MatrixView view_of(const void* data, DType dtype, Layout layout, int64_t ld, int64_t batch_stride) {
+  MatrixView v;
+  v.data = data;
+  v.type = element_type(dtype);
+  v.row_stride = layout == Layout::RowMajor ? ld : 1;
+  v.col_stride = layout == Layout::RowMajor ? 1 : ld;
+  v.batch_stride = batch_stride;
+  return v;
+}
+
+RefActivation ref_activation(Activation a) {
+  switch (a) {
+    case Activation::Identity: return RefActivation::Identity;
+    case Activation::ReLU: return RefActivation::ReLU;
+    case Activation::GeluErf: return RefActivation::GeluErf;
+    case Activation::GeluTanh: return RefActivation::GeluTanh;
+    case Activation::SiLU: return RefActivation::SiLU;
+    case Activation::Sigmoid: return RefActivation::Sigmoid;
+    case Activation::LeakyReLU: return RefActivation::LeakyReLU;
+    case Activation::HardTanh: return RefActivation::HardTanh;
+  }
+  throw std::invalid_argument("unknown activation");
+}
+
+RefStepKind ref_kind(Kind k) {
+  switch (k) {
+    case Kind::Scale: return RefStepKind::Scale;
+    case Kind::Bias: return RefStepKind::Bias;
+    case Kind::Activation: return RefStepKind::Activation;
+    case Kind::Residual: return RefStepKind::Residual;
+    case Kind::Multiply: return RefStepKind::Multiply;
+  }
+  throw std::invalid_argument("unknown epilogue step kind");
+}
+
+size_t bytes_of(DType dtype, int64_t elements) {
+  return static_cast<size_t>(elements) * static_cast<size_t>(element_bytes(element_type(dtype)));
+}
+
+// Extent of a batched operand: the last batch's offset plus one matrix.
+int64_t operand_elements(int64_t rows, int64_t cols, int64_t ld, Layout layout, int64_t batch,
+                         int64_t batch_stride) {
+  const int64_t matrix = layout == Layout::RowMajor ? (rows - 1) * ld + cols : (cols - 1) * ld + rows;
+  return (batch - 1) * batch_stride + matrix;
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out.precision(3);
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+ElementType element_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return ElementType::F32;
+    case DType::BFloat16: return ElementType::BF16;
+    case DType::Float16: return ElementType::F16;
+    default:
+      throw std::invalid_argument("dtype " + std::string(graph::dtype_name(dtype)) +
+                                  " has no device storage type in the runner");
+  }
+}
+
+ReferenceParams reference_params(const GemmProblem& p, const void* a, const void* b, const void* c,
+                                 const void* bias, double* out) {
+  ReferenceParams r;
+  r.m = p.m;
+  r.n = p.n;
+  r.k = p.k;
+  r.batch = p.batch;
+  r.a = view_of(a, p.a.dtype, p.a.layout, p.a.ld, p.a.batch_stride);
+  r.b = view_of(b, p.b.dtype, p.b.layout, p.b.ld, p.b.batch_stride);
+  r.alpha = p.alpha;
+  r.out = out;
+  if (p.epilogue.size() > static_cast<size_t>(kMaxReferenceSteps)) {
+    throw std::invalid_argument("epilogue has more than " + std::to_string(kMaxReferenceSteps) +
+                                " steps");
+  }
+  for (const EpilogueStep& step : p.epilogue) {
+    RefEpilogueStep& s = r.steps[r.step_count++];
+    s.kind = ref_kind(step.kind);
+    s.activation = ref_activation(step.activation);
+    s.value = step.value;
+    s.p0 = step.p0;
+    s.p1 = step.p1;
+    if (step.kind == Kind::Bias) {
+      r.bias = bias;
+      r.bias_type = element_type(step.operand_dtype);
+    }
+    if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
+      r.c = view_of(c, step.operand_dtype, p.d.layout, p.d.ld, p.d.batch_stride);
+    }
+  }
+  return r;
+}
+
+std::string reference_key(const GemmProblem& p) {
+  std::ostringstream key;
+  key.precision(17);
+  key << p.alpha;
+  for (const EpilogueStep& s : p.epilogue) {
+    key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
+        << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype);
+  }
+  return key.str();
+}
+
+GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
+  const GemmProblem& p = case_.problem;
+  a_ = DeviceBuffer(bytes_of(p.a.dtype, operand_elements(p.m, p.k, p.a.ld, p.a.layout, p.batch,
+                                                         p.a.batch_stride)));
+  b_ = DeviceBuffer(bytes_of(p.b.dtype, operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch,
+                                                         p.b.batch_stride)));
+  d_elements_ = operand_elements(p.m, p.n, p.d.ld, p.d.layout, p.batch, p.d.batch_stride);
+  if (const EpilogueStep* c = c_operand_step(p)) {
+    c_ = DeviceBuffer(bytes_of(c->operand_dtype, d_elements_));
+  }
+  if (const EpilogueStep* bias = bias_step(p)) {
+    bias_ = DeviceBuffer(bytes_of(bias->operand_dtype, p.n));
+  }
+  const int d_bytes = element_bytes(element_type(p.d.dtype));
+  guard_elements_ = static_cast<int64_t>(kGuardBytes) / d_bytes;
+  d_storage_ = DeviceBuffer(bytes_of(p.d.dtype, d_elements_) + 2 * kGuardBytes);
+  d_ = static_cast<char*>(d_storage_.data()) + kGuardBytes;
+  reference_ = DeviceBuffer(static_cast<size_t>(p.m * p.n * p.batch) * sizeof(double));
+  scratch_ = DeviceBuffer(sizeof(Scratch));
+}
+
+void GemmHarness::randomize_inputs(uint64_t seed) {
+  const GemmProblem& p = case_.problem;
+  const cudaStream_t s = primary_.get();
+  const float b_scale = static_cast<float>(std::min(1.0, 3.0 / std::sqrt(double(p.k))));
+  // Distinct seeds per operand so that no two operands hold the same values.
+  launch_fill_uniform(a_.data(), element_type(p.a.dtype),
+                      static_cast<int64_t>(a_.bytes() / element_bytes(element_type(p.a.dtype))),
+                      seed * 4 + 0, 1.0f, s);
+  launch_fill_uniform(b_.data(), element_type(p.b.dtype),
+                      static_cast<int64_t>(b_.bytes() / element_bytes(element_type(p.b.dtype))),
+                      seed * 4 + 1, b_scale, s);
+  if (const EpilogueStep* c = c_operand_step(p)) {
+    launch_fill_uniform(c_.data(), element_type(c->operand_dtype), d_elements_, seed * 4 + 2, 1.0f, s);
+  }
+  if (const EpilogueStep* bias = bias_step(p)) {
+    launch_fill_uniform(bias_.data(), element_type(bias->operand_dtype), p.n, seed * 4 + 3, 1.0f, s);
+  }
+  FACT_CUDA_CHECK(cudaStreamSynchronize(s));
+  seed_ = seed;
+  reference_key_.reset();
+}
+
+FactGemmArgs GemmHarness::abi_args(const GemmProblem& problem) const {
+  const GemmProblem& p = case_.problem;
+  const AbiScalars scalars = abi_scalars(problem);
+  FactGemmArgs args{};
+  args.abi_version = FACT_ABI_VERSION;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.batch = p.batch;
+  args.a = a_.data();
+  args.lda = p.a.ld;
+  args.stride_a = p.a.batch_stride;
+  args.b = b_.data();
+  args.ldb = p.b.ld;
+  args.stride_b = p.b.batch_stride;
+  args.c = c_.data();
+  args.ldc = c_.data() ? p.d.ld : 0;
+  args.stride_c = c_.data() ? p.d.batch_stride : 0;
+  args.d = d_;
+  args.ldd = p.d.ld;
+  args.stride_d = p.d.batch_stride;
+  args.bias = bias_.data();
+  args.alpha = scalars.alpha;
+  args.beta = scalars.beta;
+  args.act_p0 = scalars.act_p0;
+  args.act_p1 = scalars.act_p1;
+  args.split_k = 1;
+  args.sm_count = 0;
+  return args;
+}
+
+void GemmHarness::ensure_reference(const GemmProblem& problem, cudaStream_t stream) {
+  const std::string key = reference_key(problem);
+  if (reference_key_ && *reference_key_ == key) return;
+  reference_key_.reset();
+  const ReferenceParams params =
+      reference_params(problem, a_.data(), b_.data(), c_.data(), bias_.data(), reference_.as<double>());
+  launch_reference_gemm(params, stream);
+  FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  reference_key_ = key;
+}
+
+uint64_t GemmHarness::input_checksum(cudaStream_t stream) {
+  Scratch* scratch = scratch_.as<Scratch>();
+  // One sum per buffer, folded on the host in a fixed order.
+  uint64_t combined = 0;
+  int index = 0;
+  for (const DeviceBuffer* buffer : {&a_, &b_, &c_, &bias_}) {
+    ++index;
+    if (!buffer->data()) continue;
+    FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->checksum, 0, sizeof(unsigned long long), stream));
+    launch_checksum(buffer->data(), buffer->bytes(), &scratch->checksum, stream);
+    unsigned long long sum = 0;
+    FACT_CUDA_CHECK(cudaMemcpyAsync(&sum, &scratch->checksum, sizeof sum, cudaMemcpyDeviceToHost, stream));
+    FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    combined = combined * 0x100000001B3ull + sum + static_cast<uint64_t>(index);
+  }
+  return combined;
+}
+
+int64_t GemmHarness::guard_changes(cudaStream_t stream) {
+  Scratch* scratch = scratch_.as<Scratch>();
+  const ElementType type = element_type(case_.problem.d.dtype);
+  FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->guard_changes, 0, sizeof(unsigned long long), stream));
+  launch_count_not_poison(d_storage_.data(), type, guard_elements_, &scratch->guard_changes, stream);
+  launch_count_not_poison(static_cast<char*>(d_) + bytes_of(case_.problem.d.dtype, d_elements_),
+                          type, guard_elements_, &scratch->guard_changes, stream);
+  unsigned long long changes = 0;
+  FACT_CUDA_CHECK(cudaMemcpyAsync(&changes, &scratch->guard_changes, sizeof changes,
+                                  cudaMemcpyDeviceToHost, stream));
+  FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return static_cast<int64_t>(changes);
+}
+
+CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& launcher,
+                               const GemmProblem& problem, cudaStream_t stream, double tolerance,
+                               int* status) {
+  const GemmProblem& p = case_.problem;
+  CheckResult result;
+  result.name = name;
+  result.seed = seed_;
+  result.tolerance = tolerance;
+  result.elements = p.m * p.n * p.batch;
+  result.stream = stream == secondary_.get() ? "secondary" : "primary";
+  *status = FACT_OK;
+
+  ensure_reference(problem, stream);
+  const uint64_t inputs_before = input_checksum(stream);
+  const ElementType d_type = element_type(p.d.dtype);
+  if (stream == secondary_.get()) launch_spin_kernel(kStreamCheckDelayNs, stream);
+  launch_fill_poison(d_storage_.data(), d_type,
+                     static_cast<int64_t>(d_storage_.bytes()) / element_bytes(d_type), stream);
+
+  const FactGemmArgs args = abi_args(problem);
+  *status = launcher(args, stream);
+  if (*status != FACT_OK) {
+    FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    result.failure = "returned " + fact_status_name(*status);
+    return result;
+  }
+  FACT_CUDA_CHECK(cudaGetLastError());
+  FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const uint64_t inputs_after = input_checksum(stream);
+  const int64_t guard_changed = guard_changes(stream);
+  Scratch* scratch = scratch_.as<Scratch>();
+  FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->sums, 0, sizeof(ErrorSums), stream));
+  const MatrixView out = view_of(d_, p.d.dtype, p.d.layout, p.d.ld, p.d.batch_stride);
+  launch_compare(out, reference_.as<double>(), p.m, p.n, p.batch, &scratch->sums, stream);
+  FACT_CUDA_CHECK(cudaMemcpyAsync(&last_sums_, &scratch->sums, sizeof(ErrorSums),
+                                  cudaMemcpyDeviceToHost, stream));
+  FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Work the launcher queued elsewhere (a kernel ignoring `stream`) must not leak into the
+  // next check.
+  FACT_CUDA_CHECK(cudaDeviceSynchronize());
+
+  result.inputs_unchanged = inputs_after == inputs_before;
+  result.out_of_bounds = guard_changed;
+
+  const ErrorSums& sums = last_sums_;
+  result.unwritten = static_cast<int64_t>(sums.unwritten);
+  result.nonfinite = static_cast<int64_t>(sums.nonfinite);
+  result.ref_norm = std::sqrt(sums.sum_sq_ref);
+  result.max_abs_err = sums.max_abs_diff;
+  if (sums.ref_nonfinite != 0) {
+    result.failure = "the float64 reference has " + std::to_string(sums.ref_nonfinite) +
+                     " non-finite elements (inputs or scalars out of range)";
+    return result;
+  }
+  if (result.unwritten == 0 && result.nonfinite == 0) {
+    const double diff = std::sqrt(sums.sum_sq_diff);
+    result.rel_err = result.ref_norm > 0.0 ? diff / result.ref_norm : diff;
+  }
+
+  if (result.unwritten != 0) {
+    result.failure = std::to_string(result.unwritten) + " of " + std::to_string(result.elements) +
+                     " output elements not written";
+  } else if (result.nonfinite != 0) {
+    result.failure = std::to_string(result.nonfinite) + " output elements are NaN or Inf";
+  } else if (result.out_of_bounds != 0) {
+    result.failure = std::to_string(result.out_of_bounds) +
+                     " elements written outside D (guard bands changed)";
+  } else if (!result.inputs_unchanged) {
+    result.failure = "the kernel modified its inputs";
+  } else if (!(*result.rel_err <= tolerance)) {
+    result.failure = "relative error " + format_number(*result.rel_err) + " above tolerance " +
+                     format_number(tolerance);
+  }
+  result.passed = result.failure.empty();
+  return result;
+}
+
+std::vector<unsigned char> GemmHarness::download_output() const {
+  std::vector<unsigned char> host(bytes_of(case_.problem.d.dtype, d_elements_));
+  FACT_CUDA_CHECK(cudaMemcpy(host.data(), d_, host.size(), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+}  // namespace fact::runtime

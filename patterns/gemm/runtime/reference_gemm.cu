@@ -1,0 +1,238 @@
+// The float64 reference GEMM with its epilogue, and the error reduction (device_kernels.hpp).
+// The reference is deliberately plain: 64×64 output tiles staged through shared memory in
+// double, 4×4 outputs per thread, generic strides so that every layout uses the same code.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fact/runtime/cuda_check.hpp"
+#include "fact/runtime/device_kernels.hpp"
+#include "patterns/gemm/runtime/reference_gemm.hpp"
+
+namespace fact::runtime {
+
+namespace {
+
+constexpr int kTile = 64;     // output rows and columns per block
+constexpr int kTileK = 16;    // reduction depth staged per iteration
+constexpr int kThreadsPerSide = 16;
+constexpr int kThreads = kThreadsPerSide * kThreadsPerSide;
+constexpr int kPerThread = kTile / kThreadsPerSide;  // 4 rows × 4 columns per thread
+
+__device__ inline double load_element(const void* data, ElementType type, int64_t i) {
+  switch (type) {
+    case ElementType::F32: return static_cast<double>(static_cast<const float*>(data)[i]);
+    case ElementType::BF16:
+      return static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]));
+    case ElementType::F16:
+      return static_cast<double>(__half2float(static_cast<const __half*>(data)[i]));
+  }
+  return 0.0;
+}
+
+__device__ inline double load_matrix(const MatrixView& v, int64_t l, int64_t r, int64_t c) {
+  return load_element(v.data, v.type, l * v.batch_stride + r * v.row_stride + c * v.col_stride);
+}
+
+__device__ double activate(double x, RefActivation act, double p0, double p1) {
+  switch (act) {
+    case RefActivation::Identity: return x;
+    case RefActivation::ReLU: return x > 0.0 ? x : 0.0;
+    case RefActivation::GeluErf: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case RefActivation::GeluTanh: {
+      const double inner = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+      return 0.5 * x * (1.0 + tanh(inner));
+    }
+    case RefActivation::SiLU: return x / (1.0 + exp(-x));
+    case RefActivation::Sigmoid: return 1.0 / (1.0 + exp(-x));
+    case RefActivation::LeakyReLU: return x >= 0.0 ? x : p0 * x;
+    case RefActivation::HardTanh: return fmin(fmax(x, p0), p1);
+  }
+  return x;
+}
+
+__device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t l, int64_t i,
+                                 int64_t j) {
+  double x = p.alpha * acc;
+  for (int s = 0; s < p.step_count; ++s) {
+    const RefEpilogueStep& step = p.steps[s];
+    switch (step.kind) {
+      case RefStepKind::Scale: x *= step.value; break;
+      case RefStepKind::Bias: x += load_element(p.bias, p.bias_type, j); break;
+      case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
+      case RefStepKind::Residual: x += step.value * load_matrix(p.c, l, i, j); break;
+      case RefStepKind::Multiply: x *= load_matrix(p.c, l, i, j); break;
+    }
+  }
+  return x;
+}
+
+__global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const ReferenceParams p) {
+  __shared__ double a_tile[kTileK][kTile];
+  __shared__ double b_tile[kTileK][kTile];
+  const int tx = threadIdx.x % kThreadsPerSide;
+  const int ty = threadIdx.x / kThreadsPerSide;
+  const int64_t row0 = int64_t(blockIdx.y) * kTile;
+  const int64_t col0 = int64_t(blockIdx.x) * kTile;
+
+  for (int64_t l = blockIdx.z; l < p.batch; l += gridDim.z) {
+    double acc[kPerThread][kPerThread] = {};
+    for (int64_t k0 = 0; k0 < p.k; k0 += kTileK) {
+      for (int e = threadIdx.x; e < kTile * kTileK; e += kThreads) {
+        const int r = e / kTileK, kk = e % kTileK;  // A tile: consecutive threads walk K
+        const int64_t gr = row0 + r, gk = k0 + kk;
+        a_tile[kk][r] = (gr < p.m && gk < p.k) ? load_matrix(p.a, l, gr, gk) : 0.0;
+        const int kb = e / kTile, c = e % kTile;  // B tile: consecutive threads walk N
+        const int64_t gkb = k0 + kb, gc = col0 + c;
+        b_tile[kb][c] = (gkb < p.k && gc < p.n) ? load_matrix(p.b, l, gkb, gc) : 0.0;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < kTileK; ++kk) {
+        double a[kPerThread], b[kPerThread];
+#pragma unroll
+        for (int t = 0; t < kPerThread; ++t) {
+          a[t] = a_tile[kk][ty + t * kThreadsPerSide];
+          b[t] = b_tile[kk][tx + t * kThreadsPerSide];
+        }
+#pragma unroll
+        for (int r = 0; r < kPerThread; ++r)
+#pragma unroll
+          for (int c = 0; c < kPerThread; ++c) acc[r][c] = fma(a[r], b[c], acc[r][c]);
+      }
+      __syncthreads();
+    }
+    for (int r = 0; r < kPerThread; ++r) {
+      const int64_t i = row0 + ty + r * kThreadsPerSide;
+      if (i >= p.m) continue;
+      for (int c = 0; c < kPerThread; ++c) {
+        const int64_t j = col0 + tx + c * kThreadsPerSide;
+        if (j >= p.n) continue;
+        p.out[(l * p.m + i) * p.n + j] = apply_epilogue(p, acc[r][c], l, i, j);
+      }
+    }
+  }
+}
+
+__device__ inline bool is_poison(const void* data, ElementType type, int64_t i) {
+  switch (type) {
+    case ElementType::F32: return static_cast<const uint32_t*>(data)[i] == kPoisonF32;
+    case ElementType::BF16: return static_cast<const uint16_t*>(data)[i] == kPoisonBF16;
+    case ElementType::F16: return static_cast<const uint16_t*>(data)[i] == kPoisonF16;
+  }
+  return false;
+}
+
+template <typename T>
+__device__ inline T warp_sum(T v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ inline double warp_max(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+constexpr int kCompareThreads = 256;
+
+__global__ void __launch_bounds__(kCompareThreads)
+    compare_kernel(const MatrixView out, const double* ref, int64_t m, int64_t n, int64_t batch,
+                   ErrorSums* sums) {
+  double sq_diff = 0, sq_ref = 0, max_abs = 0;
+  unsigned long long unwritten = 0, nonfinite = 0, ref_nonfinite = 0;
+  const int64_t total = m * n * batch;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = idx % n;
+    const int64_t i = (idx / n) % m;
+    const int64_t l = idx / (n * m);
+    const double r = ref[idx];
+    if (!isfinite(r)) {
+      ++ref_nonfinite;
+      continue;
+    }
+    sq_ref += r * r;
+    const int64_t offset = l * out.batch_stride + i * out.row_stride + j * out.col_stride;
+    if (is_poison(out.data, out.type, offset)) {
+      ++unwritten;
+      continue;
+    }
+    const double o = load_element(out.data, out.type, offset);
+    if (!isfinite(o)) {
+      ++nonfinite;
+      continue;
+    }
+    const double d = o - r;
+    sq_diff += d * d;
+    max_abs = fmax(max_abs, fabs(d));
+  }
+  __shared__ double s_diff[kCompareThreads / 32], s_ref[kCompareThreads / 32],
+      s_max[kCompareThreads / 32];
+  __shared__ unsigned long long s_unwritten[kCompareThreads / 32],
+      s_nonfinite[kCompareThreads / 32], s_ref_nonfinite[kCompareThreads / 32];
+  sq_diff = warp_sum(sq_diff);
+  sq_ref = warp_sum(sq_ref);
+  max_abs = warp_max(max_abs);
+  unwritten = warp_sum(unwritten);
+  nonfinite = warp_sum(nonfinite);
+  ref_nonfinite = warp_sum(ref_nonfinite);
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0) {
+    s_diff[warp] = sq_diff;
+    s_ref[warp] = sq_ref;
+    s_max[warp] = max_abs;
+    s_unwritten[warp] = unwritten;
+    s_nonfinite[warp] = nonfinite;
+    s_ref_nonfinite[warp] = ref_nonfinite;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kCompareThreads / 32; ++w) {
+      s_diff[0] += s_diff[w];
+      s_ref[0] += s_ref[w];
+      s_max[0] = fmax(s_max[0], s_max[w]);
+      s_unwritten[0] += s_unwritten[w];
+      s_nonfinite[0] += s_nonfinite[w];
+      s_ref_nonfinite[0] += s_ref_nonfinite[w];
+    }
+    atomicAdd(&sums->sum_sq_diff, s_diff[0]);
+    atomicAdd(&sums->sum_sq_ref, s_ref[0]);
+    // Non-negative doubles order like their bit patterns.
+    atomicMax(reinterpret_cast<unsigned long long*>(&sums->max_abs_diff),
+              static_cast<unsigned long long>(__double_as_longlong(s_max[0])));
+    atomicAdd(&sums->unwritten, s_unwritten[0]);
+    atomicAdd(&sums->nonfinite, s_nonfinite[0]);
+    atomicAdd(&sums->ref_nonfinite, s_ref_nonfinite[0]);
+  }
+}
+
+}  // namespace
+
+void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
+  if (params.step_count < 0 || params.step_count > kMaxReferenceSteps) {
+    throw CudaError("reference GEMM: " + std::to_string(params.step_count) +
+                    " epilogue steps (at most " + std::to_string(kMaxReferenceSteps) + ")");
+  }
+  const dim3 grid(static_cast<unsigned>((params.n + kTile - 1) / kTile),
+                  static_cast<unsigned>((params.m + kTile - 1) / kTile),
+                  static_cast<unsigned>(std::min<int64_t>(params.batch, 65535)));
+  if ((params.n + kTile - 1) / kTile > 0x7fffffff || (params.m + kTile - 1) / kTile > 65535) {
+    throw CudaError("reference GEMM: problem too large for one launch grid");
+  }
+  reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(params);
+  check_cuda(cudaGetLastError(), "reference_gemm_kernel launch", __FILE__, __LINE__);
+}
+
+void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
+                    ErrorSums* sums, cudaStream_t stream) {
+  const int64_t total = m * n * batch;
+  const unsigned blocks =
+      static_cast<unsigned>(std::clamp<int64_t>((total + kCompareThreads - 1) / kCompareThreads, 1, 8192));
+  compare_kernel<<<blocks, kCompareThreads, 0, stream>>>(out, ref, m, n, batch, sums);
+  check_cuda(cudaGetLastError(), "compare_kernel launch", __FILE__, __LINE__);
+}
+
+}  // namespace fact::runtime
