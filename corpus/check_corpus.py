@@ -14,7 +14,6 @@ Prints one row per (file, dtype) and exits non-zero when any row fails. It impor
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import inspect
 import sys
@@ -180,8 +179,11 @@ def check_dtype(module: ModuleType, path: Path, dtype_name: str, export: bool = 
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     try:
-        model32, inputs32 = build(module, torch.float32, device)
-        model = model32 if dtype == torch.float32 else copy.deepcopy(model32).to(dtype)
+        # Each precision gets its own build from the same seed rather than a deepcopy: a
+        # forward that closes over submodules (minGPT's `mlpf` lambda) would keep calling the
+        # original's submodules from a deep copy.
+        model, inputs32 = build(module, torch.float32, device)
+        model = model.to(dtype)
         inputs = [_cast(x, dtype) for x in inputs32]
         with torch.no_grad():
             out = _single_tensor(model(*inputs), "forward")
@@ -191,7 +193,8 @@ def check_dtype(module: ModuleType, path: Path, dtype_name: str, export: bool = 
             if out.numel() > 1 and out.float().std().item() == 0.0:
                 raise ValueError("eager output is constant (degenerate test)")
         if reference and out.is_floating_point():
-            model64 = copy.deepcopy(model32).to(torch.float64)
+            model64, _ = build(module, torch.float32, device)
+            model64 = model64.to(torch.float64)
             with torch.no_grad():
                 ref = model64(*[_cast(x, torch.float64) for x in inputs32])
             row.rel_err_f64 = rel_err(out, ref)
