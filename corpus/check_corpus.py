@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import json
 import inspect
 import logging
 import sys
@@ -266,16 +267,27 @@ def check_file(path: Path, dtypes: tuple[str, ...] | None = None, export: bool =
 
 # --- FLOPs at full size, on the meta device -------------------------------------------------
 
-def gemm_flop_share(path: Path) -> tuple[float, float]:
-    """(GEMM FLOPs, all FLOPs) of one forward at full size, counted on the meta device in
-    float32. GEMM FLOPs: torch.utils.flop_counter's matmul family and SDPA (whose matmuls are
-    batched GEMMs). Everything else is counted as one FLOP per output element (rough: a
-    softmax or GELU costs more, a view nothing)."""
+_NOT_ARITHMETIC = ("view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t.",
+                   "slice", "select", "unsqueeze", "squeeze", "detach", "alias", "split",
+                   "chunk", "unbind", "clone", "contiguous", "_to_copy", "empty", "lift", "arange",
+                   "ones", "zeros", "full", "embedding", "index", "copy", "cat", "stack",
+                   "repeat", "flatten", "unflatten", "view_as", "_local_scalar", "scalar_tensor")
+_BATCHED = ("bmm", "baddbmm")
+_SDPA = ("_scaled_dot_product", "scaled_dot_product")
+
+
+def flop_breakdown(path: Path, device: str = "meta") -> dict[str, float]:
+    """FLOPs of one forward at full size in float32, counted on `device` (meta: no memory, no
+    time; fails for a model that reads tensor data, such as a padding mask checked with
+    `.all()`): {"mm": 2-D GEMMs (mm, addmm: projections), "bmm": batched GEMMs (bmm, baddbmm:
+    attention products, 3-/4-D matmuls, einsums), "sdpa": F.scaled_dot_product_attention,
+    "other": everything else at one FLOP per floating output element (rough: a softmax or
+    GELU costs more), "total"}. GEMM counts come from torch.utils.flop_counter."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
 
     module = load(path)
-    model, inputs = build(module, torch.float32, "meta")
+    model, inputs = build(module, torch.float32, device)
 
     class ElementwiseCounter(TorchDispatchMode):
         def __init__(self):
@@ -285,15 +297,10 @@ def gemm_flop_share(path: Path) -> tuple[float, float]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             name = func.__name__
-            if not any(name.startswith(p) for p in ("view", "_unsafe_view", "reshape", "expand",
-                                                      "permute", "transpose", "t.", "slice",
-                                                      "select", "unsqueeze", "squeeze", "detach",
-                                                      "alias", "split", "chunk", "clone",
-                                                      "contiguous", "_to_copy", "empty", "lift",
-                                                      "arange", "ones", "zeros", "full", "embedding",
-                                                      "index", "copy", "cat", "stack",
-                                                      "mm", "bmm", "addmm", "baddbmm",
-                                                      "_scaled_dot_product", "scaled_dot_product")):
+            packet = name.split(".")[0]
+            if packet in ("mm", "addmm") or packet.startswith(_BATCHED + _SDPA):
+                return out
+            if not name.startswith(_NOT_ARITHMETIC):
                 for t in out if isinstance(out, (tuple, list)) else (out,):
                     if isinstance(t, torch.Tensor) and t.is_floating_point():
                         self.flops += t.numel()
@@ -303,8 +310,18 @@ def gemm_flop_share(path: Path) -> tuple[float, float]:
     elementwise = ElementwiseCounter()
     with torch.no_grad(), counter, elementwise:
         model(*inputs)
-    gemm = float(counter.get_total_flops())
-    return gemm, gemm + float(elementwise.flops)
+    result = {"mm": 0.0, "bmm": 0.0, "sdpa": 0.0}
+    for op, flops in counter.get_flop_counts().get("Global", {}).items():
+        packet = str(op).split(".")[-1]          # "aten.bmm" -> "bmm"
+        if packet.startswith(_SDPA):
+            result["sdpa"] += flops
+        elif packet in _BATCHED:
+            result["bmm"] += flops
+        else:
+            result["mm"] += flops
+    result["other"] = float(elementwise.flops)
+    result["total"] = sum(result.values())
+    return result
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -335,17 +352,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-size", action="store_true",
                         help="keep the full-size constants (use with --device cuda)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--flops", action="store_true",
                         help="print the GEMM share of each file's FLOPs at full size and exit")
     args = parser.parse_args(argv)
     files = args.files or corpus_files()
 
     if args.flops:
-        print(f"{'file':<36} {'GFLOP':>10} {'GEMM share':>10}")
+        device = "meta" if args.device == "cpu" else args.device
+        print(f"{'file':<36} {'GFLOP':>9} {'GEMM':>7} {'mm':>7} {'bmm':>7} {'sdpa':>7}")
+        failed = 0
         for path in files:
-            gemm, total = gemm_flop_share(path)
-            print(f"{path.stem:<36} {total / 1e9:>10.1f} {gemm / total if total else 0:>10.1%}", flush=True)
-        return 0
+            try:
+                f = flop_breakdown(path, device)
+            except Exception as error:  # noqa: BLE001 - one row per file
+                failed += 1
+                print(f"{path.stem:<36} {'n/a':>9}  ({type(error).__name__}: {error})", flush=True)
+                continue
+            total = f["total"] or 1.0
+            gemm = f["mm"] + f["bmm"] + f["sdpa"]
+            print(f"{path.stem:<36} {f['total'] / 1e9:>9.1f} {gemm / total:>7.1%} {f['mm'] / total:>7.1%} "
+                  f"{f['bmm'] / total:>7.1%} {f['sdpa'] / total:>7.1%}", flush=True)
+        return 1 if failed else 0
 
     rows: list[Row] = []
     for i, path in enumerate(files):
@@ -354,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
                                device=args.device, reference=not args.no_reference)
         print_table(file_rows, header=(i == 0))
         rows.extend(file_rows)
+    if args.json:
+        device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+        args.json.write_text(json.dumps({
+            "device": device_name, "torch": torch.__version__, "full_size": args.full_size,
+            "rows": [{k: v for k, v in vars(r).items()} for r in rows]}, indent=1) + "\n")
     failures = [r for r in rows if not r.ok]
     print(f"\n{len(files)} files, {len(rows)} rows: {len(rows) - len(failures)} passed, "
           f"{len(failures)} failed, {sum(r.seconds for r in rows):.1f} s")
