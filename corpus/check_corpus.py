@@ -5,8 +5,10 @@ output.
 
     python corpus/check_corpus.py                       # every corpus file
     python corpus/check_corpus.py corpus/gemm_addmm.py  # some files
+    python corpus/check_corpus.py --json rows.json      # ... and write the rows
     python corpus/check_corpus.py --full-size --device cuda --no-export   # real sizes, peak memory
-    python corpus/check_corpus.py --flops               # GEMM share of the FLOPs at full size (meta)
+    python corpus/check_corpus.py --flops               # FLOP breakdown at full size (meta device;
+                                                        # --device cuda for files that read data)
 
 Prints one row per (file, dtype) and exits non-zero when any row fails. It imports nothing from
 `fact`; tests/python/test_corpus_files.py imports its helpers.
@@ -16,9 +18,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import inspect
 import io
 import json
-import inspect
 import logging
 import sys
 import time
