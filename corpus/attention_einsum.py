@@ -9,7 +9,7 @@ SEQ_LEN = 1024
 DIM = 2304
 HEADS = 24
 
-CPU_TEST_SIZES = {"BATCH": 2, "SEQ_LEN": 16, "DIM": 96, "HEADS": 2}
+CPU_TEST_SIZES = {"BATCH": 2, "SEQ_LEN": 16, "DIM": 96, "HEADS": 3}
 DTYPES = ("float32", "bfloat16")
 
 

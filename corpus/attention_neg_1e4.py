@@ -10,7 +10,7 @@ SEQ_LEN = 1024
 D_MODEL = 1536
 N_HEADS = 16
 
-CPU_TEST_SIZES = {"BATCH": 2, "SEQ_LEN": 16, "D_MODEL": 96, "N_HEADS": 2}
+CPU_TEST_SIZES = {"BATCH": 2, "SEQ_LEN": 16, "D_MODEL": 96, "N_HEADS": 3}
 DTYPES = ("float32", "bfloat16")
 
 

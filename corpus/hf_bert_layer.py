@@ -29,6 +29,7 @@ class Model(nn.Module):
             attn_implementation="eager",
         )
         self.layer = BertLayer(self.config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states, attention_mask):
         extended_mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states,

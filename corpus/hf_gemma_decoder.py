@@ -36,6 +36,7 @@ class Model(nn.Module):
         )
         self.layer = GemmaDecoderLayer(self.config, layer_idx=0)
         self.rotary_emb = GemmaRotaryEmbedding(config=self.config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states, attention_mask):
         b, t, _ = hidden_states.shape

@@ -30,6 +30,7 @@ class Model(nn.Module):
             attn_implementation="eager",
         )
         self.block = GPT2Block(self.config, layer_idx=0)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states):
         mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=None,

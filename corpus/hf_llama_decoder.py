@@ -37,6 +37,7 @@ class Model(nn.Module):
         )
         self.layer = LlamaDecoderLayer(self.config, layer_idx=0)
         self.rotary_emb = LlamaRotaryEmbedding(config=self.config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states):
         batch, seq_len, _ = hidden_states.shape

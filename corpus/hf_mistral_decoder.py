@@ -38,6 +38,7 @@ class Model(nn.Module):
         )
         self.decoder_layer = MistralDecoderLayer(self.config, layer_idx=0)
         self.rotary_emb = MistralRotaryEmbedding(config=self.config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states):
         batch, seq_len, _ = hidden_states.shape

@@ -39,6 +39,7 @@ class Model(nn.Module):
         )
         self.layer = Phi3DecoderLayer(self.config, layer_idx=0)
         self.rotary_emb = Phi3RotaryEmbedding(config=self.config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states):
         b, t, _ = hidden_states.shape

@@ -38,6 +38,7 @@ class Model(nn.Module):
         self.rotary_emb = Qwen2RotaryEmbedding(config=config)
         mask = torch.full((MAX_LEN, MAX_LEN), float("-inf")).triu(1)
         self.register_buffer("causal_mask", mask[None, None], persistent=False)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, hidden_states):
         seq_len = hidden_states.shape[1]

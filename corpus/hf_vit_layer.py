@@ -27,6 +27,7 @@ class Model(nn.Module):
             attn_implementation="sdpa",
         )
         self.layer = ViTLayer(config)
+        self.eval()  # inference: dropout off whoever builds it
 
     def forward(self, embeddings):
         return self.layer(embeddings)
