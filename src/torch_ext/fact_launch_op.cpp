@@ -1,32 +1,29 @@
-// Native CUDA implementation of the `fact::gemm` torch op (schema: python/fact/ops.py).
+// Native CUDA implementation of the `fact::launch` and `fact::launch_out` torch ops (schemas:
+// python/fact/ops.py). It knows no problem kind: a call is an argument image (a kind's ABI
+// struct as bytes, docs/abi.md), the places where tensor addresses go, the results to allocate
+// and a kernel library's entry.
 //
 // Built at run time by python/fact/native.py (torch.utils.cpp_extension), not by CMake. Loading
 // the library registers:
-//   - fact::gemm for the CUDA key: calls a FACT kernel library's entry point directly (workspace
-//     size query cached per problem, workspace from the CUDA caching allocator, launch on the
-//     current stream); a kernel that answers FACT_ERR_CANNOT_IMPLEMENT, or no kernel at all, runs
-//     the reference op `fact::gemm_reference` (defined in Python); any other status raises.
-//   - fact::gemm for the Autograd key: torch's "not implemented" autograd kernel, so a result
-//     computed from tensors that require grad fails clearly on backward instead of giving a
-//     wrong gradient (inference only).
-//   - fact::gemm_planned for the CUDA and Autograd keys: the same, with everything but the
-//     tensors taken from a plan registered once (fact_native::register_plan, mirrored from
-//     fact.ops.plan_gemm with the same numbering): 5 arguments to pass per call instead of 19.
-//   - fact_native::register_kernel(str path) -> int: dlopens a kernel library (fact_abi.h) once
-//     per path and returns its handle, the integer the graph's fact::gemm calls carry. Handles
-//     count up from 0 in registration order; python/fact/kernels.py keeps the same numbering.
-//   - fact_native::registered_paths() -> str[]: the registered libraries, by handle.
-//   - fact_native::gemm_call_floor(<fact::gemm's arguments>) -> Tensor: returns `a` and does
-//     nothing else; bench/compose/op_overhead.py times it to show what passing fact::gemm's 19
+//   - fact::launch / fact::launch_out for the CUDA key: copy the call's image, write each
+//     operand's and result's address into its pointer slot (data_ptr + element_offset *
+//     element_size), query the entry's workspace size once per call (cached), take the
+//     workspace and (launch) the results from the CUDA caching allocator and call the entry on
+//     the current stream. No synchronization, so the op can be captured into a CUDA graph. A
+//     status other than FACT_OK raises with its FactStatus name.
+//   - fact::launch for the Autograd key: torch's "not implemented" autograd kernel (inference
+//     only), so a result computed from tensors that require grad fails clearly on backward.
+//   - fact_native::register_call(...) -> int: registers a call (mirrored from
+//     fact.ops.register_call, which keeps the same numbering); dlopens its kernel library once
+//     per (path, entry).
+//   - fact_native::registered_libraries() -> str[]: the libraries loaded, in loading order.
+//   - fact_native::launch_floor(Tensor[] operands, int call) -> Tensor[]: does nothing and
+//     returns nothing; bench/compose/op_overhead.py times it to show what passing fact::launch's
 //     arguments from Python through the dispatcher costs by itself.
-//
-// Capture safety: no synchronization, device memory only from the caching allocator, work only
-// on the current stream.
 #include <dlfcn.h>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/core/DispatchKeySet.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -34,14 +31,14 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
-#include <functional>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "fact/runtime/fact_abi.h"
@@ -63,8 +60,8 @@ const char* status_name(int status) {
 }
 
 // The value of the top-level string member `name` of the JSON object `text` ("" when absent).
-// fact_kernel_info() returns a JSON object whose "entry" and "key" members are plain
-// identifiers; nested objects (the spec) are skipped by tracking the nesting depth.
+// fact_kernel_info() returns a JSON object whose "entry" member is a plain identifier; nested
+// objects (the spec) are skipped by tracking the nesting depth.
 std::string top_level_string(std::string_view text, std::string_view name) {
   auto read_string = [&](size_t& i) {  // text[i] == '"'; leaves i on the closing quote
     std::string value;
@@ -98,50 +95,55 @@ std::string top_level_string(std::string_view text, std::string_view name) {
   return "";
 }
 
+int hex_value(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+std::vector<uint8_t> from_hex(std::string_view text) {
+  TORCH_CHECK(text.size() % 2 == 0, "fact_native::register_call: odd number of hex digits");
+  std::vector<uint8_t> bytes(text.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
+    TORCH_CHECK(high >= 0 && low >= 0, "fact_native::register_call: image_hex is not hexadecimal");
+    bytes[i] = static_cast<uint8_t>(high * 16 + low);
+  }
+  return bytes;
+}
+
 struct KernelLibrary {
   std::string path;
   std::string entry_name;
-  std::string key;
-  FactGemmEntry entry = nullptr;
+  FactEntry entry = nullptr;
 };
 
-// What the workspace size depends on: the problem and operand geometry, not the pointers.
-struct WorkspaceKey {
-  int64_t handle, device, m, n, k, batch, lda, stride_a, ldb, stride_b, ldc, stride_c, ldd,
-      stride_d;
-  bool operator==(const WorkspaceKey& other) const {
-    return handle == other.handle && device == other.device && m == other.m && n == other.n &&
-           k == other.k && batch == other.batch && lda == other.lda &&
-           stride_a == other.stride_a && ldb == other.ldb && stride_b == other.stride_b &&
-           ldc == other.ldc && stride_c == other.stride_c && ldd == other.ldd &&
-           stride_d == other.stride_d;
-  }
+struct PointerSlot {
+  int64_t offset;
+  bool from_result;
+  int64_t index;
+  int64_t element_offset;
 };
 
-struct WorkspaceKeyHash {
-  size_t operator()(const WorkspaceKey& key) const {
-    size_t h = 0;
-    for (int64_t v : {key.handle, key.device, key.m, key.n, key.k, key.batch, key.lda,
-                      key.stride_a, key.ldb, key.stride_b, key.ldc, key.stride_c, key.ldd,
-                      key.stride_d}) {
-      h = h * 1000003u ^ std::hash<int64_t>()(v);
-    }
-    return h;
-  }
+struct TensorSpec {
+  std::vector<int64_t> shape, stride;
+  c10::ScalarType dtype;
+  bool check_layout;
 };
 
-// Everything of a fact::gemm call but its tensors (see fact::gemm's schema).
-struct GemmPlan {
-  int64_t m, n, k, batch;
-  std::vector<int64_t> a_geometry, b_geometry, out_shape;
-  c10::ScalarType out_dtype;
-  double alpha, beta, act_p0, act_p1;
-  std::string epilogue;
-  int64_t kernel_handle;
-  std::string kernel_id;
+// One registered call: everything but its tensors.
+struct Call {
+  int64_t id = -1;
+  std::string label;
+  std::vector<uint8_t> image;
+  std::vector<PointerSlot> slots;
+  std::vector<TensorSpec> results, operands;
+  const KernelLibrary* library = nullptr;  // owned by the registry; stays valid
+  std::atomic<int64_t> workspace{-1};      // bytes, once queried
 };
 
-// Process-wide registry of loaded kernel libraries (handle = index) and cached workspace sizes.
+// Process-wide registry of kernel libraries and calls (call number = index).
 class Registry {
  public:
   static Registry& instance() {
@@ -149,80 +151,45 @@ class Registry {
     return registry;
   }
 
-  int64_t add(const std::string& path) {
+  const KernelLibrary* library(const std::string& path, const std::string& entry) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < libraries_.size(); ++i) {
-      if (libraries_[i].path == path) return static_cast<int64_t>(i);
+    for (const auto& library : libraries_) {
+      if (library.path == path && (entry.empty() || library.entry_name == entry)) return &library;
     }
     void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     TORCH_CHECK(dl != nullptr, "cannot load kernel library ", path, ": ", dlerror());
-    auto info = reinterpret_cast<FactKernelInfo>(dlsym(dl, "fact_kernel_info"));
-    TORCH_CHECK(info != nullptr, path, " does not export fact_kernel_info");
-    const char* info_text = info();
-    TORCH_CHECK(info_text != nullptr, "fact_kernel_info() of ", path, " returned NULL");
     KernelLibrary library;
     library.path = path;
-    library.entry_name = top_level_string(info_text, "entry");
-    library.key = top_level_string(info_text, "key");
-    TORCH_CHECK(!library.entry_name.empty(), path, ": fact_kernel_info has no \"entry\"");
-    if (library.key.empty()) library.key = library.entry_name;
-    library.entry = reinterpret_cast<FactGemmEntry>(dlsym(dl, library.entry_name.c_str()));
+    library.entry_name = entry;
+    if (library.entry_name.empty()) {
+      auto info = reinterpret_cast<FactKernelInfo>(dlsym(dl, "fact_kernel_info"));
+      TORCH_CHECK(info != nullptr, path, " exports no fact_kernel_info and the plan names no entry");
+      const char* info_text = info();
+      TORCH_CHECK(info_text != nullptr, "fact_kernel_info() of ", path, " returned NULL");
+      library.entry_name = top_level_string(info_text, "entry");
+      TORCH_CHECK(!library.entry_name.empty(), path, ": fact_kernel_info has no \"entry\"");
+    }
+    library.entry = reinterpret_cast<FactEntry>(dlsym(dl, library.entry_name.c_str()));
     TORCH_CHECK(library.entry != nullptr, path, " does not export ", library.entry_name);
     libraries_.push_back(std::move(library));  // the library stays loaded for the process
-    return static_cast<int64_t>(libraries_.size() - 1);
+    return &libraries_.back();
   }
 
-  // The handle of `handle`'s library, else (handle < 0) of the first library whose key, entry
-  // name or key prefix is `kernel_id`; -1 when neither names one. Sets `library` (a deque
-  // element: its address stays valid as libraries are added).
-  int64_t find(int64_t handle, std::string_view kernel_id, const KernelLibrary*& library) {
+  int64_t add(std::unique_ptr<Call> call) {
     std::lock_guard<std::mutex> lock(mutex_);
-    library = nullptr;
-    if (handle >= 0) {
-      TORCH_CHECK(handle < static_cast<int64_t>(libraries_.size()),
-                  "fact::gemm: no FACT kernel library with handle ", handle,
-                  " (load it with fact.kernels.load)");
-      library = &libraries_[handle];
-      return handle;
-    }
-    if (kernel_id.empty()) return -1;
-    for (size_t i = 0; i < libraries_.size(); ++i) {
-      const std::string& key = libraries_[i].key;
-      if (key == kernel_id || libraries_[i].entry_name == kernel_id ||
-          key.compare(0, kernel_id.size(), kernel_id) == 0) {
-        library = &libraries_[i];
-        return static_cast<int64_t>(i);
-      }
-    }
-    return -1;
+    call->id = static_cast<int64_t>(calls_.size());
+    calls_.push_back(std::move(call));
+    return calls_.back()->id;
   }
 
-  std::optional<size_t> cached_workspace(const WorkspaceKey& key) {
+  Call& call(int64_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto found = workspace_sizes_.find(key);
-    if (found == workspace_sizes_.end()) return std::nullopt;
-    return found->second;
+    TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(calls_.size()), "fact::launch: no call ", id,
+                " (register it with fact.ops.register_call)");
+    return *calls_[id];
   }
 
-  void remember_workspace(const WorkspaceKey& key, size_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    workspace_sizes_[key] = size;
-  }
-
-  int64_t add_plan(GemmPlan plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plans_.push_back(std::move(plan));
-    return static_cast<int64_t>(plans_.size() - 1);
-  }
-
-  const GemmPlan& plan(int64_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(plans_.size()),
-                "fact::gemm_planned: no plan ", id, " (register it with fact.ops.plan_gemm)");
-    return plans_[id];  // deque: references stay valid as plans are added
-  }
-
-  std::vector<std::string> paths() {
+  std::vector<std::string> library_paths() {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::string> out;
     for (const auto& library : libraries_) out.push_back(library.path);
@@ -232,178 +199,177 @@ class Registry {
  private:
   std::mutex mutex_;
   std::deque<KernelLibrary> libraries_;
-  std::deque<GemmPlan> plans_;
-  std::unordered_map<WorkspaceKey, size_t, WorkspaceKeyHash> workspace_sizes_;
+  std::deque<std::unique_ptr<Call>> calls_;
 };
 
-int64_t register_kernel(std::string path) { return Registry::instance().add(path); }
-
-std::vector<std::string> registered_paths() { return Registry::instance().paths(); }
-
-at::Tensor gemm_reference(const at::Tensor& a, const at::Tensor& b,
-                          const std::optional<at::Tensor>& bias,
-                          const std::optional<at::Tensor>& c, int64_t m, int64_t n, int64_t k,
-                          int64_t batch, c10::IntArrayRef a_geometry, c10::IntArrayRef b_geometry,
-                          c10::IntArrayRef out_shape, c10::ScalarType out_dtype, double alpha,
-                          double beta, double act_p0, double act_p1, c10::string_view epilogue,
-                          int64_t kernel_handle, c10::string_view kernel_id) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("fact::gemm_reference", "")
-                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                               const std::optional<at::Tensor>&,
-                                               const std::optional<at::Tensor>&, int64_t,
-                                               int64_t, int64_t, int64_t, c10::IntArrayRef,
-                                               c10::IntArrayRef, c10::IntArrayRef,
-                                               c10::ScalarType, double, double, double, double,
-                                               c10::string_view, int64_t, c10::string_view)>();
-  return op.call(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype,
-                 alpha, beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id);
+std::string describe(const Call& call) {
+  return "fact::launch call " + std::to_string(call.id) + (call.label.empty() ? "" : " (" + call.label + ")");
 }
 
-at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b,
-                     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& c,
-                     int64_t m, int64_t n, int64_t k, int64_t batch, c10::IntArrayRef a_geometry,
-                     c10::IntArrayRef b_geometry, c10::IntArrayRef out_shape,
-                     c10::ScalarType out_dtype, double alpha, double beta, double act_p0,
-                     double act_p1, c10::string_view epilogue, int64_t kernel_handle,
-                     c10::string_view kernel_id) {
-  Registry& registry = Registry::instance();
-  const KernelLibrary* library = nullptr;
-  const int64_t handle = registry.find(kernel_handle, kernel_id, library);
-  if (library == nullptr) {
-    return gemm_reference(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
-                          out_dtype, alpha, beta, act_p0, act_p1, epilogue, kernel_handle,
-                          kernel_id);
-  }
-  TORCH_CHECK(a.is_cuda() && b.device() == a.device(),
-              "fact::gemm: A and B must be on the same CUDA device");
-  TORCH_CHECK(a_geometry.size() == 3 && b_geometry.size() == 3,
-              "fact::gemm: a_geometry and b_geometry are [layout, leading dimension, batch stride]");
-  c10::cuda::CUDAGuard device_guard(a.device());
+TensorSpec spec_of(const at::Tensor& prototype, bool check_layout) {
+  return TensorSpec{prototype.sizes().vec(), prototype.strides().vec(), prototype.scalar_type(),
+                    check_layout};
+}
 
-  const int64_t matrix_stride = batch > 1 ? m * n : 0;
-  at::Tensor c_dense, bias_dense;
-  if (c.has_value()) {
-    c_dense = c->contiguous();
-    TORCH_CHECK(c_dense.device() == a.device() && c_dense.numel() == batch * m * n,
-                "fact::gemm: C must hold batch*M*N elements on A's device");
+int64_t register_call(c10::string_view image_hex, c10::IntArrayRef slot_offsets,
+                      c10::IntArrayRef slot_sources, c10::IntArrayRef slot_indices,
+                      c10::IntArrayRef slot_element_offsets, at::TensorList results,
+                      at::TensorList operands, c10::IntArrayRef operand_layout_checked,
+                      c10::string_view library, c10::string_view entry, c10::string_view label) {
+  auto call = std::make_unique<Call>();
+  call->label = std::string(label);
+  call->image = from_hex(std::string_view(image_hex.data(), image_hex.size()));
+  TORCH_CHECK(call->image.size() >= sizeof(FactCallHeader),
+              "fact_native::register_call: the image is shorter than FactCallHeader");
+  const size_t slots = slot_offsets.size();
+  TORCH_CHECK(slot_sources.size() == slots && slot_indices.size() == slots &&
+                  slot_element_offsets.size() == slots,
+              "fact_native::register_call: pointer slot arrays differ in length");
+  TORCH_CHECK(operand_layout_checked.size() == operands.size(),
+              "fact_native::register_call: one operand_layout_checked flag per operand");
+  for (const auto& prototype : results) call->results.push_back(spec_of(prototype, true));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    call->operands.push_back(spec_of(operands[i], operand_layout_checked[i] != 0));
   }
-  if (bias.has_value()) {
-    bias_dense = bias->contiguous();
-    TORCH_CHECK(bias_dense.device() == a.device() && bias_dense.numel() == n,
-                "fact::gemm: bias must be a length-N vector on A's device");
+  for (size_t i = 0; i < slots; ++i) {
+    PointerSlot slot{slot_offsets[i], slot_sources[i] != 0, slot_indices[i], slot_element_offsets[i]};
+    TORCH_CHECK(slot.offset >= static_cast<int64_t>(sizeof(FactCallHeader)) &&
+                    slot.offset + 8 <= static_cast<int64_t>(call->image.size()),
+                "fact_native::register_call: pointer slot at ", slot.offset, " outside the image");
+    const size_t count = slot.from_result ? call->results.size() : call->operands.size();
+    TORCH_CHECK(slot.index >= 0 && slot.index < static_cast<int64_t>(count),
+                "fact_native::register_call: pointer slot at ", slot.offset, " names ",
+                slot.from_result ? "result " : "operand ", slot.index, " of ", count);
+    call->slots.push_back(slot);
   }
-  at::Tensor d = at::empty(out_shape, a.options().dtype(out_dtype));
-  TORCH_CHECK(d.numel() == batch * m * n, "fact::gemm: out_shape must hold batch*M*N elements");
+  if (!library.empty()) {
+    call->library = Registry::instance().library(std::string(library), std::string(entry));
+  }
+  return Registry::instance().add(std::move(call));
+}
 
-  FactGemmArgs args{};
-  args.abi_version = FACT_ABI_VERSION;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.batch = batch;
-  args.a = a.const_data_ptr();
-  args.lda = a_geometry[1];
-  args.stride_a = a_geometry[2];
-  args.b = b.const_data_ptr();
-  args.ldb = b_geometry[1];
-  args.stride_b = b_geometry[2];
-  if (c_dense.defined()) {
-    args.c = c_dense.const_data_ptr();
-    args.ldc = n;
-    args.stride_c = matrix_stride;
-  }
-  args.d = d.data_ptr();
-  args.ldd = n;
-  args.stride_d = matrix_stride;
-  args.bias = bias_dense.defined() ? bias_dense.const_data_ptr() : nullptr;
-  args.alpha = static_cast<float>(alpha);
-  args.beta = static_cast<float>(beta);
-  args.act_p0 = static_cast<float>(act_p0);
-  args.act_p1 = static_cast<float>(act_p1);
-  args.split_k = 1;  // <= 1: the kernel's own split count
-  args.sm_count = 0;
+std::vector<std::string> registered_libraries() { return Registry::instance().library_paths(); }
 
-  const WorkspaceKey workspace_key{handle,        a.device().index(), m,        n,
-                                   k,             batch,              args.lda, args.stride_a,
-                                   args.ldb,      args.stride_b,      args.ldc, args.stride_c,
-                                   args.ldd,      args.stride_d};
-  std::optional<size_t> workspace_size = registry.cached_workspace(workspace_key);
-  if (!workspace_size) {
+void check_operands(const Call& call, at::TensorList operands) {
+  TORCH_CHECK(operands.size() == call.operands.size(), describe(call), ": ", operands.size(),
+              " operands, the call has ", call.operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const TensorSpec& spec = call.operands[i];
+    TORCH_CHECK(operands[i].scalar_type() == spec.dtype, describe(call), ": operand ", i, " is ",
+                operands[i].scalar_type(), ", the call was planned for ", spec.dtype);
+    TORCH_CHECK(!spec.check_layout ||
+                    (operands[i].sizes() == c10::IntArrayRef(spec.shape) &&
+                     operands[i].strides() == c10::IntArrayRef(spec.stride)),
+                describe(call), ": operand ", i, " has shape ", operands[i].sizes(), " stride ",
+                operands[i].strides(), ", the call was planned for ", c10::IntArrayRef(spec.shape),
+                " stride ", c10::IntArrayRef(spec.stride));
+  }
+}
+
+void check_results(const Call& call, at::TensorList results) {
+  TORCH_CHECK(results.size() == call.results.size(), describe(call), ": ", results.size(),
+              " results, the call has ", call.results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const TensorSpec& spec = call.results[i];
+    TORCH_CHECK(results[i].scalar_type() == spec.dtype &&
+                    results[i].sizes() == c10::IntArrayRef(spec.shape) &&
+                    results[i].strides() == c10::IntArrayRef(spec.stride),
+                describe(call), ": result ", i, " is ", results[i].scalar_type(), " ",
+                results[i].sizes(), " stride ", results[i].strides(), ", the call writes ",
+                spec.dtype, " ", c10::IntArrayRef(spec.shape), " stride ",
+                c10::IntArrayRef(spec.stride));
+  }
+}
+
+c10::Device device_of(const Call& call, at::TensorList operands, at::TensorList results) {
+  if (!operands.empty()) return operands[0].device();
+  TORCH_CHECK(!results.empty(), describe(call), ": a call with neither operands nor results");
+  return results[0].device();
+}
+
+// Fills the image in and calls the entry on the current stream of `device`.
+void run(Call& call, at::TensorList operands, at::TensorList results, c10::Device device) {
+  TORCH_CHECK(call.library != nullptr, describe(call),
+              ": no kernel library was registered for it (CUDA tensors need one)");
+  for (const auto& tensor : operands) {
+    TORCH_CHECK(tensor.device() == device, describe(call), ": operands on ", tensor.device(),
+                " and ", device);
+  }
+  c10::cuda::CUDAGuard device_guard(device);
+  alignas(16) uint8_t local[512];
+  std::vector<uint8_t> heap;
+  uint8_t* image = local;
+  if (call.image.size() > sizeof(local)) {
+    heap.resize(call.image.size() + 16);
+    image = heap.data();  // std::vector storage: aligned for any fundamental type
+  }
+  std::memcpy(image, call.image.data(), call.image.size());
+  for (const PointerSlot& slot : call.slots) {
+    const at::Tensor& tensor = slot.from_result ? results[slot.index] : operands[slot.index];
+    const uint64_t address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(tensor.data_ptr())) +
+                             static_cast<uint64_t>(slot.element_offset * tensor.element_size());
+    std::memcpy(image + slot.offset, &address, sizeof(address));
+  }
+  const auto* header = reinterpret_cast<const FactCallHeader*>(image);
+  int64_t workspace_size = call.workspace.load(std::memory_order_acquire);
+  if (workspace_size < 0) {
     size_t queried = 0;
-    const int status = library->entry(&args, nullptr, &queried, nullptr);
-    TORCH_CHECK(status == FACT_OK, "fact::gemm: ", library->entry_name,
-                " workspace size query failed: ", status_name(status));
-    registry.remember_workspace(workspace_key, queried);
-    workspace_size = queried;
+    const int status = call.library->entry(header, nullptr, &queried, nullptr);
+    TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name,
+                " workspace size query returned ", status_name(status));
+    workspace_size = static_cast<int64_t>(queried);
+    call.workspace.store(workspace_size, std::memory_order_release);
   }
   c10::DataPtr workspace;
-  if (*workspace_size > 0) {
-    workspace = c10::cuda::CUDACachingAllocator::get()->allocate(*workspace_size);
+  if (workspace_size > 0) {
+    workspace = c10::cuda::CUDACachingAllocator::get()->allocate(static_cast<size_t>(workspace_size));
   }
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.device().index()).stream();
-  const int status = library->entry(&args, workspace.get(), nullptr, stream);
-  if (status == FACT_OK) return d;
-  if (status == FACT_ERR_CANNOT_IMPLEMENT) {
-    TORCH_WARN("fact::gemm: ", library->entry_name, " cannot implement ", batch, "x", m, "x", n,
-               "x", k, "; using the reference implementation");
-    return gemm_reference(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
-                          out_dtype, alpha, beta, act_p0, act_p1, epilogue, kernel_handle,
-                          kernel_id);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  const int status = call.library->entry(header, workspace.get(), nullptr, stream);
+  TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name, " returned ",
+              status_name(status));
+}
+
+std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id) {
+  Call& call = Registry::instance().call(call_id);
+  check_operands(call, operands);
+  const c10::Device device = device_of(call, operands, {});
+  std::vector<at::Tensor> results;
+  results.reserve(call.results.size());
+  const auto options = at::TensorOptions().device(device);
+  for (const TensorSpec& spec : call.results) {
+    results.push_back(at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype)));
   }
-  TORCH_CHECK(false, "fact::gemm: ", library->entry_name, " failed: ", status_name(status));
+  run(call, operands, results, device);
+  return results;
 }
 
-int64_t register_plan(int64_t m, int64_t n, int64_t k, int64_t batch, c10::IntArrayRef a_geometry,
-                      c10::IntArrayRef b_geometry, c10::IntArrayRef out_shape,
-                      c10::ScalarType out_dtype, double alpha, double beta, double act_p0,
-                      double act_p1, c10::string_view epilogue, int64_t kernel_handle,
-                      c10::string_view kernel_id) {
-  return Registry::instance().add_plan(GemmPlan{
-      m, n, k, batch, a_geometry.vec(), b_geometry.vec(), out_shape.vec(), out_dtype, alpha,
-      beta, act_p0, act_p1, std::string(epilogue), kernel_handle, std::string(kernel_id)});
+void launch_out_cuda(at::TensorList operands, at::TensorList results, int64_t call_id) {
+  Call& call = Registry::instance().call(call_id);
+  check_operands(call, operands);
+  check_results(call, results);
+  run(call, operands, results, device_of(call, operands, results));
 }
 
-at::Tensor gemm_planned_cuda(const at::Tensor& a, const at::Tensor& b,
-                             const std::optional<at::Tensor>& bias,
-                             const std::optional<at::Tensor>& c, int64_t plan_id) {
-  const GemmPlan& plan = Registry::instance().plan(plan_id);
-  return gemm_cuda(a, b, bias, c, plan.m, plan.n, plan.k, plan.batch, plan.a_geometry,
-                   plan.b_geometry, plan.out_shape, plan.out_dtype, plan.alpha, plan.beta,
-                   plan.act_p0, plan.act_p1, plan.epilogue, plan.kernel_handle, plan.kernel_id);
-}
-
-at::Tensor gemm_call_floor(const at::Tensor& a, const at::Tensor&, const std::optional<at::Tensor>&,
-                           const std::optional<at::Tensor>&, int64_t, int64_t, int64_t, int64_t,
-                           c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::ScalarType,
-                           double, double, double, double, c10::string_view, int64_t,
-                           c10::string_view) {
-  return a;
-}
+std::vector<at::Tensor> launch_floor(at::TensorList, int64_t) { return {}; }
 
 }  // namespace
 }  // namespace fact::torch_ext
 
 TORCH_LIBRARY(fact_native, m) {
-  m.def("register_kernel(str path) -> int", &fact::torch_ext::register_kernel);
-  m.def("registered_paths() -> str[]", &fact::torch_ext::registered_paths);
-  m.def("register_plan(int m, int n, int k, int batch, int[] a_geometry, int[] b_geometry, "
-        "int[] out_shape, ScalarType out_dtype, float alpha, float beta, float act_p0, "
-        "float act_p1, str epilogue, int kernel_handle, str kernel_id) -> int",
-        &fact::torch_ext::register_plan);
-  m.def("gemm_call_floor(Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, int k, "
-        "int batch, int[] a_geometry, int[] b_geometry, int[] out_shape, ScalarType out_dtype, "
-        "float alpha, float beta, float act_p0, float act_p1, str epilogue, int kernel_handle, "
-        "str kernel_id) -> Tensor",
-        &fact::torch_ext::gemm_call_floor);
+  m.def("register_call(str image_hex, int[] slot_offsets, int[] slot_sources, "
+        "int[] slot_indices, int[] slot_element_offsets, Tensor[] results, Tensor[] operands, "
+        "int[] operand_layout_checked, str library, str entry, str label) -> int",
+        &fact::torch_ext::register_call);
+  m.def("registered_libraries() -> str[]", &fact::torch_ext::registered_libraries);
+  m.def("launch_floor(Tensor[] operands, int call) -> Tensor[]", &fact::torch_ext::launch_floor);
 }
 
 TORCH_LIBRARY_IMPL(fact, CUDA, m) {
-  m.impl("gemm", &fact::torch_ext::gemm_cuda);
-  m.impl("gemm_planned", &fact::torch_ext::gemm_planned_cuda);
+  m.impl("launch", &fact::torch_ext::launch_cuda);
+  m.impl("launch_out", &fact::torch_ext::launch_out_cuda);
 }
 
 TORCH_LIBRARY_IMPL(fact, Autograd, m) {
-  m.impl("gemm", torch::autograd::autogradNotImplementedFallback());
-  m.impl("gemm_planned", torch::autograd::autogradNotImplementedFallback());
+  m.impl("launch", torch::autograd::autogradNotImplementedFallback());
 }
