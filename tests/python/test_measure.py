@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fact.measure
-from test_compose_plan import TINY_MODEL, _python_env  # the packaged tiny model
+from test_compose_plan import TINY_MODEL, _python_env, needs_engine_plan  # the packaged tiny model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,6 +99,7 @@ def test_without_a_gpu_it_says_so_and_measures_nothing(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Hopper) for FACT kernels")
+@needs_engine_plan
 def test_a_package_is_verified_and_timed_end_to_end(tmp_path):
     model_file = tmp_path / "tiny_mlp.py"
     model_file.write_text(TINY_MODEL)
