@@ -131,6 +131,21 @@ def _static_like(arg: Any) -> Any:
     return static
 
 
+@dataclass
+class ReplacedSubgraph:
+    """A composed replacement as a benchmark times it alone: the subgraph it replaced, lifted
+    out of the exported graph (fact.verify.lift), and its fact::launch calls."""
+    label: str
+    rule: str
+    summary: str                  # the calls' summaries, "; "-joined
+    kernels: list                 # the calls' kernel names ("" where none)
+    module: torch.fx.GraphModule  # the lifted subgraph (returns a tuple of the outputs)
+    inputs: list                  # its inputs: (node name, op, target) in the exported graph
+    values: dict                  # call operand value id -> (node name, op, target)
+    calls: list                   # (call number, operand value ids, result value ids)
+    outputs: list                 # output value ids, in the module's output order
+
+
 class ComposedModule(torch.nn.Module):
     """The optimized module. `graph_module` is the rewritten exported graph (None when nothing
     was composed), `original` the module it came from, `fact_report` what was done and why.
@@ -151,6 +166,7 @@ class ComposedModule(torch.nn.Module):
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
         self.__dict__["_fallback"] = None
+        self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
 
     def _run_composed(self, args: tuple):
         if self._cuda_graph is not None:
@@ -747,6 +763,16 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
         return unoptimized(None)
 
     # 3. Rewrite: one fact::launch per call, then a valid order again.
+    def where(node):
+        return (node.name, node.op, str(node.target))
+
+    subgraphs = [ReplacedSubgraph(
+        label=entry.label, rule=entry.rule, summary="; ".join(c.summary for c in entry.calls),
+        kernels=[c.kernel for c in entry.calls], module=planned.lifted.module,
+        inputs=[where(node) for node in planned.lifted.inputs],
+        values={vid: where(node) for vid, node in planned.values.items()},
+        calls=[(c.id, list(c.operands), [r[0] for r in c.results]) for c in planned.calls],
+        outputs=list(planned.outputs)) for planned, entry in accepted]
     redirect: dict = {}
     for planned, entry in accepted:
         kept = _insert(graph, planned, redirect)
@@ -759,6 +785,7 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     graph_module.recompile()
 
     composed = ComposedModule(module, graph_module, signature, report)
+    composed.__dict__["replacements"] = subgraphs
     report.runs = "composed"
     if remainder == "inductor":
         _compile_remainder(composed, example_inputs)
