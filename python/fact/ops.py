@@ -37,7 +37,7 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -407,7 +407,3 @@ def describe_implementation(device_type: str = "cuda") -> str:
             return f"host reference (fact_reference_call; unavailable: {error})"
         return f"host reference (fact_reference_call in {where})"
     return f"none for '{device_type}' tensors"
-
-
-def _first_line(error: BaseException) -> str:
-    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
