@@ -128,7 +128,9 @@ def test_inputs_that_require_grad_fail_clearly_on_backward(reference):
     number = fact.ops.register_call(_call())
     x = torch.randn(SHAPE, requires_grad=True)
     [y] = torch.ops.fact.launch([x, torch.randn(SHAPE)], number)
-    with pytest.raises(RuntimeError, match="fact::launch has no backward"):
+    # the Python kernel's message, or the native one's where the extension is loaded (a GPU)
+    with pytest.raises(RuntimeError, match="fact::launch has no backward|derivative for "
+                                           "fact::launch is not implemented"):
         y.sum().backward()
     with torch.no_grad():
         [y] = torch.ops.fact.launch([x, torch.randn(SHAPE)], number)
