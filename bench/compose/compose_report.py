@@ -1,6 +1,6 @@
 """Markdown report of one compose results document (compose_results.py): the setup and
-versions, the stages, what was composed (per optimize call: each GEMM with its kernel
-configuration and whatever else the FACT report gives, e.g. tuning time and error), the
+versions, the stages, what was composed (per optimize call: each replacement's calls with their
+kernel configuration, and the error measured against the subgraph each replaced), the
 verification against float64, the end-to-end timing table, the per-subgraph table, the
 ablation and the host overhead.
 """
@@ -143,7 +143,7 @@ def _verification_section(doc: dict) -> list[str]:
                      v.get("criterion"), v.get("optimize_s"), v.get("composed"), v.get("left_to_pytorch"),
                      _status(c)])
     return lines + _table(["mode", "model dtype", "FACT rel_err", "PyTorch rel_err", "pass", "criterion",
-                           "optimize s", "GEMMs composed", "left to PyTorch", "status"], rows)
+                           "optimize s", "replacements composed", "left to PyTorch", "status"], rows)
 
 
 def _timing_section(doc: dict) -> list[str]:
