@@ -236,8 +236,9 @@ class BlockBenchmark:
     def timed(self, fn: Callable[[], Any]):
         return time_device(fn, self.device, self.args.warmup, self.args.iters, self.flusher)
 
-    def first_call(self, fn: Callable[[], Any]) -> tuple[torch.Tensor, float, list[str]]:
-        """(output, seconds, fact fallback warnings) of the first call."""
+    def first_call(self, fn: Callable[[], Any]) -> tuple[Any, float, list[str]]:
+        """(output (a tensor or a tuple of them), seconds, fact fallback warnings) of the first
+        call."""
         started = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -245,7 +246,9 @@ class BlockBenchmark:
                 out = fn()
             self.sync()
         fallbacks = [str(w.message) for w in caught if str(w.message).startswith(FALLBACK_WARNING)]
-        return out.detach().clone(), time.perf_counter() - started, fallbacks
+        out = (tuple(t.detach().clone() for t in out) if isinstance(out, (tuple, list))
+               else out.detach().clone())
+        return out, time.perf_counter() - started, fallbacks
 
     # ---------------------------------------------------------------------------------------
     # Stages
