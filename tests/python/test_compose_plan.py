@@ -248,6 +248,24 @@ def test_plan_without_the_engine_library_writes_an_unplanned_plan(tmp_path, monk
     assert (tmp_path / "graph.json").is_file()  # captured before the engine was looked for
 
 
+def test_plan_calls_the_engine_library_in_process(tmp_path, monkeypatch):
+    """fact_engine_plan through ctypes: the request in, the response out and freed, the plan the
+    engine wrote read back (a stand-in library, tests/python/data/fake_engine.c)."""
+    library = fake_kind.build_library(tmp_path / "engine", fake_kind.DATA / "fake_engine.c")
+    monkeypatch.setenv("FACT_ENGINE_LIBRARY", str(library))
+    engine = fact.compose._engine.engine_library()
+    assert engine.version() == "0.0.0 fake" and fact.compose.engine_can_plan() == (True, "")
+    folder = fact.compose.plan(torch.nn.Linear(8, 4), (torch.randn(2, 8),), "strict",
+                               work_dir=tmp_path / "planned")
+    doc = json.loads((folder / "plan.json").read_text())
+    assert doc["reason"] == "fake engine: planned nothing" and doc["precision"] == "strict"
+    refused = fact.compose.plan(torch.nn.Linear(8, 4), (torch.randn(2, 8),), "tf32",
+                                work_dir=tmp_path / "refused")
+    doc = json.loads((refused / "plan.json").read_text())
+    assert doc["status"] == "unplanned"
+    assert doc["reason"] == "the engine wrote no plan: fake engine: no tf32 here"
+
+
 @needs_engine_plan
 def test_plan_then_apply_on_another_instance_without_the_engine(tmp_path, monkeypatch):
     torch.manual_seed(0)
