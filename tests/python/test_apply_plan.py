@@ -320,6 +320,32 @@ def test_a_kernel_that_writes_half_its_output_is_caught_by_the_poison(tmp_path, 
     _assert_same_as(composed, module)
 
 
+class Masked(torch.nn.Module):
+    def forward(self, x, z, mask):
+        return torch.tanh(2.0 * (x * mask) + 3.0 * z)  # mul, mul_1, mul_2, add, tanh
+
+
+@pytest.mark.parametrize("mask_value,passes", [(1, True), (0, False)])
+def test_integer_inputs_keep_their_example_values_in_the_check(tmp_path, reference, mask_value, passes):
+    """The replaced subgraph reads an integer mask; the check keeps its example value (floating
+    activations get fresh random values). With an all-ones mask 2*(x*mask) + 3*z is axpby(2, 3);
+    with an all-zeros mask it is not, and the check must see that."""
+    module = Masked()
+    x, z = _inputs()
+    mask = torch.full(SHAPE, mask_value, dtype=torch.int64)
+    call = fake_kind.axpby_call("0", "x", "z", "add", SHAPE, 2.0, 3.0)
+    replaced = fake_kind.replacement(0, ["mul", "mul_1", "mul_2", "add"], ["x", "z", "mask"],
+                                     ["add"], [call])
+    folder = fake_kind.write_plan(tmp_path / "plan", (x, z, mask), [replaced])
+    composed = apply_plan(module, (x, z, mask), folder, remainder="eager")
+    assert bool(composed.fact_report.composed) == passes, str(composed.fact_report)
+    if not passes:
+        assert _declined(composed)["0"].startswith("verification failed: output add: rel_err ")
+    with torch.no_grad():
+        fresh_x, fresh_z = _inputs(9)
+        torch.testing.assert_close(composed(fresh_x, fresh_z, mask), module(fresh_x, fresh_z, mask))
+
+
 def test_the_report_has_each_replacement_measured_error_and_tolerance(tmp_path, reference):
     composed = _apply(tmp_path, Chain(), [_first(), _second()], report_path=tmp_path / "report.json")
     report = json.loads((tmp_path / "report.json").read_text())
