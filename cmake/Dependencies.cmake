@@ -6,12 +6,15 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 for content keys and checksums
 
-# Where a scikit-build-core build installs the CLI (into the environment's bin/); a plain CMake
-# install puts it in bin/.
+# Where a scikit-build-core build installs the CLI (into the environment's bin/) and libfact
+# (into the Python package, where python/fact/_engine.py finds it); a plain CMake install puts
+# them in bin/ and lib/.
 if(DEFINED SKBUILD_SCRIPTS_DIR)
   set(FACT_INSTALL_BINDIR ${SKBUILD_SCRIPTS_DIR})
+  set(FACT_INSTALL_LIBDIR ${SKBUILD_PLATLIB_DIR}/fact)
 else()
   set(FACT_INSTALL_BINDIR bin)
+  set(FACT_INSTALL_LIBDIR lib)
 endif()
 
 # --- CUDA toolkit -------------------------------------------------------------------------

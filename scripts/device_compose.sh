@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the end-to-end composition benchmark: build the engine
-# (scripts/device_build.sh), build the native fact::gemm extension alongside (when the checkout
+# (scripts/device_build.sh), build the native fact::launch extension alongside (when the checkout
 # has python/fact/native.py), run the GPU-marked pytest tests under a time cap, then
 # bench/compose/run_block.py within what is left of the total. Results come back at the top of
 # $OUT (compose-<device>-<date>.json, .md, -speedup.png, -ablation.png); every log, the
@@ -48,7 +48,7 @@ pack() {
 
 native_pid=""
 if [ -f python/fact/native.py ]; then
-  stamp "native fact::gemm extension: building in the background"
+  stamp "native fact::launch extension: building in the background"
   python3 -m fact.native >"$LOGS/native.log" 2>&1 &
   native_pid=$!
 fi

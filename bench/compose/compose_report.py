@@ -1,6 +1,6 @@
 """Markdown report of one compose results document (compose_results.py): the setup and
-versions, the stages, what was composed (per optimize call: each GEMM with its kernel
-configuration and whatever else the FACT report gives, e.g. tuning time and error), the
+versions, the stages, what was composed (per optimize call: each replacement's calls with their
+kernel configuration, and the error measured against the subgraph each replaced), the
 verification against float64, the end-to-end timing table, the per-subgraph table, the
 ablation and the host overhead.
 """
@@ -67,10 +67,10 @@ def _composition_section(doc: dict) -> list[str]:
     reports = doc.get("reports", {})
     if not reports:
         return lines + ["No fact.optimize call ran.", ""]
-    lines += _table(["fact.optimize call", "precision", "GEMMs composed", "left to PyTorch", "remainder",
-                     "CUDA graphs", "fact::gemm implementation"],
+    lines += _table(["fact.optimize call", "precision", "replacements composed", "left to PyTorch",
+                     "remainder", "CUDA graphs", "runs", "fact::launch implementation"],
                     ([label, r.get("precision"), len(r.get("composed", [])), len(r.get("left_to_pytorch", [])),
-                      r.get("remainder"), r.get("cuda_graphs"), r.get("op_implementation")]
+                      r.get("remainder"), r.get("cuda_graphs"), r.get("runs"), r.get("op_implementation")]
                      for label, r in reports.items()))
     groups: dict[str, list[str]] = {}
     for label, report in reports.items():
@@ -80,9 +80,12 @@ def _composition_section(doc: dict) -> list[str]:
         composed, left = report.get("composed", []), report.get("left_to_pytorch", [])
         lines += [f"### {', '.join(labels)}", ""]
         if composed:
-            keys = ["match", "fusion", "shape", "implementation", "config"]
-            extra = sorted({k for c in composed for k in c} - set(keys) - {"nodes"})
-            lines += _table(keys + extra, ([c.get(k) for k in keys + extra] for c in composed))
+            rows = ([c.get("label"), c.get("rule"), call.get("label"), call.get("summary"),
+                     c.get("implementation"), call.get("config"), call.get("config_source"),
+                     c.get("rel_err"), c.get("tolerance")]
+                    for c in composed for call in c.get("calls", []))
+            lines += _table(["replacement", "rule", "call", "summary", "implementation", "config",
+                             "config source", "rel_err", "tolerance"], rows)
         if left:
             lines += _table(["left to PyTorch", "reason"], ([i.get("what"), i.get("reason")] for i in left))
         for note in report.get("notes", []) or []:
@@ -140,7 +143,7 @@ def _verification_section(doc: dict) -> list[str]:
                      v.get("criterion"), v.get("optimize_s"), v.get("composed"), v.get("left_to_pytorch"),
                      _status(c)])
     return lines + _table(["mode", "model dtype", "FACT rel_err", "PyTorch rel_err", "pass", "criterion",
-                           "optimize s", "GEMMs composed", "left to PyTorch", "status"], rows)
+                           "optimize s", "replacements composed", "left to PyTorch", "status"], rows)
 
 
 def _timing_section(doc: dict) -> list[str]:
@@ -170,7 +173,7 @@ def _subgraph_section(doc: dict) -> list[str]:
     cases = _cases(doc, "subgraphs")
     if not cases:
         return []
-    lines = ["## Per subgraph: each fact::gemm call alone vs the same subgraph in PyTorch", "",
+    lines = ["## Per subgraph: each replacement's fact::launch calls alone vs the subgraph it replaced", "",
              "Goal: every replaced subgraph at least as fast as Inductor max-autotune's code for it.", ""]
     rows = []
     for c in cases:

@@ -1,17 +1,15 @@
-"""Per-call CPU time of `fact::gemm` against eager PyTorch (needs a CUDA GPU and the engine).
+"""Per-call CPU time of `fact::launch` against eager PyTorch (needs a CUDA GPU and the engine).
 
 Composes a tiny MLP (Linear -> GELU(tanh) -> Linear; shapes small enough that the CPU, not the
 GPU, bounds a call) with `fact.optimize`, which realizes and compiles its FACT kernels through
 the kernel cache, then times, per call, with time.perf_counter over `--calls` back-to-back calls
 (the GPU keeps up, no synchronization inside the timed loop; the median of `--repeats` runs):
 
-    fact_gemm_us         torch.ops.fact.gemm on the first composed GEMM's arguments
-    fact_gemm_planned_us torch.ops.fact.gemm_planned on the same GEMM (its arguments planned once
-                         with fact.ops.plan_gemm: 5 arguments per call instead of 19)
-    call_floor_us        (native only) a C++ op with fact::gemm's schema that does nothing:
-                         what passing the 19 arguments from Python costs by itself
+    fact_launch_us       torch.ops.fact.launch on the first composed call's operands
+    launch_floor_us      (native only) fact_native::launch_floor, an op with fact::launch's
+                         arguments that does nothing: what passing them from Python costs
     linear_us, addmm_us  F.linear / torch.addmm on the same layer's operands
-    composed_graph_us    the composed graph (2 fact::gemm calls + the GELU's PyTorch ops)
+    composed_graph_us    the composed graph (its fact::launch calls + the PyTorch rest)
     eager_module_us      the original module
     composed_module_us   the ComposedModule (its input guard included)
 
@@ -52,7 +50,7 @@ class Setup:
     model: torch.nn.Module
     x: torch.Tensor
     composed: object
-    gemm_calls: list = field(default_factory=list)  # argument tuples of the fact::gemm calls
+    launch_calls: list = field(default_factory=list)  # (operands, call) of the fact::launch calls
 
 
 class TinyMLP(torch.nn.Module):
@@ -65,23 +63,21 @@ class TinyMLP(torch.nn.Module):
         return self.down(torch.nn.functional.gelu(self.up(x), approximate="tanh"))
 
 
-class _GemmRecorder(torch.fx.Interpreter):
+class _LaunchRecorder(torch.fx.Interpreter):
     def __init__(self, module):
         super().__init__(module)
         self.calls = []
 
     def call_function(self, target, args, kwargs):
-        if target is torch.ops.fact.gemm.default:
-            self.calls.append(tuple(args))
-        elif target is torch.ops.fact.gemm_planned.default:  # what fact.optimize inserts
-            self.calls.append(tuple(args[:4]) + tuple(fact.ops.planned_arguments(args[4])))
+        if target is torch.ops.fact.launch.default:
+            self.calls.append((list(args[0]), int(args[1])))
         return super().call_function(target, args, kwargs)
 
 
 def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
                 features: int = 256, hidden: int = 512, device: str = "cuda") -> Setup:
-    """The composed MLP and its fact::gemm calls' arguments. On "cuda" every call must run a
-    kernel (else NothingComposed); "cpu" (the reference) is for checking this script."""
+    """The composed MLP and its fact::launch calls (operands, call number). On "cuda" every
+    call runs a kernel (else NothingComposed); "cpu" (the host reference) checks this script."""
     torch.manual_seed(0)
     model = TinyMLP(features, hidden).to(device).eval()
     x = torch.randn(tokens, features, device=device)
@@ -91,18 +87,17 @@ def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
         options["remainder"] = "eager"  # time the graph's own calls, not Inductor's
     if "verify" in accepted:
         options["verify"] = False
+    if "speed_guard" in accepted:
+        options["speed_guard"] = False
     composed = fact.optimize(model, (x,), precision=precision, **options)
     if composed.graph_module is None:
         raise NothingComposed(f"nothing was composed: {composed.fact_report}")
-    recorder = _GemmRecorder(composed.graph_module)
+    recorder = _LaunchRecorder(composed.graph_module)
     with torch.no_grad():
         recorder.run(x)
-    calls = recorder.calls
-    if device == "cuda":
-        calls = [args for args in calls if args[17] >= 0]  # kernel_handle
-    if not calls:
-        raise NothingComposed(f"no fact::gemm call runs a kernel: {composed.fact_report}")
-    return Setup(model, x, composed, calls)
+    if not recorder.calls:
+        raise NothingComposed(f"no fact::launch call: {composed.fact_report}")
+    return Setup(model, x, composed, recorder.calls)
 
 
 def per_call_us(function, calls: int = 200, repeats: int = 30, synchronize=None) -> float:
@@ -124,9 +119,8 @@ def per_call_us(function, calls: int = 200, repeats: int = 30, synchronize=None)
 
 
 def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
-    op, planned = torch.ops.fact.gemm.default, torch.ops.fact.gemm_planned.default
-    args = setup.gemm_calls[0]
-    plan = fact.ops.plan_gemm(*args[4:])
+    launch = torch.ops.fact.launch.default
+    operands, call = setup.launch_calls[0]
     first = setup.model.up
     x, weight, bias = setup.x, first.weight, first.bias
     weight_t = weight.t()
@@ -136,9 +130,8 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
         return per_call_us(function, calls, repeats, sync)
 
     timings = {
-        "implementation": native.describe() if x.is_cuda else "reference (CPU)",
-        "fact_gemm_us": time_it(lambda: op(*args)),
-        "fact_gemm_planned_us": time_it(lambda: planned(*args[:4], plan)),
+        "implementation": fact.ops.describe_implementation(x.device.type),
+        "fact_launch_us": time_it(lambda: launch(operands, call)),
         "linear_us": time_it(lambda: F.linear(x, weight, bias)),
         "addmm_us": time_it(lambda: torch.addmm(bias, x, weight_t)),
         "composed_graph_us": time_it(lambda: setup.composed.graph_module(x)),
@@ -146,8 +139,8 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
         "composed_module_us": time_it(lambda: setup.composed(x)),
     }
     if native.active():
-        floor = torch.ops.fact_native.gemm_call_floor.default
-        timings["call_floor_us"] = time_it(lambda: floor(*args))
+        floor = torch.ops.fact_native.launch_floor.default
+        timings["launch_floor_us"] = time_it(lambda: floor(operands, call))
     return timings
 
 
@@ -189,13 +182,12 @@ def main() -> int:
     for name in ("native", "ctypes"):
         if name in results:
             row = results[name]
-            print(f"{name:7s} fact::gemm {row['fact_gemm_us']:6.1f} us | planned "
-                  f"{row['fact_gemm_planned_us']:6.1f} | F.linear "
+            print(f"{name:7s} fact::launch {row['fact_launch_us']:6.1f} us | F.linear "
                   f"{row['linear_us']:5.1f} | addmm {row['addmm_us']:5.1f} | composed graph "
                   f"{row['composed_graph_us']:6.1f} vs eager module {row['eager_module_us']:6.1f} "
                   f"({row['composed_graph_us'] / row['eager_module_us']:.2f}x) | ComposedModule "
                   f"{row['composed_module_us']:6.1f}"
-                  + (f" | argument floor {row['call_floor_us']:5.1f}" if "call_floor_us" in row else ""))
+                  + (f" | argument floor {row['launch_floor_us']:5.1f}" if "launch_floor_us" in row else ""))
     print(f"wrote {options.out}")
     return 0
 

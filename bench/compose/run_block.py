@@ -12,9 +12,9 @@ still runs; the results file and the report are rewritten after every stage):
   timing     bf16: eager, torch.compile (default), torch.compile(mode="max-autotune"), FACT with
              remainder="eager", remainder="inductor", and cuda_graphs=True; same process, same
              inputs; speedups of each FACT variant against each PyTorch one.
-  subgraphs  each fact::gemm (or fact::gemm_planned) call of the composed (remainder eager)
-             graph alone, the op the graph calls with the arguments it really receives, against the same subgraph as a small nn.Module in
-             eager and under torch.compile(mode="max-autotune").
+  subgraphs  each composed replacement alone: its fact::launch calls on the values its inputs
+             take in the block, against the subgraph it replaced (lifted out of the exported
+             graph) in eager and under torch.compile(mode="max-autotune").
   ablation   FACT with each composed rule alone (patterns=[rule]), then all, bf16, against eager.
   overhead   host time per forward at a tiny size (GPU work negligible): eager, FACT (remainder
              eager), FACT with CUDA graphs.
@@ -56,7 +56,7 @@ import torch  # noqa: E402
 import fact  # noqa: E402
 from compose_report import render_report  # noqa: E402
 from compose_results import ResultsFile, make_case  # noqa: E402
-from compose_subgraphs import GemmSubgraph, record_gemm_calls  # noqa: E402
+from compose_subgraphs import relative_error as outputs_error, replacement_subgraphs  # noqa: E402
 from fact.timing import L2Flusher, cpu_time_per_call, time_device  # noqa: E402
 from mingpt_block import MinGPTBlock  # noqa: E402
 
@@ -68,7 +68,8 @@ BASELINE_NAMES = {"eager": "torch_eager", "compile": "torch_compile",
                   "max_autotune": "torch_compile_max_autotune"}
 # What fact.optimize did before it had these options: an option it does not accept may be left
 # out when the wanted value is this one (and only then).
-BEHAVIOUR_WITHOUT_OPTION = {"remainder": "eager", "cuda_graphs": False, "tune": 0, "patterns": None}
+BEHAVIOUR_WITHOUT_OPTION = {"remainder": "eager", "cuda_graphs": False, "tune": 0, "patterns": None,
+                            "speed_guard": False}
 FALLBACK_WARNING = "fact: inputs"
 
 
@@ -102,10 +103,10 @@ def report_json(composed) -> dict:
 
 
 def composed_summary(report: dict) -> list[str]:
-    """One line per composed GEMM: "rule: fusion shape [kernel configuration]"."""
-    return [f"{c.get('match', '?')}: {c.get('fusion', '?')} {c.get('shape', '')}"
-            + (f" [{c['config']}]" if c.get("config") else "")
-            for c in report.get("composed", [])]
+    """One line per composed call: "rule: summary [kernel configuration]"."""
+    return [f"{c.get('rule', '?')}: {call.get('summary', '?')}"
+            + (f" [{call['config']}]" if call.get("config") else "")
+            for c in report.get("composed", []) for call in c.get("calls", [])]
 
 
 def degradation(report: dict, options: dict) -> str:
@@ -224,18 +225,20 @@ class BlockBenchmark:
         composed = fact.optimize(model, inputs, precision, work_dir=work_dir, **passed)
         seconds = time.perf_counter() - started
         self.results.add_report(label, report_json(composed))
-        self.log(f"  optimize {label}: {seconds:.1f} s, {len(composed.fact_report.composed)} GEMM(s) composed")
+        self.log(f"  optimize {label}: {seconds:.1f} s, {len(composed.fact_report.composed)} replacement(s) composed")
         return composed, seconds
 
     def fact_options(self, **options) -> dict:
         options.setdefault("tune", self.args.tune)
+        options.setdefault("speed_guard", False)  # the raw composed module is what is measured
         return options
 
     def timed(self, fn: Callable[[], Any]):
         return time_device(fn, self.device, self.args.warmup, self.args.iters, self.flusher)
 
-    def first_call(self, fn: Callable[[], Any]) -> tuple[torch.Tensor, float, list[str]]:
-        """(output, seconds, fact fallback warnings) of the first call."""
+    def first_call(self, fn: Callable[[], Any]) -> tuple[Any, float, list[str]]:
+        """(output (a tensor or a tuple of them), seconds, fact fallback warnings) of the first
+        call."""
         started = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -243,7 +246,9 @@ class BlockBenchmark:
                 out = fn()
             self.sync()
         fallbacks = [str(w.message) for w in caught if str(w.message).startswith(FALLBACK_WARNING)]
-        return out.detach().clone(), time.perf_counter() - started, fallbacks
+        out = (tuple(t.detach().clone() for t in out) if isinstance(out, (tuple, list))
+               else out.detach().clone())
+        return out, time.perf_counter() - started, fallbacks
 
     # ---------------------------------------------------------------------------------------
     # Stages
@@ -416,18 +421,17 @@ class BlockBenchmark:
     def stage_subgraphs(self) -> str:
         torch.set_float32_matmul_precision("highest")
         _, x, composed = self.native_composed()
-        graph_module = getattr(composed, "graph_module", None)
-        if not isinstance(graph_module, torch.fx.GraphModule):
+        if getattr(composed, "graph_module", None) is None:
             raise RuntimeError("the composed module has no rewritten FX graph (nothing composed?)")
-        calls = record_gemm_calls(graph_module, (x,))
-        self.log(f"subgraphs: {len(calls)} fact::gemm call(s)")
+        cases = replacement_subgraphs(composed, (x,))
+        self.log(f"subgraphs: {len(cases)} replacement(s)")
         wanted = [v for v in ("eager", "max_autotune") if v in self.args.variants]
         problems = []
-        for index, call in enumerate(calls):
-            name = f"subgraph_{index}_{call.fusion}_{call.shape}"
+        for index, subgraph in enumerate(cases):
+            name = f"subgraph_{index}_{subgraph.name}"
             try:
                 self.check_budget(name)
-                case = self.measure_subgraph(name, call, wanted)
+                case = self.measure_subgraph(name, subgraph, wanted)
             except TimeBudgetSpent as spent:
                 case = make_case(name, "native", "subgraphs", status="skipped", reason=str(spent))
             except Exception as error:  # noqa: BLE001
@@ -440,26 +444,25 @@ class BlockBenchmark:
             self.free_memory()
         return "; ".join(problems)
 
-    def measure_subgraph(self, name: str, call, wanted: list[str]) -> dict:
-        self.log(f"  {name} ({call.node})")
-        reference = call.reference()
-        out, _, _ = self.first_call(call.run)
-        fact_error = relative_error(out, reference)
+    def measure_subgraph(self, name: str, subgraph, wanted: list[str]) -> dict:
+        self.log(f"  {name} ({subgraph.summary})")
+        reference = subgraph.reference()
+        out, _, _ = self.first_call(lambda: subgraph.run())
+        fact_error = outputs_error(out, reference)
         with torch.no_grad():
-            fact_stats = self.timed(call.run)
-        module = GemmSubgraph(call)
-        tensors = call.tensors()
+            fact_stats = self.timed(subgraph.run)
         baselines = {}
         for variant in wanted:
             try:
                 self.check_budget(f"{name} {variant}")
-                runner = module if variant == "eager" else torch.compile(module, mode="max-autotune")
-                fn = (lambda runner=runner: runner(*tensors))
+                runner = subgraph.module if variant == "eager" else torch.compile(subgraph.module,
+                                                                                  mode="max-autotune")
+                fn = (lambda runner=runner: tuple(runner(*subgraph.tensors)))
                 out, first_s, _ = self.first_call(fn)
                 with torch.no_grad():
                     stats = self.timed(fn)
                 baselines[BASELINE_NAMES[variant]] = {
-                    "ms": stats.median_ms, "rel_err": relative_error(out, reference),
+                    "ms": stats.median_ms, "rel_err": outputs_error(out, reference),
                     "p10_ms": stats.p10_ms, "p90_ms": stats.p90_ms, "runs": stats.runs,
                     "first_call_s": first_s}
             except Exception as error:  # noqa: BLE001 - that baseline is missing, the case stays
@@ -473,15 +476,16 @@ class BlockBenchmark:
             f", {b} {e['ms']:.4f} ms" for b, e in baselines.items() if e.get("ms")))
         return make_case(
             name, "native", "subgraphs", fact_ms=fact_stats.median_ms, rel_err=fact_error,
-            baselines=baselines, config=call.kernel_name(), timing=fact_stats.to_json(),
-            node=call.node, op=str(call.op), fusion=call.fusion, shape=call.shape, epilogue=call.args[16],
+            baselines=baselines, config="; ".join(k for k in subgraph.kernels if k) or "host reference",
+            timing=fact_stats.to_json(), label=subgraph.label, rule=subgraph.rule,
+            summary=subgraph.summary, shapes=subgraph.shapes,
             at_least_as_fast_as_max_autotune=(fact_stats.median_ms <= autotuned) if autotuned else None)
 
     def stage_ablation(self) -> str:
         torch.set_float32_matmul_precision("highest")
         model, x, composed_all = self.native_composed()
         rules = self.args.ablation_rules or list(dict.fromkeys(
-            c.match for c in composed_all.fact_report.composed))
+            c.rule for c in composed_all.fact_report.composed))
         self.log(f"ablation over rules {rules} (remainder {self.args.ablation_remainder})")
         reference = self.float64_reference(model, x)
         with torch.no_grad():
@@ -510,7 +514,7 @@ class BlockBenchmark:
                                  baselines={"torch_eager": eager}, config="; ".join(summary),
                                  timing=stats.to_json(), patterns=patterns, composed=summary,
                                  optimize_s=optimize_s)
-                self.log(f"  {rule}: {stats.median_ms:.4f} ms ({len(summary)} GEMM(s))")
+                self.log(f"  {rule}: {stats.median_ms:.4f} ms ({len(summary)} call(s))")
             except TimeBudgetSpent as spent:
                 case = make_case(name, "native", "ablation", status="skipped", reason=str(spent),
                                  baselines={"torch_eager": eager})

@@ -1,19 +1,33 @@
-"""Locating and calling the C++ engine (the `fact` executable).
+"""Locating and calling the C++ engine: the engine library in process (libfact, its C API in
+include/fact/engine/c_api.h, through ctypes) and, for callers that still chain commands, the
+`fact` executable.
 
-Search order: $FACT_ENGINE, the `fact` executable installed next to this interpreter
-(a pip install puts it in the environment's bin/), then <repo>/build/fact.
+The executable: $FACT_ENGINE, the `fact` executable next to this interpreter (a pip install
+puts it in the environment's bin/), <repo>/build/fact, then `fact` on PATH.
+
+The library (`libfact.so`): $FACT_ENGINE_LIBRARY, then next to the executable found as above
+($FACT_ENGINE's folder first), then <repo>/build/. The host reference (`fact_reference_call`,
+what `fact::launch` runs for CPU tensors) comes from $FACT_REFERENCE_LIBRARY when set (tests
+point it at a library of their own), else from that library.
 """
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+LIBRARY_NAME = "libfact.dylib" if sys.platform == "darwin" else "libfact.so"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class EngineNotFound(RuntimeError):
-    pass
+    """The engine (executable, library, or a symbol of its C API) is not there; the message
+    says what was looked for and where."""
 
 
 def engine_path() -> Path:
@@ -28,7 +42,7 @@ def engine_path() -> Path:
     if beside_python.is_file():
         return beside_python
     tried.append(str(beside_python))
-    repo_build = Path(__file__).resolve().parents[2] / "build" / "fact"
+    repo_build = _REPO_ROOT / "build" / "fact"
     if repo_build.is_file():
         return repo_build
     tried.append(str(repo_build))
@@ -46,3 +60,130 @@ def run_engine(*args: str, check: bool = True, capture: bool = True) -> subproce
     if check and proc.returncode != 0:
         raise RuntimeError(f"fact {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def engine_library_path() -> Path:
+    """Path of the engine library (libfact); raises EngineNotFound with what was tried."""
+    tried: list[str] = []
+    explicit = os.environ.get("FACT_ENGINE_LIBRARY")
+    if explicit:
+        if Path(explicit).is_file():
+            return Path(explicit)
+        tried.append(f"$FACT_ENGINE_LIBRARY={explicit}")
+    folders: list[Path] = []
+    if os.environ.get("FACT_ENGINE"):
+        folders.append(Path(os.environ["FACT_ENGINE"]).parent)
+    try:
+        folders.append(engine_path().parent)
+    except EngineNotFound:
+        pass
+    folders.append(_REPO_ROOT / "build")
+    for folder in dict.fromkeys(folders):
+        candidate = folder / LIBRARY_NAME
+        if candidate.is_file():
+            return candidate
+        tried.append(str(candidate))
+    raise EngineNotFound("FACT engine library not found (tried: " + ", ".join(tried) +
+                         "); build the engine with `bash scripts/setup.sh`, or set "
+                         "$FACT_ENGINE_LIBRARY")
+
+
+class EngineLibrary:
+    """The engine's C API in this process (include/fact/engine/c_api.h)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._dll = ctypes.CDLL(str(self.path))
+        except OSError as error:
+            raise EngineNotFound(f"cannot load the engine library {self.path}: {error}") from error
+
+    def _function(self, name: str, restype, argtypes):
+        try:
+            function = getattr(self._dll, name)
+        except AttributeError:
+            raise EngineNotFound(f"the engine library {self.path} does not export {name} "
+                                 f"(built before that part of the C API existed?)") from None
+        function.restype = restype
+        function.argtypes = argtypes
+        return function
+
+    def has(self, name: str) -> bool:
+        return hasattr(self._dll, name)
+
+    def version(self) -> str:
+        """fact_engine_version(): "<version> <git sha>"."""
+        return self._function("fact_engine_version", ctypes.c_char_p, [])().decode()
+
+    def plan(self, request: dict) -> tuple[int, dict]:
+        """fact_engine_plan(request) -> (return code, response document)."""
+        plan_function = self._function("fact_engine_plan", ctypes.c_int,
+                                       [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)])
+        free = self._function("fact_engine_free", None, [ctypes.c_void_p])
+        response = ctypes.c_void_p()
+        code = int(plan_function(json.dumps(request).encode(), ctypes.byref(response)))
+        if not response.value:
+            return code, {"status": "error", "error": f"fact_engine_plan returned {code} and no response"}
+        try:
+            text = ctypes.string_at(response.value).decode()
+        finally:
+            free(response)
+        try:
+            return code, json.loads(text)
+        except ValueError:
+            return code, {"status": "error", "error": f"fact_engine_plan's response is not JSON: {text[:200]}"}
+
+
+class ReferenceLibrary:
+    """`fact_reference_call` of a library (the engine's, or $FACT_REFERENCE_LIBRARY)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            dll = ctypes.CDLL(str(self.path))
+        except OSError as error:
+            raise EngineNotFound(f"cannot load the reference library {self.path}: {error}") from error
+        try:
+            self._call = dll.fact_reference_call
+        except AttributeError:
+            raise EngineNotFound(f"{self.path} does not export fact_reference_call") from None
+        self._call.restype = ctypes.c_int
+        self._call.argtypes = [ctypes.c_void_p]
+
+    def call(self, image_address: int) -> int:
+        """fact_reference_call on the argument image at `image_address`; the FactStatus."""
+        return int(self._call(image_address))
+
+
+_lock = threading.Lock()
+_engines: dict[str, EngineLibrary] = {}
+_references: dict[str, ReferenceLibrary] = {}
+
+
+def engine_library() -> EngineLibrary:
+    """The engine library, loaded once per path; raises EngineNotFound."""
+    path = engine_library_path()
+    with _lock:
+        if str(path) not in _engines:
+            _engines[str(path)] = EngineLibrary(path)
+        return _engines[str(path)]
+
+
+def reference_library_path() -> Path:
+    """$FACT_REFERENCE_LIBRARY, else the engine library; raises EngineNotFound."""
+    explicit = os.environ.get("FACT_REFERENCE_LIBRARY")
+    if explicit:
+        if not Path(explicit).is_file():
+            raise EngineNotFound(f"$FACT_REFERENCE_LIBRARY={explicit} does not exist")
+        return Path(explicit)
+    return engine_library_path()
+
+
+def reference_library() -> ReferenceLibrary:
+    """The library whose fact_reference_call runs fact::launch on CPU tensors (looked up on
+    every call, loaded once per path); raises EngineNotFound."""
+    path = reference_library_path()
+    with _lock:
+        if str(path) not in _references:
+            _references[str(path)] = ReferenceLibrary(path)
+        return _references[str(path)]

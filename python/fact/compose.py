@@ -1,133 +1,61 @@
-"""`fact.optimize(module, example_inputs, precision=...)`: the module with its GEMM-family
-subgraphs replaced by `fact::gemm` calls (docs/compose.md).
+"""`fact.optimize(module, example_inputs, precision=...)`: the module with the subgraphs the
+engine planned replaced by `fact::launch` calls (docs/compose.md, docs/plan.md).
 
 Two halves, so a saved plan can be applied again without the engine:
 
-- `plan(...)` (needs the engine): capture the module as graph JSON, run the engine's discovery
-  (`fact discover --json`), optionally tune every GEMM (`fact tune`, stored in the tuning
-  database), then realization (`fact realize`, compiled when asked or when the inputs are on a
-  GPU; it takes the tuning database's choices). Writes `plan.json` into the work folder.
-- `apply_plan(...)` (pure Python): export the module, rewrite the exported program's FX graph
-  (each accepted, selected GEMM-family match's nodes become one `fact::gemm` call per GEMM;
-  every other node stays PyTorch), load the kernel libraries, verify each composed GEMM on the
-  GPU against float64, compile the PyTorch remainder with Inductor (or run it eagerly), and
-  optionally capture the whole forward into a CUDA graph.
+- `plan(...)` (needs the engine library): capture the module as graph JSON and call the
+  engine in process (`fact_engine_plan`, include/fact/engine/c_api.h), which discovers,
+  realizes (and tunes, when asked) and writes `plan.json` (schema fact.plan/2) into the work
+  folder.
+- `apply_plan(...)` (no engine): export the module, map the plan's value ids to FX nodes,
+  check each planned replacement against the graph, register its calls, verify it against the
+  subgraph it replaces (fact.verify), insert one `fact::launch` per call, compile the PyTorch
+  remainder, and make sure the result is never slower than `torch.compile` of the original.
 
-`optimize` is `plan` followed by `apply_plan`. The result is a `ComposedModule`: it runs the
-composed graph for inputs with the shapes, dtypes, devices and strides it was planned for, and
-the original module (with a one-line warning, once per signature) for anything else. Whatever
-cannot be composed is left to PyTorch and listed, with the reason, in `.fact_report`;
-optimize never raises for a module that runs.
+The plan is the one description of every replacement: nothing here knows a problem kind, an
+epilogue, a layout or a limit. `optimize` is `plan` followed by `apply_plan`. The result is a
+`ComposedModule`: for inputs with the planned signature (shapes, dtypes, devices, strides) it
+runs the composed graph (or, where that is not faster, the compiled original), for anything
+else the original module (with a one-line warning, once per signature). Whatever is not
+composed is left to PyTorch and listed, with the reason, in `.fact_report`; optimize never
+raises for a module that runs.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import logging
-import re
+import operator
+import statistics
 import tempfile
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, Union
 
 import torch
 import torch.fx
 
-from fact import kernels
-from fact import ops  # noqa: F401  (registers fact::gemm)
-from fact._engine import EngineNotFound, run_engine
+from fact import _engine, ops
+from fact import verify as checks
 from fact.graph_capture import capture
 from fact.graph_writer import CaptureError
+from fact.kernels import KernelLoadError
+from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
-GEMM_FAMILY_PATTERNS = ("gemm", "mlp", "swiglu")
-PLAN_SCHEMA = "fact.plan/1"
+PLAN_SCHEMA = "fact.plan/2"
 PLAN_FILE = "plan.json"
+USABLE_KERNEL_STATUSES = ("built", "cached")
+SLOWER_BY = 1.02   # the composed module falls back when it takes longer than this × the compiled original
 
-def _manifest_tolerance(entry: dict) -> float | None:
-    """The precision contract's bound ||out - ref|| / ||ref|| for one realized GEMM, as the engine
-    wrote it into the realize manifest (include/fact/runtime/precision.hpp); None if absent."""
-    value = entry.get("tolerance")
-    return float(value) if value is not None else None
+Timer = Callable[[Callable[[], Any]], float]
 
 
-@dataclass
-class LeftToPyTorch:
-    what: str    # a match ("mlp_gelu_tanh at linear_2..add_3") or "module"
-    reason: str
-
-
-@dataclass
-class ComposedGemm:
-    match: str             # rule of the match
-    nodes: list[str]       # captured nodes it replaced (the whole match)
-    fusion: str            # the GEMM's fusion name
-    shape: str             # problem shape string
-    implementation: str    # "kernel <name>" or "reference (CPU)"
-    kernel_status: str = ""  # realize's verdict for this GEMM on a GPU
-    config: str = ""         # the kernel configuration realize chose
-    config_source: str = ""  # "database" / "bucket" (tuned choice) or "default"
-    tune_seconds: float | None = None  # time `fact tune` spent on this GEMM (tune > 0)
-    rel_err: float | None = None       # verification on the GPU against float64
-    tolerance: float | None = None     # the precision contract's bound for rel_err
-
-
-@dataclass
-class FactReport:
-    precision: str
-    device: str
-    capture: str = ""
-    composed: list[ComposedGemm] = field(default_factory=list)
-    left_to_pytorch: list[LeftToPyTorch] = field(default_factory=list)
-    work_dir: str = ""
-    remainder: str = "eager"        # how the PyTorch remainder runs, with a fallback's reason
-    cuda_graphs: str = "off"        # "on" or "off", with the reason when asked for but off
-    op_implementation: str = ""     # which implementation of fact::gemm runs
-    notes: list[str] = field(default_factory=list)
-
-    def leave(self, what: str, reason: str) -> None:
-        self.left_to_pytorch.append(LeftToPyTorch(what, reason))
-
-    def to_json(self) -> dict:
-        return {
-            "precision": self.precision,
-            "device": self.device,
-            "capture": self.capture,
-            "work_dir": self.work_dir,
-            "remainder": self.remainder,
-            "cuda_graphs": self.cuda_graphs,
-            "op_implementation": self.op_implementation,
-            "composed": [vars(c) for c in self.composed],
-            "left_to_pytorch": [vars(l) for l in self.left_to_pytorch],
-            "notes": list(self.notes),
-        }
-
-    def __str__(self) -> str:
-        lines = [f"FACT composition ({self.precision}, {self.device}): "
-                 f"{len(self.composed)} GEMM(s) composed, "
-                 f"{len(self.left_to_pytorch)} item(s) left to PyTorch; remainder {self.remainder}, "
-                 f"CUDA graphs {self.cuda_graphs}"
-                 + (f"; fact::gemm: {self.op_implementation}" if self.op_implementation else "")]
-        for c in self.composed:
-            extra = []
-            if c.config:
-                extra.append(f"config {c.config} ({c.config_source})")
-            if c.tune_seconds is not None:
-                extra.append(f"tuned {c.tune_seconds:.1f} s")
-            if c.rel_err is not None:
-                extra.append(f"rel_err {c.rel_err:.2e} (tol {c.tolerance:.0e})")
-            lines.append(f"  composed {c.match}: {c.fusion} {c.shape} -> {c.implementation}"
-                         + (f" [{', '.join(extra)}]" if extra else ""))
-        for item in self.left_to_pytorch:
-            lines.append(f"  left to PyTorch: {item.what}: {item.reason}")
-        for note in self.notes:
-            lines.append(f"  note: {note}")
-        return "\n".join(lines)
+def _first_line(error: BaseException) -> str:
+    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,10 +95,6 @@ def _describe(signature: tuple) -> str:
     return "(" + ", ".join(words) + ")"
 
 
-def _first_line(error: BaseException) -> str:
-    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
-
-
 class _CudaGraphRunner:
     """`fn` captured into a torch.cuda.CUDAGraph for one input signature: each call copies its
     tensors into the static input buffers, replays, and returns copies of the static outputs
@@ -207,11 +131,28 @@ def _static_like(arg: Any) -> Any:
     return static
 
 
+@dataclass
+class ReplacedSubgraph:
+    """A composed replacement as a benchmark times it alone: the subgraph it replaced, lifted
+    out of the exported graph (fact.verify.lift), and its fact::launch calls."""
+    label: str
+    rule: str
+    summary: str                  # the calls' summaries, "; "-joined
+    kernels: list                 # the calls' kernel names ("" where none)
+    module: torch.fx.GraphModule  # the lifted subgraph (returns a tuple of the outputs)
+    inputs: list                  # its inputs: (node name, op, target) in the exported graph
+    values: dict                  # call operand value id -> (node name, op, target)
+    calls: list                   # (call number, operand value ids, result value ids)
+    outputs: list                 # output value ids, in the module's output order
+
+
 class ComposedModule(torch.nn.Module):
     """The optimized module. `graph_module` is the rewritten exported graph (None when nothing
     was composed), `original` the module it came from, `fact_report` what was done and why.
-    The planned signature runs through the compiled remainder (Inductor) or the CUDA graph when
-    those are on, else `graph_module` eagerly."""
+    For the planned signature it runs, in this order of preference: the fallback the report's
+    `runs` names when one was chosen (torch.compile of the original: nothing composed, or the
+    composed graph was slower), the CUDA graph, the Inductor-compiled remainder, the graph
+    eagerly. Other signatures run the original module."""
 
     def __init__(self, original: torch.nn.Module, graph_module: torch.fx.GraphModule | None,
                  signature: tuple | None, report: FactReport):
@@ -221,11 +162,13 @@ class ComposedModule(torch.nn.Module):
         self.planned_signature = signature
         self.fact_report = report
         self._warned: set = set()
-        # Not submodules (their parameters are graph_module's): kept out of state_dict.
+        # Not submodules (their parameters are the original's): kept out of state_dict.
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
+        self.__dict__["_fallback"] = None
+        self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
 
-    def _run_planned(self, args: tuple):
+    def _run_composed(self, args: tuple):
         if self._cuda_graph is not None:
             return self._cuda_graph(args)
         if self._compiled is not None:
@@ -238,15 +181,22 @@ class ComposedModule(torch.nn.Module):
                               f"({_first_line(error)}); running it eagerly from now on",
                               stacklevel=3)
         # forward, not __call__: the exported module's pre-hooks re-check what the signature
-        # guard above has already checked (pytree spec, input constraints) on every call.
+        # guard has already checked (pytree spec, input constraints) on every call.
         return self.graph_module.forward(*args)
 
-    def forward(self, *args, **kwargs):
+    def _run_planned(self, args: tuple):
+        if self._fallback is not None:
+            return self._fallback(*args)
         if self.graph_module is None:
+            return self.original(*args)
+        return self._run_composed(args)
+
+    def forward(self, *args, **kwargs):
+        if self.planned_signature is None:
             return self.original(*args, **kwargs)
         signature = _signature(args)
         if kwargs or signature != self.planned_signature:
-            if signature not in self._warned:
+            if self.graph_module is not None and signature not in self._warned:
                 self._warned.add(signature)
                 warnings.warn(f"fact: inputs {_describe(signature)} differ from the planned "
                               f"{_describe(self.planned_signature)}; running the original module "
@@ -256,225 +206,7 @@ class ComposedModule(torch.nn.Module):
 
 
 # --------------------------------------------------------------------------------------------
-# Rewriting
-
-
-def _match_label(match: dict) -> str:
-    nodes = match.get("nodes", [])
-    span = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]}" if nodes else "?"
-    return f"{match.get('rule', '?')} at {span}"
-
-
-def _fold_epilogue(problem: dict) -> tuple[float, float, float, float, str, list[str]]:
-    """(alpha, beta, act_p0, act_p1, epilogue string, operand value ids [bias, c]) of a
-    GemmProblem JSON; a leading scale step is folded into alpha."""
-    alpha = float(problem.get("alpha", 1.0))
-    beta, p0, p1 = 1.0, 0.0, 0.0
-    steps = list(problem.get("epilogue", []))
-    if steps and steps[0].get("kind") == "scale":
-        alpha *= float(steps[0].get("value", 1.0))
-        steps = steps[1:]
-    words, bias, c = [], "", ""
-    for step in steps:
-        kind = step.get("kind")
-        if kind == "scale":
-            words.append(f"scale:{float(step.get('value', 1.0))!r}")
-        elif kind == "bias":
-            words.append("bias")
-            bias = step.get("operand", "")
-        elif kind in ("activation", "act"):
-            words.append(f"act:{step.get('activation')}")
-            p0, p1 = float(step.get("p0", 0.0)), float(step.get("p1", 0.0))
-        elif kind == "residual":
-            words.append("residual")
-            beta = float(step.get("value", 1.0))
-            c = step.get("operand", "")
-        elif kind == "multiply":
-            words.append("multiply")
-            c = step.get("operand", "")
-        else:
-            raise ValueError(f"unknown epilogue step kind '{kind}'")
-    return alpha, beta, p0, p1, ",".join(words), [bias, c]
-
-
-def _gpu_limit(problem: dict) -> str:
-    """Why the C ABI cannot carry this problem to a kernel (docs/runtime.md), or ''."""
-    steps = problem.get("epilogue", [])
-    kinds = [s.get("kind") for s in steps]
-    if "scale" in kinds[1:]:
-        return "a scale step after the first epilogue step"
-    if "residual" in kinds and "multiply" in kinds:
-        return "residual and multiply together (one C pointer)"
-    return ""
-
-
-def _value_nodes(graph_module: torch.fx.GraphModule, values_doc: list[dict]) -> dict[str, torch.fx.Node]:
-    """Graph JSON value id -> node of the unlifted exported module."""
-    by_name = {node.name: node for node in graph_module.graph.nodes}
-    by_target = {node.target: node for node in graph_module.graph.nodes if node.op == "get_attr"}
-    nodes: dict[str, torch.fx.Node] = {}
-    for value in values_doc:
-        vid = value["id"]
-        if value.get("kind") in ("parameter", "buffer", "constant") and value.get("target") in by_target:
-            nodes[vid] = by_target[value["target"]]
-        elif vid in by_name:
-            nodes[vid] = by_name[vid]
-    return nodes
-
-
-@dataclass
-class GemmCall:
-    """One fact::gemm call of a match: its operands (graph JSON value ids) and arguments."""
-    problem: dict
-    a: str
-    b: str
-    bias: str
-    c: str
-    d: str
-    d_node: torch.fx.Node
-    out: torch.Tensor            # D's metadata (shape, dtype) in the exported graph
-    alpha: float
-    beta: float
-    act_p0: float
-    act_p1: float
-    epilogue: str
-    a_geometry: list[int]
-    b_geometry: list[int]
-    handle: int = -1
-    kernel_id: str = ""
-
-    def scalar_args(self) -> tuple:
-        p = self.problem
-        return (int(p["m"]), int(p["n"]), int(p["k"]), int(p.get("batch", 1)),
-                self.a_geometry, self.b_geometry, list(self.out.shape), self.out.dtype,
-                self.alpha, self.beta, self.act_p0, self.act_p1, self.epilogue)
-
-
-def _plan_calls(match: dict, values: dict[str, torch.fx.Node]) -> tuple[list[GemmCall], str]:
-    """The match's fact::gemm calls, or ([], why they cannot be made)."""
-    calls = []
-    produced: set[str] = set()
-    for problem in match["gemms"]:
-        alpha, beta, p0, p1, epilogue, (bias, c) = _fold_epilogue(problem)
-        needed = [problem["a"]["value"], problem["b"]["value"]] + [v for v in (bias, c) if v]
-        missing = [v for v in needed if v not in values and v not in produced]
-        d = problem["d"]["value"]
-        if missing or d not in values:
-            return [], f"values not found in the exported graph: {', '.join(missing or [d])}"
-        d_node = values[d]
-        val = d_node.meta.get("val")
-        if not isinstance(val, torch.Tensor):
-            return [], f"no tensor metadata for {d}"
-        d_operand = problem["d"]
-        m, n = int(problem["m"]), int(problem["n"])
-        batch = int(problem.get("batch", 1))
-        if d_operand.get("layout", "row") != "row" or int(d_operand.get("ld", n)) != n \
-                or val.numel() != batch * m * n or not val.is_contiguous():
-            return [], f"output {d} is not a dense row-major M×N tensor"
-        geometry = {name: [0 if o.get("layout", "row") == "row" else 1, int(o["ld"]),
-                           int(o.get("batch_stride", 0))]
-                    for name, o in (("a", problem["a"]), ("b", problem["b"]))}
-        calls.append(GemmCall(problem, problem["a"]["value"], problem["b"]["value"], bias, c, d,
-                              d_node, val, alpha, beta, p0, p1, epilogue, geometry["a"],
-                              geometry["b"]))
-        produced.add(d)
-    return calls, ""
-
-
-def _insert_calls(graph: torch.fx.Graph, match: dict, values: dict[str, torch.fx.Node],
-                  calls: list[GemmCall]) -> None:
-    """Replaces the match's nodes with its calls (each inserted right after the node producing
-    its D; uses of D are redirected, then match nodes left without users are erased)."""
-    match_nodes = [values[name] for name in match["nodes"] if name in values]
-    replacements: dict[str, torch.fx.Node] = {}
-
-    def node_of(vid):
-        return replacements.get(vid) or values[vid]
-
-    for call in calls:
-        # fact::gemm_planned carries the 15 non-tensor arguments as one registered plan: the
-        # per-call cost of passing them through the dispatcher is most of the op's CPU time.
-        plan = ops.plan_gemm(*call.scalar_args(), call.handle, call.kernel_id)
-        with graph.inserting_after(call.d_node):
-            new = graph.call_function(torch.ops.fact.gemm_planned.default, (
-                node_of(call.a), node_of(call.b),
-                node_of(call.bias) if call.bias else None, node_of(call.c) if call.c else None,
-                plan))
-        new.meta["val"] = call.out
-        call.d_node.replace_all_uses_with(new, delete_user_cb=lambda user, new=new: user is not new)
-        replacements[call.d] = new
-    for node in reversed(match_nodes):
-        if not node.users and node.op == "call_function":
-            graph.erase_node(node)
-
-
-# --------------------------------------------------------------------------------------------
-# Verification (GPU)
-
-
-def _random_like(meta: torch.Tensor, device: torch.device, generator: torch.Generator) -> torch.Tensor:
-    """Fresh normal values with `meta`'s shape, strides and dtype (any strides: the values come
-    from a dense base long enough for every addressed element)."""
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(meta.shape, meta.stride()) if size > 0)
-    base = torch.randn(max(extent, 1), generator=generator, dtype=torch.float32)
-    return base.to(device=device, dtype=meta.dtype).as_strided(tuple(meta.shape), meta.stride())
-
-
-def _verify_call(call: GemmCall, values: dict[str, torch.fx.Node], precision: str,
-                 tolerance: float, device: torch.device, seed: int) -> tuple[float | None, float, str]:
-    """Runs the call's kernel on fresh random operands of the planned shapes and compares with
-    fact.ops.reference_gemm in float64: (rel_err, tolerance, '' or why it fails)."""
-    generator = torch.Generator().manual_seed(seed)
-
-    def operand(vid):
-        meta = values[vid].meta.get("val")
-        if not isinstance(meta, torch.Tensor):
-            raise ValueError(f"no tensor metadata for operand {vid}")
-        return _random_like(meta, device, generator)
-
-    try:
-        a, b = operand(call.a), operand(call.b)
-        bias = operand(call.bias) if call.bias else None
-        c = operand(call.c) if call.c else None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            out = torch.ops.fact.gemm.default(a, b, bias, c, *call.scalar_args(), call.handle,
-                                              call.kernel_id)
-            torch.cuda.synchronize(device)
-        refused = [w for w in caught if "cannot implement" in str(w.message)]
-        if refused:
-            return None, tolerance, f"the kernel cannot implement the planned problem ({refused[0].message})"
-        reference = ops.reference_gemm(a, b, bias, c, *call.scalar_args()[:7], torch.float64,
-                                       *call.scalar_args()[8:])
-    except Exception as error:  # noqa: BLE001 - a kernel that errors fails verification
-        return None, tolerance, f"verification run failed: {_first_line(error)}"
-    got = out.to(torch.float64)
-    if not torch.isfinite(got).all():
-        return None, tolerance, "the kernel wrote non-finite values"
-    reference_norm = torch.linalg.vector_norm(reference).item()
-    difference = torch.linalg.vector_norm(got - reference).item()
-    rel_err = difference / reference_norm if reference_norm > 0 else difference
-    if not rel_err <= tolerance:
-        return rel_err, tolerance, (f"verification failed: relative error {rel_err:.3e} above the "
-                                    f"{precision} tolerance {tolerance:.0e}")
-    return rel_err, tolerance, ""
-
-
-def op_implementation(device_type: str) -> str:
-    """Which implementation of fact::gemm runs for tensors on `device_type`."""
-    if device_type != "cuda":
-        return "reference (float64 torch ops)"
-    if importlib.util.find_spec("fact.native") is None:
-        return "kernel libraries through ctypes (fact.kernels)"
-    try:
-        from fact import native  # noqa: PLC0415 - optional C++ extension
-        return str(native.describe())
-    except Exception as error:  # noqa: BLE001 - an unusable extension is reported, not fatal
-        return f"kernel libraries (fact.native unavailable: {_first_line(error)})"
-
-
-# --------------------------------------------------------------------------------------------
-# Planning (engine)
+# Inputs
 
 
 def _normalize_inputs(example_inputs: Sequence[Any] | Any) -> tuple:
@@ -501,140 +233,286 @@ def _normalize_patterns(patterns: Iterable[str] | str | None) -> list[str] | Non
     return sorted(set(patterns))
 
 
-def _selected(match: dict, patterns: list[str] | None) -> bool:
-    return patterns is None or match.get("rule") in patterns or match.get("pattern") in patterns
+def _selected(replacement: dict, patterns: list[str] | None) -> bool:
+    return (patterns is None or replacement.get("rule") in patterns
+            or replacement.get("pattern") in patterns)
 
 
-_TUNE_LABEL = re.compile(r"^match (\d+) \S+(?: gemm (\d+))? ")
-
-
-def _engine_tune(graph_json: Path, out_dir: Path, precision: str, max_candidates: int) -> dict:
-    """`fact tune` over every accepted GEMM of the graph (the choices go to the tuning
-    database); returns {"<match>:<gemm>": {"seconds", "config", "origin", "error"}}."""
-    started = time.monotonic()
-    proc = run_engine("tune", str(graph_json), "--precision", precision, "--max-candidates",
-                      str(max_candidates), "--baselines", "none", "--no-progress", "-o",
-                      str(out_dir), check=False)
-    summary_file = out_dir / "tune-summary.json"
-    if not summary_file.is_file():
-        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or [""]
-        raise RuntimeError(f"fact tune wrote no summary (exit {proc.returncode}): {tail[0]}")
-    tuning = {}
-    for entry in json.loads(summary_file.read_text()):
-        found = _TUNE_LABEL.match(entry.get("label", ""))
-        if not found:
-            continue
-        key = f"{found.group(1)}:{found.group(2) or 0}"
-        best = entry.get("best") or {}
-        tuning[key] = {"seconds": entry.get("seconds"), "config": best.get("config", ""),
-                       "origin": entry.get("origin", ""), "error": entry.get("error", "")
-                       or ("" if best else "; ".join(entry.get("notes", [])) or "no configuration verified")}
-    tuning["_total_seconds"] = time.monotonic() - started
-    return tuning
-
-
-def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision: str = "strict",
-         *, work_dir: str | Path | None = None, patterns: Iterable[str] | str | None = None,
-         tune: int = 0, compile_kernels: bool | None = None) -> Path:
-    """Plans the composition of `module` for `example_inputs` with the engine and writes
-    `<work_dir>/plan.json` (returns work_dir; a fresh temporary folder when None).
-
-    plan.json: schema, precision, device (of the inputs), inputs (shapes, dtypes), status
-    ("planned", or "unplanned" with the reason), capture, values (graph JSON value ids, kinds,
-    parameter targets), matches (discovery), manifest (realize), kernels ({key: library path}),
-    tuning ({"<match>:<gemm>": seconds, config, origin, error}), compiled, patterns, notes.
-    `compile_kernels` None compiles when the inputs are on a GPU; `tune` > 0 tunes each GEMM over
-    at most that many configurations first (GPU only). Raises ValueError for an unknown
-    precision; everything else that goes wrong is recorded as the plan's reason."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
-    example_inputs = _normalize_inputs(example_inputs)
-    device = _device_of(example_inputs)
-    folder = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="fact_compose_"))
-    folder.mkdir(parents=True, exist_ok=True)
-    selected = _normalize_patterns(patterns)
-    compile_kernels = device.type == "cuda" if compile_kernels is None else bool(compile_kernels)
-    doc: dict[str, Any] = {
-        "schema": PLAN_SCHEMA, "precision": precision, "device": device.type,
-        "inputs": _input_specs(example_inputs), "status": "unplanned", "reason": "",
-        "capture": "", "values": [], "matches": [], "manifest": {}, "kernels": {},
-        "tuning": {}, "compiled": compile_kernels, "patterns": selected, "notes": [],
-    }
-
-    def finish(reason: str = "") -> Path:
-        doc["status"] = "unplanned" if reason else "planned"
-        doc["reason"] = reason
-        (folder / PLAN_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-        return folder
-
-    if device.type not in ("cpu", "cuda"):
-        return finish(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
-                      f"(reference implementation) only")
-    graph_json = folder / "graph.json"
+def _export(module: torch.nn.Module, example_inputs: tuple) -> torch.export.ExportedProgram:
+    shapes_logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    shapes_level = shapes_logger.level
     try:
-        with warnings.catch_warnings():
+        shapes_logger.setLevel(logging.ERROR)
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            graph = capture(module, example_inputs, graph_json)
-    except CaptureError as error:
-        return finish(f"cannot be exported with torch.export, nor captured: {error}")
-    except Exception as error:  # noqa: BLE001
-        return finish(f"capture failed: {_first_line(error)}")
-    doc["capture"] = graph["source"]["capture"]
-    if doc["capture"] != "torch.export":
-        export_error = (graph["source"].get("export_error") or "").splitlines()[:1] or [""]
-        return finish(f"cannot be exported with torch.export ({export_error[0]}); composition "
-                      f"needs one exported graph")
-    doc["values"] = [{"id": v["id"], "kind": v.get("kind"), "target": v.get("target")}
-                     for v in graph["values"]]
+            return torch.export.export(module, example_inputs, strict=False)
+    finally:
+        shapes_logger.setLevel(shapes_level)
 
-    try:
-        run_engine("discover", str(graph_json), "--json", str(folder / "matches.json"),
-                   "--precision", precision)
-        doc["matches"] = json.loads((folder / "matches.json").read_text()).get("matches", [])
-        if tune > 0:
-            if device.type != "cuda":
-                doc["notes"].append(f"tune={tune} not done: tuning runs kernels on a GPU "
-                                    f"(the inputs are on {device.type})")
-            else:
-                if selected is not None:
-                    doc["notes"].append("tuning covers every accepted GEMM of the graph, not "
-                                        "only the selected patterns (fact tune takes the graph)")
-                try:
-                    doc["tuning"] = _engine_tune(graph_json, folder / "tune", precision, tune)
-                except RuntimeError as error:
-                    doc["notes"].append(f"tuning failed: {str(error).splitlines()[0]}")
-        args = ["realize", str(graph_json), "-o", str(folder / "kernels"), "--precision", precision]
-        if compile_kernels:
-            args.append("--compile")
-        proc = run_engine(*args, check=False)
-    except EngineNotFound as error:
-        return finish(str(error))
-    except RuntimeError as error:
-        return finish(f"the engine failed: {str(error).splitlines()[0]}")
-    manifest_file = folder / "kernels" / "manifest.json"
-    if not manifest_file.is_file():
-        lines = (proc.stderr or "").strip().splitlines()
-        return finish(f"fact realize failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
-    doc["manifest"] = json.loads(manifest_file.read_text())
-    if proc.returncode != 0:
-        doc["notes"].append("fact realize: some kernels did not compile (listed per GEMM)")
-    doc["kernels"] = {k["key"]: k["library"] for k in doc["manifest"].get("kernels", [])
-                      if k.get("library") and k.get("status") in ("built", "cached")}
-    return finish()
+
+# --------------------------------------------------------------------------------------------
+# The plan
 
 
 def load_plan(plan_dir: str | Path) -> tuple[dict, Path]:
-    """(plan.json's document, the folder it is in); `plan_dir` may name the file itself."""
+    """(plan.json's document, the folder it is in); `plan_dir` may name the file itself.
+    Raises ValueError for a document that is not a fact.plan/2 plan."""
     path = Path(plan_dir)
     file = path if path.is_file() else path / PLAN_FILE
     doc = json.loads(file.read_text())
     if doc.get("schema") != PLAN_SCHEMA:
-        raise ValueError(f"{file} is not a {PLAN_SCHEMA} plan")
+        raise ValueError(f"{file} is a '{doc.get('schema')}' document, not a {PLAN_SCHEMA} plan")
     return doc, file.parent
 
 
+def replacement_label(replacement: dict) -> str:
+    """"<label> <rule> at <first node>..<last node>": how reports name a replacement."""
+    nodes = replacement.get("nodes", [])
+    span = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]}" if nodes else "?"
+    label = str(replacement.get("label", replacement.get("id", "?")))
+    return f"{label} {replacement.get('rule', '?')} at {span}"
+
+
+class _Decline(Exception):
+    """A replacement that stays PyTorch; the message is the reason."""
+
+
+@dataclass
+class _PlannedCall:
+    doc: dict
+    label: str
+    operands: list[str]
+    results: list[tuple]           # (value id, shape, stride, dtype)
+    tolerance: float | None
+    library: str | None
+    entry: str | None
+    kernel: dict
+    id: int = -1
+
+
+@dataclass
+class _Planned:
+    doc: dict
+    what: str
+    nodes: list                    # the replaced nodes, getitems included, graph order
+    values: dict                   # value id -> node, for operands that are not call results
+    outputs: dict                  # output value id -> node it replaces
+    calls: list[_PlannedCall] = field(default_factory=list)
+    lifted: Any = None
+
+
+def _meta(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> Any:
+    """The node's tensor (FakeTensor metadata, or the attribute itself for get_attr)."""
+    meta = node.meta.get("val")
+    if meta is None and node.op == "get_attr":
+        meta = checks._attribute(graph_module, node.target)
+    return meta
+
+
+def _layout(t: Any) -> str:
+    return f"{t.dtype} {list(t.shape)} stride {list(t.stride())}"
+
+
+def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
+             by_name: dict, by_target: dict, claimed: dict, on_gpu: bool,
+             library_root: Path) -> _Planned:
+    """The replacement mapped onto the exported graph and checked against it; _Decline with
+    the difference otherwise. Registers nothing."""
+    what = replacement_label(replacement)
+    missing = [name for name in replacement.get("nodes", []) if name not in by_name]
+    if missing or not replacement.get("nodes"):
+        raise _Decline(f"nodes not in the exported graph: {', '.join(missing) or '(none listed)'}")
+    nodes = checks.expand(by_name[name] for name in replacement["nodes"])
+    taken = [node for node in nodes if node in claimed]
+    if taken:
+        raise _Decline(f"overlaps {claimed[taken[0]]} at {', '.join(n.name for n in taken)}")
+    inside = set(nodes)
+
+    values: dict[str, torch.fx.Node] = {}
+    for entry in replacement.get("inputs", []):
+        vid, kind, target = entry.get("value"), entry.get("kind"), entry.get("target")
+        node = by_target.get(target) if kind in ("parameter", "buffer", "constant") else None
+        node = node or by_name.get(vid)
+        if node is None:
+            raise _Decline(f"input {vid} ({kind}{' ' + target if target else ''}) is not in the "
+                           f"exported graph")
+        if node in inside:
+            raise _Decline(f"input {vid} is computed by the replaced nodes themselves")
+        values[vid] = node
+
+    outputs: dict[str, torch.fx.Node] = {}
+    for vid in replacement.get("outputs", []):
+        node = by_name.get(vid)
+        if node is None or node not in inside:
+            raise _Decline(f"output {vid} is not one of the replaced nodes")
+        outputs[vid] = node
+    if not outputs:
+        raise _Decline("the replacement lists no outputs")
+
+    produced: dict[str, tuple] = {}
+    planned = _Planned(replacement, what, nodes, values, outputs)
+    kernels = doc.get("kernels", {}) or {}
+    for call in replacement.get("calls", []):
+        label = str(call.get("label", ""))
+        try:
+            ops.check_call(call)
+        except (ValueError, KeyError, TypeError) as error:
+            raise _Decline(f"call {label}: {error}") from None
+        operands = [str(o.get("value")) for o in call.get("operands", [])]
+        for index, (vid, operand) in enumerate(zip(operands, call.get("operands", []))):
+            if vid in produced:
+                dtype = produced[vid][3]
+            elif vid in values:
+                dtype = getattr(_meta(values[vid], graph_module), "dtype", None)
+            else:
+                raise _Decline(f"call {label}: operand {index} ({vid}) is neither an input of the "
+                               f"replacement nor a result of an earlier call")
+            if str(dtype) != str(operand.get("dtype")):
+                raise _Decline(f"call {label}: operand {index} ({vid}) is {dtype} in the graph, "
+                               f"{operand.get('dtype')} in the plan")
+        results = []
+        for index, result in enumerate(call.get("results", [])):
+            vid = str(result.get("value"))
+            try:
+                dtype = ops.parse_dtype(result.get("dtype", ""))
+            except ValueError as error:
+                raise _Decline(f"call {label}: result {index} ({vid}): {error}") from None
+            spec = (vid, [int(v) for v in result.get("shape", [])],
+                    [int(v) for v in result.get("stride", [])], dtype)
+            node = by_name.get(vid)
+            if node is not None:
+                meta = _meta(node, graph_module)
+                if not isinstance(meta, torch.Tensor):
+                    raise _Decline(f"call {label}: result {vid} is not a tensor in the graph")
+                if (meta.dtype, list(meta.shape), list(meta.stride())) != (dtype, spec[1], spec[2]):
+                    raise _Decline(f"call {label}: result {vid} is {_layout(meta)} in the graph, "
+                                   f"{dtype} {spec[1]} stride {spec[2]} in the plan")
+            elif vid in outputs:
+                raise _Decline(f"call {label}: output {vid} is not a graph value")
+            results.append(spec)
+            produced[vid] = spec
+        tolerance = call.get("tolerance")
+        key = call.get("kernel")
+        kernel = kernels.get(key, {}) if key else {}
+        library = entry = None
+        if on_gpu:
+            if not key:
+                raise _Decline(f"call {label}: no kernel was realized for it")
+            if kernel.get("status") not in USABLE_KERNEL_STATUSES:
+                why = f": {kernel['reason']}" if kernel.get("reason") else ""
+                raise _Decline(f"call {label}: kernel {kernel.get('name', key)} is "
+                               f"{kernel.get('status', 'not in the plan')}{why}")
+            path = Path(kernel.get("library", ""))
+            path = path if path.is_absolute() else library_root / path
+            if not kernel.get("library") or not path.is_file():
+                raise _Decline(f"call {label}: kernel library {path} does not exist")
+            library, entry = str(path), kernel.get("entry") or None
+        planned.calls.append(_PlannedCall(call, label, operands, results,
+                                          float(tolerance) if tolerance is not None else None,
+                                          library, entry, kernel))
+    if not planned.calls:
+        raise _Decline("the replacement has no calls")
+    unproduced = [vid for vid in outputs if vid not in produced]
+    if unproduced:
+        raise _Decline(f"no call produces output {', '.join(unproduced)}")
+    return planned
+
+
+def _tolerances(planned: _Planned) -> dict:
+    """Output value id -> the tolerance of the call that produces it (the last one does)."""
+    tolerances = {}
+    for call in planned.calls:
+        for vid, *_ in call.results:
+            if vid in planned.outputs:
+                tolerances[vid] = call.tolerance
+    return tolerances
+
+
 # --------------------------------------------------------------------------------------------
-# Applying (pure Python)
+# Rewriting
+
+
+def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[str]:
+    """Inserts the replacement's fact::launch calls after its last node, redirects the uses of
+    its outputs, erases its nodes left without users; returns the names of replaced nodes that
+    stay (still used outside the replacement). `redirect` maps replaced nodes of earlier
+    replacements to what now stands for them."""
+    def current(node):
+        while node in redirect:
+            node = redirect[node]
+        return node
+
+    anchor = planned.nodes[-1]
+    made: dict[str, torch.fx.Node] = {}
+    for call in planned.calls:
+        operands = [made[vid] if vid in made else current(planned.values[vid]) for vid in call.operands]
+        with graph.inserting_after(anchor):
+            launch = graph.call_function(torch.ops.fact.launch.default, (operands, call.id))
+        anchor = launch
+        for index, (vid, *_rest) in enumerate(call.results):
+            with graph.inserting_after(anchor):
+                item = graph.call_function(operator.getitem, (launch, index))
+            if vid in planned.outputs and "val" in planned.outputs[vid].meta:
+                item.meta["val"] = planned.outputs[vid].meta["val"]
+            anchor = item
+            made[vid] = item
+    for vid, node in planned.outputs.items():
+        node.replace_all_uses_with(made[vid])
+        redirect[node] = made[vid]
+    kept = []
+    for node in reversed(planned.nodes):
+        if node.users:
+            kept.append(node.name)
+        else:
+            graph.erase_node(node)
+    return kept
+
+
+def _stable_topological_sort(graph: torch.fx.Graph) -> None:
+    """Reorders the graph so every node comes after the nodes it reads, moving as little as
+    possible: nodes keep their order unless a node they read comes later, which is then
+    moved just before its first reader."""
+    order: list[torch.fx.Node] = []
+    done: set = set()
+    for start in list(graph.nodes):
+        if start in done:
+            continue
+        stack = [(start, iter(start.all_input_nodes))]
+        while stack:
+            node, reads = stack[-1]
+            pending = next((r for r in reads if r not in done), None)
+            if pending is not None:
+                stack.append((pending, iter(pending.all_input_nodes)))
+                continue
+            stack.pop()
+            if node not in done:
+                done.add(node)
+                order.append(node)
+    previous = None
+    for node in order:
+        if previous is None:
+            first = next(iter(graph.nodes))
+            if first is not node:
+                first.prepend(node)
+        elif previous.next is not node:
+            previous.append(node)
+        previous = node
+
+
+# --------------------------------------------------------------------------------------------
+# Running: the remainder, CUDA graphs, never slower than doing nothing
+
+
+def _compiled_original(module: torch.nn.Module, example_inputs: tuple) -> tuple[Callable | None, str]:
+    """(torch.compile of the module, run once on the example inputs, or None; why not)."""
+    try:
+        compiled = torch.compile(module, dynamic=False)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(*example_inputs)
+    except Exception as error:  # noqa: BLE001 - never crash: eager instead
+        return None, f"Inductor compilation failed: {_first_line(error)}"
+    return compiled, ""
 
 
 def _compile_remainder(composed: ComposedModule, example_inputs: tuple) -> None:
@@ -663,160 +541,252 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
     composed.fact_report.cuda_graphs = "on"
 
 
+def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> float:
+    """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
+    runs (no L2 flush: both sides of the comparison run the same way)."""
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iters)]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
+                  timer: Timer) -> None:
+    """Times the composed forward against torch.compile of the original on the example inputs
+    and makes the compiled original run the planned signature when the composed one is slower
+    by more than 2% (DESIGN.md rule 11). The report's `runs` and `speed` say what was found."""
+    report = composed.fact_report
+    original, why_not = _compiled_original(module, example_inputs)
+    baseline = original if original is not None else module
+    name = "torch.compile of the original" if original is not None else \
+        f"the original eagerly ({why_not})"
+    try:
+        composed_ms = float(timer(lambda: composed._run_composed(example_inputs)))
+        original_ms = float(timer(lambda: baseline(*example_inputs)))
+    except Exception as error:  # noqa: BLE001 - timing trouble: keep what was composed
+        report.notes.append(f"never-slower check not done: {_first_line(error)}")
+        return
+    report.speed = {"composed_ms": composed_ms, "original_ms": original_ms, "original": name,
+                    "threshold": SLOWER_BY}
+    if composed_ms > SLOWER_BY * original_ms:
+        composed.__dict__["_fallback"] = baseline
+        report.runs = (f"{name}: the composed module took {composed_ms:.4g} ms, "
+                       f"{name} {original_ms:.4g} ms (more than {SLOWER_BY - 1:.0%} faster)")
+    else:
+        report.runs = (f"composed ({composed_ms:.4g} ms; {name} {original_ms:.4g} ms)")
+
+
+# --------------------------------------------------------------------------------------------
+# Applying (no engine)
+
+
 def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, plan_dir: str | Path,
                *, remainder: str = "inductor", cuda_graphs: bool = False,
                patterns: Iterable[str] | str | None = None, verify: bool = True,
-               kernel_dir: str | Path | None = None,
-               report_path: str | Path | None = None) -> ComposedModule:
-    """Applies a saved plan (written by `plan`) to `module`: no engine needed. The inputs must
-    have the plan's shapes and dtypes (any device: CUDA loads the plan's kernel libraries, the
-    CPU composes with the reference implementation). Relative library paths resolve against
-    `kernel_dir` (default: the plan's folder). `patterns` further narrows the plan's selection.
-    Writes the report to `report_path` when given. Raises ValueError for an unknown remainder;
-    anything else is reported, never raised."""
+               kernel_dir: str | Path | None = None, report_path: str | Path | None = None,
+               speed_guard: Union[bool, Timer] = True) -> ComposedModule:
+    """Applies a plan (docs/plan.md, written by the engine) to `module`; no engine needed.
+
+    The inputs must have the plan's shapes and dtypes. On CUDA the calls run their kernel
+    libraries (relative paths resolve against `kernel_dir`, default the plan's folder); on the
+    CPU the host reference (fact_reference_call). `patterns` narrows the plan's selection
+    (rule or pattern names). `verify`: check each replacement against the subgraph it replaces
+    (fact.verify) and leave failing ones to PyTorch. `remainder`: "inductor" compiles the
+    PyTorch rest (and, when nothing is composed, the original module), "eager" runs it as is.
+    `speed_guard`: on CUDA, time the composed forward against torch.compile of the original
+    and run the latter when the composed one is slower by more than 2%; False turns this off
+    (benchmarks of the raw composed module); a callable (fn -> milliseconds) is the timer to
+    use, on any device. Writes the report to `report_path` when given. Raises ValueError for
+    an unknown remainder or a document that is not a plan; anything else is reported."""
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
     doc, folder = load_plan(plan_dir)
     example_inputs = _normalize_inputs(example_inputs)
     device = _device_of(example_inputs)
-    precision = doc["precision"]
+    precision = doc.get("precision", "")
     report = FactReport(precision=precision, device=str(device), capture=doc.get("capture", ""),
                         work_dir=str(folder), notes=list(doc.get("notes", [])))
     if cuda_graphs:
         report.cuda_graphs = "off (asked for; not reached: nothing composed)"
+    signature = _signature(example_inputs)
 
     def done(composed: ComposedModule) -> ComposedModule:
-        report.op_implementation = op_implementation(device.type)  # after the libraries loaded
+        report.op_implementation = ops.describe_implementation(device.type)
         if report_path is not None:
             Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
         return composed
 
-    def unoptimized(reason: str) -> ComposedModule:
-        report.leave("module", reason)
-        return done(ComposedModule(module, None, None, report))
+    def unoptimized(reason: str | None) -> ComposedModule:
+        """The module with nothing composed: torch.compile of it for the planned signature
+        (remainder "inductor"), else as it is."""
+        if reason:
+            report.leave("module", reason, stage="module")
+        composed = ComposedModule(module, None, signature, report)
+        if remainder == "inductor":
+            compiled, why_not = _compiled_original(module, example_inputs)
+            if compiled is not None:
+                composed.__dict__["_fallback"] = compiled
+                report.remainder = "inductor"
+                report.runs = "torch.compile of the original (nothing composed)"
+            else:
+                report.remainder = f"eager ({why_not})"
+                report.runs = f"the original eagerly (nothing composed; {why_not})"
+        else:
+            report.remainder = "eager"
+            report.runs = "the original eagerly (nothing composed)"
+        return done(composed)
 
     if doc.get("status") != "planned":
-        return unoptimized(doc.get("reason", "not planned"))
+        return unoptimized(doc.get("reason") or "not planned")
     if device.type == "cpu" and precision == "tf32":
         return unoptimized("precision 'tf32' needs a GPU (TF32 tensor cores); the inputs are on "
-                           "the CPU, where only 'strict' and 'native' compose (with the "
-                           "reference implementation)")
+                           "the CPU, where only 'strict' and 'native' compose (with the host "
+                           "reference)")
     if device.type not in ("cpu", "cuda"):
         return unoptimized(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
-                           f"(reference implementation) only")
+                           f"(host reference) only")
     given = _input_specs(example_inputs)
     if given != doc.get("inputs"):
         return unoptimized(f"inputs {given} differ from the plan's {doc.get('inputs')}; plan again "
                            f"for them")
-
-    shapes_logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
-    shapes_level = shapes_logger.level
+    on_gpu = device.type == "cuda"
+    if not on_gpu:
+        try:
+            _engine.reference_library()
+        except _engine.EngineNotFound as error:
+            return unoptimized(f"no host reference for the CPU path: {error}")
     try:
-        shapes_logger.setLevel(logging.ERROR)
-        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exported = torch.export.export(module, example_inputs, strict=False)
+        exported = _export(module, example_inputs)
     except Exception as error:  # noqa: BLE001 - any export failure leaves the module as is
         return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
-    finally:
-        shapes_logger.setLevel(shapes_level)
 
-    manifest = doc.get("manifest", {})
-    kernels_by_key = {k["key"]: k for k in manifest.get("kernels", [])}
-    libraries = doc.get("kernels", {})
-    library_root = Path(kernel_dir) if kernel_dir is not None else folder
-    realized = {(g["match"], g["gemm"]): g for g in manifest.get("gemms", [])}
-    tuning = doc.get("tuning", {})
-    rejected = doc.get("rejected", {})
     # No in-graph guard function: ComposedModule's signature guard checks shapes, dtypes,
     # devices, strides and alignment before the graph runs.
     graph_module = exported.module(check_guards=False)
-    values = _value_nodes(graph_module, doc.get("values", []))
-    on_gpu = device.type == "cuda"
+    graph = graph_module.graph
+    by_name = {node.name: node for node in graph.nodes}
+    by_target = {node.target: node for node in graph.nodes if node.op == "get_attr"}
+    library_root = Path(kernel_dir) if kernel_dir is not None else folder
     plan_selection = doc.get("patterns")
     selected = _normalize_patterns(patterns)
+    replacements = doc.get("replacements", []) or []
     for name in sorted(set(selected or []) | set(plan_selection or [])):
-        if not any(m.get("rule") == name or m.get("pattern") == name for m in doc.get("matches", [])):
-            report.notes.append(f"patterns: '{name}' names no match of this module")
-    if on_gpu and not verify:
-        report.notes.append("verify=False: the composed kernels were not checked against float64")
+        if not any(r.get("rule") == name or r.get("pattern") == name for r in replacements):
+            report.notes.append(f"patterns: '{name}' names no replacement of this module")
+    if not verify:
+        report.notes.append("verify=False: the replacements were not checked against the "
+                            "subgraphs they replace")
 
-    for match_index, match in enumerate(doc.get("matches", [])):
-        label = _match_label(match)
-        if match.get("status") != "accepted":
-            report.leave(label, f"{match.get('status')}: {match.get('reason', '')}")
+    # 1. Map and check every planned, selected replacement against the untouched graph.
+    claimed: dict[torch.fx.Node, str] = {}
+    candidates: list[_Planned] = []
+    for replacement in replacements:
+        what = replacement_label(replacement)
+        rid = replacement.get("id")
+        if replacement.get("status") != "planned":
+            report.leave(what, f"{replacement.get('status', '?')}: {replacement.get('reason', '')}".rstrip(": "),
+                         rid, "plan")
             continue
-        if match.get("pattern") not in GEMM_FAMILY_PATTERNS or not match.get("gemms"):
-            report.leave(label, f"pattern '{match.get('pattern')}' is not composed yet "
-                                f"(only the GEMM family: {', '.join(GEMM_FAMILY_PATTERNS)})")
+        if not _selected(replacement, plan_selection) or not _selected(replacement, selected):
+            chosen = selected if not _selected(replacement, selected) else plan_selection
+            report.leave(what, f"not selected (patterns={', '.join(chosen)})", rid, "selection")
             continue
-        if not _selected(match, plan_selection) or not _selected(match, selected):
-            chosen = selected if not _selected(match, selected) else plan_selection
-            report.leave(label, f"not selected (patterns={', '.join(chosen)})")
+        try:
+            planned = _resolve(replacement, doc, graph_module, by_name, by_target, claimed,
+                               on_gpu, library_root)
+            planned.lifted = checks.lift(graph_module, planned.nodes, list(planned.outputs.values()))
+        except _Decline as decline:
+            report.leave(what, str(decline), rid, "check")
             continue
-        if str(match_index) in rejected:
-            report.leave(label, f"rejected when the plan was packaged: {rejected[str(match_index)]}")
+        except ValueError as error:
+            report.leave(what, str(error), rid, "check")
             continue
-        calls, why_not = _plan_calls(match, values)
-        if why_not:
-            report.leave(label, why_not)
+        for node in planned.nodes:
+            claimed[node] = what
+        candidates.append(planned)
+
+    # 2. Register the calls and verify each replacement against the subgraph it replaces.
+    examples = {}
+    if verify and candidates:
+        needed = {node for p in candidates for node in [*p.lifted.inputs, *p.values.values()]
+                  if checks.needs_example_value(node)}
+        try:
+            examples = checks.example_values(graph_module, example_inputs, needed)
+        except Exception as error:  # noqa: BLE001 - then those replacements cannot be checked
+            report.notes.append(f"example values for the checks: {_first_line(error)}")
+    accepted: list[tuple[_Planned, ComposedReplacement]] = []
+    for index, planned in enumerate(candidates):
+        rid = planned.doc.get("id")
+        try:
+            for call in planned.calls:
+                call.id = ops.register_call(call.doc, call.library, entry=call.entry)
+        except (ValueError, KernelLoadError, RuntimeError) as error:
+            report.leave(planned.what, f"call {call.label}: {error}", rid, "check")
             continue
-        entries, refusal = [], ""
-        for gemm_index, (problem, call) in enumerate(zip(match["gemms"], calls)):
-            entry = realized.get((match_index, gemm_index), {})
-            kernel = kernels_by_key.get(entry.get("kernel", ""), {})
-            if entry.get("error"):
-                status = f"no kernel: {entry['error']}"
-            elif kernel:
-                status = kernel.get("status", "") + (f": {kernel['reason']}" if kernel.get("reason") else "")
-            else:
-                status = "not in the realize manifest"
-            call.kernel_id = kernel.get("key", "")
-            composed_gemm = ComposedGemm(
-                match=match.get("rule", "?"), nodes=list(match["nodes"]),
-                fusion=problem.get("fusion", ""), shape=problem.get("shape", ""),
-                implementation="reference (CPU)", kernel_status=status,
-                config=entry.get("config", entry.get("kernel_name", "")),
-                config_source=entry.get("config_source", "default" if entry.get("kernel") else ""),
-                tune_seconds=(tuning.get(f"{match_index}:{gemm_index}") or {}).get("seconds"))
-            entries.append(composed_gemm)
-            if not on_gpu or refusal:
+        entry = ComposedReplacement(
+            id=rid if rid is not None else index, label=str(planned.doc.get("label", rid)),
+            rule=str(planned.doc.get("rule", "")), pattern=str(planned.doc.get("pattern", "")),
+            nodes=list(planned.doc.get("nodes", [])),
+            implementation="kernels" if on_gpu else "host reference",
+            calls=[ComposedCall(label=c.label, kind=str(c.doc.get("kind", "")),
+                                summary=str(c.doc.get("summary", "")),
+                                config=str(c.doc.get("config") or ""),
+                                config_source=str(c.doc.get("config_source") or ""),
+                                kernel=str(c.kernel.get("name", "")), tolerance=c.tolerance)
+                   for c in planned.calls])
+        if verify:
+            tolerances = _tolerances(planned)
+            if any(value is None for value in tolerances.values()):
+                report.leave(planned.what, "the plan gives no tolerance to verify against", rid, "verify")
                 continue
-            what = f"GEMM {gemm_index} ({problem.get('fusion')})"
-            limit = _gpu_limit(problem)
-            library = libraries.get(call.kernel_id, "")
-            if limit:
-                refusal = f"{what}: the kernel ABI cannot express {limit}"
-            elif not library:
-                refusal = f"{what}: {status if status.startswith('no kernel') else 'no compiled kernel (' + status + ')'}"
-            else:
-                path = Path(library) if Path(library).is_absolute() else library_root / library
-                try:
-                    call.handle = kernels.load(path)
-                except Exception as error:  # noqa: BLE001 - a library that does not load
-                    refusal = f"{what}: {_first_line(error)}"
-                    continue
-                composed_gemm.implementation = f"kernel {kernel.get('name', '?')}"
-                tolerance = _manifest_tolerance(entry)
-                if verify and tolerance is None:
-                    refusal = f"{what}: the realize manifest gives no tolerance to verify against"
-                elif verify:
-                    rel_err, tolerance, failure = _verify_call(call, values, precision, tolerance, device,
-                                                               seed=1000 * match_index + gemm_index)
-                    composed_gemm.rel_err, composed_gemm.tolerance = rel_err, tolerance
-                    if failure:
-                        refusal = f"{what}: {failure}"
-        if refusal:
-            report.leave(label, refusal)
-            continue
-        _insert_calls(graph_module.graph, match, values, calls)
-        report.composed.extend(entries)
+            verdict = checks.check(
+                planned.lifted, graph_module, planned.values,
+                [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
+                list(planned.outputs), tolerances, device, seed=1000 + index, examples=examples)
+            entry.errors = verdict.errors
+            entry.rel_err, entry.tolerance = verdict.worst
+            if verdict.failure:
+                report.leave(planned.what, f"verification failed: {verdict.failure}", rid, "verify")
+                continue
+            entry.verified = True
+        accepted.append((planned, entry))
 
-    if not report.composed:
-        return done(ComposedModule(module, None, None, report))
-    graph_module.graph.lint()
+    if not accepted:
+        return unoptimized(None)
+
+    # 3. Rewrite: one fact::launch per call, then a valid order again.
+    def where(node):
+        return (node.name, node.op, str(node.target))
+
+    subgraphs = [ReplacedSubgraph(
+        label=entry.label, rule=entry.rule, summary="; ".join(c.summary for c in entry.calls),
+        kernels=[c.kernel for c in entry.calls], module=planned.lifted.module,
+        inputs=[where(node) for node in planned.lifted.inputs],
+        values={vid: where(node) for vid, node in planned.values.items()},
+        calls=[(c.id, list(c.operands), [r[0] for r in c.results]) for c in planned.calls],
+        outputs=list(planned.outputs)) for planned, entry in accepted]
+    redirect: dict = {}
+    for planned, entry in accepted:
+        kept = _insert(graph, planned, redirect)
+        if kept:
+            report.notes.append(f"{planned.what}: nodes {', '.join(kept)} stay (still used "
+                                f"outside the replacement)")
+        report.composed.append(entry)
+    _stable_topological_sort(graph)
+    graph.lint()
     graph_module.recompile()
-    composed = ComposedModule(module, graph_module, _signature(example_inputs), report)
+
+    composed = ComposedModule(module, graph_module, signature, report)
+    composed.__dict__["replacements"] = subgraphs
+    report.runs = "composed"
     if remainder == "inductor":
         _compile_remainder(composed, example_inputs)
     else:
@@ -826,7 +796,93 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             _capture_cuda_graph(composed, example_inputs)
         else:
             report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
+    if callable(speed_guard):
+        _never_slower(composed, module, example_inputs, speed_guard)
+    elif speed_guard and on_gpu:
+        _never_slower(composed, module, example_inputs, cuda_median_ms)
+    elif not speed_guard:
+        report.notes.append("speed_guard=False: not compared with torch.compile of the original")
     return done(composed)
+
+
+# --------------------------------------------------------------------------------------------
+# Planning (engine)
+
+
+def _unplanned_doc(precision: str | None, device: torch.device, example_inputs: tuple,
+                   patterns: list[str] | None, reason: str, capture_name: str = "") -> dict:
+    return {"schema": PLAN_SCHEMA, "abi_version": None, "precision": precision or "",
+            "device": device.type, "inputs": _input_specs(example_inputs), "status": "unplanned",
+            "reason": reason, "capture": capture_name, "patterns": patterns, "kernels": {},
+            "replacements": [], "notes": []}
+
+
+def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision: str | None = None,
+         *, work_dir: str | Path | None = None, patterns: Iterable[str] | str | None = None,
+         tune: int = 0, compile_kernels: bool | None = None) -> Path:
+    """Plans the composition of `module` for `example_inputs` and returns the folder holding
+    `plan.json` (`work_dir`, or a fresh temporary folder).
+
+    Captures the module as graph JSON (fact.graph_capture) and calls the engine in process
+    (`fact_engine_plan`), which discovers, realizes and, with `tune` > 0 on a GPU, tunes, and
+    writes the plan (docs/plan.md). `precision`: strict | tf32 | native, or None for the
+    engine's choice from the graph's dtype. `compile_kernels` None compiles when the inputs are
+    on a GPU. Raises ValueError for an unknown precision; everything else that goes wrong
+    (capture, a missing engine) is written as an "unplanned" plan with the reason."""
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    example_inputs = _normalize_inputs(example_inputs)
+    device = _device_of(example_inputs)
+    folder = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="fact_compose_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    selected = _normalize_patterns(patterns)
+    compile_kernels = device.type == "cuda" if compile_kernels is None else bool(compile_kernels)
+
+    def unplanned(reason: str, capture_name: str = "") -> Path:
+        doc = _unplanned_doc(precision, device, example_inputs, selected, reason, capture_name)
+        (folder / PLAN_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        return folder
+
+    if device.type not in ("cpu", "cuda"):
+        return unplanned(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
+                         f"(host reference) only")
+    graph_json = folder / "graph.json"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = capture(module, example_inputs, graph_json)
+    except CaptureError as error:
+        return unplanned(f"cannot be exported with torch.export, nor captured: {error}")
+    except Exception as error:  # noqa: BLE001
+        return unplanned(f"capture failed: {_first_line(error)}")
+    capture_name = graph["source"]["capture"]
+    if capture_name != "torch.export":
+        export_error = (graph["source"].get("export_error") or "").splitlines()[:1] or [""]
+        return unplanned(f"cannot be exported with torch.export ({export_error[0]}); composition "
+                         f"needs one exported graph", capture_name)
+    request = {"graph": str(graph_json), "out_dir": str(folder), "precision": precision or "",
+               "compile": compile_kernels, "tune": int(tune), "patterns": selected,
+               "tuning_db": None, "device_profile": None, "jobs": 0, "progress": False,
+               "inputs": _input_specs(example_inputs), "device": device.type}
+    try:
+        code, response = _engine.engine_library().plan(request)
+    except _engine.EngineNotFound as error:
+        return unplanned(str(error), capture_name)
+    plan_file = folder / PLAN_FILE
+    if code != 0 or response.get("status") != "ok" or not plan_file.is_file():
+        return unplanned(f"the engine wrote no plan: {response.get('error') or response}", capture_name)
+    return folder
+
+
+def engine_can_plan() -> tuple[bool, str]:
+    """(whether plan() can reach the engine's fact_engine_plan here, why not)."""
+    try:
+        library = _engine.engine_library()
+    except _engine.EngineNotFound as error:
+        return False, str(error)
+    if not library.has("fact_engine_plan"):
+        return False, f"the engine library {library.path} does not export fact_engine_plan yet"
+    return True, ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -834,23 +890,23 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
 
 
 def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
-             precision: str = "strict", *, work_dir: str | Path | None = None,
+             precision: str | None = None, *, work_dir: str | Path | None = None,
              remainder: str = "inductor", cuda_graphs: bool = False,
              patterns: Iterable[str] | str | None = None, tune: int = 0,
-             verify: bool = True) -> ComposedModule:
-    """Returns `module` with its GEMM-family subgraphs composed as `fact::gemm` calls: `plan`
-    (engine) then `apply_plan` (see the module docstring and docs/compose.md).
+             verify: bool = True, speed_guard: Union[bool, Timer] = True) -> ComposedModule:
+    """Returns `module` with the engine's planned replacements composed as `fact::launch`
+    calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
 
-    precision: "strict" | "tf32" | "native". remainder: "inductor" (torch.compile of the
-    rewritten graph, eager on failure) or "eager". cuda_graphs: capture the planned signature's
-    forward into a CUDA graph (CUDA inputs). patterns: None = all, else rule or pattern names
-    to compose (others are left to PyTorch as "not selected"). tune: 0 = realize's default
-    configuration (or a stored tuned one); N > 0 = tune each GEMM over at most N configurations
-    on the GPU first. verify: check each kernel against float64 on the GPU, leaving failing
-    matches to PyTorch. Never raises for a module that runs (ValueError for an unknown
-    precision or remainder): what was left to PyTorch, and why, is in `.fact_report`, also
-    written to `<work_dir>/report.json`."""
-    if precision not in PRECISIONS:
+    precision: "strict" | "tf32" | "native", or None (the engine's choice from the graph's
+    dtype). remainder: "inductor" (torch.compile of the rewritten graph, eager on failure) or
+    "eager". cuda_graphs: capture the planned signature's forward into a CUDA graph (CUDA
+    inputs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
+    engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
+    configurations on the GPU first. verify: check every replacement against the subgraph it
+    replaces. speed_guard: never slower than torch.compile of the original (apply_plan). Never
+    raises for a module that runs (ValueError for an unknown precision or remainder); the
+    report is `.fact_report`, also written to `<work_dir>/report.json`."""
+    if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
@@ -860,9 +916,11 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
         report = FactReport(precision=precision, device=str(device))
         report.leave("module", "precision 'tf32' needs a GPU (TF32 tensor cores); the inputs are "
                                "on the CPU, where only 'strict' and 'native' compose (with the "
-                               "reference implementation)")
+                               "host reference)", stage="module")
+        report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     folder = plan(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
                   tune=tune)
     return apply_plan(module, example_inputs, folder, remainder=remainder,
-                      cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json")
+                      cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
+                      speed_guard=speed_guard)

@@ -1,12 +1,11 @@
-"""Loading FACT kernel libraries (include/fact/runtime/fact_abi.h) with ctypes.
+"""Loading FACT kernel libraries (docs/abi.md) with ctypes, whatever their kind.
 
-A library exports `fact_kernel_info()` (its KernelSpec as JSON, with "entry": the symbol of its
-entry point) and the entry `int fact_<key16>(const FactGemmArgs*, void* workspace,
-size_t* workspace_size, cudaStream_t stream)`. `FactGemmArgs` below mirrors the C struct field
-for field; tests/python/test_compose.py checks its offsets against the header with the C
-compiler. Loaded libraries are kept in a process-wide registry and addressed by an integer
-handle, which is what the `fact::gemm` custom op carries; the native implementation
-(fact.native) keeps a registry with the same handles.
+A library exports `fact_kernel_info()` (JSON with "kind", "entry", "key", "name", ...) and the
+entry `int fact_<key>(const FactCallHeader* args, void* workspace, size_t* workspace_size,
+void* stream)`. The arguments are an argument image (bytes the plan gives, addresses filled
+in by fact.ops); this module never looks inside it. Used by the ctypes implementation of
+`fact::launch` on CUDA (the fallback when the native one cannot be built); the native one
+(src/torch_ext/fact_launch_op.cpp) dlopens the same libraries itself.
 """
 from __future__ import annotations
 
@@ -15,42 +14,9 @@ import json
 import threading
 from pathlib import Path
 
-FACT_ABI_VERSION = 1
+from fact.abi import FACT_OK, status_name
 
-FACT_STATUS_NAMES = {
-    0: "FACT_OK",
-    1: "FACT_ERR_INVALID_ARGS",
-    2: "FACT_ERR_CANNOT_IMPLEMENT",
-    3: "FACT_ERR_WORKSPACE",
-    4: "FACT_ERR_INITIALIZE",
-    5: "FACT_ERR_LAUNCH",
-    6: "FACT_ERR_INTERNAL",
-}
-FACT_OK = 0
-FACT_ERR_CANNOT_IMPLEMENT = 2
-
-
-class FactGemmArgs(ctypes.Structure):
-    """ctypes mirror of `FactGemmArgs` in fact_abi.h (same order, same C types)."""
-
-    _fields_ = [
-        ("abi_version", ctypes.c_int32),
-        ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64),
-        ("batch", ctypes.c_int64),
-        ("a", ctypes.c_void_p), ("lda", ctypes.c_int64), ("stride_a", ctypes.c_int64),
-        ("b", ctypes.c_void_p), ("ldb", ctypes.c_int64), ("stride_b", ctypes.c_int64),
-        ("c", ctypes.c_void_p), ("ldc", ctypes.c_int64), ("stride_c", ctypes.c_int64),
-        ("d", ctypes.c_void_p), ("ldd", ctypes.c_int64), ("stride_d", ctypes.c_int64),
-        ("bias", ctypes.c_void_p),
-        ("alpha", ctypes.c_float),
-        ("beta", ctypes.c_float),
-        ("act_p0", ctypes.c_float), ("act_p1", ctypes.c_float),
-        ("split_k", ctypes.c_int32),
-        ("sm_count", ctypes.c_int32),
-    ]
-
-
-_ENTRY_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(FactGemmArgs), ctypes.c_void_p,
+_ENTRY_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p)
 
 
@@ -58,109 +24,66 @@ class KernelLoadError(RuntimeError):
     pass
 
 
-class KernelLibrary:
-    """One loaded kernel library: its spec (`info`) and a callable entry point."""
+class KernelLaunchError(RuntimeError):
+    def __init__(self, status: int, what: str):
+        self.status = status
+        super().__init__(f"{what} failed: {status_name(status)}")
 
-    def __init__(self, path: str | Path):
+
+class KernelLibrary:
+    """One loaded kernel library: its `info` (fact_kernel_info, {} when it has none) and its
+    entry, `entry` when given, else fact_kernel_info's "entry"."""
+
+    def __init__(self, path: str | Path, entry: str | None = None):
         self.path = Path(path)
         try:
             self._dll = ctypes.CDLL(str(self.path))
         except OSError as error:
             raise KernelLoadError(f"cannot load kernel library {self.path}: {error}") from error
-        try:
-            info_function = self._dll.fact_kernel_info
-        except AttributeError as error:
-            raise KernelLoadError(f"{self.path} does not export fact_kernel_info") from error
-        info_function.restype = ctypes.c_char_p
-        info_function.argtypes = []
-        self.info: dict = json.loads(info_function().decode())
-        self.entry_name: str = self.info.get("entry", "")
+        self.info: dict = {}
+        info_function = getattr(self._dll, "fact_kernel_info", None)
+        if info_function is not None:
+            info_function.restype = ctypes.c_char_p
+            info_function.argtypes = []
+            text = info_function()
+            try:
+                self.info = json.loads(text.decode()) if text else {}
+            except ValueError as error:
+                raise KernelLoadError(f"{self.path}: fact_kernel_info is not JSON ({error})") from error
+        self.entry_name: str = entry or str(self.info.get("entry", ""))
         if not self.entry_name:
-            raise KernelLoadError(f"{self.path}: fact_kernel_info has no \"entry\"")
+            raise KernelLoadError(f"{self.path}: no entry named (the plan gives none and "
+                                  f"fact_kernel_info has no \"entry\")")
         try:
             symbol = getattr(self._dll, self.entry_name)
         except AttributeError as error:
             raise KernelLoadError(f"{self.path} does not export {self.entry_name}") from error
         self._entry = _ENTRY_PROTOTYPE(ctypes.cast(symbol, ctypes.c_void_p).value)
 
-    @property
-    def key(self) -> str:
-        return self.info.get("key", self.entry_name)
-
-    def workspace_size(self, args: FactGemmArgs) -> int:
-        """Bytes of device workspace the kernel needs for `args` (a size query, no launch)."""
+    def workspace_size(self, args: int) -> int:
+        """Bytes of device workspace the kernel needs for the argument image at address `args`
+        (a size query, no launch)."""
         size = ctypes.c_size_t(0)
-        status = self._entry(ctypes.byref(args), None, ctypes.byref(size), None)
+        status = self._entry(args, None, ctypes.byref(size), None)
         if status != FACT_OK:
             raise KernelLaunchError(status, f"{self.entry_name}: workspace size query")
         return int(size.value)
 
-    def launch(self, args: FactGemmArgs, workspace: int | None, stream: int) -> int:
+    def launch(self, args: int, workspace: int | None, stream: int) -> int:
         """Launches on `stream` (a cudaStream_t as an integer); returns the FactStatus."""
-        return int(self._entry(ctypes.byref(args), workspace or None, None, stream or None))
+        return int(self._entry(args, workspace or None, None, stream or None))
 
 
-class KernelLaunchError(RuntimeError):
-    def __init__(self, status: int, what: str):
-        self.status = status
-        super().__init__(f"{what} failed: {FACT_STATUS_NAMES.get(status, status)}")
+_lock = threading.Lock()
+_loaded: dict[tuple[str, str], KernelLibrary] = {}
 
 
-_registry_lock = threading.RLock()
-_libraries: list[KernelLibrary] = []
-_handle_by_path: dict[str, int] = {}
-
-
-def load(path: str | Path) -> int:
-    """Loads a library once per process; returns its handle for `fact::gemm`.
-
-    The handle is the same in the native implementation's registry (fact.native): on a machine
-    with a GPU the first load builds and installs that implementation (fact.ops), and every
-    library is registered with it too."""
+def load(path: str | Path, entry: str | None = None) -> KernelLibrary:
+    """The library at `path` with entry `entry` (default: fact_kernel_info's), loaded once per
+    process. Raises KernelLoadError."""
     resolved = str(Path(path).resolve())
-    with _registry_lock:
-        if resolved in _handle_by_path:
-            return _handle_by_path[resolved]
-        library = KernelLibrary(resolved)
-        _libraries.append(library)
-        handle = len(_libraries) - 1
-        _handle_by_path[resolved] = handle
-        _register_with_native(handle, resolved)
-        return handle
-
-
-def _register_with_native(handle: int, path: str) -> None:
-    from fact import native, ops  # fact.ops imports this module
-    if native.active():
-        try:
-            native_handle = native.register_kernel(path)
-        except RuntimeError as error:  # ctypes loaded it, the native registry could not
-            _libraries.pop()
-            del _handle_by_path[path]
-            raise KernelLoadError(f"{path}: native kernel registry: {error}") from error
-        if native_handle != handle:
-            raise KernelLoadError(f"{path}: native kernel registry handle {native_handle} "
-                                  f"differs from the Python registry's {handle}")
-        return
-    import torch
-    if torch.cuda.is_available():
-        ops.use_native_if_available()  # registers every library loaded so far
-
-
-def loaded_paths() -> list[str]:
-    """The loaded libraries' resolved paths, by handle."""
-    return [str(library.path) for library in list(_libraries)]
-
-
-def library(handle: int) -> KernelLibrary:
-    if handle < 0 or handle >= len(_libraries):
-        raise KeyError(f"no FACT kernel library with handle {handle}")
-    return _libraries[handle]
-
-
-def handle_for_key(key: str) -> int:
-    """Handle of a loaded library whose key (or entry name) is `key`; -1 when none is loaded."""
-    for handle, lib in enumerate(_libraries):
-        if key and (lib.key == key or lib.entry_name == key or lib.key.startswith(key)):
-            return handle
-    return -1
+    key = (resolved, entry or "")
+    with _lock:
+        if key not in _loaded:
+            _loaded[key] = KernelLibrary(resolved, entry)
+        return _loaded[key]

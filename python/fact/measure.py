@@ -3,7 +3,10 @@
 
 On a CUDA GPU, in one process and on the same inputs:
   - verification: the composed module and the original module against the original run in
-    float64 on fresh random inputs (a new seed, full size): ‖out − ref‖ / ‖ref‖ for both;
+    float64 on fresh random inputs (a new seed, full size): ‖out − ref‖ / ‖ref‖ for both. The
+    float64 run converts the module's own parameters and buffers in place and restores them
+    (a copy would miss weights a forward reaches through Python closures, e.g. minGPT's
+    `self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))`);
   - timing (fact.timing.time_cuda: CUDA events, warm-up, L2 flushed before each run, median and
     p10–p90): the original module in eager mode, under torch.compile (default) and
     torch.compile(mode="max-autotune") (unless --no-max-autotune), and the composed module
@@ -14,6 +17,7 @@ table. Without a CUDA GPU it says so and exits 0 having measured nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import sys
@@ -44,15 +48,46 @@ def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(diff / torch.linalg.vector_norm(ref.flatten()).clamp_min(1e-300))
 
 
+@contextlib.contextmanager
+def float64_in_place(module: torch.nn.Module):
+    """The module with its floating parameters and buffers converted to float64 in place; on
+    exit (also when the body raises) every parameter and buffer is the tensor it was before,
+    with its dtype and storage. Submodules reached only through Python closures are converted
+    too, since they are the module's own submodules."""
+    parameters: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+    buffers: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
+    seen: set[int] = set()
+    try:
+        with torch.no_grad():
+            for owner in module.modules():
+                for parameter in owner._parameters.values():
+                    if parameter is None or id(parameter) in seen or not parameter.is_floating_point():
+                        continue
+                    seen.add(id(parameter))
+                    parameters.append((parameter, parameter.data))
+                    parameter.data = parameter.data.to(torch.float64)
+                for name, buffer in list(owner._buffers.items()):
+                    if buffer is None or not buffer.is_floating_point():
+                        continue
+                    buffers.append((owner, name, buffer))
+                    owner._buffers[name] = buffer.to(torch.float64)
+        yield module
+    finally:
+        for parameter, data in parameters:
+            parameter.data = data
+        for owner, name, buffer in buffers:
+            owner._buffers[name] = buffer
+
+
 def verify(model: torch.nn.Module, composed: torch.nn.Module, inputs: Sequence[Any],
            seed: int) -> dict:
     """Errors of the composed and the original module against the original in float64."""
     fresh = _fresh_like(inputs, seed)
-    reference = copy.deepcopy(model).double()
     wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                  for x in fresh)
     with torch.no_grad():
-        ref = reference(*wide)
+        with float64_in_place(model):
+            ref = model(*wide)
         composed_error = _relative_error(composed(*fresh), ref)
         torch_error = _relative_error(model(*fresh), ref)
     return {"seed": seed, "fact_rel_err": composed_error, "torch_rel_err": torch_error}
@@ -72,7 +107,8 @@ def measure(package_dir: Path, max_autotune: bool = True, warmup: int = 10, iter
     model, inputs = build_packaged_model(package_dir, "cuda")
     composed = load_package(package_dir, "cuda", inputs=inputs)
     report = composed.fact_report
-    log(f"composed: {len(report.composed)} GEMM(s); remainder {report.remainder}")
+    log(f"composed: {len(report.composed)} replacement(s); remainder {report.remainder}; "
+        f"runs {report.runs}")
     check = verify(model, composed, inputs, seed)
     log(f"float64 check (seed {seed}): FACT rel_err {check['fact_rel_err']:.3g}, "
         f"PyTorch {check['torch_rel_err']:.3g}")
@@ -113,11 +149,13 @@ def measure(package_dir: Path, max_autotune: bool = True, warmup: int = 10, iter
             "rel_err": check["fact_rel_err"],
             "baselines": baselines,
             "speedup": speedup,
-            "config": "; ".join(f"{c.fusion} {c.shape}: {c.config or c.implementation}" for c in report.composed),
+            "config": "; ".join(f"{call.summary}: {call.config or c.implementation}"
+                                for c in report.composed for call in c.calls),
             "timing": {"fact": fact_stats, **timings},
             "verification": check,
             "remainder": report.remainder,
             "cuda_graphs": report.cuda_graphs,
+            "runs": report.runs,
             "left_to_pytorch": [f"{item.what}: {item.reason}" for item in report.left_to_pytorch],
         }],
         "seconds": time.perf_counter() - started,

@@ -1,8 +1,8 @@
-"""The native (C++) CUDA implementation of `fact::gemm`: building, loading and describing it.
+"""The native (C++) CUDA implementation of `fact::launch`: building, loading and describing it.
 
-The source is `src/torch_ext/fact_gemm_op.cpp` (not part of the CMake build). It is compiled with
-`torch.utils.cpp_extension` the first time a CUDA kernel library is loaded
-(`fact.kernels.load` on a machine with a GPU), into
+The source is `src/torch_ext/fact_launch_op.cpp` (not part of the CMake build). It is compiled
+with `torch.utils.cpp_extension` the first time a call with a kernel library is registered
+(`fact.ops.register_call` on a machine with a GPU), into
 `<FACT cache root>/torch_ext/<key>/`, where the key hashes the source, the kernel ABI header, the
 torch version and its CUDA version, so a changed source or another torch builds anew. The build
 runs in a child process (so a crashing compiler or loader cannot take the caller down) under a
@@ -12,7 +12,7 @@ same folder (`failed.txt`, with the compiler's tail) and not retried for that ke
     available() -> bool     the native implementation can run here (builds it if needed)
     reason() -> str         why not ("" when available)
     ensure_built() -> bool  compiles it (or finds it compiled) without loading it
-    describe() -> str       which implementation runs CUDA tensors' fact::gemm now
+    describe() -> str       which implementation runs CUDA tensors' fact::launch now
 
 `FACT_NATIVE=0` turns the native implementation off (the Python ctypes path then runs).
 `python -m fact.native [--force]` builds it and prints `describe()`.
@@ -44,7 +44,7 @@ def source_dir() -> Path:
 
 
 def source_files() -> list[Path]:
-    return [source_dir() / "src" / "torch_ext" / "fact_gemm_op.cpp"]
+    return [source_dir() / "src" / "torch_ext" / "fact_launch_op.cpp"]
 
 
 def abi_header() -> Path:
@@ -83,7 +83,7 @@ def library_path() -> Path:
 _state_lock = threading.Lock()
 _built: bool | None = None    # None: not tried in this process
 _reason = ""
-_active = False               # the native library is loaded and registered for fact::gemm
+_active = False               # the native library is loaded and registered for fact::launch
 
 
 def _set_unavailable(why: str) -> bool:
@@ -187,12 +187,12 @@ def _build_here(folder: Path) -> None:
 
 
 def load_library() -> None:
-    """Loads the built library into this process, which registers its fact::gemm kernels
-    (CUDA, Autograd) and the fact_native ops. Call through fact.ops, which first removes the
-    Python kernels the native ones replace."""
+    """Loads the built library into this process, which registers its fact::launch and
+    fact::launch_out kernels (CUDA, Autograd) and the fact_native ops. Call through fact.ops,
+    which first removes the Python kernels the native ones replace."""
     global _active
     if not ensure_built():
-        raise RuntimeError(f"the native fact::gemm is not available: {_reason}")
+        raise RuntimeError(f"the native fact::launch is not available: {_reason}")
     torch.ops.load_library(str(library_path()))
     _active = True
 
@@ -211,28 +211,35 @@ def reason() -> str:
 
 
 def active() -> bool:
-    """Whether the native library is loaded and runs CUDA tensors' fact::gemm."""
+    """Whether the native library is loaded and runs CUDA tensors' fact::launch."""
     return _active
 
 
-def register_kernel(path: str) -> int:
-    """Registers a kernel library with the native registry; returns its handle there."""
-    return int(torch.ops.fact_native.register_kernel(str(path)))
+def register_call(image_hex: str, slot_offsets, slot_sources, slot_indices,
+                  slot_element_offsets, results, operands, operand_layout_checked,
+                  library: str, entry: str, label: str) -> int:
+    """Registers a call with the native registry (fact.ops.register_call does; its numbering
+    is the Python registry's); returns its number there."""
+    return int(torch.ops.fact_native.register_call(
+        image_hex, list(slot_offsets), list(slot_sources), list(slot_indices),
+        list(slot_element_offsets), list(results), list(operands), list(operand_layout_checked),
+        library, entry, label))
 
 
-def registered_paths() -> list[str]:
-    return list(torch.ops.fact_native.registered_paths()) if _active else []
+def registered_libraries() -> list[str]:
+    """The kernel libraries the native registry has loaded, in loading order."""
+    return list(torch.ops.fact_native.registered_libraries()) if _active else []
 
 
 def describe() -> str:
-    """One line saying which implementation runs fact::gemm on CUDA tensors, and why."""
+    """One line saying which implementation runs fact::launch on CUDA tensors, and why."""
     if _active:
         return f"native C++ ({library_path()})"
     if _built:
-        return ("Python ctypes (native C++ built, not loaded: it loads with the first kernel "
-                "library on a GPU)")
+        return ("Python ctypes (native C++ built, not loaded: it loads with the first call "
+                "registered with a kernel library on a GPU)")
     if _built is None:
-        return ("Python ctypes until a kernel library is loaded on a GPU "
+        return ("Python ctypes until a call with a kernel library is registered on a GPU "
                 "(the native C++ implementation is built then)")
     return f"Python ctypes (native C++ unavailable: {_reason.splitlines()[0] if _reason else '?'})"
 

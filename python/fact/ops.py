@@ -1,252 +1,350 @@
-"""`fact::gemm`: the custom op every composed GEMM-family subgraph calls.
+"""`fact::launch`: the one custom op every composed replacement calls, whatever its kind.
 
-    D = epilogue(alpha · A · B)   with A: batch×M×K, B: batch×K×N, D reshaped to `out_shape`
+    fact::launch(Tensor[] operands, int call) -> Tensor[]
+    fact::launch_out(Tensor[] operands, Tensor(a!)[] results, int call) -> ()
 
-Operands are addressed as the kernel sees them: `a_geometry` / `b_geometry` are
-[layout (0 = row-major, 1 = column-major), leading dimension, batch stride] in elements from the
-tensor's data pointer (GemmProblem's operand fields). `bias` is a length-N vector; `c` the M×N
-operand of a residual or multiply step (any tensor with batch·M·N elements, read in row-major
-order). `epilogue` lists the steps in order, comma-separated: `scale:<factor>`, `bias`,
-`act:<name>` (relu, gelu_erf, gelu_tanh, silu, sigmoid, leaky_relu with slope act_p0, hardtanh
-clamped to [act_p0, act_p1]), `residual` (adds beta·C), `multiply` (times C).
+A call is registered once from a plan call (docs/plan.md) with `register_call(call, library)`,
+which returns the integer the graph carries. What a call holds: its argument image (the kind's
+ABI struct as bytes, every address zero), its pointer slots (where the address of an operand
+or a result goes, with an element offset), its results (shape, stride, dtype), its operands'
+dtypes (and layouts when the plan gives them), and its kernel library and entry. The op
+allocates the results (`launch`) or takes them (`launch_out`), copies the image, writes each
+slot's address (`data_ptr + element_offset * element_size`) and hands the image over. It never
+looks inside the image: no kind, epilogue, layout or limit is known here.
 
-Implementations (registered per dispatch key, so a call runs no Python the key does not need):
-- CUDA, native: src/torch_ext/fact_gemm_op.cpp (fact.native), loaded when a kernel library is
-  loaded on a GPU (`fact.kernels.load`); it calls the library's entry from C++.
-- CUDA, Python: the fallback when the native one cannot be built (fact.native.reason()): fills
-  `FactGemmArgs` with ctypes and calls the library on the current stream.
-- CPU, and CUDA tensors without a kernel: the reference, float64 math with torch ops cast to
-  `out_dtype` (also the op `fact::gemm_reference`, which the native implementation falls back to).
-- Meta (fake): allocates the output only, so the op traces under torch.compile / torch.export.
-- Autograd: none. A result computed from tensors that require grad raises on backward.
-`describe_implementation()` says which CUDA implementation is registered now.
-
-`fact::gemm_planned(Tensor a, Tensor b, Tensor? bias, Tensor? c, int plan)` is the same op with
-everything but the tensors registered once with `plan_gemm(...) -> plan`: passing 19 arguments
-from Python through the dispatcher costs more CPU time than a whole eager `F.linear`, passing 5
-much less. Plans, like kernel handles, are numbered per process (the native registry mirrors them).
+Implementations (per dispatch key; none knows a kind):
+- CPU: `fact_reference_call` (the engine library's host float64 reference of every kind, or
+  $FACT_REFERENCE_LIBRARY's) on host memory; a non-zero FactStatus raises with its name.
+- CUDA, native: src/torch_ext/fact_launch_op.cpp (fact.native): a registry of calls mirrored
+  from this one (same numbering), the kernel library dlopened once, results and workspace from
+  the caching allocator, the workspace size queried once per call, launch on the current
+  stream, no synchronization (CUDA-graph capture safe). Installed with the first call that
+  names a kernel library on a machine with a GPU.
+- CUDA, Python: the same through ctypes (fact.kernels), when the native one cannot be built
+  (fact.native.reason() says why).
+- Meta (fake): allocates the results only, so the op traces under torch.compile / torch.export.
+- Autograd: none (inference only): a result computed from tensors that require grad raises on
+  backward.
+`describe_implementation(device_type)` says which implementation runs.
 """
 from __future__ import annotations
 
-import math
+import ctypes
+import json
 import os
+import struct
 import threading
 import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
-from fact import kernels, native
-
-ROW_MAJOR, COLUMN_MAJOR = 0, 1
-
-ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "leaky_relu", "hardtanh")
+from fact import _engine, abi, kernels, native
 
 
-def parse_epilogue(epilogue: str) -> list[tuple[str, str]]:
-    """"bias,act:gelu_tanh,residual" -> [("bias", ""), ("act", "gelu_tanh"), ("residual", "")];
-    raises ValueError for an unknown step."""
-    steps = []
-    for word in filter(None, (w.strip() for w in epilogue.split(","))):
-        kind, _, argument = word.partition(":")
-        if kind not in ("scale", "bias", "act", "residual", "multiply"):
-            raise ValueError(f"fact::gemm: unknown epilogue step '{word}'")
-        if kind == "act" and argument not in ACTIVATIONS:
-            raise ValueError(f"fact::gemm: unknown activation '{argument}'")
-        if kind == "scale":
-            float(argument)
-        steps.append((kind, argument))
-    return steps
+@dataclass(frozen=True)
+class PointerSlot:
+    offset: int           # byte offset of the 64-bit address in the image
+    from_result: bool     # the address of a result (else of an operand)
+    index: int            # which operand / result
+    element_offset: int   # elements added to the tensor's data pointer
 
 
-def _operand_view(t: torch.Tensor, rows: int, cols: int, batch: int,
-                  geometry: Sequence[int]) -> torch.Tensor:
-    layout, ld, batch_stride = (int(g) for g in geometry)
-    strides = (ld, 1) if layout == ROW_MAJOR else (1, ld)
-    return torch.as_strided(t, (batch, rows, cols), (batch_stride, *strides), t.storage_offset())
+@dataclass(frozen=True)
+class TensorSpec:
+    dtype: torch.dtype
+    shape: Optional[tuple] = None   # None: not checked (operands without a layout in the plan)
+    stride: Optional[tuple] = None
 
 
-def _activation(x: torch.Tensor, name: str, p0: float, p1: float) -> torch.Tensor:
-    if name == "relu":
-        return torch.relu(x)
-    if name == "gelu_erf":
-        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-    if name == "gelu_tanh":
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
-    if name == "silu":
-        return x * torch.sigmoid(x)
-    if name == "sigmoid":
-        return torch.sigmoid(x)
-    if name == "leaky_relu":
-        return torch.where(x >= 0, x, p0 * x)
-    if name == "hardtanh":
-        return torch.clamp(x, p0, p1)
-    raise ValueError(f"fact::gemm: unknown activation '{name}'")
+@dataclass
+class Call:
+    """A registered call (one `call` of a plan)."""
+    id: int
+    label: str
+    kind: str
+    image: bytes
+    slots: tuple
+    results: tuple            # TensorSpec (shape and stride always set)
+    operands: tuple           # TensorSpec
+    library: Optional[str]    # kernel library path (CUDA); None: host reference only
+    entry: Optional[str]
+    _workspace: Optional[int] = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        return f"fact::launch call {self.id}" + (f" ({self.label})" if self.label else "")
 
 
-def reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype,
-                   alpha, beta, act_p0, act_p1, epilogue) -> torch.Tensor:
-    """The op's meaning, in float64 on the tensors' device (float32 where float64 is missing)."""
-    wide = torch.float64 if a.device.type != "mps" else torch.float32
-    a3 = _operand_view(a, m, k, batch, a_geometry).to(wide)
-    b3 = _operand_view(b, k, n, batch, b_geometry).to(wide)
-    x = alpha * torch.bmm(a3, b3)
-    for kind, argument in parse_epilogue(epilogue):
-        if kind == "scale":
-            x = x * float(argument)
-        elif kind == "bias":
-            x = x + bias.reshape(1, 1, n).to(wide)
-        elif kind == "act":
-            x = _activation(x, argument, act_p0, act_p1)
-        elif kind == "residual":
-            x = x + beta * c.reshape(batch, m, n).to(wide)
-        elif kind == "multiply":
-            x = x * c.reshape(batch, m, n).to(wide)
-    return x.to(out_dtype).reshape(tuple(out_shape))
+def parse_dtype(name: str) -> torch.dtype:
+    """"torch.bfloat16" (or "bfloat16") -> torch.bfloat16; ValueError otherwise."""
+    dtype = getattr(torch, str(name).removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype '{name}'")
+    return dtype
 
 
-def gemm_args(a, b, bias, c, d, m, n, k, batch, a_geometry, b_geometry, alpha, beta, act_p0,
-              act_p1, split_k: int = 1) -> kernels.FactGemmArgs:
-    """FactGemmArgs for the op's operands; `c` and `bias` must be contiguous, `d` a dense
-    row-major batch×M×N tensor."""
-    args = kernels.FactGemmArgs()
-    args.abi_version = kernels.FACT_ABI_VERSION
-    args.m, args.n, args.k, args.batch = m, n, k, batch
-    args.a, args.lda, args.stride_a = a.data_ptr(), int(a_geometry[1]), int(a_geometry[2])
-    args.b, args.ldb, args.stride_b = b.data_ptr(), int(b_geometry[1]), int(b_geometry[2])
-    if c is not None:
-        args.c, args.ldc, args.stride_c = c.data_ptr(), n, m * n if batch > 1 else 0
-    args.d, args.ldd, args.stride_d = d.data_ptr(), n, m * n if batch > 1 else 0
-    args.bias = bias.data_ptr() if bias is not None else None
-    args.alpha, args.beta, args.act_p0, args.act_p1 = alpha, beta, act_p0, act_p1
-    args.split_k = max(1, int(split_k or 1))
-    args.sm_count = 0
-    return args
+def _parse_call(call: dict, library: Optional[str], entry: Optional[str]) -> Call:
+    """The plan call's executable part, checked for consistency (ValueError with the reason)."""
+    label = str(call.get("label", ""))
+    args = call.get("args")
+    if not isinstance(args, dict):
+        raise ValueError("the call has no \"args\" (argument image)")
+    text = str(args.get("hex", ""))
+    try:
+        image = bytes.fromhex(text)
+    except ValueError as error:
+        raise ValueError(f"args.hex is not hexadecimal ({error})") from None
+    size = int(args.get("size", len(image)))
+    if len(image) != size:
+        raise ValueError(f"args.hex holds {len(image)} bytes, args.size says {size}")
+    if size < abi.HEADER_SIZE:
+        raise ValueError(f"the argument image ({size} bytes) is shorter than FactCallHeader")
+    version, _, header_size, _ = abi.read_header(image)
+    if version != abi.FACT_ABI_VERSION:
+        raise ValueError(f"the argument image is for kernel ABI version {version}; this FACT "
+                         f"runs version {abi.FACT_ABI_VERSION}")
+    if header_size != size:
+        raise ValueError(f"the argument image's header gives size {header_size}, the plan {size}")
+    operands = []
+    for index, operand in enumerate(call.get("operands", [])):
+        shape, stride = operand.get("shape"), operand.get("stride")
+        if (shape is None) != (stride is None):
+            raise ValueError(f"operand {index}: shape and stride go together")
+        operands.append(TensorSpec(parse_dtype(operand.get("dtype", "")),
+                                   tuple(int(v) for v in shape) if shape is not None else None,
+                                   tuple(int(v) for v in stride) if stride is not None else None))
+    results = []
+    for index, result in enumerate(call.get("results", [])):
+        shape = [int(v) for v in result.get("shape", [])]
+        stride = [int(v) for v in result.get("stride", [])]
+        if len(shape) != len(stride):
+            raise ValueError(f"result {index}: shape {shape} and stride {stride} differ in rank")
+        results.append(TensorSpec(parse_dtype(result.get("dtype", "")), tuple(shape), tuple(stride)))
+    slots = []
+    for pointer in args.get("pointers", []):
+        offset, index = int(pointer["offset"]), int(pointer["index"])
+        source = pointer.get("from")
+        if source not in ("operand", "result"):
+            raise ValueError(f"pointer at offset {offset}: \"from\" is '{source}', not operand "
+                             f"or result")
+        count = len(results) if source == "result" else len(operands)
+        if not 0 <= index < count:
+            raise ValueError(f"pointer at offset {offset}: {source} {index} does not exist "
+                             f"(the call has {count})")
+        if offset < abi.HEADER_SIZE or offset + abi.POINTER_SIZE > size:
+            raise ValueError(f"pointer at offset {offset} lies outside the image's arguments "
+                             f"({abi.HEADER_SIZE}..{size})")
+        slots.append(PointerSlot(offset, source == "result", index,
+                                 int(pointer.get("element_offset", 0))))
+    return Call(-1, label, str(call.get("kind", "")), image, tuple(slots), tuple(results),
+                tuple(operands), library, entry)
 
 
-def _cuda_gemm(library: kernels.KernelLibrary, a, b, bias, c, m, n, k, batch, a_geometry,
-               b_geometry, out_shape, out_dtype, alpha, beta, act_p0, act_p1) -> torch.Tensor | None:
-    """Runs the kernel; None when it refuses the problem (cannot_implement)."""
-    d = torch.empty(tuple(out_shape), dtype=out_dtype, device=a.device)
-    c = c.contiguous() if c is not None else None
-    bias = bias.contiguous() if bias is not None else None
-    args = gemm_args(a, b, bias, c, d, m, n, k, batch, a_geometry, b_geometry, alpha, beta,
-                     act_p0, act_p1, library.info.get("split_k", 1))
-    size = library.workspace_size(args)
-    workspace = torch.empty(size, dtype=torch.uint8, device=a.device) if size else None
-    stream = torch.cuda.current_stream(a.device).cuda_stream
-    status = library.launch(args, workspace.data_ptr() if workspace is not None else None, stream)
-    if status == kernels.FACT_ERR_CANNOT_IMPLEMENT:
-        return None
-    if status != kernels.FACT_OK:
-        raise kernels.KernelLaunchError(status, f"fact::gemm {library.entry_name}")
-    return d
+def check_call(call: dict) -> None:
+    """Raises ValueError when a plan call's executable part is inconsistent (its argument
+    image, pointer slots, operands or results); registers nothing."""
+    _parse_call(call, None, None)
 
 
-SCHEMA_ARGUMENTS = ("Tensor a, Tensor b, Tensor? bias, Tensor? c, int m, int n, int k, int batch, "
-                    "int[] a_geometry, int[] b_geometry, int[] out_shape, ScalarType out_dtype, "
-                    "float alpha, float beta, float act_p0, float act_p1, str epilogue, "
-                    "int kernel_handle, str kernel_id")
-SCHEMA = f"gemm({SCHEMA_ARGUMENTS}) -> Tensor"
-PLANNED_SCHEMA = "gemm_planned(Tensor a, Tensor b, Tensor? bias, Tensor? c, int plan) -> Tensor"
+_calls_lock = threading.RLock()
+_calls: list[Call] = []
+_call_by_key: dict[tuple, int] = {}
 
 
-def _reference_kernel(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype,
-                      alpha, beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
-    return reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
-                          out_dtype, alpha, beta, act_p0, act_p1, epilogue)
-
-
-def _python_cuda_kernel(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
-                        out_dtype, alpha, beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
-    """CUDA through ctypes: the fallback when the native implementation is not loaded."""
-    handle = kernel_handle if kernel_handle >= 0 else kernels.handle_for_key(kernel_id)
-    if handle >= 0:
-        library = kernels.library(handle)
-        d = _cuda_gemm(library, a, b, bias, c, m, n, k, batch, a_geometry, b_geometry,
-                       out_shape, out_dtype, alpha, beta, act_p0, act_p1)
-        if d is not None:
-            return d
-        warnings.warn(f"fact::gemm: {library.entry_name} cannot implement "
-                      f"{batch}x{m}x{n}x{k}; using the reference implementation")
-    return reference_gemm(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape,
-                          out_dtype, alpha, beta, act_p0, act_p1, epilogue)
-
-
-def _gemm_fake(a, b, bias, c, m, n, k, batch, a_geometry, b_geometry, out_shape, out_dtype, alpha,
-               beta, act_p0, act_p1, epilogue, kernel_handle, kernel_id):
-    return a.new_empty(tuple(out_shape), dtype=out_dtype)
-
-
-_plans_lock = threading.Lock()
-_plans: list[tuple] = []           # plan -> fact::gemm's arguments after the four tensors
-_plan_by_arguments: dict[tuple, int] = {}
-
-
-def plan_gemm(m: int, n: int, k: int, batch: int, a_geometry: Sequence[int],
-              b_geometry: Sequence[int], out_shape: Sequence[int], out_dtype: torch.dtype,
-              alpha: float, beta: float, act_p0: float, act_p1: float, epilogue: str,
-              kernel_handle: int, kernel_id: str) -> int:
-    """Registers fact::gemm's non-tensor arguments once (the same ones give the same plan);
-    returns the plan for `fact::gemm_planned`. Raises ValueError for an unknown epilogue step."""
-    parse_epilogue(epilogue)
-    arguments = (int(m), int(n), int(k), int(batch), [int(v) for v in a_geometry],
-                 [int(v) for v in b_geometry], [int(v) for v in out_shape], out_dtype,
-                 float(alpha), float(beta), float(act_p0), float(act_p1), str(epilogue),
-                 int(kernel_handle), str(kernel_id))
-    key = tuple(tuple(v) if isinstance(v, list) else v for v in arguments)
-    with _plans_lock:
-        if key in _plan_by_arguments:
-            return _plan_by_arguments[key]
-        plan = len(_plans)
+def register_call(call: dict | str, library: str | Path | None = None, *,
+                  entry: str | None = None) -> int:
+    """Registers a plan call (a dict, or its JSON text) for `fact::launch`; returns its number.
+    `library`: the kernel library that runs it on CUDA (None: CPU only, through the host
+    reference); `entry`: its entry symbol (default: fact_kernel_info's "entry"). The same call
+    and library give the same number. Raises ValueError for an inconsistent call, and
+    KernelLoadError when the library cannot be loaded."""
+    document = json.loads(call) if isinstance(call, str) else call
+    path = str(Path(library).resolve()) if library is not None else None
+    parsed = _parse_call(document, path, entry)
+    key = (parsed.image, parsed.slots, parsed.results, parsed.operands, path, entry)
+    with _calls_lock:
+        if key in _call_by_key:
+            return _call_by_key[key]
+        if path is not None:
+            if not Path(path).is_file():
+                raise kernels.KernelLoadError(f"kernel library {path} does not exist")
+            if torch.cuda.is_available():
+                use_native_if_available()
+            if not native.active():
+                kernels.load(path, entry)  # the ctypes implementation runs it: check it loads
+        parsed.id = len(_calls)
         if native.active():
-            _register_plan_natively(plan, arguments)
-        _plans.append(arguments)
-        _plan_by_arguments[key] = plan
-        return plan
+            _register_natively(parsed)
+        _calls.append(parsed)
+        _call_by_key[key] = parsed.id
+        return parsed.id
 
 
-def _register_plan_natively(plan: int, arguments: tuple) -> None:
-    native_plan = int(torch.ops.fact_native.register_plan(*arguments))
-    if native_plan != plan:
-        raise RuntimeError(f"native plan registry gave plan {native_plan}, the Python one {plan}")
+def registered_call(call: int) -> Call:
+    """The registered call numbered `call`; KeyError when there is none."""
+    if not 0 <= call < len(_calls):
+        raise KeyError(f"fact::launch: no call {call} (register it with fact.ops.register_call)")
+    return _calls[call]
 
 
-def planned_arguments(plan: int) -> tuple:
-    """fact::gemm's non-tensor arguments for `plan`."""
-    if plan < 0 or plan >= len(_plans):
-        raise KeyError(f"fact::gemm_planned: no plan {plan} (register it with fact.ops.plan_gemm)")
-    return _plans[plan]
+def _register_natively(call: Call) -> None:
+    meta = [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device="meta") for r in call.results]
+    operands = [torch.empty_strided(o.shape, o.stride, dtype=o.dtype, device="meta")
+                if o.shape is not None else torch.empty(0, dtype=o.dtype, device="meta")
+                for o in call.operands]
+    native_id = native.register_call(
+        call.image.hex(), [s.offset for s in call.slots], [int(s.from_result) for s in call.slots],
+        [s.index for s in call.slots], [s.element_offset for s in call.slots], meta, operands,
+        [int(o.shape is not None) for o in call.operands], call.library or "", call.entry or "",
+        call.describe())
+    if native_id != call.id:
+        raise RuntimeError(f"the native call registry numbered call {call.id} {native_id}")
 
 
-def _planned_reference_kernel(a, b, bias, c, plan):
-    return _reference_kernel(a, b, bias, c, *planned_arguments(plan))
+# --------------------------------------------------------------------------------------------
+# What every implementation does
 
 
-def _planned_python_cuda_kernel(a, b, bias, c, plan):
-    return _python_cuda_kernel(a, b, bias, c, *planned_arguments(plan))
+def _check_operands(call: Call, operands: Sequence[torch.Tensor]) -> None:
+    if len(operands) != len(call.operands):
+        raise ValueError(f"{call.describe()}: {len(operands)} operands, the call has "
+                         f"{len(call.operands)}")
+    for index, (tensor, spec) in enumerate(zip(operands, call.operands)):
+        if tensor.dtype != spec.dtype:
+            raise ValueError(f"{call.describe()}: operand {index} is {tensor.dtype}, the call "
+                             f"was planned for {spec.dtype}")
+        if spec.shape is not None and (tuple(tensor.shape) != spec.shape
+                                       or tuple(tensor.stride()) != spec.stride):
+            raise ValueError(f"{call.describe()}: operand {index} has shape {list(tensor.shape)} "
+                             f"stride {list(tensor.stride())}, the call was planned for "
+                             f"{list(spec.shape)} stride {list(spec.stride)}")
 
 
-def _planned_fake(a, b, bias, c, plan):
-    arguments = planned_arguments(plan)
-    return a.new_empty(tuple(arguments[6]), dtype=arguments[7])
+def _check_results(call: Call, results: Sequence[torch.Tensor]) -> None:
+    if len(results) != len(call.results):
+        raise ValueError(f"{call.describe()}: {len(results)} results, the call has "
+                         f"{len(call.results)}")
+    for index, (tensor, spec) in enumerate(zip(results, call.results)):
+        if (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride())) != (spec.dtype, spec.shape, spec.stride):
+            raise ValueError(f"{call.describe()}: result {index} is {tensor.dtype} "
+                             f"{list(tensor.shape)} stride {list(tensor.stride())}, the call "
+                             f"writes {spec.dtype} {list(spec.shape)} stride {list(spec.stride)}")
+
+
+def _device(operands: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> torch.device:
+    for tensor in (*operands, *results):
+        return tensor.device
+    raise ValueError("fact::launch: a call with neither operands nor results has no device")
+
+
+def _allocate(call: Call, device: torch.device) -> list[torch.Tensor]:
+    return [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=device)
+            for r in call.results]
+
+
+def _patched_image(call: Call, operands: Sequence[torch.Tensor],
+                   results: Sequence[torch.Tensor]) -> ctypes.Array:
+    """A copy of the call's image (8-byte aligned) with every pointer slot filled in."""
+    buffer = (ctypes.c_uint64 * ((len(call.image) + 7) // 8))()
+    ctypes.memmove(buffer, call.image, len(call.image))
+    for slot in call.slots:
+        tensor = results[slot.index] if slot.from_result else operands[slot.index]
+        address = tensor.data_ptr() + slot.element_offset * tensor.element_size()
+        struct.pack_into("<Q", buffer, slot.offset, address)
+    return buffer
+
+
+def _run_reference(call: Call, operands: Sequence[torch.Tensor],
+                   results: Sequence[torch.Tensor]) -> None:
+    """fact_reference_call on host memory; raises RuntimeError with the FactStatus's name."""
+    library = _engine.reference_library()
+    image = _patched_image(call, operands, results)
+    status = library.call(ctypes.addressof(image))
+    if status != abi.FACT_OK:
+        raise RuntimeError(f"{call.describe()}: fact_reference_call ({library.path}) returned "
+                           f"{abi.status_name(status)}")
+
+
+def _run_kernel(call: Call, operands: Sequence[torch.Tensor],
+                results: Sequence[torch.Tensor]) -> None:
+    """The call's kernel library through ctypes on the current stream."""
+    if call.library is None:
+        raise RuntimeError(f"{call.describe()}: no kernel library was registered for it (CUDA "
+                           f"tensors need one)")
+    library = kernels.load(call.library, call.entry)
+    image = _patched_image(call, operands, results)
+    address = ctypes.addressof(image)
+    device = _device(operands, results)
+    if call._workspace is None:
+        call._workspace = library.workspace_size(address)
+    workspace = (torch.empty(call._workspace, dtype=torch.uint8, device=device)
+                 if call._workspace else None)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    status = library.launch(address, workspace.data_ptr() if workspace is not None else None, stream)
+    if status != abi.FACT_OK:
+        raise RuntimeError(f"{call.describe()}: {library.entry_name} returned {abi.status_name(status)}")
+
+
+def _cpu_launch(operands, call):
+    spec = registered_call(call)
+    _check_operands(spec, operands)
+    results = _allocate(spec, _device(operands, []) if operands else torch.device("cpu"))
+    _run_reference(spec, operands, results)
+    return results
+
+
+def _cpu_launch_out(operands, results, call):
+    spec = registered_call(call)
+    _check_operands(spec, operands)
+    _check_results(spec, results)
+    _run_reference(spec, operands, results)
+
+
+def _python_cuda_launch(operands, call):
+    spec = registered_call(call)
+    _check_operands(spec, operands)
+    results = _allocate(spec, _device(operands, []))
+    _run_kernel(spec, operands, results)
+    return results
+
+
+def _python_cuda_launch_out(operands, results, call):
+    spec = registered_call(call)
+    _check_operands(spec, operands)
+    _check_results(spec, results)
+    _run_kernel(spec, operands, results)
+
+
+def _fake_launch(operands, call):
+    spec = registered_call(call)
+    device = operands[0].device if operands else torch.device("cpu")
+    return _allocate(spec, device)
+
+
+def _fake_launch_out(operands, results, call):
+    return None
 
 
 def _no_backward(ctx, *grads):
-    raise RuntimeError("fact::gemm has no backward: composed modules are for inference (run them "
-                       "under torch.no_grad() or torch.inference_mode())")
+    raise RuntimeError("fact::launch has no backward: composed modules are for inference (run "
+                       "them under torch.no_grad() or torch.inference_mode())")
 
 
-# The schema and the kernels every process has. FRAGMENT: other code may add ops to `fact`.
+LAUNCH_SCHEMA = "launch(Tensor[] operands, int call) -> Tensor[]"
+LAUNCH_OUT_SCHEMA = "launch_out(Tensor[] operands, Tensor(a!)[] results, int call) -> ()"
+
+# The schemas and the kernels every process has. FRAGMENT: other code may add ops to `fact`.
+# needs_exact_strides: Inductor hands the op its operands with the strides they had when the
+# graph was captured (the argument images were written for those strides).
 _definitions = torch.library.Library("fact", "FRAGMENT")
-_definitions.define(SCHEMA)
-_definitions.define(f"gemm_reference({SCHEMA_ARGUMENTS}) -> Tensor")
-_definitions.define(PLANNED_SCHEMA)
-_definitions.impl("gemm", _reference_kernel, "CPU")
-_definitions.impl("gemm_planned", _planned_reference_kernel, "CPU")
-_definitions.impl("gemm_reference", _reference_kernel, "CompositeExplicitAutograd")
-torch.library.register_fake("fact::gemm", _gemm_fake, lib=_definitions)
-torch.library.register_fake("fact::gemm_planned", _planned_fake, lib=_definitions)
+_definitions.define(LAUNCH_SCHEMA, tags=(torch.Tag.needs_exact_strides,))
+_definitions.define(LAUNCH_OUT_SCHEMA)
+_definitions.impl("launch", _cpu_launch, "CPU")
+_definitions.impl("launch_out", _cpu_launch_out, "CPU")
+torch.library.register_fake("fact::launch", _fake_launch, lib=_definitions)
+torch.library.register_fake("fact::launch_out", _fake_launch_out, lib=_definitions)
 
 # The Python kernels the native library replaces (CUDA, Autograd); dropped as one when it loads.
 _python_kernels: Optional[torch.library.Library] = None
@@ -255,37 +353,35 @@ _python_kernels: Optional[torch.library.Library] = None
 def _register_python_kernels() -> None:
     global _python_kernels
     library = torch.library.Library("fact", "FRAGMENT")
-    library.impl("gemm", _python_cuda_kernel, "CUDA")
-    library.impl("gemm_planned", _planned_python_cuda_kernel, "CUDA")
-    torch.library.register_autograd("fact::gemm", _no_backward, lib=library)
-    torch.library.register_autograd("fact::gemm_planned", _no_backward, lib=library)
+    library.impl("launch", _python_cuda_launch, "CUDA")
+    library.impl("launch_out", _python_cuda_launch_out, "CUDA")
+    torch.library.register_autograd("fact::launch", _no_backward, lib=library)
     _python_kernels = library
 
 
 _register_python_kernels()
 
-gemm = torch.ops.fact.gemm.default
-gemm_planned = torch.ops.fact.gemm_planned.default
+launch = torch.ops.fact.launch.default
+launch_out = torch.ops.fact.launch_out.default
 
 _install_lock = threading.Lock()
 
 
 def use_native_if_available() -> bool:
-    """Makes the native implementation run CUDA tensors' fact::gemm and fact::gemm_planned when
-    it can be built here (see fact.native), registering the kernel libraries and plans made so
-    far with it. Idempotent; the
+    """Makes the native implementation run CUDA tensors' fact::launch / launch_out when it can
+    be built here (fact.native), registering the calls made so far with it. Idempotent; the
     Python kernels stay when it cannot (fact.native.reason() says why). Called by
-    fact.kernels.load; never from inside a fact::gemm call."""
+    register_call; never from inside a fact::launch call."""
     global _python_kernels
     with _install_lock:
         if native.active():
             return True
         if not native.available():
             if torch.cuda.is_available() and os.environ.get("FACT_NATIVE", "1") != "0":
-                warnings.warn(f"fact::gemm: {native.describe()}")
+                warnings.warn(f"fact::launch: {native.describe()}")
             return False
         assert _python_kernels is not None
-        with _plans_lock:  # no plan is registered between the load and the catch-up below
+        with _calls_lock:  # no call is registered between the load and the catch-up below
             _python_kernels._destroy()  # no kernel is registered twice for one key
             _python_kernels = None
             try:
@@ -293,18 +389,21 @@ def use_native_if_available() -> bool:
             except Exception as error:  # noqa: BLE001 - any load failure leaves the Python path
                 native.mark_unavailable(f"loading {native.library_path()} failed: {error}")
                 _register_python_kernels()
-                warnings.warn(f"fact::gemm: {native.describe()}")
+                warnings.warn(f"fact::launch: {native.describe()}")
                 return False
-            for handle, path in enumerate(kernels.loaded_paths()):
-                native_handle = native.register_kernel(path)
-                if native_handle != handle:
-                    raise RuntimeError(f"native kernel registry gave handle {native_handle} to "
-                                       f"{path}, the Python registry {handle}")
-            for plan, arguments in enumerate(_plans):
-                _register_plan_natively(plan, arguments)
+            for call in _calls:
+                _register_natively(call)
         return True
 
 
-def describe_implementation() -> str:
-    """Which implementation runs fact::gemm for CUDA tensors in this process, and why."""
-    return native.describe()
+def describe_implementation(device_type: str = "cuda") -> str:
+    """Which implementation runs fact::launch for tensors on `device_type`, and why."""
+    if device_type == "cuda":
+        return native.describe()
+    if device_type == "cpu":
+        try:
+            where = str(_engine.reference_library_path())
+        except _engine.EngineNotFound as error:
+            return f"host reference (fact_reference_call; unavailable: {error})"
+        return f"host reference (fact_reference_call in {where})"
+    return f"none for '{device_type}' tensors"

@@ -1,23 +1,32 @@
 """The composed module as an importable Python package (`fact optimize` writes one).
 
-    python -m fact.package path/to/model.py:ClassName -o out/ [--precision strict|tf32|native]
-        [--dtype float32|bfloat16|float16] [--device cuda|cpu] [--compile|--no-compile]
-        [--tune N] [--patterns a,b] [--name fact_model] [--work-dir out/plan] [--seed 0]
+    python -m fact.package --plan <plan dir> path/to/model.py:ClassName -o out/
+        [--dtype float32|bfloat16|float16] [--device cuda|cpu] [--name fact_model] [--seed 0]
 
-builds the model file's module (get_init_inputs(), weights from `--seed`) and its example
-inputs (get_inputs()), plans the composition with the engine (`fact.compose.plan`), applies it
-once (verifying every kernel against float64 when the device is a GPU) and writes
+packages a plan the engine has already written (`fact optimize` runs the engine, then this, so
+each kernel is realized once per optimize);
+
+    python -m fact.package path/to/model.py:ClassName -o out/ [--precision strict|tf32|native]
+        [--dtype ...] [--device ...] [--compile|--no-compile] [--tune N] [--patterns a,b]
+        [--name fact_model] [--work-dir out/plan] [--seed 0]
+
+plans first (`fact.compose.plan`, the engine in process) and then packages the same way. Both
+build the model file's module (get_init_inputs(), weights from `--seed`) and its example inputs
+(get_inputs()), apply the plan once (every replacement verified against the subgraph it
+replaces, on the device) and write
 
     <out>/<name>/__init__.py     load(device="cuda", **options) -> ComposedModule
-                 plan.json       the plan, kernel library paths relative to the package
-                 kernels/*.so    the kernel libraries of the composed GEMMs
+                 plan.json       the plan: kernel library paths relative to the package;
+                                 replacements that failed verification here marked "failed"
+                 kernels/*.so    the kernel libraries the plan names
                  <model file>    a copy of the model file
                  state_dict.pt   the weights that were optimized
                  package.json    class, dtype, precision, where it was planned and verified
-                 report.json     the composition report at optimize time
+                 report.json     the composition report when it was written
                  README.md       how to use it
 
-Importing the package needs `fact` (the Python front end) and torch, not the engine.
+Importing the package needs `fact` (the Python front end) and torch, not the engine (on the
+CPU, the host reference: $FACT_REFERENCE_LIBRARY or the engine library).
 """
 from __future__ import annotations
 
@@ -31,12 +40,11 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from fact.compose import (PRECISIONS, ComposedModule, FactReport, apply_plan, load_plan, plan,
-                          _match_label)
+from fact.compose import PRECISIONS, ComposedModule, FactReport, apply_plan, load_plan, plan
 from fact.graph_writer import CaptureError
 from fact.model_file import DTYPES, build_from_model_file, load_model_file
 
-PACKAGE_SCHEMA = "fact.package/1"
+PACKAGE_SCHEMA = "fact.package/2"
 
 _INIT_TEMPLATE = '''"""{class_name} from {model_file}, composed by FACT (precision {precision}).
 
@@ -76,25 +84,22 @@ def default_package_name(class_name: str) -> str:
     return "fact_" + re.sub(r"\W", "_", class_name).lower()
 
 
-def _relative_plan(doc: dict, kernel_names: dict[str, str]) -> dict:
-    relative = dict(doc)
-    relative["kernels"] = {key: f"kernels/{name}" for key, name in kernel_names.items()}
-    return relative
-
-
-def _rejected_matches(doc: dict, report: FactReport | None) -> dict[str, str]:
-    """Matches whose kernels failed verification (or could not run) at optimize time: a
-    package leaves them to PyTorch even when loaded with verify=False."""
-    if report is None:
-        return {}
-    reasons = {item.what: item.reason for item in report.left_to_pytorch}
-    rejected = {}
-    for index, match in enumerate(doc.get("matches", [])):
-        reason = reasons.get(_match_label(match), "")
-        if any(word in reason for word in ("verification failed", "verification run failed",
-                                           "cannot implement")):
-            rejected[str(index)] = reason
-    return rejected
+def _packaged_plan(doc: dict, kernel_names: dict[str, str], report: FactReport | None) -> dict:
+    """The plan as the package holds it: library paths inside the package, and replacements
+    that failed verification (or could not run) when it was written marked "failed", so a
+    package loaded with verify=False still leaves them to PyTorch."""
+    packaged = json.loads(json.dumps(doc))
+    for key, kernel in packaged.get("kernels", {}).items():
+        if key in kernel_names:
+            kernel["library"] = f"kernels/{kernel_names[key]}"
+    failed = {item.replacement: item.reason for item in (report.left_to_pytorch if report else [])
+              if item.stage == "verify" and item.replacement is not None}
+    for replacement in packaged.get("replacements", []):
+        if replacement.get("id") in failed and replacement.get("status") == "planned":
+            replacement["status"] = "failed"
+            replacement["reason"] = (f"rejected when packaged on {report.device}: "
+                                     f"{failed[replacement['id']]}")
+    return packaged
 
 
 def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
@@ -103,10 +108,11 @@ def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
                   report: FactReport | None = None, verified: bool = False) -> Path:
     """Writes `<out_dir>/<package_name>/` (layout in the module docstring) and returns it.
     `module` supplies the weights (state_dict.pt); without it the package builds fresh
-    weights from the model file. `report` is the optimize-time composition report (matches
-    that failed verification there stay PyTorch in the package); `verified` says whether the
-    kernels were verified on a GPU. Raises CaptureError when the model file lacks the class
-    or get_inputs(), FileNotFoundError for a missing plan or kernel library."""
+    weights from the model file. `report` is the composition report when the plan was applied
+    here (replacements that failed verification then stay PyTorch in the package);
+    `verified` says whether that happened on the device the kernels are for. Raises
+    CaptureError when the model file lacks the class or get_inputs(), FileNotFoundError for a
+    missing plan or kernel library."""
     model_file = Path(model_file)
     load_model_file(f"{model_file}:{class_name}")  # clear message for a bad model file
     doc, plan_folder = load_plan(plan_dir)
@@ -119,22 +125,24 @@ def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
     (target / "kernels").mkdir(parents=True)
 
     kernel_names: dict[str, str] = {}
-    for key, library in doc.get("kernels", {}).items():
+    for key, kernel in (doc.get("kernels") or {}).items():
+        library = kernel.get("library")
+        if not library or kernel.get("status") not in ("built", "cached"):
+            continue
         source = Path(library) if Path(library).is_absolute() else plan_folder / library
         if not source.is_file():
             raise FileNotFoundError(f"kernel library {source} of the plan does not exist")
         kernel_names[key] = f"{key[:16]}_{source.name}"
         shutil.copy2(source, target / "kernels" / kernel_names[key])
-    packaged = _relative_plan(doc, kernel_names)
-    packaged["rejected"] = _rejected_matches(doc, report)
-    (target / "plan.json").write_text(json.dumps(packaged, indent=2) + "\n")
+    (target / "plan.json").write_text(json.dumps(_packaged_plan(doc, kernel_names, report),
+                                                 indent=2) + "\n")
     shutil.copy2(model_file, target / model_file.name)
     if module is not None:
         torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()},
                    target / "state_dict.pt")
     meta = {
         "schema": PACKAGE_SCHEMA, "class_name": class_name, "model_file": model_file.name,
-        "dtype": dtype, "precision": doc["precision"], "planned_on": doc["device"],
+        "dtype": dtype, "precision": doc.get("precision", ""), "planned_on": doc.get("device", ""),
         "compiled": bool(kernel_names), "verified": bool(verified),
         "weights": "state_dict.pt" if module is not None else None,
         "inputs": doc.get("inputs", []), "torch": torch.__version__.split("+")[0],
@@ -143,17 +151,18 @@ def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
     if report is not None:
         (target / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     (target / "__init__.py").write_text(_INIT_TEMPLATE.format(
-        class_name=class_name, model_file=model_file.name, precision=doc["precision"], name=name))
+        class_name=class_name, model_file=model_file.name, precision=meta["precision"], name=name))
     (target / "README.md").write_text(_readme(name, meta, report, len(kernel_names)))
     return target
 
 
 def _readme(name: str, meta: dict, report: FactReport | None, kernel_count: int) -> str:
-    state = ("verified against float64 on a GPU when it was written" if meta["verified"] else
-             "compiled but NOT verified (written without a GPU); load(device='cuda') verifies "
-             "each kernel on the GPU before using it" if meta["compiled"] else
-             "not compiled (no kernel libraries): on a GPU every match stays PyTorch; on the CPU "
-             "the composed GEMMs run the float64 reference")
+    state = ("each replacement verified on the GPU against the subgraph it replaces when it was "
+             "written" if meta["verified"] else
+             "compiled but NOT verified on a GPU (written without one); load(device='cuda') "
+             "verifies each replacement on the GPU before using it" if meta["compiled"] else
+             "not compiled (no kernel libraries): on a GPU every replacement stays PyTorch; on "
+             "the CPU the calls run the host reference")
     lines = [
         f"# `{name}`: {meta['class_name']} composed by FACT",
         "",
@@ -164,7 +173,7 @@ def _readme(name: str, meta: dict, report: FactReport | None, kernel_count: int)
         "```python",
         "import sys; sys.path.insert(0, '<folder holding this package>')",
         f"import {name}",
-        f"model = {name}.load(device='cuda')            # or device='cpu' (reference implementation)",
+        f"model = {name}.load(device='cuda')            # or device='cpu' (host reference)",
         f"x = {name}.example_inputs('cuda')             # get_inputs() of the model file",
         "y = model(*x)",
         "print(model.fact_report)                        # what runs where, and why",
@@ -172,8 +181,9 @@ def _readme(name: str, meta: dict, report: FactReport | None, kernel_count: int)
         "",
         "`load` options: `inputs=` (example inputs with the planned shapes and dtypes), "
         "`remainder='inductor'|'eager'` (the PyTorch rest of the graph), `cuda_graphs=True`, "
-        "`patterns=` (compose only these rules/patterns), `verify=` (check each kernel against "
-        "float64 on the GPU first; default True).",
+        "`patterns=` (compose only these rules/patterns), `verify=` (check each replacement "
+        "against the subgraph it replaces first; default True), `speed_guard=` (fall back to "
+        "torch.compile of the original where that is faster; default True).",
         "",
         "Inputs with other shapes, dtypes or strides run the original module (one warning per "
         "signature). Needs the `fact` Python package (the FACT front end) and torch; the "
@@ -205,67 +215,80 @@ def build_packaged_model(package_dir: str | Path, device: str = "cpu"
 def load_package(package_dir: str | Path, device: str = "cuda", *,
                  inputs: Sequence[Any] | None = None, remainder: str = "inductor",
                  cuda_graphs: bool = False, patterns: Iterable[str] | str | None = None,
-                 verify: bool = True) -> ComposedModule:
+                 verify: bool = True, speed_guard: bool = True) -> ComposedModule:
     """The packaged module composed on `device` from the package's plan and kernel libraries
     (fact.compose.apply_plan; no engine)."""
     package_dir = Path(package_dir)
     model, example = build_packaged_model(package_dir, device)
     return apply_plan(model, tuple(inputs) if inputs is not None else example, package_dir,
                       remainder=remainder, cuda_graphs=cuda_graphs, patterns=patterns,
-                      verify=verify, kernel_dir=package_dir)
+                      verify=verify, kernel_dir=package_dir, speed_guard=speed_guard)
+
+
+def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, device: str,
+                 dtype: str | None = None, seed: int = 0, name: str | None = None,
+                 patterns: Iterable[str] | None = None, model: torch.nn.Module | None = None,
+                 inputs: Sequence[Any] | None = None, log=print) -> Path:
+    """Applies the plan in `plan_dir` to the model file's module once on `device` (verifying
+    every replacement there) and writes the package; returns its folder. Raises CaptureError
+    (bad model file), FileNotFoundError (missing plan or kernel library), ValueError."""
+    file_part, _, class_name = model_spec.rpartition(":")
+    if model is None or inputs is None:
+        torch.manual_seed(seed)
+        model, inputs = build_from_model_file(model_spec, dtype, device)
+    composed = apply_plan(model, inputs, plan_dir, remainder="eager", patterns=patterns,
+                          speed_guard=False)
+    report = composed.fact_report
+    on_gpu = torch.device(device).type == "cuda"
+    if not on_gpu:
+        report.notes.append(f"written on {device}: the kernels were not run or verified here "
+                            f"(no GPU); the replacements were checked with the host reference")
+    log(str(report))
+    return write_package(out, file_part, class_name, plan_dir, module=model, package_name=name,
+                         dtype=dtype, report=report, verified=on_gpu)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fact.package",
-                                     description="Plan a model file's composition and write it "
-                                                 "as an importable Python package.")
+                                     description="Write a model file's composition (a plan the "
+                                                 "engine wrote, or one planned now) as an "
+                                                 "importable Python package.")
     parser.add_argument("model", help="path/to/model.py:ClassName")
     parser.add_argument("-o", "--out", required=True, help="folder to write the package into")
+    parser.add_argument("--plan", default=None,
+                        help="package this plan folder (plan.json) instead of planning")
     parser.add_argument("--name", default=None, help="package name (default fact_<class>)")
     parser.add_argument("--precision", choices=PRECISIONS, default=None,
-                        help="default: strict for float32 models, native otherwise")
+                        help="when planning (default: the engine's choice from the dtype)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None)
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--compile", dest="compile_kernels", action="store_true", default=None,
-                        help="compile the kernels (default: when the device is a GPU)")
+                        help="when planning: compile the kernels (default: when the device is a GPU)")
     parser.add_argument("--no-compile", dest="compile_kernels", action="store_false")
     parser.add_argument("--tune", type=int, default=0,
-                        help="tune each GEMM over at most N configurations first (GPU)")
+                        help="when planning: tune over at most N configurations first (GPU)")
     parser.add_argument("--patterns", default=None, help="comma list of rules/patterns to compose")
-    parser.add_argument("--work-dir", default=None, help="plan folder (default <out>/plan)")
+    parser.add_argument("--work-dir", default=None, help="plan folder when planning (default <out>/plan)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the weights")
     args = parser.parse_args(None if argv is None else list(argv))
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    file_part, _, class_name = args.model.rpartition(":")
+    patterns = [p for p in args.patterns.split(",") if p] if args.patterns else None
     try:
         torch.manual_seed(args.seed)
         model, inputs = build_from_model_file(args.model, args.dtype, device)
-    except CaptureError as error:
-        print(f"fact.package: error: {error}", file=sys.stderr)
-        return 1
-    floating = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    precision = args.precision or ("strict" if not floating or floating[0].dtype == torch.float32
-                                   else "native")
-    out = Path(args.out)
-    work = Path(args.work_dir) if args.work_dir else out / "plan"
-    patterns = [p for p in args.patterns.split(",") if p] if args.patterns else None
-    on_gpu = torch.device(device).type == "cuda"
-    print(f"== plan: {args.model} (precision {precision}, {device})", flush=True)
-    folder = plan(model, inputs, precision, work_dir=work, patterns=patterns, tune=args.tune,
-                  compile_kernels=args.compile_kernels)
-    composed = apply_plan(model, inputs, folder, remainder="eager", patterns=patterns,
-                          verify=on_gpu, report_path=folder / "report.json")
-    report = composed.fact_report
-    if not on_gpu:
-        report.notes.append(f"written on {device}: kernels "
-                            + ("compiled" if load_plan(folder)[0].get("kernels") else "not compiled")
-                            + ", not verified (no GPU); the composed GEMMs ran the reference here")
-    print(report, flush=True)
-    try:
-        target = write_package(out, file_part, class_name, folder, module=model,
-                               package_name=args.name, dtype=args.dtype, report=report,
-                               verified=on_gpu)
+        if args.plan is not None:
+            folder = Path(args.plan)
+            load_plan(folder)  # a clear error for a folder without a plan
+        else:
+            folder = Path(args.work_dir) if args.work_dir else Path(args.out) / "plan"
+            print(f"== plan: {args.model} ({args.precision or 'precision from the dtype'}, {device})",
+                  flush=True)
+            folder = plan(model, inputs, args.precision, work_dir=folder, patterns=patterns,
+                          tune=args.tune, compile_kernels=args.compile_kernels)
+        target = package_plan(args.model, folder, args.out, device=device, dtype=args.dtype,
+                              name=args.name, patterns=patterns, model=model, inputs=inputs,
+                              log=lambda text: print(text, flush=True))
     except (CaptureError, FileNotFoundError, ValueError) as error:
         print(f"fact.package: error: {error}", file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
-// `fact bench gemm`: the GEMM suite against cuBLAS / cuBLASLt. Every case is tuned (or its
-// stored choice reused), then the winner and the baselines are timed in one `fact run-kernel`
-// process on the same inputs. Writes <out>/gemm-<device>-<date>.json (DESIGN.md "Measuring";
-// "-quick" / "-max<N>" before ".json" for cut sweeps),
-// a speedup plot beside it, and the per-case tuning reports in <out>/gemm-<device>-<date>-tune/.
+// `fact bench <suite>`: a suite a pattern folder registered (realize/bench_suite.hpp) against
+// its library baselines. Every case is tuned (or its stored choice reused), then
+// the winner and the baselines are timed in one `fact run-kernel` process on the same inputs.
+// Writes <out>/<suite>-<device>-<date>.json (DESIGN.md "Measuring"; "-quick" / "-max<N>" before
+// ".json" for cut sweeps), a speedup plot beside it, and the per-case tuning reports in
+// <out>/<suite>-<device>-<date>-tune/.
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -18,8 +19,9 @@
 #include "fact/realize/bench_results.hpp"
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/candidate_runner.hpp"
-#include "fact/realize/gemm_candidates.hpp"
-#include "fact/realize/gemm_problem_args.hpp"
+#include "fact/engine/engine.hpp"
+#include "fact/realize/bench_suite.hpp"
+#include "fact/realize/realizer_source.hpp"
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/tune_report.hpp"
 #include "fact/realize/tuner.hpp"
@@ -41,16 +43,21 @@ struct BenchArgs {
   int jobs = 0;
   double timeout_s = 120;
   bool force = false, retry_failed = false;
-  std::string tuning_cost_case = "mingpt_fc_65536x3072x768_bias_gelu_tanh_bf16";  // "none": skip
+  std::string tuning_cost_case;  // empty: the suite's own; "none": skip
 };
 
-struct SuiteCase {
-  std::string name;
-  realize::GemmSizes sizes;
-  std::string dtype;      // "fp32", "bf16"
-  std::string precision;  // "strict", "tf32", "native"
-  std::string epilogue;   // "" or "bias,gelu_tanh", ...
-};
+using SuiteCase = realize::BenchSuiteCase;
+
+// The case's command-line words as CLI options: --problem .. --dtype .. (empty ones left out).
+std::vector<std::string> word_options(const SuiteCase& c) {
+  std::vector<std::string> argv;
+  for (const auto& [word, value] : c.words) {
+    if (value.empty()) continue;
+    argv.push_back("--" + word);
+    argv.push_back(value);
+  }
+  return argv;
+}
 
 // Compiles every case's candidates in one job graph before any case is tuned, so that the
 // per-case tuning finds them in the kernel cache: one parallel build over all cores instead
@@ -60,12 +67,11 @@ void prebuild_suite(const std::vector<SuiteCase>& cases, size_t max_candidates,
   std::vector<realize::BuildJob> jobs;
   for (const SuiteCase& c : cases) {
     try {
-      const discover::GemmProblem problem =
-          realize::make_gemm_problem(c.sizes, realize::parse_operand_dtype(c.dtype), c.epilogue, "tn");
-      const realize::KernelSpec problem_class = source.problem_class(problem, c.precision);
-      std::vector<realize::KernelSpec> specs = source.candidates(problem_class, problem, "default").candidates;
+      const realize::KernelSpec problem_class = source.problem_class(c.problem, c.precision);
+      std::vector<realize::KernelSpec> specs = source.candidates(problem_class, c.problem, "default").candidates;
       if (max_candidates > 0 && specs.size() > max_candidates)
-        specs = realize::spread_selection(specs, max_candidates);
+        specs = realize::spread_selection(specs, max_candidates,
+                                          [&](const realize::KernelSpec& spec) { return source.family(spec); });
       for (const realize::KernelSpec& spec : specs) {
         try {
           jobs.push_back(source.build_job(spec));
@@ -82,58 +88,18 @@ void prebuild_suite(const std::vector<SuiteCase>& cases, size_t max_candidates,
   builder.build(jobs);
 }
 
-// The GEMM suite. Layout tn (row-major A, column-major B: an nn.Linear) throughout.
-std::vector<SuiteCase> gemm_suite() {
-  std::vector<SuiteCase> cases;
-  struct Shape {
-    std::string name;
-    realize::GemmSizes sizes;
-  };
-  const std::vector<Shape> shapes = {
-      {"square_4096", {4096, 4096, 4096, 1}},
-      {"batched_128x512x2048x1024", {512, 2048, 1024, 128}},  // 128 x (512x1024 . 1024x2048)
-      {"large_k_256x256x524288", {256, 256, 524288, 1}},      // 256x524288 . 524288x256
-  };
-  for (const Shape& shape : shapes) {
-    cases.push_back({shape.name + "_fp32", shape.sizes, "fp32", "strict", ""});
-    cases.push_back({shape.name + "_fp32_tf32", shape.sizes, "fp32", "tf32", ""});
-    cases.push_back({shape.name + "_bf16", shape.sizes, "bf16", "native", ""});
-  }
-  // The GEMM + epilogue shapes of the minGPT block (batch 128 x sequence 512 = 65536 rows).
-  cases.push_back({"mingpt_qkv_65536x2304x768_bias_bf16", {65536, 2304, 768, 1}, "bf16", "native", "bias"});
-  cases.push_back({"mingpt_fc_65536x3072x768_bias_gelu_tanh_bf16", {65536, 3072, 768, 1}, "bf16", "native",
-                   "bias,gelu_tanh"});
-  cases.push_back({"mingpt_proj_65536x768x3072_bias_residual_bf16", {65536, 768, 3072, 1}, "bf16", "native",
-                   "bias,residual"});
-  return cases;
-}
-
-std::string sizes_text(const realize::GemmSizes& s) {
-  return "m=" + std::to_string(s.m) + ",n=" + std::to_string(s.n) + ",k=" + std::to_string(s.k) +
-         ",batch=" + std::to_string(s.batch);
-}
-
-std::vector<std::string> baselines_for(const SuiteCase& c) {
-  if (c.epilogue.empty()) return {"cublas"};
-  return {"cublas", "cublaslt"};  // cuBLASLt with its fused epilogue where it has one
-}
-
 // `fact run-kernel --baseline-only`: the library baselines alone, for cases without a kernel and
 // for the preflight that names the device.
 realize::RunResult run_baselines_only(const SuiteCase& c, const fs::path& scratch, double timeout_s) {
   fs::create_directories(scratch);
-  std::vector<std::string> baselines = baselines_for(c);
   std::string joined;
-  for (const auto& b : baselines) joined += (joined.empty() ? "" : ",") + b;
-  std::vector<std::string> argv = {util::current_executable().string(), "run-kernel", "--baseline-only",
-                                   "--problem", sizes_text(c.sizes), "--dtype", c.dtype, "--layout", "tn",
-                                   "--precision", c.precision, "--baselines", joined, "--timeout-s",
-                                   std::to_string(static_cast<int>(timeout_s)), "--json",
-                                   (scratch / "report.json").string()};
-  if (!c.epilogue.empty()) {
-    argv.push_back("--epilogue");
-    argv.push_back(c.epilogue);
-  }
+  for (const auto& b : c.baselines) joined += (joined.empty() ? "" : ",") + b;
+  std::vector<std::string> argv = {engine::engine_executable().string(), "run-kernel", "--baseline-only",
+                                   "--kind", c.problem.kind, "--precision", c.precision, "--baselines",
+                                   joined, "--timeout-s", std::to_string(static_cast<int>(timeout_s)),
+                                   "--json", (scratch / "report.json").string()};
+  const std::vector<std::string> words = word_options(c);
+  argv.insert(argv.end(), words.begin(), words.end());
   util::ProcessOptions options;
   options.output_file = scratch / "output.log";
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>((timeout_s + 15) * 1000));
@@ -215,15 +181,12 @@ realize::BenchTuningCost measure_tuning_cost(const SuiteCase& c, size_t max_cand
   cost.case_name = c.name;
   cost.candidates = max_candidates;
   cost.compile_jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  std::vector<std::string> argv = {util::current_executable().string(), "tune", "--problem", sizes_text(c.sizes),
-                                   "--dtype", c.dtype, "--precision", c.precision, "--layout", "tn",
+  std::vector<std::string> argv = {engine::engine_executable().string(), "tune", "--precision", c.precision,
                                    "--baselines", "none", "--no-progress", "--timeout",
                                    std::to_string(static_cast<int>(args.timeout_s)), "-o",
                                    (scratch / "tuning-cost-report").string()};
-  if (!c.epilogue.empty()) {
-    argv.push_back("--epilogue");
-    argv.push_back(c.epilogue);
-  }
+  const std::vector<std::string> words = word_options(c);
+  argv.insert(argv.end(), words.begin(), words.end());
   if (max_candidates > 0) {
     argv.push_back("--max-candidates");
     argv.push_back(std::to_string(max_candidates));
@@ -258,14 +221,13 @@ realize::BenchTuningCost measure_tuning_cost(const SuiteCase& c, size_t max_cand
 }
 
 int run_bench(const BenchArgs& args) {
-  if (args.suite != "gemm") throw std::invalid_argument("unknown suite '" + args.suite + "' (available: gemm)");
-  std::vector<SuiteCase> cases = gemm_suite();
+  const realize::BenchSuite suite = realize::bench_suite(args.suite);
+  const std::vector<SuiteCase>& cases = suite.cases;
   fs::path out_dir = args.out_dir;
   fs::path scratch = fs::temp_directory_path() / ("fact-bench-" + util::unique_suffix());
 
   // Preflight: a small baseline-only run names the device and proves there is one.
-  SuiteCase probe{"preflight", {256, 256, 256, 1}, "bf16", "native", ""};
-  realize::RunResult preflight = run_baselines_only(probe, scratch / "preflight", 60);
+  realize::RunResult preflight = run_baselines_only(suite.preflight, scratch / "preflight", 60);
   // A baseline-only report has no kernel timing: its top-level status alone says whether it ran.
   bool preflight_ran = preflight.report.is_object() && preflight.report.value("status", "") == "ok";
   if (!preflight_ran || !preflight.device.contains("name")) {
@@ -273,7 +235,7 @@ int run_bench(const BenchArgs& args) {
                              std::string(realize::candidate_status_name(preflight.status)) + ": " + preflight.reason + ")");
   }
   realize::BenchResults results;
-  results.suite = "gemm";
+  results.suite = suite.name;
   results.date = util::utc_date();
   results.device = preflight.device.value("name", std::string("unknown"));
   results.versions = collect_versions(preflight.device);
@@ -284,17 +246,17 @@ int run_bench(const BenchArgs& args) {
   }
   std::string stem = results.file_name().substr(0, results.file_name().size() - 5);
   fs::path tune_dir = out_dir / (stem + "-tune");
-  std::cout << "bench gemm on " << results.device << " (driver " << results.versions.driver << ", CUDA "
+  std::cout << "bench " << suite.name << " on " << results.device << " (driver " << results.versions.driver << ", CUDA "
             << results.versions.cuda << ", CUTLASS " << results.versions.cutlass << ", fact "
             << results.versions.fact << ")" << (max_candidates > 0 ? ", " + std::to_string(max_candidates) + " configurations per case" : "") << "\n";
 
-  realize::GemmCandidateSource source;
+  realize::RealizerSource source;
   realize::KernelCache cache;
   realize::BuildOptions build_options;
   build_options.jobs = args.jobs;
   build_options.retry_failed = args.retry_failed;
   realize::BuildDriver builder(cache, build_options);
-  realize::SubprocessRunner runner;
+  realize::SubprocessRunner runner(engine::engine_executable());
   realize::TuningDb db;
   realize::Tuner tuner(source, builder, runner, db);
   prebuild_suite(cases, max_candidates, source, builder);
@@ -306,11 +268,11 @@ int run_bench(const BenchArgs& args) {
     out.precision = c.precision;
     try {
       realize::TuneRequest request;
-      request.problem = realize::make_gemm_problem(c.sizes, realize::parse_operand_dtype(c.dtype), c.epilogue, "tn");
+      request.problem = c.problem;
       request.precision = c.precision;
       request.max_candidates = max_candidates;
       request.force = args.force;
-      request.baselines = baselines_for(c);
+      request.baselines = c.baselines;
       request.run_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
       realize::TuneResult result = tuner.tune(request);
       realize::TuneReportFiles files = realize::write_tune_report(result, tune_dir);
@@ -348,9 +310,10 @@ int run_bench(const BenchArgs& args) {
     util::write_file_atomically(out_dir / results.file_name(), results.to_json().dump(2) + "\n");
   }
 
-  if (args.tuning_cost_case != "none") {
-    auto it = std::find_if(cases.begin(), cases.end(), [&](const SuiteCase& c) { return c.name == args.tuning_cost_case; });
-    if (it == cases.end()) throw std::invalid_argument("--tuning-cost: no suite case named '" + args.tuning_cost_case + "'");
+  const std::string cost_case = args.tuning_cost_case.empty() ? suite.tuning_cost_case : args.tuning_cost_case;
+  if (cost_case != "none" && !cost_case.empty()) {
+    auto it = std::find_if(cases.begin(), cases.end(), [&](const SuiteCase& c) { return c.name == cost_case; });
+    if (it == cases.end()) throw std::invalid_argument("--tuning-cost: no suite case named '" + cost_case + "'");
     results.tuning_cost = measure_tuning_cost(*it, max_candidates, args, scratch);
     util::write_file_atomically(out_dir / results.file_name(), results.to_json().dump(2) + "\n");
   }
@@ -373,22 +336,25 @@ int run_bench(const BenchArgs& args) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Benchmark suites against the vendor libraries (gemm: square, batched, large-K and minGPT "
-               "GEMM+epilogue shapes in fp32 strict, fp32 tf32 and bf16, against cuBLAS/cuBLASLt)");
-  cmd->add_option("suite", args->suite, "Suite to run: gemm")->required();
+      "bench", "Benchmark suites against the vendor libraries");
+  std::string suites;
+  for (const auto& name : realize::bench_suite_names()) {
+    suites += "\n  " + name + ": " + realize::bench_suite(name).description;
+  }
+  cmd->add_option("suite", args->suite, "Suite to run:" + suites)->required();
   cmd->add_option("-o,--out", args->out_dir, "Results folder (default bench/results)");
   cmd->add_flag("--quick", args->quick,
                 "Tune over 4 configurations per case (spread over kernel families); results go to "
-                "gemm-<device>-<date>-quick.json");
+                "<suite>-<device>-<date>-quick.json");
   cmd->add_option("--max-candidates", args->max_candidates,
                   "Tune over at most N configurations of each space, spread over kernel families "
-                  "(results go to gemm-<device>-<date>-max<N>.json)");
+                  "(results go to <suite>-<device>-<date>-max<N>.json)");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: all cores)");
   cmd->add_option("--timeout", args->timeout_s, "Seconds per kernel run before it counts as hung (default 120)");
   cmd->add_flag("--force", args->force, "Sweep again even where a choice is stored");
   cmd->add_option("--tuning-cost", args->tuning_cost_case,
                   "After the suite, time a cold and a warm `fact tune` of this case in a fresh cache "
-                  "(default: the fused bias+GELU case; none: skip)");
+                  "(default: the suite's own; none: skip)");
   cmd->add_flag("--retry-failed", args->retry_failed, "Rebuild configurations recorded as failed builds");
   cmd->callback([args] { exit_unless_ok(run_bench(*args)); });
 }

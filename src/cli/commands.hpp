@@ -10,6 +10,7 @@ namespace fact::cli {
 
 void add_discover_command(CLI::App& app);  // fact discover graph.json [--json out.json]
 void add_realize_command(CLI::App& app);   // fact realize graph.json --emit-only | --build
+void add_plan_command(CLI::App& app);      // fact plan graph.json -o dir (plan.json)
 void add_tune_command(CLI::App& app);      // fact tune graph.json / --problem ...
 void add_bench_command(CLI::App& app);     // fact bench gemm
 void add_optimize_command(CLI::App& app);  // fact optimize model.py:Class

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   fact::cli::add_discover_command(app);
   fact::cli::add_realize_command(app);
+  fact::cli::add_plan_command(app);
   fact::cli::add_tune_command(app);
   fact::cli::add_bench_command(app);
   fact::cli::add_optimize_command(app);

@@ -1,12 +1,13 @@
 // `fact optimize model.py:ClassName`: the whole pipeline on a model file.
 //
-//   capture   python -m fact.capture (the only Python step) → <out>/graph.json
-//   discover  ranked matches → printed table, <out>/discovery.json
-//   realize   every GEMM of every accepted match → CUTLASS source → parallel cached nvcc build
-//   tune      (Hopper GPU present) sweep, verify against float64, time against cuBLAS/cuBLASLt
-//   package   python -m fact.package → <out>/<package>/: the composed module as an importable
-//             Python package (plan, kernel libraries, model file, weights; the realize step
-//             there takes the tuned choices from the tuning database), verified on the GPU
+//   capture   python -m fact.capture (the only Python step before the package) → <out>/graph.json
+//   plan      the engine in process (engine.hpp): discover (ranked table, discovery.json),
+//             tune each kernel on a Hopper GPU (sweep, verify against float64, time against
+//             the library baselines; choices stored in the tuning database), realize each kernel
+//             once (CUTLASS source → parallel cached nvcc build), write <out>/plan/plan.json
+//   package   python -m fact.package --plan: the plan applied to the model and written as an
+//             importable Python package (plan, kernel libraries, model file, weights); every
+//             replacement verified against the subgraph it replaces (GPU, or CPU reference)
 //   measure   (GPU) python -m fact.measure: the package against the model in float64, and the
 //             speedup table against eager / torch.compile / max-autotune → <out>/e2e.{md,json}
 //   report    <out>/report.md + report.json, saying what ran, what was skipped and why
@@ -25,23 +26,12 @@
 #include <string>
 #include <vector>
 
-#ifdef FACT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include <unistd.h>
 
 #include "fact/build_info.hpp"
-#include "fact/discover/discover.hpp"
 #include "fact/discover/report.hpp"
-#include "fact/graph/graph_json.hpp"
-#include "fact/realize/build_driver.hpp"
-#include "fact/realize/compile_command.hpp"
-#include "fact/realize/gemm_candidates.hpp"
-#include "fact/realize/kernel_cache.hpp"
-#include "fact/realize/render.hpp"
-#include "fact/realize/spec_from_problem.hpp"
+#include "fact/engine/engine.hpp"
 #include "fact/realize/tune_report.hpp"
-#include "fact/realize/tuner.hpp"
-#include "fact/realize/tuning_db.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/subprocess.hpp"
 #include "src/cli/commands.hpp"
@@ -54,7 +44,7 @@ namespace fs = std::filesystem;
 
 struct OptimizeArgs {
   std::string model;  // path/to/model.py:ClassName
-  std::string dtype = "float32";
+  std::string dtype = "float32";  // torch's name; bf16 / fp16 / fp32 are accepted too
   std::string precision;  // default: strict for float32, native otherwise
   std::string out_dir = "out/optimize";
   std::string space = "default";
@@ -65,36 +55,6 @@ struct OptimizeArgs {
   std::string package_name;  // empty: fact_<class>
   bool no_measure = false, no_max_autotune = false;
 };
-
-// One kernel to realize: a GEMM of an accepted match.
-struct KernelTask {
-  std::string match_rule;
-  size_t match_index = 0;
-  discover::GemmProblem problem;
-  std::string problem_label;
-  std::optional<realize::RenderedKernel> rendered;
-  std::string render_error;
-  std::optional<realize::BuildOutcome> build;
-};
-
-// Why GPU stages cannot run in this process, or nullopt when a Hopper GPU is usable.
-std::optional<std::string> gpu_unavailable_reason() {
-#ifdef FACT_HAVE_CUDA
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess)
-    return std::string("no CUDA GPU on this machine (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
-  if (count == 0) return "no CUDA device on this machine";
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "cannot read device 0's properties";
-  if (prop.major != 9)
-    return std::string("device 0 (") + prop.name + ") is not a Hopper GPU (sm_" +
-           std::to_string(prop.major) + std::to_string(prop.minor) + "); kernels target sm_90a";
-  return std::nullopt;
-#else
-  return "this fact binary was built without the CUDA runtime";
-#endif
-}
 
 std::string python_executable() {
   if (const char* p = std::getenv("FACT_PYTHON"); p && *p) return p;
@@ -143,18 +103,17 @@ struct PackageOutcome {
   std::string note;  // what the package holds, or why it was not written
 };
 
-// The composed module as a Python package (python -m fact.package): planned with the engine
-// again (kernels come from the kernel cache, configurations from the tuning database), applied
-// once on the GPU to verify every kernel, or on the CPU when there is none.
-PackageOutcome write_package(const OptimizeArgs& args, const std::string& precision,
-                             const fs::path& out_dir, bool on_gpu, bool compile) {
+// The composed module as a Python package (python -m fact.package --plan): the engine's plan
+// applied to the model (no second realization), every replacement verified against the
+// subgraph it replaces on the GPU, or on the CPU with the host reference when there is none.
+PackageOutcome write_package(const OptimizeArgs& args, const fs::path& plan_dir, const fs::path& out_dir,
+                             bool on_gpu, bool compile) {
   PackageOutcome outcome;
   const std::string name = args.package_name.empty() ? default_package_name(args.model) : args.package_name;
   const util::ProcessResult result = run_python_module(
       "package", "fact.package",
-      {args.model, "-o", out_dir.string(), "--name", name, "--precision", precision, "--dtype",
-       args.dtype, "--device", on_gpu ? "cuda" : "cpu", compile ? "--compile" : "--no-compile",
-       "--work-dir", (out_dir / "plan").string()});
+      {args.model, "--plan", plan_dir.string(), "-o", out_dir.string(), "--name", name, "--dtype",
+       args.dtype, "--device", on_gpu ? "cuda" : "cpu"});
   outcome.path = out_dir / name;
   if (!result.succeeded()) {
     outcome.note = "not written: python -m fact.package failed (" + result.describe() +
@@ -193,149 +152,75 @@ std::string fmt_ms(std::optional<double> ms) {
   return s.str();
 }
 
-std::vector<KernelTask> collect_kernels(const discover::Discovery& discovery) {
-  std::vector<KernelTask> tasks;
-  for (size_t i = 0; i < discovery.matches.size(); ++i) {
-    const discover::Match& match = discovery.matches[i];
-    if (match.status != discover::MatchStatus::Accepted) continue;
-    for (size_t g = 0; g < match.gemms.size(); ++g) {
-      KernelTask task;
-      task.match_rule = match.rule;
-      task.match_index = i + 1;
-      task.problem = match.gemms[g];
-      task.problem_label = match.gemms[g].fusion_name() + " " + match.gemms[g].shape_string();
-      tasks.push_back(std::move(task));
-    }
-  }
-  return tasks;
-}
-
-void realize_kernels(std::vector<KernelTask>& tasks, const std::string& precision, int jobs,
-                     const realize::CompileOptions& compile_options,
-                     const std::optional<std::string>& cannot_compile) {
-  std::vector<realize::BuildJob> build_jobs;
-  std::vector<size_t> job_task;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    try {
-      const realize::KernelSpec spec = realize::spec_from_problem(tasks[i].problem, precision);
-      tasks[i].rendered = realize::render_kernel(spec, compile_options);
-      if (!cannot_compile) {
-        build_jobs.push_back(realize::build_job(*tasks[i].rendered, compile_options));
-        job_task.push_back(i);
-      }
-    } catch (const std::exception& e) {
-      tasks[i].render_error = e.what();
-    }
-  }
-  if (cannot_compile || build_jobs.empty()) return;
-  realize::KernelCache cache;
-  realize::BuildOptions options;
-  options.jobs = jobs;
-  options.title = "compile";
-  realize::BuildDriver driver(cache, options);
-  std::vector<realize::BuildOutcome> outcomes = driver.build(build_jobs);
-  for (size_t j = 0; j < outcomes.size(); ++j) tasks[job_task[j]].build = outcomes[j];
-}
-
-void print_kernel_table(const std::vector<KernelTask>& tasks, std::ostream& os) {
-  os << "\n== realize: " << tasks.size() << " kernel(s)\n";
-  os << std::left << std::setw(4) << "#" << std::setw(34) << "match / kernel problem"
-     << std::setw(16) << "key" << std::setw(16) << "build" << "config / reason\n";
-  for (const KernelTask& t : tasks) {
-    os << std::left << std::setw(4) << t.match_index << std::setw(34) << t.problem_label.substr(0, 33);
-    if (!t.rendered) {
-      os << std::setw(16) << "-" << std::setw(16) << "not rendered" << t.render_error << "\n";
-      continue;
-    }
-    os << std::setw(16) << t.rendered->key.substr(0, 12);
-    if (!t.build) {
-      os << std::setw(16) << "not compiled" << t.rendered->spec.name() << "\n";
-      continue;
-    }
-    std::ostringstream status;
-    status << realize::build_status_name(t.build->status);
-    if (t.build->usable()) status << " " << std::fixed << std::setprecision(0) << t.build->compile_seconds << "s";
-    os << std::setw(16) << status.str()
-       << (t.build->usable() ? t.rendered->spec.name() : t.build->reason) << "\n";
-  }
-}
-
-struct TunedKernel {
-  std::string label;
-  std::optional<realize::TuneResult> result;
-  std::string error;
+// One row per kernel call of the plan: label, problem, build status, configuration or reason.
+struct KernelRow {
+  std::string label, rule, problem, key, build, detail;
 };
 
-std::vector<TunedKernel> tune_kernels(const std::vector<KernelTask>& tasks, const OptimizeArgs& args,
-                                      const std::string& precision, const fs::path& out_dir) {
-  realize::GemmCandidateSource source;
-  realize::KernelCache cache;
-  realize::BuildOptions build_options;
-  build_options.jobs = args.jobs;
-  build_options.title = "tune build";
-  realize::BuildDriver driver(cache, build_options);
-  realize::SubprocessRunner runner;
-  realize::TuningDb db;
-  realize::Tuner tuner(source, driver, runner, db);
-  std::vector<TunedKernel> tuned;
-  for (const KernelTask& task : tasks) {
-    TunedKernel entry;
-    entry.label = task.problem_label;
-    std::cout << "\n== tune: " << task.problem_label << "\n" << std::flush;
-    try {
-      realize::TuneRequest request;
-      request.problem = task.problem;
-      request.precision = precision;
-      request.space = args.space;
-      request.max_candidates = args.max_candidates;
-      request.baselines = {"cublas", "cublaslt"};
-      request.work_dir = out_dir / "tune" / std::to_string(tuned.size());
-      entry.result = tuner.tune(request);
-      realize::write_tune_report(*entry.result, out_dir / "tune");
-      std::cout << realize::format_tune_table(*entry.result);
-    } catch (const std::exception& e) {
-      entry.error = e.what();
-      std::cout << "  not tuned: " << entry.error << "\n";
+std::vector<KernelRow> kernel_rows(const nlohmann::json& plan) {
+  std::vector<KernelRow> rows;
+  const nlohmann::json& kernels = plan.at("kernels");
+  for (const auto& r : plan.at("replacements")) {
+    if (r.value("status", "") != "planned" && r.value("status", "") != "failed") continue;
+    for (const auto& call : r.at("calls")) {
+      KernelRow row;
+      row.label = call.value("label", "");
+      row.rule = r.value("rule", "");
+      row.problem = call.value("summary", "");
+      const std::string key = call.value("kernel", "");
+      row.key = key.substr(0, 12);
+      if (key.empty() || !kernels.contains(key)) {
+        row.build = "not realized";
+        row.detail = r.value("reason", "");
+      } else {
+        const auto& k = kernels.at(key);
+        row.build = k.value("status", "");
+        row.detail = k.contains("reason") ? k.value("reason", "") : k.value("name", "");
+        if (call.value("config_source", "default") != "default") row.detail += " (" + call.value("config_source", "") + ")";
+      }
+      rows.push_back(std::move(row));
     }
-    tuned.push_back(std::move(entry));
   }
-  return tuned;
+  return rows;
+}
+
+void print_kernel_table(const std::vector<KernelRow>& rows, std::ostream& os) {
+  os << "\n== realize: " << rows.size() << " kernel call(s)\n";
+  os << std::left << std::setw(5) << "#" << std::setw(48) << "kernel problem" << std::setw(14) << "key"
+     << std::setw(14) << "build" << "configuration / reason\n";
+  for (const KernelRow& r : rows) {
+    os << std::left << std::setw(5) << r.label << std::setw(48) << r.problem << std::setw(14)
+       << (r.key.empty() ? "-" : r.key) << std::setw(14) << r.build << r.detail << "\n";
+  }
 }
 
 void write_report(const OptimizeArgs& args, const std::string& precision, const fs::path& out_dir,
-                  const std::string& discovery_table, const std::vector<KernelTask>& tasks,
-                  const std::vector<TunedKernel>& tuned, const PackageOutcome& package,
+                  const std::string& discovery_table, const std::vector<KernelRow>& rows,
+                  const std::vector<engine::TunedCall>& tuned, const PackageOutcome& package,
                   const std::string& end_to_end, const std::vector<std::string>& skipped) {
   std::ostringstream md;
   md << "# FACT optimize report: `" << args.model << "`\n\n"
      << "- dtype: " << args.dtype << "\n- precision mode: **" << precision << "**\n"
      << "- fact " << build_info::kVersion << ", CUTLASS " << build_info::kCutlassVersion << "\n\n"
      << "## Discovery\n\n```\n" << discovery_table << "```\n\n## Kernels\n\n"
-     << "| # | problem | key | build | configuration / reason |\n|---|---|---|---|---|\n";
+     << "| # | match | problem | key | build | configuration / reason |\n|---|---|---|---|---|---|\n";
   nlohmann::json kernels = nlohmann::json::array();
-  for (const KernelTask& t : tasks) {
-    const std::string key = t.rendered ? t.rendered->key.substr(0, 16) : "-";
-    const std::string build = !t.rendered ? "not rendered"
-                              : t.build   ? std::string(realize::build_status_name(t.build->status))
-                                          : "not compiled";
-    const std::string detail = !t.rendered ? t.render_error
-                               : (t.build && !t.build->usable()) ? t.build->reason
-                                                                  : t.rendered->spec.name();
-    md << "| " << t.match_index << " | " << t.problem_label << " | `" << key << "` | " << build
-       << " | " << detail << " |\n";
-    kernels.push_back({{"match", t.match_index}, {"rule", t.match_rule}, {"problem", t.problem_label},
-                       {"key", t.rendered ? t.rendered->key : ""}, {"build", build}, {"detail", detail}});
+  for (const KernelRow& r : rows) {
+    md << "| " << r.label << " | " << r.rule << " | " << r.problem << " | `" << r.key << "` | " << r.build
+       << " | " << r.detail << " |\n";
+    kernels.push_back({{"label", r.label}, {"rule", r.rule}, {"problem", r.problem}, {"key", r.key},
+                       {"build", r.build}, {"detail", r.detail}});
   }
   nlohmann::json tuning = nlohmann::json::array();
   if (!tuned.empty()) {
     md << "\n## Tuning (verified against float64; baselines measured in the same run)\n\n"
-       << "| problem | best configuration | ms | rel. err | baseline | baseline ms | speedup |\n"
+       << "| call | best configuration | ms | rel. err | baseline | baseline ms | speedup |\n"
        << "|---|---|---|---|---|---|---|\n";
-    for (const TunedKernel& t : tuned) {
+    for (const engine::TunedCall& t : tuned) {
       if (!t.result || !t.result->ok()) {
         md << "| " << t.label << " | not tuned: " << (t.error.empty() ? "no candidate verified" : t.error)
            << " | | | | | |\n";
-        tuning.push_back({{"problem", t.label}, {"error", t.error}});
+        tuning.push_back({{"call", t.label}, {"error", t.error}});
         continue;
       }
       const realize::CandidateOutcome& best = *t.result->best;
@@ -346,13 +231,15 @@ void write_report(const OptimizeArgs& args, const std::string& precision, const 
          << (base ? base->name : "-") << " | " << fmt_ms(base ? base->ms : std::nullopt) << " | ";
       if (base && base->ms && ms) md << std::fixed << std::setprecision(2) << *base->ms / *ms << "x";
       md << " |\n";
-      tuning.push_back(t.result->to_json());
+      nlohmann::json entry = t.result->to_json();
+      entry["call"] = t.label;
+      tuning.push_back(std::move(entry));
     }
   }
   md << "\n## Composed module (Python package)\n\n" << package.note << "\n";
   if (package.written)
-    md << "\nPer composed GEMM (configuration, tuned or default, verification error): "
-       << "`" << package.path.filename().string() << "/report.json`.\n";
+    md << "\nPer replacement (calls, configuration, tuned or default, verification error against "
+       << "the subgraph it replaces): `" << package.path.filename().string() << "/report.json`.\n";
   if (!end_to_end.empty()) md << "\n" << end_to_end << "\nData: `e2e.json`.\n";
   if (!skipped.empty()) {
     md << "\n## Skipped\n\n";
@@ -367,56 +254,65 @@ void write_report(const OptimizeArgs& args, const std::string& precision, const 
   util::write_file_atomically(out_dir / "report.json", doc.dump(2) + "\n");
 }
 
-void run(const OptimizeArgs& args) {
+// torch's dtype name for the spellings users type: bf16 -> bfloat16, fp16 -> float16, ...
+std::string torch_dtype(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "bfloat16") return "bfloat16";
+  if (dtype == "fp16" || dtype == "f16" || dtype == "half" || dtype == "float16") return "float16";
+  if (dtype == "fp32" || dtype == "f32" || dtype == "float" || dtype == "float32") return "float32";
+  throw std::invalid_argument("--dtype '" + dtype + "': expected bfloat16 (bf16), float16 (fp16) or float32 (fp32)");
+}
+
+void run(OptimizeArgs args) {
   const auto start = std::chrono::steady_clock::now();
+  args.dtype = torch_dtype(args.dtype);
   const fs::path out_dir = args.out_dir;
   fs::create_directories(out_dir);
-  const std::string precision =
-      !args.precision.empty() ? args.precision : (args.dtype == "float32" ? "strict" : "native");
 
-  // 1. capture (Python) and discover (C++)
+  // 1. capture (Python)
   const fs::path graph_path = out_dir / "graph.json";
   capture(args, graph_path);
-  const graph::Graph captured = graph::load_graph(graph_path);
-  discover::DiscoverOptions options;
-  options.precision = precision;
-  const discover::Discovery discovery = discover::discover(captured, options);
-  const std::string table = discover::discovery_table(discovery, captured, options);
-  std::cout << "\n== discover (precision mode: " << precision << ")\n" << table;
-  util::write_file_atomically(out_dir / "discovery.json",
-                              discover::discovery_to_json(discovery, captured, options).dump(2) + "\n");
 
-  // 2. realize: render and compile every kernel
+  // 2. the engine: discover, tune (GPU), realize each kernel once, plan
   std::vector<std::string> skipped;
-  const realize::CompileOptions compile_options = realize::default_compile_options();
-  std::optional<std::string> cannot_compile = realize::compile_unavailable_reason(compile_options);
-  if (!cannot_compile && args.no_compile) cannot_compile = "--no-compile was given";
-  if (cannot_compile) skipped.push_back("compilation: " + *cannot_compile);
-  std::vector<KernelTask> tasks = collect_kernels(discovery);
-  realize_kernels(tasks, precision, args.jobs, compile_options, cannot_compile);
-  print_kernel_table(tasks, std::cout);
-  for (KernelTask& t : tasks)
-    if (t.rendered) util::write_file_atomically(out_dir / "kernels" / (t.rendered->spec.name() + ".cu"),
-                                                t.rendered->source);
-
-  // 3. tune + verify on the GPU
-  std::vector<TunedKernel> tuned;
-  const std::optional<std::string> no_gpu = gpu_unavailable_reason();
-  if (no_gpu) {
-    skipped.push_back("verification against float64, auto-tuning and timing: " + *no_gpu);
-  } else if (args.no_tune) {
-    skipped.push_back("auto-tuning: --no-tune was given");
-  } else if (cannot_compile) {
-    skipped.push_back("auto-tuning: nothing can be compiled here");
-  } else {
-    tuned = tune_kernels(tasks, args, precision, out_dir);
+  const std::optional<std::string> no_gpu = engine::gpu_unavailable_reason();
+  engine::PlanRequest request;
+  request.graph = graph_path;
+  request.out_dir = out_dir / "plan";
+  request.precision = args.precision;
+  request.compile = !args.no_compile;
+  if (args.no_compile) skipped.push_back("compilation: --no-compile was given");
+  request.tune = args.no_tune || no_gpu ? 0 : (args.max_candidates > 0 ? args.max_candidates : 1000000);
+  if (args.no_tune) skipped.push_back("auto-tuning: --no-tune was given");
+  request.space = args.space;
+  request.baselines = {"cublas", "cublaslt"};
+  request.jobs = args.jobs;
+  request.progress = isatty(STDERR_FILENO) != 0;
+  request.device = no_gpu ? "cpu" : "cuda";
+  std::cout << "\n== plan (engine)\n" << std::flush;
+  const engine::PlanResult plan = engine::make_plan(request);
+  const std::string precision = plan.options.precision;
+  const std::string table = discover::discovery_table(plan.discovery, plan.captured, plan.options);
+  std::cout << "\n== discover (precision mode: " << precision << ")\n" << table;
+  for (const auto& t : plan.tuning) {
+    std::cout << "\n== tune " << t.label << "\n";
+    if (t.result) std::cout << realize::format_tune_table(*t.result);
+    if (!t.error.empty()) std::cout << "  not tuned: " << t.error << "\n";
   }
+  const std::vector<KernelRow> rows = kernel_rows(plan.plan);
+  print_kernel_table(rows, std::cout);
+  for (const auto& s : plan.skipped) {
+    if (s.rfind("compilation: not asked", 0) != 0) skipped.push_back(s);
+  }
+  if (no_gpu && !args.no_tune) skipped.push_back("auto-tuning: " + *no_gpu);
+  const bool compiled = std::any_of(plan.realized.kernels.begin(), plan.realized.kernels.end(),
+                                    [](const realize::RealizedKernel& k) { return k.status == "built" || k.status == "cached"; });
 
-  // 4. the composed module as a Python package
-  const PackageOutcome package = write_package(args, precision, out_dir, !no_gpu, !cannot_compile);
-  if (no_gpu) skipped.push_back("verification of the packaged kernels: " + *no_gpu);
+  // 3. the composed module as a Python package
+  const PackageOutcome package = write_package(args, request.out_dir, out_dir, !no_gpu, compiled);
+  if (no_gpu) skipped.push_back("verification of the packaged kernels on the GPU: " + *no_gpu +
+                                " (replacements were verified on the CPU with the host reference)");
 
-  // 5. end to end on the GPU: verification against float64 and the speedup table
+  // 4. end to end on the GPU: verification against float64 and the speedup table
   std::string end_to_end;
   if (no_gpu) {
     skipped.push_back("end-to-end verification and timing against eager / torch.compile: " + *no_gpu);
@@ -428,7 +324,7 @@ void run(const OptimizeArgs& args) {
     end_to_end = measure_end_to_end(args, out_dir, package);
   }
 
-  write_report(args, precision, out_dir, table, tasks, tuned, package, end_to_end, skipped);
+  write_report(args, precision, out_dir, table, rows, plan.tuning, package, end_to_end, skipped);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n== skipped\n";
@@ -437,10 +333,9 @@ void run(const OptimizeArgs& args) {
   std::cout << "\nwrote " << (out_dir / "report.md").string() << " ("
             << std::fixed << std::setprecision(0) << seconds << " s)\n";
   size_t failed = 0;
-  for (const KernelTask& t : tasks)
-    if (!t.rendered || (t.build && !t.build->usable())) ++failed;
+  for (const auto& k : plan.realized.kernels) failed += k.status == "failed" ? 1 : 0;
   if (failed != 0)
-    throw std::runtime_error(std::to_string(failed) + " kernel(s) could not be rendered or compiled; see the table above");
+    throw std::runtime_error(std::to_string(failed) + " kernel(s) could not be compiled; see the table above");
   if (!package.written) throw std::runtime_error("the package was " + package.note);
 }
 
@@ -454,8 +349,9 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("model", args->model, "Model file and class: path/to/model.py:ClassName (the file "
                                         "also defines get_inputs() and get_init_inputs())")
       ->required();
-  cmd->add_option("--dtype", args->dtype, "Run the model in this dtype")
-      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
+  cmd->add_option("--dtype", args->dtype,
+                  "Run the model in this dtype: float32 (fp32), bfloat16 (bf16), float16 (fp16)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "f32", "f16"}));
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for float32, native for bf16/fp16)")
       ->check(CLI::IsMember({"strict", "tf32", "native"}));

@@ -1,6 +1,6 @@
-// `fact realize graph.json`: discover, then write one CUTLASS source per accepted match's GEMM
-// and a manifest; with --compile also build them (build driver and kernel cache, or --serial
-// nvcc into the output folder). Each GEMM takes the configuration stored for its key in the
+// `fact realize graph.json`: discover, then write one CUTLASS source per kernel call of every
+// accepted match and a manifest (default folder: kernels/ beside the graph); with --compile also build them (build driver and kernel cache, or --serial
+// nvcc into the output folder). Each call takes the configuration stored for its key in the
 // tuning database (`fact tune` writes it; --tuning-db, --no-tuning-db, --reuse-bucket), else
 // the default configuration; the manifest says which. Exit code 1 when a compile failed.
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fact/discover/discover.hpp"
+#include "fact/engine/engine.hpp"
 #include "fact/graph/graph_json.hpp"
 #include "fact/realize/realize_matches.hpp"
 #include "fact/realize/tuning_db.hpp"
@@ -22,8 +23,8 @@ namespace {
 
 struct RealizeArgs {
   std::string graph;
-  std::string out_dir = "fact_kernels";
-  std::string precision = "strict";
+  std::string out_dir;    // empty: kernels/ beside the graph
+  std::string precision;  // empty: from the graph's dtypes
   bool emit_only = false;
   bool compile = false;
   bool serial = false;
@@ -38,11 +39,11 @@ std::string shorten(const std::string& text, size_t width) {
   return text.size() <= width ? text : text.substr(0, width - 3) + "...";
 }
 
-void print_summary(const realize::RealizeResult& result, const RealizeArgs& args,
-                   size_t accepted_matches) {
-  std::cout << "realize: " << accepted_matches << " accepted match(es), " << result.gemms.size()
-            << " GEMM(s), " << result.kernels.size() << " kernel(s), precision " << args.precision
-            << " -> " << args.out_dir << "/\n";
+void print_summary(const realize::RealizeResult& result, const std::string& precision,
+                   const std::string& out_dir, size_t accepted_matches) {
+  std::cout << "realize: " << accepted_matches << " accepted match(es), " << result.calls.size()
+            << " call(s), " << result.kernels.size() << " kernel(s), precision " << precision
+            << " -> " << out_dir << "/\n";
   for (const auto& k : result.kernels) {
     std::cout << "  " << std::left << std::setw(72) << shorten(k.kernel.spec.name(), 72) << " "
               << k.kernel.entry_symbol << "  " << std::setw(14) << k.status;
@@ -52,32 +53,36 @@ void print_summary(const realize::RealizeResult& result, const RealizeArgs& args
     std::cout << "\n";
     if (!k.reason.empty()) std::cout << "      " << k.reason << "\n";
   }
-  for (const auto& g : result.gemms) {
-    if (!g.error.empty()) {
-      std::cout << "  match " << g.match << " gemm " << g.gemm << ": not realized: " << g.error
-                << "\n";
-    } else if (g.config_source != "default") {
-      std::cout << "  match " << g.match << " gemm " << g.gemm << ": tuned configuration from the "
-                << g.config_source << " (" << g.tuned.value("shape", std::string()) << ")\n";
+  for (const auto& c : result.calls) {
+    const std::string label = "  match " + std::to_string(c.match + 1) + " call " + std::to_string(c.call + 1);
+    if (!c.error.empty()) {
+      std::cout << label << ": not realized: " << c.error << "\n";
+    } else if (c.config_source != "default") {
+      std::cout << label << ": tuned configuration from the " << c.config_source << " ("
+                << c.tuned.value("shape", std::string()) << ")\n";
     }
-    if (!g.tuning_note.empty()) {
-      std::cout << "  match " << g.match << " gemm " << g.gemm << ": " << g.tuning_note << "\n";
-    }
+    if (!c.tuning_note.empty()) std::cout << label << ": " << c.tuning_note << "\n";
   }
-  std::cout << "manifest: " << args.out_dir << "/manifest.json\n";
+  std::cout << "manifest: " << out_dir << "/manifest.json\n";
 }
 
 int run(const RealizeArgs& args) {
   const graph::Graph g = graph::load_graph(args.graph);
-  discover::DiscoverOptions discover_options;
-  discover_options.precision = args.precision;
+  engine::DiscoverSettings settings;
+  settings.precision = args.precision;
+  settings.use_tuning_db = !args.no_tuning_db;
+  if (!args.tuning_db.empty()) settings.tuning_db = args.tuning_db;
+  const discover::DiscoverOptions discover_options = engine::discover_options(settings, g);
   const discover::Discovery discovery = discover::discover(g, discover_options);
+  const std::string out_dir = args.out_dir.empty()
+                                  ? (std::filesystem::absolute(args.graph).parent_path() / "kernels").string()
+                                  : args.out_dir;
   size_t accepted = 0;
   for (const auto& m : discovery.matches) accepted += m.status == discover::MatchStatus::Accepted;
 
   realize::RealizeOptions options;
-  options.precision = args.precision;
-  options.out_dir = args.out_dir;
+  options.precision = discover_options.precision;
+  options.out_dir = out_dir;
   options.compile = args.compile && !args.emit_only;
   options.serial = args.serial;
   options.jobs = args.jobs;
@@ -95,7 +100,7 @@ int run(const RealizeArgs& args) {
     }
   }
   const realize::RealizeResult result = realize::realize_matches(discovery.matches, options);
-  print_summary(result, args, accepted);
+  print_summary(result, discover_options.precision, out_dir, accepted);
   return result.failed_compiles() > 0 ? 1 : 0;
 }
 
@@ -105,13 +110,14 @@ void add_realize_command(CLI::App& app) {
   auto args = std::make_shared<RealizeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "realize",
-      "Render a CUTLASS sm90a kernel for every GEMM of every accepted match (the tuning "
+      "Render a CUTLASS sm90a kernel for every call of every accepted match (the tuning "
       "database's choice, else the default configuration) into a folder with manifest.json; "
       "--compile also builds them");
   cmd->add_option("graph", args->graph, "Graph JSON written by the capture")->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--out", args->out_dir, "Output folder (default: fact_kernels)");
-  cmd->add_option("--precision", args->precision, "strict | tf32 | native (default: strict)")
+  cmd->add_option("-o,--out", args->out_dir, "Output folder (default: kernels/ beside the graph)");
+  cmd->add_option("--precision", args->precision,
+                  "strict | tf32 | native (default: native for a bf16/fp16 graph, strict otherwise)")
       ->check(CLI::IsMember({"strict", "tf32", "native"}));
   cmd->add_flag("--emit-only", args->emit_only, "Write sources and manifest only (the default)");
   cmd->add_flag("--compile,--build", args->compile, "Also compile every kernel (sm_90a)");
@@ -124,7 +130,7 @@ void add_realize_command(CLI::App& app) {
                   "<fact cache>/tuning_db.json)");
   cmd->add_flag("--no-tuning-db", args->no_tuning_db, "Default configurations only");
   cmd->add_flag("--reuse-bucket", args->reuse_bucket,
-                "For a GEMM without a stored choice, use the nearest tuned shape's (power-of-two bucket)");
+                "For a call without a stored choice, use the nearest tuned shape's (power-of-two bucket)");
   cmd->callback([args] { exit_unless_ok(run(*args)); });
 }
 

@@ -22,7 +22,7 @@ namespace fact::cli {
 namespace {
 
 struct RunArgs {
-  std::string lib, problem, precision = "strict", baselines;
+  std::string lib, problem, problem_json, kind, precision = "strict", baselines;
   bool verify_only = false, baseline_only = false;
   std::string dtype = "bf16", out_dtype, epilogue, layout = "tn";
   std::string json_path;
@@ -39,6 +39,8 @@ int run(const RunArgs& args) {
   runtime::RunKernelOptions options;
   options.lib = args.lib;
   options.problem = args.problem;
+  options.problem_json = args.problem_json;
+  options.kind = args.kind;
   options.precision = runtime::parse_precision(args.precision);
   options.verify_only = args.verify_only;
   options.baseline_only = args.baseline_only;
@@ -84,10 +86,12 @@ void add_run_command(CLI::App& app) {
       "Verify one kernel library against a float64 reference (fresh random inputs, poisoned "
       "output, adversarial checks), time it, and time the cuBLAS/cuBLASLt baselines");
   cmd->add_option("lib,--lib", args->lib, "Kernel library (.so) exporting the FACT C ABI");
-  cmd->add_option("--problem", args->problem,
-                  "Problem sizes and scalars: m=..,n=..,k=..[,batch=..][,alpha=..][,beta=..]"
-                  "[,p0=..][,p1=..]")
-      ->required();
+  auto* problem = cmd->add_option("--problem", args->problem,
+                                  "The problem in its kind's words (a GEMM: m=..,n=..,k=..[,batch=..])");
+  auto* problem_json = cmd->add_option("--problem-json", args->problem_json,
+                                       "The problem as JSON (what the tuner writes)");
+  problem->excludes(problem_json);
+  cmd->add_option("--kind", args->kind, "Problem kind of a --baseline-only run (default: the one that reads --problem)");
   cmd->add_option("--precision", args->precision, "strict | tf32 | native")
       ->check(CLI::IsMember({"strict", "tf32", "native"}));
   cmd->add_flag("--verify-only", args->verify_only, "Verify, do not time");

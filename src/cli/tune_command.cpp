@@ -1,10 +1,12 @@
-// `fact tune`: auto-tune GEMM kernels for one problem given on the command line, or for every
-// accepted match that discovery finds in a graph JSON. Each problem: stored choice (tuning
+// `fact tune`: auto-tune kernels for one problem given on the command line (read by whichever
+// problem kind accepts it: m=..,n=..,k=.. is a GEMM), or for every call of every accepted match
+// that discovery finds in a graph JSON. Each problem: stored choice (tuning
 // database) or sweep (build all through the driver, run each in a child `fact run-kernel`,
 // exclude failures with their reason, keep the fastest verified), then a report per problem.
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -15,8 +17,8 @@
 #include "fact/graph/graph_json.hpp"
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/candidate_runner.hpp"
-#include "fact/realize/gemm_candidates.hpp"
-#include "fact/realize/gemm_problem_args.hpp"
+#include "fact/engine/engine.hpp"
+#include "fact/realize/realizer_source.hpp"
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/tune_report.hpp"
 #include "fact/realize/tuner.hpp"
@@ -32,13 +34,13 @@ struct TuneArgs {
   std::string graph_path;
   std::string problem;
   std::string dtype = "bf16";
-  std::string precision;  // empty: from the dtype
+  std::string precision;  // empty: from the dtype (command line) or the graph
   std::string epilogue;
   std::string layout = "tn";
   std::string space = "default";
   size_t max_candidates = 0;
   int jobs = 0;
-  std::string out_dir = "fact-tune";
+  std::string out_dir = "out/tune";
   std::string baselines = "cublas,cublaslt";
   double timeout_s = 120;
   bool force = false, retry_failed = false, reuse_bucket = false, remeasure = false, no_progress = false;
@@ -46,7 +48,7 @@ struct TuneArgs {
 
 struct NamedProblem {
   std::string label;
-  discover::GemmProblem problem;
+  Problem problem;
   std::string precision;
 };
 
@@ -62,28 +64,48 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::vector<NamedProblem> problems_from_graph(const TuneArgs& args) {
   graph::Graph g = graph::load_graph(args.graph_path);
-  discover::DiscoverOptions options;
-  if (!args.precision.empty()) options.precision = args.precision;
+  engine::DiscoverSettings settings;
+  settings.precision = args.precision;
+  const discover::DiscoverOptions options = engine::discover_options(settings, g);
   discover::Discovery found = discover::discover(g, options);
   std::vector<NamedProblem> problems;
   for (size_t i = 0; i < found.matches.size(); ++i) {
     const discover::Match& match = found.matches[i];
     if (match.status != discover::MatchStatus::Accepted) {
-      std::cout << "skip match " << i << " " << match.rule << " (" << discover::match_status_name(match.status)
+      std::cout << "skip match " << i + 1 << " " << match.rule << " (" << discover::match_status_name(match.status)
                 << (match.reason.empty() ? "" : ": " + match.reason) << ")\n";
       continue;
     }
-    for (size_t j = 0; j < match.gemms.size(); ++j) {
-      const discover::GemmProblem& gemm = match.gemms[j];
+    for (size_t j = 0; j < match.problems.size(); ++j) {
       NamedProblem named;
-      named.label = "match " + std::to_string(i) + " " + match.rule +
-                    (match.gemms.size() > 1 ? " gemm " + std::to_string(j) : "") + " " + gemm.shape_string();
-      named.problem = gemm;
-      named.precision = !args.precision.empty() ? args.precision : realize::default_precision_for(gemm.a.dtype);
+      named.label = "match " + std::to_string(i + 1) +
+                    (match.problems.size() > 1 ? std::string(1, static_cast<char>('a' + j)) : "") + " " +
+                    match.rule + " " + problem_summary(match.problems[j]);
+      named.problem = match.problems[j];
+      named.precision = options.precision;
       problems.push_back(std::move(named));
     }
   }
   return problems;
+}
+
+// The command-line problem, read by the kind that accepts its words.
+NamedProblem problem_from_words(const TuneArgs& args) {
+  const std::map<std::string, std::string> words = {{"problem", args.problem}, {"dtype", args.dtype},
+                                                    {"epilogue", args.epilogue}, {"layout", args.layout}};
+  const KindRegistry& kinds = KindRegistry::global();
+  for (const auto& name : kinds.names()) {
+    if (auto desc = kinds.get(name).from_command_line(words)) {
+      NamedProblem named;
+      named.problem = Problem{name, *desc};
+      const graph::DType dtype = kinds.get(name).dtype(*desc);
+      named.precision = !args.precision.empty() ? args.precision
+                                                : (dtype == graph::DType::Float32 ? "strict" : "native");
+      named.label = problem_summary(named.problem);
+      return named;
+    }
+  }
+  throw std::invalid_argument("--problem '" + args.problem + "' is not a problem any kind reads (a GEMM: m=..,n=..,k=..[,batch=..])");
 }
 
 std::string format_ms(const std::optional<double>& ms) {
@@ -127,22 +149,22 @@ int run_tune(const TuneArgs& args) {
     }
   } else {
     if (args.problem.empty()) throw std::invalid_argument("give a graph JSON or --problem m=..,n=..,k=..");
-    graph::DType dtype = realize::parse_operand_dtype(args.dtype);
-    NamedProblem named;
-    named.problem = realize::make_gemm_problem(realize::parse_gemm_sizes(args.problem), dtype, args.epilogue, args.layout);
-    named.precision = args.precision.empty() ? realize::default_precision_for(dtype) : args.precision;
-    named.label = named.problem.fusion_name() + " " + named.problem.shape_string() + " " + args.dtype;
-    problems.push_back(std::move(named));
+    problems.push_back(problem_from_words(args));
+  }
+  // Before compiling anything: tuning runs every candidate on the GPU.
+  if (auto no_gpu = engine::gpu_unavailable_reason()) {
+    std::cerr << "fact tune: cannot tune here: " << *no_gpu << "\n";
+    return 2;
   }
 
-  realize::GemmCandidateSource source;
+  realize::RealizerSource source;
   realize::KernelCache cache;
   realize::BuildOptions build_options;
   build_options.jobs = args.jobs;
   build_options.retry_failed = args.retry_failed;
   build_options.show_progress = !args.no_progress;
   realize::BuildDriver builder(cache, build_options);
-  realize::SubprocessRunner runner;
+  realize::SubprocessRunner runner(engine::engine_executable());
   realize::TuningDb db;
   realize::Tuner tuner(source, builder, runner, db);
   fs::path out_dir = args.out_dir;
@@ -194,20 +216,20 @@ void add_tune_command(CLI::App& app) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
       "tune",
-      "Auto-tune GEMM kernels: build the pruned parameter space in parallel, verify and time each "
+      "Auto-tune kernels: build the pruned parameter space in parallel, verify and time each "
       "configuration in a child process, store the fastest verified one (reused on the next run)");
   cmd->add_option("graph", args->graph_path, "Graph JSON: tune every accepted match discovery finds");
   cmd->add_option("--problem", args->problem, "m=..,n=..,k=..[,batch=..]");
-  cmd->add_option("--dtype", args->dtype, "Operand dtype: bf16, fp16, fp32 (default bf16)");
+  cmd->add_option("--dtype", args->dtype, "Operand dtype: bf16 (or bfloat16), fp16 (float16), fp32 (float32); default bf16");
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for fp32, native for bf16/fp16)")
       ->check(CLI::IsMember({"strict", "tf32", "native"}));
-  cmd->add_option("--epilogue", args->epilogue, "Comma list: bias, residual, mul, relu, gelu_tanh, ...");
+  cmd->add_option("--epilogue", args->epilogue, "Comma list: bias, residual, mul, scale, add, relu, gelu_tanh, ...");
   cmd->add_option("--layout", args->layout, "A and B layouts: t = row-major, n = column-major (default tn)");
   cmd->add_option("--space", args->space, "default | exhaustive")->check(CLI::IsMember({"default", "exhaustive"}));
   cmd->add_option("--max-candidates", args->max_candidates, "Try only the first N configurations of the space");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: all cores)");
-  cmd->add_option("-o,--out", args->out_dir, "Report folder (default fact-tune)");
+  cmd->add_option("-o,--out", args->out_dir, "Report folder (default out/tune)");
   cmd->add_option("--baselines", args->baselines, "Timed with the winner: cublas,cublaslt (or none)");
   cmd->add_option("--timeout", args->timeout_s, "Seconds per candidate run before it counts as hung (default 120)");
   cmd->add_flag("--force", args->force, "Sweep again even when a choice is stored");

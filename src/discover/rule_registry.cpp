@@ -82,7 +82,7 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
                                   const std::vector<const Rule*>& rules) {
   std::set<graph::NodeId> claimed;
   std::vector<RuleResult> results;
-  const RuleContext context{canonical, options};
+  const RuleContext context{canonical, options, claimed};
   for (const Rule* rule : rules) {
     for (const auto& node : canonical.nodes()) {
       if (claimed.count(node.id) || !target_in(node, rule->root.targets())) continue;

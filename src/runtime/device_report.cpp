@@ -30,7 +30,7 @@ std::string nvidia_driver_release() {
 }
 
 nlohmann::json to_json(const DeviceReport& r) {
-  const discover::DeviceProfile& p = r.profile;
+  const DeviceProfile& p = r.profile;
   return {{"name", p.name},
           {"hbm_bytes_per_s", p.hbm_bytes_per_s},
           {"bf16_flops", p.bf16_flops},
@@ -49,17 +49,6 @@ nlohmann::json to_json(const DeviceReport& r) {
             {"cuda_runtime", cuda_version_string(r.runtime_version)},
             {"cublas", cublas_version_string(r.cublas_version)}}},
           {"measurements", r.measurements}};
-}
-
-discover::DeviceProfile device_profile_from_json(const nlohmann::json& j) {
-  discover::DeviceProfile p;
-  p.name = j.value("name", p.name);
-  p.hbm_bytes_per_s = j.value("hbm_bytes_per_s", p.hbm_bytes_per_s);
-  p.bf16_flops = j.value("bf16_flops", p.bf16_flops);
-  p.tf32_flops = j.value("tf32_flops", p.tf32_flops);
-  p.fp32_flops = j.value("fp32_flops", p.fp32_flops);
-  p.launch_overhead_s = j.value("launch_overhead_s", p.launch_overhead_s);
-  return p;
 }
 
 }  // namespace fact::runtime

@@ -1,9 +1,30 @@
-"""Makes the in-tree `fact` package importable when it is not installed."""
+"""Makes the in-tree `fact` package importable when it is not installed, and provides the fake
+kind's reference library (tests/python/fake_kind.py) to the tests that compose on the CPU."""
 import importlib.util
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 if importlib.util.find_spec("fact") is None:
     sys.path.insert(0, str(REPO_ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def fake_kind_library(tmp_path_factory) -> Path:
+    """tests/python/data/fake_kind.c compiled with the system C compiler."""
+    import fake_kind
+
+    if fake_kind.C_COMPILER is None:
+        pytest.skip("no C compiler (cc) to build the fake kind's library")
+    return fake_kind.build_library(tmp_path_factory.mktemp("fake_kind"))
+
+
+@pytest.fixture
+def reference(fake_kind_library, monkeypatch) -> Path:
+    """$FACT_REFERENCE_LIBRARY pointed at the fake kind's library for one test."""
+    monkeypatch.setenv("FACT_REFERENCE_LIBRARY", str(fake_kind_library))
+    return fake_kind_library

@@ -1,14 +1,15 @@
-"""Composition options and the plan/apply split on the CPU: pattern selection, the Inductor
-remainder (and its fallback), plan.json applied again without the engine, the Python package
-(written by fact.package and by the `fact optimize` CLI, loaded in a fresh interpreter), and
-bad model files."""
-import copy
+"""The plan/apply split and the Python package on the CPU: `python -m fact.package --plan`
+packaging a plan (written here for the fake kind, tests/python/fake_kind.py) and the package
+loaded in a fresh interpreter; replacements that fail verification when packaged stay PyTorch in
+the package; the planning entry point (plan() then package) without the engine library;
+plan() of an unexportable module; bad model files. Tests of plan() with the engine in process
+are skipped until the engine library exports fact_engine_plan."""
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,16 @@ import torch
 import fact
 import fact.compose
 import fact.package
+import fake_kind
 from fact.graph_writer import CaptureError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(REPO_ROOT / "bench" / "models"))
-from test_compose import BATCH, EMBED, SEQ_LEN, needs_engine, small_block  # noqa: E402
 
-GEMM = torch.ops.fact.gemm_planned.default
+ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
+needs_engine_plan = pytest.mark.skipif(
+    not ENGINE_CAN_PLAN, reason=f"the engine's in-process planning is not available: {ENGINE_WHY_NOT}")
 
+# A GEMM-family model file (used by the engine and GPU tests).
 TINY_MODEL = textwrap.dedent('''
     import torch
 
@@ -48,246 +50,146 @@ TINY_MODEL = textwrap.dedent('''
         return [64, 128]
 ''')
 
+# A model file whose replacements the fake kind computes.
+AXPBY_MODEL = textwrap.dedent('''
+    import torch
 
-def _gemm_calls(composed) -> int:
-    return sum(1 for n in composed.graph_module.graph.nodes if n.target == GEMM)
+
+    class AxpbyModel(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(4, width))
+
+        def forward(self, x, z):
+            y = 2.0 * x + 3.0 * z            # mul, mul_1, add
+            w = 0.5 * y + -1.0 * self.weight  # mul_2, mul_3, add_1
+            return torch.tanh(w) + y
 
 
-def _python_env() -> dict:
+    def get_inputs(dtype=torch.float32, device="cpu"):
+        return [torch.randn(4, 8, dtype=dtype, device=device),
+                torch.randn(4, 8, dtype=dtype, device=device)]
+
+
+    def get_init_inputs():
+        return [8]
+''')
+
+
+def _python_env(**extra) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "python"), env.get("PYTHONPATH", "")])
+    env.update(extra)
     return env
 
 
 @pytest.fixture
-def tiny_model_file(tmp_path) -> Path:
-    path = tmp_path / "tiny_mlp.py"
-    path.write_text(TINY_MODEL)
+def axpby_model_file(tmp_path) -> Path:
+    path = tmp_path / "axpby_model.py"
+    path.write_text(AXPBY_MODEL)
     return path
 
 
-# --- patterns ---------------------------------------------------------------------------------
+def _axpby_plan(folder: Path, corrupt_second: bool = False) -> Path:
+    shape = [4, 8]
+    first = fake_kind.replacement(0, ["mul", "mul_1", "add"], ["x", "z"], ["add"],
+                                  [fake_kind.axpby_call("0", "x", "z", "add", shape, 2.0, 3.0)])
+    call = fake_kind.axpby_call("1", "add", "p_weight", "add_1", shape, 0.5, -1.0)
+    if corrupt_second:
+        image = bytearray.fromhex(call["args"]["hex"])
+        struct.pack_into("<d", image, 40, -2.0)  # b: -1 in the description, -2 in the image
+        call["args"]["hex"] = image.hex()
+    second = fake_kind.replacement(
+        1, ["mul_2", "mul_3", "add_1"],
+        ["add", {"value": "p_weight", "kind": "parameter", "target": "weight"}], ["add_1"], [call])
+    inputs = (torch.empty(4, 8), torch.empty(4, 8))
+    return fake_kind.write_plan(folder, inputs, [first, second])
 
-
-@needs_engine
-def test_patterns_select_by_rule_and_by_pattern_name(tmp_path):
-    block = small_block()
-    x = torch.randn(BATCH, SEQ_LEN, EMBED)
-    by_rule = fact.optimize(block, (x,), patterns={"mlp_gelu_tanh"}, remainder="eager",
-                            work_dir=tmp_path / "rule")
-    report = by_rule.fact_report
-    assert sorted(c.fusion for c in report.composed) == ["gemm_bias_gelu_tanh", "gemm_bias_residual"]
-    assert {c.match for c in report.composed} == {"mlp_gelu_tanh"}
-    not_selected = [i for i in report.left_to_pytorch if i.reason == "not selected (patterns=mlp_gelu_tanh)"]
-    assert sorted(i.what.split(" at ")[0] for i in not_selected) == ["gemm_bias", "gemm_bias_residual"]
-    assert _gemm_calls(by_rule) == 2
-
-    by_pattern = fact.optimize(block, (x,), patterns=["gemm", "no_such_pattern"],
-                               remainder="eager", work_dir=tmp_path / "pattern")
-    report = by_pattern.fact_report
-    assert sorted(c.match for c in report.composed) == ["gemm_bias", "gemm_bias_residual"]
-    assert any("mlp_gelu_tanh" in i.what and i.reason.startswith("not selected (patterns=gemm, "
-                                                                 "no_such_pattern)")
-               for i in report.left_to_pytorch), str(report)
-    assert any("'no_such_pattern' names no match" in note for note in report.notes)
-    with torch.no_grad():
-        fresh = torch.randn(BATCH, SEQ_LEN, EMBED)
-        for composed in (by_rule, by_pattern):
-            torch.testing.assert_close(composed(fresh), block(fresh), rtol=1e-5, atol=1e-5)
-
-
-# --- remainder --------------------------------------------------------------------------------
-
-
-class LinearGelu(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(32, 64)
-        self.scale = 0.5
-
-    def forward(self, x):
-        return torch.nn.functional.gelu(self.linear(x), approximate="tanh") * self.scale + 1.0
-
-
-@needs_engine
-def test_inductor_remainder_on_the_cpu(tmp_path):
-    torch.manual_seed(0)
-    module = LinearGelu().eval()
-    x = torch.randn(16, 32)
-    composed = fact.optimize(module, (x,), work_dir=tmp_path)  # remainder="inductor" by default
-    report = composed.fact_report
-    assert report.composed, str(report)
-    assert report.remainder == "inductor", str(report)
-    assert composed._compiled is not None
-    assert "inductor" in json.loads((tmp_path / "report.json").read_text())["remainder"]
-    assert not any(k.startswith("_compiled") for k in composed.state_dict())
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for seed in (1, 2):
-            torch.manual_seed(seed)
-            fresh = torch.randn(16, 32)
-            torch.testing.assert_close(composed(fresh), module(fresh), rtol=1e-5, atol=1e-5)
-
-
-@needs_engine
-def test_inductor_failure_falls_back_to_eager_with_the_reason(tmp_path, monkeypatch):
-    def broken_compile(*args, **kwargs):
-        raise RuntimeError("no compiler for you\nsecond line")
-
-    monkeypatch.setattr(torch, "compile", broken_compile)
-    torch.manual_seed(0)
-    module = LinearGelu().eval()
-    x = torch.randn(16, 32)
-    composed = fact.optimize(module, (x,), work_dir=tmp_path, remainder="inductor")
-    assert composed.fact_report.remainder == \
-        "eager (Inductor compilation failed: RuntimeError: no compiler for you)"
-    assert composed._compiled is None and composed.fact_report.composed
-    with torch.no_grad():
-        torch.testing.assert_close(composed(x), module(x), rtol=1e-5, atol=1e-5)
-
-
-def test_unknown_remainder_and_cuda_graphs_on_cpu_are_reported():
-    with pytest.raises(ValueError, match="remainder"):
-        fact.optimize(torch.nn.Linear(4, 4), (torch.ones(2, 4),), remainder="jit")
-
-
-@needs_engine
-def test_cuda_graphs_on_cpu_inputs_say_why_they_are_off(tmp_path):
-    module = LinearGelu().eval()
-    x = torch.randn(16, 32)
-    composed = fact.optimize(module, (x,), work_dir=tmp_path, remainder="eager", cuda_graphs=True)
-    assert composed.fact_report.cuda_graphs.startswith("off (asked for; CUDA graphs need CUDA inputs")
-    assert composed.fact_report.op_implementation == "reference (float64 torch ops)"
-    assert composed.fact_report.composed[0].rel_err is None  # verification runs on GPUs only
-
-
-# --- plan / apply -----------------------------------------------------------------------------
-
-
-@needs_engine
-def test_plan_then_apply_on_another_instance_without_the_engine(tmp_path, monkeypatch):
-    block = small_block()
-    x = torch.randn(BATCH, SEQ_LEN, EMBED)
-    folder = fact.compose.plan(block, (x,), "strict", work_dir=tmp_path)
-    doc = json.loads((folder / "plan.json").read_text())
-    assert doc["schema"] == "fact.plan/1" and doc["status"] == "planned", doc.get("reason")
-    assert doc["inputs"] == [{"shape": [BATCH, SEQ_LEN, EMBED], "dtype": "torch.float32"}]
-    assert [m["rule"] for m in doc["matches"]].count("gemm_bias") == 1
-    assert all("config_source" in g for g in doc["manifest"]["gemms"] if "kernel" in g)
-
-    monkeypatch.setenv("FACT_ENGINE", str(tmp_path / "no-engine-here"))
-    monkeypatch.setattr(fact.compose, "run_engine", None)  # applying must not call the engine
-    twin = copy.deepcopy(block)
-    composed = fact.compose.apply_plan(twin, (x,), folder, remainder="eager")
-    assert len(composed.fact_report.composed) == 4, str(composed.fact_report)
-    assert composed.original is twin
-    torch.manual_seed(7)
-    fresh = torch.randn(BATCH, SEQ_LEN, EMBED)
-    with torch.no_grad():
-        torch.testing.assert_close(composed(fresh), block(fresh), rtol=1e-5, atol=1e-5)
-
-    narrowed = fact.compose.apply_plan(twin, (x,), folder / "plan.json", remainder="eager",
-                                       patterns="gemm_bias")
-    assert [c.fusion for c in narrowed.fact_report.composed] == ["gemm_bias"]
-
-    other_shape = fact.compose.apply_plan(twin, (torch.randn(1, SEQ_LEN, EMBED),), folder,
-                                          remainder="eager")
-    assert other_shape.graph_module is None
-    assert "differ from the plan's" in other_shape.fact_report.left_to_pytorch[0].reason
-
-
-def test_plan_of_an_unexportable_module_records_the_reason(tmp_path):
-    class DataDependent(torch.nn.Module):
-        def forward(self, x):
-            return x * 2 if x.sum() > 0 else x - 1
-
-    folder = fact.compose.plan(DataDependent(), (torch.ones(4, 8),), work_dir=tmp_path)
-    doc = json.loads((folder / "plan.json").read_text())
-    assert doc["status"] == "unplanned" and "cannot be exported" in doc["reason"]
-    composed = fact.compose.apply_plan(DataDependent(), (torch.ones(4, 8),), folder)
-    assert composed.graph_module is None
-    assert "cannot be exported" in composed.fact_report.left_to_pytorch[0].reason
-
-
-# --- the package ------------------------------------------------------------------------------
 
 LOAD_IN_FRESH_INTERPRETER = textwrap.dedent('''
     import sys, torch
     sys.path.insert(0, sys.argv[1])
-    import fact_tinymlp as package
-    composed = package.load(device="cpu", remainder="eager")
+    import fact_axpbymodel as package
+    verify = sys.argv[3] == "verify"
+    composed = package.load(device="cpu", remainder="eager", verify=verify)
     model, inputs = package.build_model("cpu")
     with torch.no_grad():
-        out = composed(*inputs)
+        out, want = composed(*inputs), model(*inputs)
     calls = sum(1 for n in composed.graph_module.graph.nodes
-                if n.target == torch.ops.fact.gemm_planned.default)
-    torch.save({"inputs": inputs, "out": out, "calls": calls,
-                "composed": len(composed.fact_report.composed)}, sys.argv[2])
+                if n.target is torch.ops.fact.launch.default)
+    torch.save({"out": out, "want": want, "calls": calls,
+                "composed": [c.label for c in composed.fact_report.composed],
+                "left": {i.what: i.reason for i in composed.fact_report.left_to_pytorch}}, sys.argv[2])
 ''')
 
 
-def _check_package(package_dir: Path, model_file: Path, tmp_path: Path) -> None:
-    assert (package_dir / "__init__.py").is_file() and (package_dir / "plan.json").is_file()
-    assert (package_dir / "state_dict.pt").is_file() and (package_dir / model_file.name).is_file()
-    assert "load(device=" in (package_dir / "README.md").read_text()
+def _load_fresh(package_dir: Path, tmp_path: Path, library: Path, verify: bool = True) -> dict:
     result_file = tmp_path / "loaded.pt"
     subprocess.run([sys.executable, "-c", LOAD_IN_FRESH_INTERPRETER, str(package_dir.parent),
-                    str(result_file)], check=True, env=_python_env(), timeout=600)
-    loaded = torch.load(result_file, weights_only=False)
-    assert loaded["calls"] == 2 and loaded["composed"] == 2
-    # The original module, built as the package builder did (seed 0): same weights, same result.
-    torch.manual_seed(0)
-    original, _ = fact.model_file.build_from_model_file(f"{model_file}:TinyMLP", None, "cpu")
-    with torch.no_grad():
-        want = original(*loaded["inputs"])
-    torch.testing.assert_close(loaded["out"], want, rtol=1e-5, atol=1e-5)
+                    str(result_file), "verify" if verify else "no-verify"], check=True,
+                   env=_python_env(FACT_REFERENCE_LIBRARY=str(library)), timeout=600)
+    return torch.load(result_file, weights_only=False)
 
 
-@needs_engine
-def test_package_written_by_fact_package_loads_in_a_fresh_interpreter(tmp_path, tiny_model_file):
+# --- python -m fact.package --plan --------------------------------------------------------------
+
+
+def test_package_of_an_existing_plan_round_trips_in_a_fresh_interpreter(tmp_path, axpby_model_file,
+                                                                         fake_kind_library):
+    plan_dir = _axpby_plan(tmp_path / "plan")
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "fact.package", f"{tiny_model_file}:TinyMLP", "-o",
-                    str(out), "--device", "cpu", "--no-compile"], check=True, env=_python_env(),
-                   timeout=600)
-    package_dir = out / "fact_tinymlp"
+    done = subprocess.run([sys.executable, "-m", "fact.package", "--plan", str(plan_dir),
+                           f"{axpby_model_file}:AxpbyModel", "-o", str(out), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=600,
+                          env=_python_env(FACT_REFERENCE_LIBRARY=str(fake_kind_library)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    package_dir = out / "fact_axpbymodel"
     meta = json.loads((package_dir / "package.json").read_text())
-    assert meta["class_name"] == "TinyMLP" and meta["verified"] is False
+    assert meta["class_name"] == "AxpbyModel" and meta["verified"] is False
     assert meta["planned_on"] == "cpu" and meta["precision"] == "strict"
-    assert "not verified" in json.dumps(json.loads((package_dir / "report.json").read_text()))
-    _check_package(package_dir, tiny_model_file, tmp_path)
+    report = json.loads((package_dir / "report.json").read_text())
+    assert [c["label"] for c in report["composed"]] == ["0", "1"]
+    assert all(c["verified"] for c in report["composed"])
+    packaged = json.loads((package_dir / "plan.json").read_text())
+    assert [r["status"] for r in packaged["replacements"]] == ["planned", "planned"]
+    assert (package_dir / "state_dict.pt").is_file() and (package_dir / axpby_model_file.name).is_file()
+    assert "load(device=" in (package_dir / "README.md").read_text()
+
+    loaded = _load_fresh(package_dir, tmp_path, fake_kind_library)
+    assert loaded["calls"] == 2 and loaded["composed"] == ["0", "1"]
+    torch.testing.assert_close(loaded["out"], loaded["want"], rtol=1e-6, atol=1e-6)
+    # the packaged weights are the ones the package was written with (seed 0)
+    torch.manual_seed(0)
+    original, _ = fact.model_file.build_from_model_file(f"{axpby_model_file}:AxpbyModel", None, "cpu")
+    state = torch.load(package_dir / "state_dict.pt", weights_only=True)
+    assert torch.equal(state["weight"], original.weight.detach())
 
 
-def _engine_writes_packages() -> bool:
-    from fact._engine import engine_path
-    try:
-        help_text = subprocess.run([str(engine_path()), "optimize", "--help"], capture_output=True,
-                                   text=True, timeout=60).stdout
-    except Exception:  # noqa: BLE001
-        return False
-    return "--package-name" in help_text
+def test_a_replacement_failing_verification_when_packaged_stays_pytorch(tmp_path, axpby_model_file,
+                                                                        fake_kind_library, monkeypatch):
+    monkeypatch.setenv("FACT_REFERENCE_LIBRARY", str(fake_kind_library))
+    plan_dir = _axpby_plan(tmp_path / "plan", corrupt_second=True)
+    target = fact.package.package_plan(f"{axpby_model_file}:AxpbyModel", plan_dir, tmp_path / "out",
+                                       device="cpu", log=lambda text: None)
+    packaged = json.loads((target / "plan.json").read_text())
+    first, second = packaged["replacements"]
+    assert first["status"] == "planned"
+    assert second["status"] == "failed"
+    assert second["reason"].startswith("rejected when packaged on cpu: verification failed: "
+                                       "output add_1: rel_err ")
+    loaded = _load_fresh(target, tmp_path, fake_kind_library, verify=False)
+    assert loaded["composed"] == ["0"] and loaded["calls"] == 1
+    [(what, reason)] = loaded["left"].items()
+    assert what.startswith("1 axpby_rule") and reason.startswith("failed: rejected when packaged")
+    torch.testing.assert_close(loaded["out"], loaded["want"], rtol=1e-6, atol=1e-6)
 
 
-@needs_engine
-def test_fact_optimize_cli_writes_the_package(tmp_path, tiny_model_file):
-    if not _engine_writes_packages():
-        pytest.skip("the engine found was built before `fact optimize` wrote packages")
-    from fact._engine import engine_path
-
-    out = tmp_path / "optimized"
-    env = _python_env()
-    env["FACT_PYTHON"] = sys.executable
-    env.pop("FACT_ENGINE", None)  # the CLI must hand its own path to the Python it runs
-    proc = subprocess.run([str(engine_path()), "optimize", f"{tiny_model_file}:TinyMLP", "-o",
-                           str(out), "--no-compile", "--no-tune", "--package-name", "fact_tinymlp"],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = (out / "report.md").read_text()
-    assert "## Composed module (Python package)" in report and "import fact_tinymlp" in report
-    assert json.loads((out / "report.json").read_text())["package"]["written"] is True
-    _check_package(out / "fact_tinymlp", tiny_model_file, tmp_path)
-
-
-def test_model_file_without_get_inputs_is_refused_clearly(tmp_path):
+def test_package_of_a_missing_plan_or_a_bad_model_file_is_refused_clearly(tmp_path, axpby_model_file):
+    done = subprocess.run([sys.executable, "-m", "fact.package", "--plan", str(tmp_path / "none"),
+                           f"{axpby_model_file}:AxpbyModel", "-o", str(tmp_path / "out"),
+                           "--device", "cpu"], capture_output=True, text=True, env=_python_env(),
+                          timeout=300)
+    assert done.returncode == 1 and "fact.package: error:" in done.stderr
     model_file = tmp_path / "no_inputs.py"
     model_file.write_text(TINY_MODEL.replace("def get_inputs(", "def make_inputs("))
     proc = subprocess.run([sys.executable, "-m", "fact.package", f"{model_file}:TinyMLP", "-o",
@@ -299,3 +201,99 @@ def test_model_file_without_get_inputs_is_refused_clearly(tmp_path):
         fact.package.write_package(tmp_path / "out", model_file, "TinyMLP", tmp_path)
     with pytest.raises(CaptureError, match="no torch.nn.Module class Missing"):
         fact.package.write_package(tmp_path / "out", tmp_path / "no_inputs.py", "Missing", tmp_path)
+
+
+def test_the_planning_entry_point_still_writes_a_package_and_says_why(tmp_path, axpby_model_file):
+    """Without --plan: plan() (the engine in process), then the same packaging. Without an
+    engine library the plan is 'unplanned' with the reason and the package runs the original."""
+    if ENGINE_CAN_PLAN:
+        pytest.skip("an engine that can plan is available here (test_compose.py covers it)")
+    out = tmp_path / "out"
+    env = _python_env(FACT_ENGINE_LIBRARY=str(tmp_path / "no-libfact.so"))
+    done = subprocess.run([sys.executable, "-m", "fact.package", f"{axpby_model_file}:AxpbyModel",
+                           "-o", str(out), "--device", "cpu"], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads((out / "plan" / "plan.json").read_text())
+    assert doc["schema"] == "fact.plan/2" and doc["status"] == "unplanned"
+    assert "FACT engine library not found" in doc["reason"]
+    packaged = json.loads((out / "fact_axpbymodel" / "report.json").read_text())
+    assert packaged["left_to_pytorch"][0]["reason"] == doc["reason"]
+
+
+# --- plan() -------------------------------------------------------------------------------------
+
+
+def test_plan_of_an_unexportable_module_records_the_reason(tmp_path):
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x - 1
+
+    folder = fact.compose.plan(DataDependent(), (torch.ones(4, 8),), work_dir=tmp_path)
+    doc = json.loads((folder / "plan.json").read_text())
+    assert doc["schema"] == "fact.plan/2"
+    assert doc["status"] == "unplanned" and "cannot be exported" in doc["reason"]
+    composed = fact.compose.apply_plan(DataDependent(), (torch.ones(4, 8),), folder, remainder="eager")
+    assert composed.graph_module is None
+    assert "cannot be exported" in composed.fact_report.left_to_pytorch[0].reason
+
+
+def test_plan_without_the_engine_library_writes_an_unplanned_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("FACT_ENGINE_LIBRARY", str(tmp_path / "missing-libfact.so"))
+    monkeypatch.setenv("FACT_ENGINE", str(tmp_path / "missing-fact"))
+    folder = fact.compose.plan(torch.nn.Linear(8, 4), (torch.randn(2, 8),), work_dir=tmp_path)
+    doc = json.loads((folder / "plan.json").read_text())
+    assert doc["status"] == "unplanned" and doc["capture"] == "torch.export"
+    assert doc["reason"].startswith("FACT engine library not found (tried: $FACT_ENGINE_LIBRARY=")
+    assert (tmp_path / "graph.json").is_file()  # captured before the engine was looked for
+
+
+def test_plan_calls_the_engine_library_in_process(tmp_path, monkeypatch):
+    """fact_engine_plan through ctypes: the request in, the response out and freed, the plan the
+    engine wrote read back (a stand-in library, tests/python/data/fake_engine.c)."""
+    library = fake_kind.build_library(tmp_path / "engine", fake_kind.DATA / "fake_engine.c")
+    monkeypatch.setenv("FACT_ENGINE_LIBRARY", str(library))
+    engine = fact.compose._engine.engine_library()
+    assert engine.version() == "0.0.0 fake" and fact.compose.engine_can_plan() == (True, "")
+    folder = fact.compose.plan(torch.nn.Linear(8, 4), (torch.randn(2, 8),), "strict",
+                               work_dir=tmp_path / "planned")
+    doc = json.loads((folder / "plan.json").read_text())
+    assert doc["reason"] == "fake engine: planned nothing" and doc["precision"] == "strict"
+    refused = fact.compose.plan(torch.nn.Linear(8, 4), (torch.randn(2, 8),), "tf32",
+                                work_dir=tmp_path / "refused")
+    doc = json.loads((refused / "plan.json").read_text())
+    assert doc["status"] == "unplanned"
+    assert doc["reason"] == "the engine wrote no plan: fake engine: no tf32 here"
+
+
+@needs_engine_plan
+def test_plan_then_apply_on_another_instance_without_the_engine(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(approximate="tanh"),
+                                 torch.nn.Linear(128, 64)).eval()
+    x = torch.randn(4, 16, 64)
+    folder = fact.compose.plan(module, (x,), "strict", work_dir=tmp_path)
+    doc = json.loads((folder / "plan.json").read_text())
+    assert doc["schema"] == "fact.plan/2" and doc["status"] == "planned", doc.get("reason")
+    assert doc["inputs"] == [{"shape": [4, 16, 64], "dtype": "torch.float32"}]
+    monkeypatch.setenv("FACT_ENGINE_LIBRARY", str(tmp_path / "gone.so"))
+    monkeypatch.setattr(fact.compose._engine, "engine_library", None)  # applying must not plan
+    import copy
+    twin = copy.deepcopy(module)
+    composed = fact.compose.apply_plan(twin, (x,), folder, remainder="eager")
+    assert composed.fact_report.composed, str(composed.fact_report)
+    assert composed.original is twin
+    fresh = torch.randn(4, 16, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(composed(fresh), module(fresh), rtol=1e-5, atol=1e-5)
+
+
+@needs_engine_plan
+def test_package_written_by_the_planning_entry_point_loads(tmp_path):
+    model_file = tmp_path / "tiny_mlp.py"
+    model_file.write_text(TINY_MODEL)
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "fact.package", f"{model_file}:TinyMLP", "-o", str(out),
+                    "--device", "cpu", "--no-compile"], check=True, env=_python_env(), timeout=600)
+    report = json.loads((out / "fact_tinymlp" / "report.json").read_text())
+    assert report["composed"], report

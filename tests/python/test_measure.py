@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fact.measure
-from test_compose_plan import TINY_MODEL, _python_env  # the packaged tiny model
+from test_compose_plan import TINY_MODEL, _python_env, needs_engine_plan  # the packaged tiny model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +31,46 @@ def test_verify_measures_both_modules_against_float64_on_fresh_inputs():
     assert check["fact_rel_err"] == pytest.approx(0.5, rel=1e-4)
     again = fact.measure.verify(model, model, inputs, seed=6)
     assert again["fact_rel_err"] == again["torch_rel_err"]
+
+
+class ClosureBlock(torch.nn.Module):
+    """minGPT's MLP: forward calls a lambda that closes over submodules (issue 8 failure 4)."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.mlp = torch.nn.ModuleDict(dict(c_fc=torch.nn.Linear(width, 4 * width),
+                                            c_proj=torch.nn.Linear(4 * width, width),
+                                            act=torch.nn.GELU(approximate="tanh")))
+        self.register_buffer("scale", torch.full((width,), 0.5))
+        m = self.mlp
+        self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))
+
+    def forward(self, x):
+        return x + self.mlpf(x) * self.scale
+
+
+def test_the_float64_reference_runs_modules_that_reach_submodules_through_closures():
+    torch.manual_seed(0)
+    model = ClosureBlock().to(torch.bfloat16)
+    before = {name: (t, t.dtype, t.data_ptr()) for name, t in
+              [*model.named_parameters(), *model.named_buffers()]}
+    values = {name: t.detach().clone() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    inputs = (torch.randn(4, 16, dtype=torch.bfloat16),)
+    check = fact.measure.verify(model, model, inputs, seed=3)
+    assert 0 < check["torch_rel_err"] < 2e-2 and check["fact_rel_err"] == check["torch_rel_err"]
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        original, dtype, address = before[name]
+        assert tensor is original and tensor.dtype == dtype == torch.bfloat16, name
+        assert tensor.data_ptr() == address and torch.equal(tensor, values[name]), name
+
+
+def test_the_float64_conversion_is_undone_when_the_run_raises():
+    model = ClosureBlock().to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match="inside"):
+        with fact.measure.float64_in_place(model):
+            assert model.mlp.c_fc.weight.dtype == torch.float64 and model.scale.dtype == torch.float64
+            raise RuntimeError("inside")
+    assert {t.dtype for t in [*model.parameters(), *model.buffers()]} == {torch.bfloat16}
 
 
 def test_markdown_lists_every_variant_with_its_speedup_and_failures():
@@ -59,6 +99,7 @@ def test_without_a_gpu_it_says_so_and_measures_nothing(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Hopper) for FACT kernels")
+@needs_engine_plan
 def test_a_package_is_verified_and_timed_end_to_end(tmp_path):
     model_file = tmp_path / "tiny_mlp.py"
     model_file.write_text(TINY_MODEL)

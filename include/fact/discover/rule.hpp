@@ -111,6 +111,7 @@ bool single_use(const graph::Graph& g, const graph::ValueId& value);
 struct RuleContext {
   const graph::Graph& graph;  // canonical graph
   const DiscoverOptions& options;
+  const std::set<graph::NodeId>& claimed;  // canonical nodes earlier matches took
 };
 
 // What a rule's check produces for one anchor.

@@ -1,4 +1,4 @@
-// The measured device profile written by `fact device`: discover::DeviceProfile's fields under
+// The measured device profile written by `fact device`: DeviceProfile's fields under
 // their member names (so any reader of DeviceProfile can take the file as is) plus the facts
 // and measurements behind them.
 #pragma once
@@ -8,12 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fact/discover/discover.hpp"
+#include "fact/problem/device_profile.hpp"
 
 namespace fact::runtime {
 
 struct DeviceReport {
-  discover::DeviceProfile profile;
+  DeviceProfile profile;
   int device_index = 0;
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
@@ -42,8 +42,7 @@ std::string nvidia_driver_release();
 //  "sm_count", "compute_capability", "l2_bytes", "memory_bytes", "versions": {...},
 //  "measurements": {...}}
 nlohmann::json to_json(const DeviceReport& report);
-// Reads the DeviceProfile fields of such a file; keys that are absent keep their defaults.
-// Throws nlohmann::json::exception when a present key has the wrong type.
-discover::DeviceProfile device_profile_from_json(const nlohmann::json& j);
+// Reading such a file: fact::device_profile_from_json / load_device_profile
+// (fact/problem/device_profile.hpp).
 
 }  // namespace fact::runtime

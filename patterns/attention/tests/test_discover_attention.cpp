@@ -7,6 +7,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using graph::C;
 using graph::DType;
 using graph::GraphBuilder;
@@ -35,7 +38,8 @@ TEST(AttentionRule, PendingUntilItsTemplateLands) {
   EXPECT_EQ(m.status, MatchStatus::Pending);
   EXPECT_EQ(m.reason, "no template yet (attention issue)");
   EXPECT_EQ(m.classification, Classification::New);
-  EXPECT_TRUE(m.gemms.empty());
+  EXPECT_EQ(m.problems.size(), 1u);
+  EXPECT_EQ(m.problems[0].kind, "attention");
   EXPECT_EQ(m.roles.at("q"), "q");
   EXPECT_EQ(m.roles.at("k"), "k");
   EXPECT_EQ(m.roles.at("v"), "v");

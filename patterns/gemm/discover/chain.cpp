@@ -243,6 +243,7 @@ void absorb_epilogue(const Graph& g, GemmChain& chain, const EpilogueOptions& op
   while (single_use(g, chain.output) && chain.problem.epilogue.size() < options.max_steps) {
     const Node* reader = g.consumers(chain.output).front();
     if (reader->outputs.size() != 1) return;
+    if (options.claimed && options.claimed->count(reader->id)) return;
     bool absorbed = false;
     for (const auto& rule : step_rules()) {
       Binding seed;

@@ -3,6 +3,7 @@
 // checks every GEMM kernel must pass.
 #pragma once
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ GemmChain gemm_chain_from_node(const graph::Graph& g, const graph::Node& gemm);
 struct EpilogueOptions {
   bool allow_multiply = true;   // x *= C[m, n] by another tensor of the output's shape
   size_t max_steps = 8;         // FACT_GEMM_MAX_STEPS
+  const std::set<graph::NodeId>* claimed = nullptr;  // nodes another match took: not absorbed
 };
 
 // Absorbs, while the chain's output has exactly one reader (and is not a graph output), the
@@ -44,8 +46,8 @@ struct EpilogueOptions {
 // (fact.activation, fact.gelu_tanh, fact.gelu_erf), residual add or subtract (a contiguous
 // tensor of the output's shape, on either side), scale (fact.scale), add of a constant
 // (fact.add_scalar), and multiply by a tensor of the output's shape; in any order, each as
-// often as it occurs, up to options.max_steps. Updates problem.epilogue, problem.d, nodes,
-// output and roles.
+// often as it occurs, up to options.max_steps, never a node in options.claimed. Updates
+// problem.epilogue, problem.d, nodes, output and roles.
 void absorb_epilogue(const graph::Graph& g, GemmChain& chain, const EpilogueOptions& options = {});
 
 // Why this GEMM cannot be realized, or nullopt: the operand layout (from canonicalization),

@@ -10,7 +10,7 @@ namespace {
 std::optional<RuleResult> match_gemm(const RuleContext& context, const graph::Node& anchor,
                                      const Binding&) {
   GemmChain chain = gemm_chain_from_node(context.graph, anchor);
-  absorb_epilogue(context.graph, chain);
+  absorb_epilogue(context.graph, chain, EpilogueOptions{.claimed = &context.claimed});
   std::string name = chain.problem.fusion_name();
   return gemm_rule_result(context, {chain}, std::move(name), "gemm");
 }

@@ -9,6 +9,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using graph::C;
 using graph::DType;
 using graph::GraphBuilder;
@@ -56,8 +59,8 @@ TEST(GemmRule, BiasAndTanhGeluFused) {
   EXPECT_EQ(m.roles.at("weight"), "w");
   EXPECT_EQ(m.roles.at("bias"), "bias");
   EXPECT_EQ(m.roles.at("output"), out);
-  ASSERT_EQ(m.gemms.size(), 1u);
-  const GemmProblem& p = m.gemms[0];
+  ASSERT_EQ(gemms(m).size(), 1u);
+  const GemmProblem p = gemms(m)[0];
   EXPECT_EQ(p.m, 64);
   EXPECT_EQ(p.n, 512);
   EXPECT_EQ(p.k, 256);
@@ -87,13 +90,13 @@ TEST(GemmRule, SeparateBiasAddThenResidualThenScale) {
   const auto d = discover(b.finish({scaled}));
   const Match& m = only_match(d);
   EXPECT_EQ(m.rule, "gemm_bias_residual_scale");
-  const auto& e = m.gemms[0].epilogue;
+  const auto e = gemms(m)[0].epilogue;
   ASSERT_EQ(e.size(), 3u);
   EXPECT_EQ(e[1].kind, Kind::Residual);
   EXPECT_EQ(e[1].operand, "r");
   EXPECT_DOUBLE_EQ(e[1].value, 1.0);
   EXPECT_DOUBLE_EQ(e[2].value, 0.5);
-  EXPECT_EQ(m.gemms[0].b.layout, Layout::RowMajor);
+  EXPECT_EQ(gemms(m)[0].b.layout, Layout::RowMajor);
   EXPECT_EQ(m.roles.at("residual"), "r");
 }
 
@@ -112,8 +115,8 @@ TEST(GemmRule, ActivationsCarryTheirParameters) {
     auto out = unary(l.b, target, l.y, extra);
     const Match& m = only_match(discover(l.b.finish({out})));
     EXPECT_EQ(m.rule, name);
-    EXPECT_DOUBLE_EQ(m.gemms[0].epilogue.back().p0, p0);
-    EXPECT_DOUBLE_EQ(m.gemms[0].epilogue.back().p1, p1);
+    EXPECT_DOUBLE_EQ(gemms(m)[0].epilogue.back().p0, p0);
+    EXPECT_DOUBLE_EQ(gemms(m)[0].epilogue.back().p1, p1);
   }
 }
 
@@ -143,8 +146,8 @@ TEST(GemmRule, BatchedGemm) {
   auto s = b.op("aten.div.Tensor", {T(y), C(8.0)}, {8, 128, 32});
   const Match& m = only_match(discover(b.finish({s})));
   EXPECT_EQ(m.rule, "bgemm_scale");
-  EXPECT_EQ(m.gemms[0].batch, 8);
-  EXPECT_DOUBLE_EQ(m.gemms[0].epilogue[0].value, 0.125);
+  EXPECT_EQ(gemms(m)[0].batch, 8);
+  EXPECT_DOUBLE_EQ(gemms(m)[0].epilogue[0].value, 0.125);
 }
 
 TEST(GemmRule, UnsupportedDtypesDecline) {
@@ -229,8 +232,63 @@ TEST(GemmRule, AddmmFullMatrixIsAResidualWithBeta) {
   auto y = b.op("aten.addmm.default", {T(c), T(a), T(w)}, {64, 32}, scaled);
   const Match& m = only_match(discover(b.finish({y})));
   EXPECT_EQ(m.rule, "gemm_residual");
-  EXPECT_DOUBLE_EQ(m.gemms[0].epilogue[0].value, 0.5);
+  EXPECT_DOUBLE_EQ(gemms(m)[0].epilogue[0].value, 0.5);
   EXPECT_EQ(m.roles.at("residual"), "c");
+}
+
+TEST(GemmRule, IssueChainScaleClampGeluIsOneMatchWithEveryConstant) {
+  // Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU (issue 8, failure 1).
+  LinearGraph l(DType::Float32);
+  auto scaled = l.b.op("aten.mul.Tensor", {T(l.y), C(0.5)}, {4, 16, 512});
+  auto clamped = unary(l.b, "aten.hardtanh.default", scaled, {C(-2.0), C(2.0)});
+  auto out = unary(l.b, "aten.gelu.default", clamped);
+  const Match& m = only_match(discover(l.b.finish({out})));
+  EXPECT_EQ(m.rule, "gemm_bias_scale_hardtanh_gelu_erf");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  const auto e = gemms(m)[0].epilogue;
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(e[1].kind, Kind::Scale);
+  EXPECT_DOUBLE_EQ(e[1].value, 0.5);
+  EXPECT_EQ(e[2].activation, Activation::HardTanh);
+  EXPECT_DOUBLE_EQ(e[2].p0, -2.0);
+  EXPECT_DOUBLE_EQ(e[2].p1, 2.0);
+  EXPECT_EQ(e[3].activation, Activation::GeluErf);
+}
+
+TEST(GemmRule, ConstantsTanhSubtractionAndTwoTensorOperands) {
+  LinearGraph l(DType::BFloat16);
+  auto r1 = l.b.input("r1", {4, 16, 512});
+  auto r2 = l.b.input("r2", {4, 16, 512});
+  auto shifted = l.b.op("aten.add.Tensor", {T(l.y), C(3.0)}, {4, 16, 512});
+  auto curved = unary(l.b, "aten.tanh.default", shifted);
+  auto product = l.b.op("aten.mul.Tensor", {T(curved), T(r1)}, {4, 16, 512});
+  auto out = l.b.op("aten.sub.Tensor", {T(r2), T(product)}, {4, 16, 512});  // r2 - (...)
+  const Match& m = only_match(discover(l.b.finish({out})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  const auto e = gemms(m)[0].epilogue;
+  ASSERT_EQ(e.size(), 6u) << m.rule;
+  EXPECT_EQ(e[0].kind, Kind::Bias);
+  EXPECT_EQ(e[1].kind, Kind::AddScalar);
+  EXPECT_DOUBLE_EQ(e[1].value, 3.0);
+  EXPECT_EQ(e[2].activation, Activation::Tanh);
+  EXPECT_EQ(e[3].kind, Kind::Multiply);
+  EXPECT_EQ(e[3].operand, "r1");
+  EXPECT_EQ(e[3].operand_ld, 512);
+  EXPECT_EQ(e[4].kind, Kind::Scale);  // r2 - x: negate, then add r2
+  EXPECT_DOUBLE_EQ(e[4].value, -1.0);
+  EXPECT_EQ(e[5].kind, Kind::Residual);
+  EXPECT_EQ(e[5].operand, "r2");
+  EXPECT_EQ(m.roles.at("multiplier"), "r1");
+  EXPECT_EQ(m.roles.at("residual"), "r2");
+}
+
+TEST(GemmRule, EpilogueStopsAtTheStepLimit) {
+  LinearGraph l(DType::BFloat16);
+  ValueId v = l.y;
+  for (int i = 0; i < 10; ++i) v = unary(l.b, "aten.relu.default", v);
+  const auto d = discover(l.b.finish({v}));
+  ASSERT_FALSE(d.matches.empty());
+  EXPECT_LE(gemms(d.matches[0])[0].epilogue.size(), 8u) << describe(d.matches);
 }
 
 }  // namespace

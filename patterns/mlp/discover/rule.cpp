@@ -19,13 +19,13 @@ std::optional<RuleResult> match_mlp(const RuleContext& context, const graph::Nod
                                     const Binding&) {
   const graph::Graph& g = context.graph;
   GemmChain up = gemm_chain_from_node(g, anchor);
-  absorb_epilogue(g, up);
+  absorb_epilogue(g, up, EpilogueOptions{.claimed = &context.claimed});
   const auto activation = last_activation(up);
   if (!activation || !single_use(g, up.output)) return std::nullopt;
   const graph::Node* reader = g.consumers(up.output).front();
   if (reader->target != "fact.gemm" || tensor_args(*reader).front() != up.output) return std::nullopt;
   GemmChain down = gemm_chain_from_node(g, *reader);
-  absorb_epilogue(g, down);
+  absorb_epilogue(g, down, EpilogueOptions{.claimed = &context.claimed});
 
   std::map<std::string, graph::ValueId> roles{{"input", up.roles.at("input")},
                                               {"up_weight", up.roles.at("weight")},

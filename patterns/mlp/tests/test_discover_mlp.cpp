@@ -8,6 +8,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using graph::C;
 using graph::DType;
 using graph::GraphBuilder;
@@ -45,12 +48,12 @@ TEST(MlpRule, TwoKernelsWithTheActivationInTheFirst) {
   EXPECT_EQ(m.pattern, "mlp");
   EXPECT_EQ(m.status, MatchStatus::Accepted);
   EXPECT_EQ(m.nodes, (std::vector<std::string>{"linear", "relu", "linear_1", "add"}));
-  ASSERT_EQ(m.gemms.size(), 2u);
-  EXPECT_EQ(m.gemms[0].fusion_name(), "gemm_bias_relu");
-  EXPECT_EQ(m.gemms[1].fusion_name(), "gemm_bias_residual");
-  EXPECT_EQ(m.gemms[0].shape_string(), "512x1024x256");
-  EXPECT_EQ(m.gemms[1].shape_string(), "512x256x1024");
-  EXPECT_EQ(m.gemms[1].a.value, m.gemms[0].d.value);
+  ASSERT_EQ(gemms(m).size(), 2u);
+  EXPECT_EQ(gemms(m)[0].fusion_name(), "gemm_bias_relu");
+  EXPECT_EQ(gemms(m)[1].fusion_name(), "gemm_bias_residual");
+  EXPECT_EQ(gemms(m)[0].shape_string(), "512x1024x256");
+  EXPECT_EQ(gemms(m)[1].shape_string(), "512x256x1024");
+  EXPECT_EQ(gemms(m)[1].a.value, gemms(m)[0].d.value);
   EXPECT_EQ(m.roles.at("hidden"), g.hidden);
   EXPECT_EQ(m.roles.at("up_weight"), "w1");
   EXPECT_EQ(m.roles.at("down_weight"), "w2");

@@ -29,12 +29,12 @@ std::optional<RuleResult> match_swiglu(const RuleContext& context, const graph::
                                        const Binding& binding) {
   const graph::Graph& g = context.graph;
   GemmChain gate = gemm_chain_from_node(g, *g.node(binding.nodes.at("gate")));
-  absorb_epilogue(g, gate, EpilogueOptions{.allow_multiply = false});
+  absorb_epilogue(g, gate, EpilogueOptions{.allow_multiply = false, .claimed = &context.claimed});
   if (gate.output != binding.values.at("gate_act")) return std::nullopt;
   GemmChain up = gemm_chain_from_node(g, *g.node(binding.nodes.at("up")));
   if (!same_operand(gate.problem.a, up.problem.a) || gate.problem.n != up.problem.n)
     return std::nullopt;
-  absorb_epilogue(g, up, EpilogueOptions{.allow_multiply = true});
+  absorb_epilogue(g, up, EpilogueOptions{.allow_multiply = true, .claimed = &context.claimed});
   const bool multiplied = !up.problem.epilogue.empty() &&
                           std::any_of(up.problem.epilogue.begin(), up.problem.epilogue.end(),
                                       [&](const EpilogueStep& s) {
@@ -55,7 +55,7 @@ std::optional<RuleResult> match_swiglu(const RuleContext& context, const graph::
     const graph::Node* reader = g.consumers(up.output).front();
     if (reader->target == "fact.gemm" && tensor_args(*reader).front() == up.output) {
       GemmChain down = gemm_chain_from_node(g, *reader);
-      absorb_epilogue(g, down);
+      absorb_epilogue(g, down, EpilogueOptions{.claimed = &context.claimed});
       roles["down_weight"] = down.roles.at("weight");
       roles["output"] = down.output;
       if (down.roles.count("residual")) roles["residual"] = down.roles.at("residual");

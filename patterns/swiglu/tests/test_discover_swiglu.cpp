@@ -7,6 +7,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using graph::DType;
 using graph::GraphBuilder;
 using graph::T;
@@ -46,13 +49,13 @@ TEST(SwigluRule, GateWithSiluUpWithMultiply) {
   EXPECT_EQ(m.rule, "swiglu");
   EXPECT_EQ(m.pattern, "swiglu");
   EXPECT_EQ(m.status, MatchStatus::Accepted);
-  ASSERT_EQ(m.gemms.size(), 2u);
-  EXPECT_EQ(m.gemms[0].fusion_name(), "gemm_silu");
-  EXPECT_EQ(m.gemms[0].d.value, s.gate);
-  EXPECT_EQ(m.gemms[1].fusion_name(), "gemm_mul");
-  EXPECT_EQ(m.gemms[1].epilogue[0].kind, Kind::Multiply);
-  EXPECT_EQ(m.gemms[1].epilogue[0].operand, s.gate);
-  EXPECT_EQ(m.gemms[1].d.value, s.product);
+  ASSERT_EQ(gemms(m).size(), 2u);
+  EXPECT_EQ(gemms(m)[0].fusion_name(), "gemm_silu");
+  EXPECT_EQ(gemms(m)[0].d.value, s.gate);
+  EXPECT_EQ(gemms(m)[1].fusion_name(), "gemm_mul");
+  EXPECT_EQ(gemms(m)[1].epilogue[0].kind, Kind::Multiply);
+  EXPECT_EQ(gemms(m)[1].epilogue[0].operand, s.gate);
+  EXPECT_EQ(gemms(m)[1].d.value, s.product);
   EXPECT_EQ(m.roles.at("gate_weight"), "wg");
   EXPECT_EQ(m.roles.at("up_weight"), "wu");
   EXPECT_EQ(m.roles.at("gate_output"), s.gate);
@@ -65,9 +68,9 @@ TEST(SwigluRule, WithTheDownProjectionAndItsResidual) {
   ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
   const Match& m = d.matches[0];
   EXPECT_EQ(m.rule, "swiglu_mlp");
-  ASSERT_EQ(m.gemms.size(), 3u);
-  EXPECT_EQ(m.gemms[2].fusion_name(), "gemm_residual");
-  EXPECT_EQ(m.gemms[2].a.value, s.product);
+  ASSERT_EQ(gemms(m).size(), 3u);
+  EXPECT_EQ(gemms(m)[2].fusion_name(), "gemm_residual");
+  EXPECT_EQ(gemms(m)[2].a.value, s.product);
   EXPECT_EQ(m.roles.at("down_weight"), "wd");
   EXPECT_EQ(m.roles.at("residual"), "x");
   EXPECT_EQ(m.roles.at("output"), s.out);
@@ -77,21 +80,25 @@ TEST(SwigluRule, DifferentInputsAreNotSwiglu) {
   SwigluGraph s(DType::BFloat16, /*down=*/false, "aten.silu.default", /*separate_inputs=*/true);
   const auto d = discover(s.b.finish({s.out}));
   EXPECT_EQ(find_rule(d.matches, "swiglu"), nullptr) << describe(d.matches);
-  EXPECT_NE(find_rule(d.matches, "gemm_silu"), nullptr);
-  EXPECT_NE(find_rule(d.matches, "gemm"), nullptr);
+  // Two GEMMs of different inputs: the gate GEMM takes the SiLU and the product with the other
+  // GEMM's output as its epilogue.
+  EXPECT_NE(find_rule(d.matches, "gemm_silu_mul"), nullptr) << describe(d.matches);
+  EXPECT_NE(find_rule(d.matches, "gemm"), nullptr) << describe(d.matches);
 }
 
 TEST(SwigluRule, AnotherGateActivationIsNotSwiglu) {
   SwigluGraph s(DType::BFloat16, /*down=*/false, "aten.sigmoid.default");
   const auto d = discover(s.b.finish({s.out}));
   EXPECT_EQ(find_rule(d.matches, "swiglu"), nullptr) << describe(d.matches);
-  EXPECT_NE(find_rule(d.matches, "gemm_sigmoid"), nullptr);
+  EXPECT_NE(find_rule(d.matches, "gemm_sigmoid_mul"), nullptr) << describe(d.matches);
 }
 
 TEST(SwigluRule, UnbuildableKernelsFallBackToGemmDeclines) {
   SwigluGraph s(DType::Float64);
   const auto d = discover(s.b.finish({s.out}));
   EXPECT_EQ(find_rule(d.matches, "swiglu_mlp"), nullptr) << describe(d.matches);
+  // The GEMM rule's own declines: the gate GEMM with its SiLU and product, the up GEMM and the
+  // down GEMM.
   ASSERT_EQ(d.matches.size(), 3u) << describe(d.matches);
   for (const auto& m : d.matches) {
     EXPECT_EQ(m.status, MatchStatus::Declined);

@@ -9,11 +9,21 @@
 #include "fact/graph/graph.hpp"
 #include "fact/graph/graph_builder.hpp"
 #include "fact/graph/graph_json.hpp"
+#include "patterns/gemm/kind/problem.hpp"
 
 namespace fact::discover::testing {
 
 inline graph::Graph load_fixture(const std::string& name) {
   return graph::load_graph(std::string(FACT_SOURCE_DIR) + "/tests/data/graphs/" + name);
+}
+
+// The GEMM problems of a match (its calls of kind gemm), as the GEMM pattern reads them.
+inline std::vector<gemm::GemmProblem> gemms(const Match& m) {
+  std::vector<gemm::GemmProblem> out;
+  for (const auto& p : m.problems) {
+    if (p.kind == gemm::kKindName) out.push_back(gemm::gemm_problem_of(p));
+  }
+  return out;
 }
 
 // One line per match: "rule [status] nodes=a,b,c gemms=MxNxK,... reason".
@@ -23,8 +33,9 @@ inline std::string describe(const std::vector<Match>& matches) {
     out << m.rule << " [" << match_status_name(m.status) << "] nodes=";
     for (size_t i = 0; i < m.nodes.size(); ++i) out << (i ? "," : "") << m.nodes[i];
     out << " gemms=";
-    for (size_t i = 0; i < m.gemms.size(); ++i)
-      out << (i ? "," : "") << m.gemms[i].fusion_name() << ":" << m.gemms[i].shape_string();
+    const auto problems = gemms(m);
+    for (size_t i = 0; i < problems.size(); ++i)
+      out << (i ? "," : "") << problems[i].fusion_name() << ":" << problems[i].shape_string();
     if (!m.reason.empty()) out << " reason=" << m.reason;
     out << "\n";
   }

@@ -10,6 +10,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using testing::count_status;
 using testing::covering;
 using testing::describe;
@@ -37,8 +40,8 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
   const Match* qkv = covering(d.matches, "linear");
   ASSERT_NE(qkv, nullptr);
   EXPECT_EQ(qkv->rule, "gemm_bias");
-  EXPECT_EQ(qkv->gemms.at(0).shape_string(), "65536x2304x768");
-  EXPECT_EQ(qkv->gemms[0].b.layout, Layout::ColumnMajor);
+  EXPECT_EQ(gemms(*qkv).at(0).shape_string(), "65536x2304x768");
+  EXPECT_EQ(gemms(*qkv)[0].b.layout, Layout::ColumnMajor);
   EXPECT_EQ(qkv->roles.at("weight"), "p_attn_c_attn_weight");
 
   // Attention: recognized, pending.
@@ -70,13 +73,13 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
   ASSERT_NE(mlp, nullptr);
   EXPECT_EQ(mlp->rule, "mlp_gelu_tanh");
   EXPECT_EQ(mlp, covering(d.matches, "linear_3"));
-  ASSERT_EQ(mlp->gemms.size(), 2u);
-  EXPECT_EQ(mlp->gemms[0].fusion_name(), "gemm_bias_gelu_tanh");
-  EXPECT_EQ(mlp->gemms[0].shape_string(), "65536x3072x768");
-  EXPECT_EQ(mlp->gemms[1].fusion_name(), "gemm_bias_residual");
-  EXPECT_EQ(mlp->gemms[1].shape_string(), "65536x768x3072");
-  EXPECT_EQ(mlp->gemms[1].a.value, mlp->gemms[0].d.value);
-  EXPECT_EQ(mlp->gemms[1].epilogue[1].operand, "add");
+  ASSERT_EQ(gemms(*mlp).size(), 2u);
+  EXPECT_EQ(gemms(*mlp)[0].fusion_name(), "gemm_bias_gelu_tanh");
+  EXPECT_EQ(gemms(*mlp)[0].shape_string(), "65536x3072x768");
+  EXPECT_EQ(gemms(*mlp)[1].fusion_name(), "gemm_bias_residual");
+  EXPECT_EQ(gemms(*mlp)[1].shape_string(), "65536x768x3072");
+  EXPECT_EQ(gemms(*mlp)[1].a.value, gemms(*mlp)[0].d.value);
+  EXPECT_EQ(gemms(*mlp)[1].epilogue[1].operand, "add");
   EXPECT_EQ(mlp->nodes.size(), 11u);  // linear_2, the 8 GELU ops, linear_3, add_3
 
   // Ranking: accepted first, by time saved.
@@ -122,7 +125,7 @@ TEST(Llama, ProjectionsSwigluAndAttention) {
     const Match* m = covering(d.matches, node);
     ASSERT_NE(m, nullptr) << node;
     EXPECT_EQ(m->rule, "gemm") << node;
-    EXPECT_EQ(m->gemms.at(0).shape_string(), shape) << node;
+    EXPECT_EQ(gemms(*m).at(0).shape_string(), shape) << node;
     EXPECT_EQ(m->status, MatchStatus::Accepted);
   }
   const Match* o = covering(d.matches, "linear_3");
@@ -134,12 +137,12 @@ TEST(Llama, ProjectionsSwigluAndAttention) {
   ASSERT_NE(swiglu, nullptr);
   EXPECT_EQ(swiglu->rule, "swiglu_mlp");
   EXPECT_EQ(swiglu->nodes, (Ids{"linear_4", "silu", "linear_5", "mul_9", "linear_6", "add_6"}));
-  ASSERT_EQ(swiglu->gemms.size(), 3u);
-  EXPECT_EQ(swiglu->gemms[0].fusion_name(), "gemm_silu");
-  EXPECT_EQ(swiglu->gemms[1].fusion_name(), "gemm_mul");
-  EXPECT_EQ(swiglu->gemms[1].epilogue.back().operand, swiglu->gemms[0].d.value);
-  EXPECT_EQ(swiglu->gemms[2].fusion_name(), "gemm_residual");
-  EXPECT_EQ(swiglu->gemms[2].shape_string(), "2048x4096x14336");
+  ASSERT_EQ(gemms(*swiglu).size(), 3u);
+  EXPECT_EQ(gemms(*swiglu)[0].fusion_name(), "gemm_silu");
+  EXPECT_EQ(gemms(*swiglu)[1].fusion_name(), "gemm_mul");
+  EXPECT_EQ(gemms(*swiglu)[1].epilogue.back().operand, gemms(*swiglu)[0].d.value);
+  EXPECT_EQ(gemms(*swiglu)[2].fusion_name(), "gemm_residual");
+  EXPECT_EQ(gemms(*swiglu)[2].shape_string(), "2048x4096x14336");
 
   const Match* attention = covering(d.matches, "softmax");
   ASSERT_NE(attention, nullptr);
@@ -161,14 +164,14 @@ TEST(SmallFixtures, LinearReluBmmAndTransposedMatmul) {
   d = discover(load_fixture("bmm.json"));
   ASSERT_EQ(d.matches.size(), 1u);
   EXPECT_EQ(d.matches[0].rule, "bgemm");
-  EXPECT_EQ(d.matches[0].gemms[0].shape_string(), "8x(128x32x64)");
+  EXPECT_EQ(gemms(d.matches[0])[0].shape_string(), "8x(128x32x64)");
 
   d = discover(load_fixture("matmul_transposed.json"));
   ASSERT_EQ(d.matches.size(), 1u);
   EXPECT_EQ(d.matches[0].nodes, (Ids{"transpose", "matmul"}));
-  EXPECT_EQ(d.matches[0].gemms[0].b.value, "w");
-  EXPECT_EQ(d.matches[0].gemms[0].b.layout, Layout::ColumnMajor);
-  EXPECT_EQ(d.matches[0].gemms[0].b.ld, 64);
+  EXPECT_EQ(gemms(d.matches[0])[0].b.value, "w");
+  EXPECT_EQ(gemms(d.matches[0])[0].b.layout, Layout::ColumnMajor);
+  EXPECT_EQ(gemms(d.matches[0])[0].b.ld, 64);
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using util::Table;
 
 TEST(Table, AlignsColumnsByDisplayWidth) {

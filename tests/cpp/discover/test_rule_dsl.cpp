@@ -7,6 +7,9 @@
 namespace fact::discover {
 namespace {
 
+using namespace ::fact::gemm;  // NOLINT: the GEMM problem types these tests look at
+using testing::gemms;
+
 using graph::C;
 using graph::DType;
 using graph::GraphBuilder;

@@ -7,6 +7,7 @@
 namespace fact::discover {
 namespace {
 
+
 using graph::C;
 using graph::DType;
 using graph::GraphBuilder;

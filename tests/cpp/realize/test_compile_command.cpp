@@ -9,6 +9,7 @@
 
 #include "fact/realize/compile_command.hpp"
 #include "fact/realize/render.hpp"
+#include "patterns/gemm/realize/spec.hpp"
 
 namespace fact::realize {
 namespace {
@@ -19,11 +20,12 @@ bool has(const std::vector<std::string>& argv, const std::string& word) {
   return std::find(argv.begin(), argv.end(), word) != argv.end();
 }
 
+// A real kernel to compile: the GEMM pattern's bf16 spec (any pattern's would do).
 KernelSpec bf16_spec() {
-  KernelSpec s;
+  gemm::GemmSpec s;
   s.tile = {128, 128, 64};
-  s.mainloop = MainloopSchedule::Cooperative;
-  return s;
+  s.mainloop = gemm::MainloopSchedule::Cooperative;
+  return s.to_kernel_spec();
 }
 
 // A stand-in compiler: a shell script that prints `log` and writes its -o argument.

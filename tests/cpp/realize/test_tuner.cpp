@@ -13,6 +13,7 @@
 #include "fact/realize/tune_report.hpp"
 #include "fact/realize/tuner.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "patterns/gemm/kind/problem.hpp"
 
 namespace fact::realize {
 namespace {
@@ -27,42 +28,54 @@ struct Behaviour {
   double ms = 1.0;
 };
 
-discover::GemmProblem square_problem(int64_t size) {
-  discover::GemmProblem p;
+// The tuner knows no kind: a GEMM problem stands in for any, the fake source's specs hold only
+// the one parameter it decides by.
+Problem square_problem(int64_t size) {
+  gemm::GemmProblem p;
   p.m = p.n = p.k = size;
-  p.a.dtype = p.b.dtype = p.d.dtype = DType::BFloat16;
-  p.b.layout = Layout::ColumnMajor;
-  return p;
+  p.a.dtype = p.b.dtype = p.d.dtype = graph::DType::BFloat16;
+  p.b.layout = gemm::Layout::ColumnMajor;
+  return gemm::to_problem(p);
 }
+
+KernelSpec fake_spec(int tile_n) {
+  return KernelSpec("gemm", "fake", "tile_n" + std::to_string(tile_n), {{"tile_n", tile_n}});
+}
+
+int tile_n_of(const KernelSpec& spec) { return spec.params().at("tile_n").get<int>(); }
 
 class FakeSource : public CandidateSource {
  public:
   FakeSource(std::map<int, Behaviour> behaviours, std::filesystem::path counter)
       : behaviours_(std::move(behaviours)), counter_(std::move(counter)) {}
 
-  KernelSpec problem_class(const discover::GemmProblem& problem, const std::string& precision) override {
+  KernelSpec problem_class(const Problem&, const std::string& precision) override {
     if (precision == "unsupported") throw std::invalid_argument("fake source: unsupported precision");
-    KernelSpec spec;
-    spec.a_dtype = spec.b_dtype = spec.d_dtype = problem.a.dtype;
-    return spec;
+    return KernelSpec("gemm", "fake", "fake_class", nlohmann::json::object());
   }
-  ParamSpace candidates(const KernelSpec& problem_class, const discover::GemmProblem&, const std::string&) override {
+  ParamSpace candidates(const KernelSpec&, const Problem&, const std::string&) override {
     ParamSpace space;
-    for (const auto& [tile_n, behaviour] : behaviours_) {
-      KernelSpec spec = problem_class;
-      spec.tile = {128, tile_n, 64};
-      space.candidates.push_back(spec);
-    }
-    KernelSpec too_big = problem_class;
-    too_big.tile = {512, 512, 512};
-    space.pruned.push_back({too_big, "needs more shared memory than the SM has"});
+    for (const auto& [tile_n, behaviour] : behaviours_) space.candidates.push_back(fake_spec(tile_n));
+    space.pruned.push_back({fake_spec(512), "needs more shared memory than the SM has"});
     return space;
   }
+  TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem, const std::string& precision,
+                       const std::string& cutlass_version) override {
+    TuningKey key;
+    key.kind = problem.kind;
+    key.pattern = problem_class.pattern();
+    key.dims = kind_of(problem).tuning_dims(problem.desc);
+    key.problem_class = "fake";
+    key.cutlass_version = cutlass_version;
+    key.precision = precision;
+    return key;
+  }
+  std::string family(const KernelSpec&) override { return "one"; }
   BuildJob build_job(const KernelSpec& spec) override {
-    const Behaviour& b = behaviours_.at(spec.tile.n);
+    const Behaviour& b = behaviours_.at(tile_n_of(spec));
     BuildJob job;
-    job.key = "cand_" + std::to_string(spec.tile.n) + "_" + salt;
-    job.label = "tile_n" + std::to_string(spec.tile.n);
+    job.key = "cand_" + std::to_string(tile_n_of(spec)) + "_" + salt;
+    job.label = "tile_n" + std::to_string(tile_n_of(spec));
     job.source = b.outcome + " " + std::to_string(b.ms) + "\n";
     job.entry_symbol = "fact_" + job.key;
     job.spec = spec.to_json();
@@ -193,7 +206,7 @@ TEST_F(TunerTest, ExcludesEveryFailureAndPicksTheFastestVerified) {
   EXPECT_EQ(stored->candidates, 10);
   EXPECT_EQ(stored->verified, 3);
   EXPECT_EQ(stored->device, "Fake H100");
-  EXPECT_EQ(KernelSpec::from_json(stored->spec).tile.n, 32);
+  EXPECT_EQ(tile_n_of(KernelSpec::from_json(stored->spec)), 32);
 }
 
 TEST_F(TunerTest, SecondRunReusesTheStoredChoiceAndTheCachedBinary) {
@@ -371,7 +384,7 @@ esac
     util::write_file_atomically(library, library_text + " 0\n");
     RunRequest request;
     request.library = library;
-    request.m = request.n = request.k = 256;
+    request.problem = square_problem(256);
     request.precision = "native";
     request.timeout = timeout;
     request.scratch_dir = scratch / ("run-" + library_text);
@@ -414,17 +427,14 @@ TEST_F(SubprocessRunnerTest, WrongCrashHangAndGarbage) {
 TEST_F(SubprocessRunnerTest, CommandLine) {
   RunRequest request;
   request.library = "/cache/k/lib.so";
-  request.m = 65536;
-  request.n = 3072;
-  request.k = 768;
-  request.batch = 1;
+  request.problem = square_problem(256);
   request.precision = "native";
   request.baselines = {"cublas", "cublaslt"};
   request.scratch_dir = "/tmp/x";
   request.timeout = std::chrono::seconds(120);
   auto argv = SubprocessRunner("/opt/fact").command_for(request);
-  EXPECT_EQ(argv, (std::vector<std::string>{"/opt/fact", "run-kernel", "--lib", "/cache/k/lib.so", "--problem",
-                                            "m=65536,n=3072,k=768,batch=1", "--precision", "native", "--baselines",
+  EXPECT_EQ(argv, (std::vector<std::string>{"/opt/fact", "run-kernel", "--lib", "/cache/k/lib.so", "--problem-json",
+                                            "/tmp/x/problem.json", "--precision", "native", "--baselines",
                                             "cublas,cublaslt", "--timeout-s", "110", "--json", "/tmp/x/report.json"}));
 }
 
@@ -445,28 +455,23 @@ namespace fact::realize {
 namespace {
 
 TEST(TunerSpreadSelection, KeepsEveryKernelFamilyInACutSpace) {
+  // Six configurations of one family (data-parallel persistent), then a stream-K and a split-K.
   std::vector<KernelSpec> specs;
   for (int i = 0; i < 6; ++i) {
-    KernelSpec s;
-    s.tile = {128, 64 * (i + 1), 64};
-    specs.push_back(s);  // data-parallel persistent: the first six
+    specs.push_back(KernelSpec("gemm", "fake", "dp" + std::to_string(i), {{"family", "persistent"}, {"n", 64 * (i + 1)}}));
   }
-  KernelSpec streamk;
-  streamk.scheduler = TileScheduler::StreamK;
-  specs.push_back(streamk);
-  KernelSpec split = streamk;
-  split.split_k = 4;
-  specs.push_back(split);
+  specs.push_back(KernelSpec("gemm", "fake", "streamk", {{"family", "streamk"}, {"n", 0}}));
+  specs.push_back(KernelSpec("gemm", "fake", "split4", {{"family", "split"}, {"n", 0}}));
+  auto family = [](const KernelSpec& s) { return s.params().at("family").get<std::string>(); };
 
-  auto cut = spread_selection(specs, 4);
+  auto cut = spread_selection(specs, 4, family);
   ASSERT_EQ(cut.size(), 4u);
-  EXPECT_EQ(cut[0].tile.n, 64);
-  EXPECT_EQ(cut[1].tile.n, 128);
-  EXPECT_EQ(cut[2].scheduler, TileScheduler::StreamK);
-  EXPECT_EQ(cut[2].split_k, 1);
-  EXPECT_EQ(cut[3].split_k, 4);
-  EXPECT_EQ(spread_selection(specs, 100).size(), specs.size());
-  EXPECT_EQ(spread_selection(specs, 1).front().tile.n, 64);
+  EXPECT_EQ(cut[0].name(), "dp0");
+  EXPECT_EQ(cut[1].name(), "dp1");
+  EXPECT_EQ(cut[2].name(), "streamk");
+  EXPECT_EQ(cut[3].name(), "split4");
+  EXPECT_EQ(spread_selection(specs, 100, family).size(), specs.size());
+  EXPECT_EQ(spread_selection(specs, 1, family).front().name(), "dp0");
 }
 
 }  // namespace

@@ -1,0 +1,241 @@
+// The GEMM kind: its argument image (pack) and its float64 host reference, which together are
+// what the CPU path of a composed module runs, checked against a direct computation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fact/graph/graph_builder.hpp"
+#include "fact/problem/problem.hpp"
+#include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/kind/pack.hpp"
+#include "patterns/gemm/kind/problem.hpp"
+#include "patterns/gemm/kind/reference_host.hpp"
+
+namespace fact::gemm {
+namespace {
+
+using graph::DType;
+
+// y = epilogue(x @ w^T) with x [m, k] row-major and w [n, k] (an nn.Linear), float32.
+struct LinearCase {
+  int64_t m = 6, n = 5, k = 7;
+  std::vector<float> x, w, bias, r1, r2;
+  GemmProblem problem;
+  graph::Graph graph;
+};
+
+LinearCase make_case(const std::vector<EpilogueStep>& steps, uint32_t seed) {
+  LinearCase c;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  auto fill = [&](std::vector<float>& v, size_t n) {
+    v.resize(n);
+    for (auto& e : v) e = normal(rng);
+  };
+  fill(c.x, c.m * c.k);
+  fill(c.w, c.n * c.k);
+  fill(c.bias, c.n);
+  fill(c.r1, c.m * c.n);
+  fill(c.r2, c.m * c.n);
+  GemmProblem& p = c.problem;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.a = {"x", DType::Float32, Layout::RowMajor, c.k, 0, 0};
+  p.b = {"w", DType::Float32, Layout::ColumnMajor, c.k, 0, 0};
+  p.d = {"y", DType::Float32, Layout::RowMajor, c.n, 0, 0};
+  p.epilogue = steps;
+  graph::GraphBuilder b(DType::Float32);
+  auto x = b.input("x", {c.m, c.k});
+  auto w = b.parameter("w", {c.n, c.k});
+  auto y = b.op("aten.linear.default", {graph::T(x), graph::T(w)}, {c.m, c.n});
+  c.graph = b.finish({y});
+  c.problem.d.value = y;
+  return c;
+}
+
+double activate(Activation a, double x, double p0, double p1) {
+  switch (a) {
+    case Activation::Identity: return x;
+    case Activation::ReLU: return std::max(x, 0.0);
+    case Activation::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::SiLU: return x / (1 + std::exp(-x));
+    case Activation::Sigmoid: return 1 / (1 + std::exp(-x));
+    case Activation::LeakyReLU: return x >= 0 ? x : p0 * x;
+    case Activation::HardTanh: return std::min(std::max(x, p0), p1);
+    case Activation::Tanh: return std::tanh(x);
+  }
+  return 0;
+}
+
+// The problem's steps applied literally, in order (no folding).
+std::vector<double> direct(const LinearCase& c) {
+  std::vector<double> out(c.m * c.n);
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < c.k; ++k) acc += double(c.x[i * c.k + k]) * c.w[j * c.k + k];
+      double v = c.problem.alpha * acc;
+      for (const auto& s : c.problem.epilogue) {
+        const std::vector<float>& other = s.operand == "r1" ? c.r1 : c.r2;
+        switch (s.kind) {
+          case EpilogueStep::Kind::Scale: v *= s.value; break;
+          case EpilogueStep::Kind::AddScalar: v += s.value; break;
+          case EpilogueStep::Kind::Bias: v += c.bias[j]; break;
+          case EpilogueStep::Kind::Activation: v = activate(s.activation, v, s.p0, s.p1); break;
+          case EpilogueStep::Kind::Residual: v += s.value * other[i * c.n + j]; break;
+          case EpilogueStep::Kind::Multiply: v *= other[i * c.n + j]; break;
+        }
+      }
+      out[i * c.n + j] = v;
+    }
+  }
+  return out;
+}
+
+// Runs the argument image through the host reference with the case's buffers.
+std::vector<float> run_image(const LinearCase& c) {
+  const ArgImage image = pack_gemm(c.problem, c.graph);
+  std::vector<const void*> operands;
+  std::vector<int> operand_bytes;
+  for (const auto& o : image.operands) {
+    const void* data = o.value == "x" ? c.x.data() : o.value == "w" ? c.w.data()
+                       : o.value == "b" ? c.bias.data() : o.value == "r1" ? c.r1.data() : c.r2.data();
+    operands.push_back(data);
+    operand_bytes.push_back(4);
+  }
+  std::vector<float> y(c.m * c.n, std::numeric_limits<float>::quiet_NaN());
+  std::vector<uint8_t> bytes = bind_addresses(image, operands, {y.data()}, operand_bytes, {4});
+  EXPECT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(bytes.data())), FACT_OK);
+  return y;
+}
+
+EpilogueStep step(EpilogueStep::Kind kind, double value = 1.0) {
+  EpilogueStep s;
+  s.kind = kind;
+  s.value = value;
+  return s;
+}
+
+EpilogueStep act(Activation a, double p0 = 0, double p1 = 0) {
+  EpilogueStep s;
+  s.kind = EpilogueStep::Kind::Activation;
+  s.activation = a;
+  s.p0 = p0;
+  s.p1 = p1;
+  return s;
+}
+
+EpilogueStep tensor_step(EpilogueStep::Kind kind, const char* operand, int64_t n, double value = 1.0) {
+  EpilogueStep s = step(kind, value);
+  s.operand = operand;
+  s.operand_dtype = DType::Float32;
+  s.operand_ld = kind == EpilogueStep::Kind::Bias ? 0 : n;
+  return s;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "element " << i;
+  }
+}
+
+TEST(GemmKind, TheIssueChainScaleClampGeluKeepsEachStepsConstants) {
+  // Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU: once composed to all zeros (issue 8, failure 1).
+  const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5), step(EpilogueStep::Kind::Scale, 0.5),
+                                  act(Activation::HardTanh, -2, 2), act(Activation::GeluErf)},
+                                 1);
+  const std::vector<float> y = run_image(c);
+  expect_close(y, direct(c));
+  double nonzero = 0;
+  for (float v : y) nonzero += v != 0;
+  EXPECT_GT(nonzero, 0);
+}
+
+TEST(GemmKind, AnyOrderOfScalesConstantsActivationsResidualsAndProducts) {
+  const LinearCase c = make_case(
+      {step(EpilogueStep::Kind::Scale, 0.25), act(Activation::Tanh), step(EpilogueStep::Kind::AddScalar, 3.0),
+       tensor_step(EpilogueStep::Kind::Multiply, "r1", 5), act(Activation::LeakyReLU, 0.2),
+       tensor_step(EpilogueStep::Kind::Residual, "r2", 5, -1.5), step(EpilogueStep::Kind::Scale, 2.0),
+       act(Activation::HardTanh, -INFINITY, 1.5)},
+      2);
+  expect_close(run_image(c), direct(c));
+}
+
+TEST(GemmKind, LeadingScalesFoldIntoAlphaInTheImage) {
+  const LinearCase c = make_case({step(EpilogueStep::Kind::Scale, 0.5), act(Activation::ReLU)}, 3);
+  const FactGemmArgs args = gemm_args(c.problem);
+  EXPECT_FLOAT_EQ(args.alpha, 0.5f);
+  ASSERT_EQ(args.num_steps, 1);
+  EXPECT_EQ(args.steps[0].kind, FACT_STEP_ACTIVATION);
+  EXPECT_EQ(args.steps[0].activation, FACT_ACT_RELU);
+  expect_close(run_image(c), direct(c));
+}
+
+TEST(GemmKind, ImageNamesOperandsResultsAndAddressSlots) {
+  const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5),
+                                  tensor_step(EpilogueStep::Kind::Residual, "r1", 5)},
+                                 4);
+  const ArgImage image = pack_gemm(c.problem, c.graph);
+  ASSERT_EQ(image.operands.size(), 4u);
+  EXPECT_EQ(image.operands[0].value, "x");
+  EXPECT_EQ(image.operands[1].value, "w");
+  ASSERT_EQ(image.results.size(), 1u);
+  EXPECT_EQ(image.results[0].shape, (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(image.pointers.size(), 5u);  // a, b, d, bias, residual
+  EXPECT_EQ(image.bytes.size(), sizeof(FactGemmArgs));
+  const ArgImage back = ArgImage::from_json(image.to_json());
+  EXPECT_EQ(back.bytes, image.bytes);
+  EXPECT_EQ(back.pointers.size(), image.pointers.size());
+}
+
+TEST(GemmKind, ReferenceRefusesAMalformedStruct) {
+  LinearCase c = make_case({}, 5);
+  FactGemmArgs args = gemm_args(c.problem);
+  args.a = c.x.data();
+  args.b = c.w.data();
+  std::vector<float> y(c.m * c.n);
+  args.d = y.data();
+  EXPECT_EQ(reference_call(&args.header), FACT_OK);
+  FactGemmArgs wrong = args;
+  wrong.header.abi_version = 1;
+  EXPECT_EQ(reference_call(&wrong.header), FACT_ERR_INVALID_ARGS);
+  wrong = args;
+  wrong.header.kind = fact_kind_id("no such kind");
+  EXPECT_EQ(reference_call(&wrong.header), FACT_ERR_INVALID_ARGS);
+  wrong = args;
+  wrong.num_steps = 1;
+  wrong.steps[0].kind = FACT_STEP_BIAS;  // no operand
+  EXPECT_EQ(reference_call(&wrong.header), FACT_ERR_INVALID_ARGS);
+}
+
+TEST(GemmKind, PackRefusesAnOutputThatIsNotDense) {
+  LinearCase c = make_case({}, 6);
+  c.problem.d.ld = 8;  // D would need padding: not the graph's dense tensor
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+}
+
+TEST(GemmKind, KindDescribesItsProblems) {
+  const LinearCase c = make_case({act(Activation::ReLU)}, 7);
+  const Problem p = to_problem(c.problem);
+  const ProblemKind& kind = kind_of(p);
+  EXPECT_EQ(kind.fusion(p.desc), "gemm_relu");
+  EXPECT_EQ(kind.shape(p.desc), "6x5x7");
+  EXPECT_EQ(kind.tuning_dims(p.desc), (std::vector<int64_t>{6, 5, 7, 1}));
+  EXPECT_DOUBLE_EQ(kind.tolerance(p.desc, "strict"), 1e-5);
+  EXPECT_EQ(problem_summary(p), "gemm_relu 6x5x7 float32");
+  const auto words = kind.from_command_line({{"problem", "m=64,n=32,k=16"}, {"dtype", "bf16"}, {"epilogue", "bias,relu"}});
+  ASSERT_TRUE(words);
+  EXPECT_EQ(gemm_problem_from_json(*words).fusion_name(), "gemm_bias_relu");
+  EXPECT_FALSE(kind.from_command_line({{"problem", "batch=2"}}));
+}
+
+}  // namespace
+}  // namespace fact::gemm

@@ -1,0 +1,98 @@
+"""The composition report (`ComposedModule.fact_report`): what was composed, what was left to
+PyTorch and why, and what runs. Everything in it is copied from the plan (docs/plan.md) or
+measured by fact.compose; nothing is re-derived."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+@dataclass
+class ComposedCall:
+    label: str
+    kind: str
+    summary: str             # the plan's summary (for people; never parsed)
+    config: str = ""
+    config_source: str = ""
+    kernel: str = ""         # the kernel library's name in the plan ("" on the CPU path)
+    tolerance: Optional[float] = None
+
+
+@dataclass
+class ComposedReplacement:
+    id: int
+    label: str
+    rule: str
+    pattern: str
+    nodes: list[str]
+    implementation: str      # "kernels" (CUDA) or "host reference" (CPU)
+    calls: list[ComposedCall] = field(default_factory=list)
+    rel_err: Optional[float] = None      # the largest over the outputs, measured here
+    tolerance: Optional[float] = None    # that output's tolerance
+    errors: dict = field(default_factory=dict)  # output value -> [rel_err, tolerance]
+    verified: bool = False
+
+
+@dataclass
+class LeftToPyTorch:
+    what: str      # "<label> <rule> at <nodes>" or "module"
+    reason: str
+    replacement: Optional[int] = None  # the plan's replacement id
+    stage: str = ""   # plan | selection | check | verify | module
+
+
+@dataclass
+class FactReport:
+    precision: str
+    device: str
+    capture: str = ""
+    composed: list[ComposedReplacement] = field(default_factory=list)
+    left_to_pytorch: list[LeftToPyTorch] = field(default_factory=list)
+    work_dir: str = ""
+    remainder: str = "eager"      # how the PyTorch remainder runs, with a fallback's reason
+    cuda_graphs: str = "off"      # "on" or "off", with the reason when asked for but off
+    op_implementation: str = ""   # which implementation of fact::launch runs
+    runs: str = ""                # what runs for the planned signature, and why
+    speed: Optional[dict] = None  # the never-slower check: composed_ms, compiled_original_ms, ...
+    notes: list[str] = field(default_factory=list)
+
+    def leave(self, what: str, reason: str, replacement: Optional[int] = None,
+              stage: str = "") -> None:
+        self.left_to_pytorch.append(LeftToPyTorch(what, reason, replacement, stage))
+
+    def to_json(self) -> dict:
+        return {
+            "precision": self.precision,
+            "device": self.device,
+            "capture": self.capture,
+            "work_dir": self.work_dir,
+            "remainder": self.remainder,
+            "cuda_graphs": self.cuda_graphs,
+            "op_implementation": self.op_implementation,
+            "runs": self.runs,
+            "speed": self.speed,
+            "composed": [asdict(c) for c in self.composed],
+            "left_to_pytorch": [asdict(item) for item in self.left_to_pytorch],
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"FACT composition ({self.precision}, {self.device}): "
+                 f"{len(self.composed)} replacement(s) composed, "
+                 f"{len(self.left_to_pytorch)} item(s) left to PyTorch; remainder {self.remainder}, "
+                 f"CUDA graphs {self.cuda_graphs}"
+                 + (f"; fact::launch: {self.op_implementation}" if self.op_implementation else "")]
+        if self.runs:
+            lines.append(f"  runs: {self.runs}")
+        for c in self.composed:
+            check = (f"rel_err {c.rel_err:.2e} (tol {c.tolerance:.0e})"
+                     if c.rel_err is not None and c.tolerance is not None else "not verified")
+            lines.append(f"  composed {c.label} {c.rule} ({c.implementation}, {check}):")
+            for call in c.calls:
+                config = f" [{call.config} ({call.config_source})]" if call.config else ""
+                lines.append(f"    {call.label}: {call.summary}{config}")
+        for item in self.left_to_pytorch:
+            lines.append(f"  left to PyTorch: {item.what}: {item.reason}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        return "\n".join(lines)
