@@ -8,10 +8,12 @@
 #include <vector>
 #include <sstream>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "fact/realize/compile_command.hpp"
 #include "fact/realize/render.hpp"
+#include "patterns/gemm/kind/abi_names.hpp"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "patterns/gemm_f32_strict/realize/render.hpp"
 
@@ -370,6 +372,62 @@ TEST(GemmF32Strict, RenderedExamplesAreCurrent) {
   }
 }
 
+// Loads a built library and checks its ABI v2 exports (no GPU needed): the info JSON names kind
+// gemm, ABI version 2 and the spec; the entry accepts a well-formed size query's arguments and
+// refuses (FACT_ERR_INVALID_ARGS) another kind, a float16 A, another B layout, and steps of
+// another kind. Returns "" or the problem.
+std::string check_library(const fs::path& library, const RenderedKernel& kernel) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return std::string("dlopen failed: ") + dlerror();
+  std::string problem;
+  using Entry = int (*)(const FactCallHeader*, void*, size_t*, void*);
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
+  auto info = reinterpret_cast<FactKernelInfo>(dlsym(handle, "fact_kernel_info"));
+  if (!entry || !info) {
+    problem = "missing export";
+  } else {
+    const nlohmann::json j = nlohmann::json::parse(info());
+    if (j.at("kind") != "gemm" || j.at("abi_version") != FACT_ABI_VERSION) problem = "info: kind/ABI";
+    if (realize::KernelSpec::from_json(j.at("spec")) != kernel.spec) problem = "info: spec";
+    const GemmSpec spec = GemmSpec::of(kernel.spec);
+    FactGemmArgs good{};
+    good.header = {FACT_ABI_VERSION, fact_kind_id("gemm"), sizeof(FactGemmArgs), 0};
+    good.m = good.n = good.k = 128;
+    good.batch = 1;
+    good.a_type = good.b_type = good.d_type = FACT_DTYPE_F32;
+    good.a_layout = abi_layout(spec.a_layout);
+    good.b_layout = abi_layout(spec.b_layout);
+    good.lda = good.ldb = good.ldd = 128;
+    good.num_steps = static_cast<int32_t>(spec.epilogue.size());
+    for (size_t i = 0; i < spec.epilogue.size(); ++i) {
+      const EpilogueOpSpec& op = spec.epilogue[i];
+      good.steps[i].kind = abi_step_kind(op.kind);
+      if (op.kind == Kind::Activation) good.steps[i].activation = abi_activation(op.activation);
+      if (reads_operand(op.kind)) good.steps[i].operand_type = FACT_DTYPE_F32;
+      if (op.kind == Kind::Residual || op.kind == Kind::Multiply) good.steps[i].ld = 128;
+    }
+    size_t workspace = 0;
+    auto status = [&](const FactGemmArgs& a) { return entry(&a.header, nullptr, &workspace, nullptr); };
+    if (status(good) == FACT_ERR_INVALID_ARGS) problem = "a well-formed call refused";
+    FactGemmArgs bad = good;
+    bad.header.kind = fact_kind_id("attention");
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "another kind accepted";
+    bad = good;
+    bad.a_type = FACT_DTYPE_F16;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "a float16 A accepted";
+    bad = good;
+    bad.b_layout = 1 - bad.b_layout;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "another B layout accepted";
+    for (int i = 0; i < good.num_steps; ++i) {
+      bad = good;
+      bad.steps[i].kind = bad.steps[i].kind == FACT_STEP_SCALE ? FACT_STEP_ADD_SCALAR : FACT_STEP_SCALE;
+      if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "step " + std::to_string(i) + " not checked";
+    }
+  }
+  dlclose(handle);
+  return problem;
+}
+
 // Compiles `spec`'s rendered source for sm_90a with the engine's nvcc command (realize::
 // compile_kernel: -O3 -DNDEBUG, sm_90a, -Xptxas -v; C7510 and "Potential Performance Loss" fail
 // it) and rejects spills. `standalone`: with -DFACT_STANDALONE_MAIN (the checker's main() and
@@ -379,9 +437,10 @@ void expect_compiles(const GemmSpec& spec, bool standalone = false) {
   options.standalone_main = standalone;
   const fs::path dir = fs::temp_directory_path() /
                        ("fact_strict_test_" + std::to_string(::getpid()) + "_" + spec.name());
-  const realize::CompileResult r =
-      realize::compile_kernel(realize::render_kernel(spec.to_kernel_spec(), options), dir, options);
+  const RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
+  const realize::CompileResult r = realize::compile_kernel(kernel, dir, options);
   EXPECT_TRUE(r.ok) << spec.name() << ": " << r.reason << "\n" << r.log.substr(0, 20000);
+  if (r.ok && !standalone) EXPECT_EQ(check_library(r.output, kernel), "") << spec.name();
   EXPECT_EQ(r.log.find("C7510"), std::string::npos) << r.log;
   EXPECT_EQ(r.log.find("Potential Performance Loss"), std::string::npos) << r.log;
   EXPECT_FALSE(std::regex_search(r.log, std::regex("[1-9][0-9]* bytes spill"))) << r.log;
