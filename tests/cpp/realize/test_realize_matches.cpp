@@ -1,5 +1,6 @@
 // realize_matches: sources and manifest for accepted matches, deduplicated kernels, refusals
-// recorded per GEMM, compiles through a stand-in compiler (serial and build driver).
+// recorded per call, compiles through a stand-in compiler (serial and build driver). GEMM
+// problems stand in for any kind.
 #include <filesystem>
 #include <fstream>
 
@@ -7,15 +8,20 @@
 
 #include "fact/realize/realize_matches.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "patterns/gemm/kind/problem.hpp"
 
 namespace fact::realize {
 namespace {
 
 namespace fs = std::filesystem;
-using discover::GemmOperand;
-using discover::GemmProblem;
 using discover::Match;
 using discover::MatchStatus;
+using gemm::Activation;
+using gemm::EpilogueStep;
+using gemm::GemmOperand;
+using gemm::GemmProblem;
+using gemm::Layout;
+using graph::DType;
 using Kind = EpilogueStep::Kind;
 
 GemmProblem linear(int64_t m, int64_t n, int64_t k) {
@@ -35,7 +41,7 @@ Match match(std::string rule, std::vector<GemmProblem> gemms,
   m.rule = std::move(rule);
   m.pattern = "gemm";
   m.status = status;
-  m.gemms = std::move(gemms);
+  for (const auto& g : gemms) m.problems.push_back(gemm::to_problem(g));
   return m;
 }
 
@@ -81,12 +87,12 @@ TEST(RealizeMatches, EmitsOneSourcePerDistinctKernelAndAManifest) {
   RealizeOptions options;
   options.out_dir = scratch("emit");
   const RealizeResult result = realize_matches(sample_matches(), options);
-  ASSERT_EQ(result.gemms.size(), 4u);  // the declined match is skipped
+  ASSERT_EQ(result.calls.size(), 4u);  // the declined match is skipped
   ASSERT_EQ(result.kernels.size(), 2u);
-  EXPECT_EQ(result.gemms[1].kernel_key, result.gemms[2].kernel_key);
-  EXPECT_TRUE(result.gemms[3].kernel_key.empty());
-  EXPECT_NE(result.gemms[3].error.find("16 bytes"), std::string::npos) << result.gemms[3].error;
-  EXPECT_EQ(result.gemms[3].match, 3u);
+  EXPECT_EQ(result.calls[1].kernel_key, result.calls[2].kernel_key);
+  EXPECT_TRUE(result.calls[3].kernel_key.empty());
+  EXPECT_NE(result.calls[3].error.find("16 bytes"), std::string::npos) << result.calls[3].error;
+  EXPECT_EQ(result.calls[3].match, 3u);
 
   for (const auto& k : result.kernels) {
     EXPECT_EQ(k.status, "rendered");
@@ -96,18 +102,18 @@ TEST(RealizeMatches, EmitsOneSourcePerDistinctKernelAndAManifest) {
   }
   const nlohmann::json manifest = nlohmann::json::parse(util::read_file(options.out_dir / "manifest.json"));
   EXPECT_EQ(manifest, result.manifest);
-  EXPECT_EQ(manifest.at("schema"), "fact.realize/1");
+  EXPECT_EQ(manifest.at("schema"), "fact.realize/2");
   EXPECT_EQ(manifest.at("precision"), "strict");
   ASSERT_EQ(manifest.at("kernels").size(), 2u);
   EXPECT_EQ(manifest.at("kernels")[0].at("name"),
             "gemm_bias_gelu_tanh_bf16_tn_128x128x64_c1x2_pp_persistent");
   EXPECT_EQ(KernelSpec::from_json(manifest.at("kernels")[0].at("spec")), result.kernels[0].kernel.spec);
-  EXPECT_EQ(manifest.at("gemms")[0].at("rule"), "gemm_bias_gelu_tanh");
-  EXPECT_EQ(manifest.at("gemms")[0].at("kernel"), result.kernels[0].kernel.key);
-  EXPECT_EQ(manifest.at("gemms")[0].at("problem").at("m"), 8192);
+  EXPECT_EQ(manifest.at("calls")[0].at("rule"), "gemm_bias_gelu_tanh");
+  EXPECT_EQ(manifest.at("calls")[0].at("kernel"), result.kernels[0].kernel.key);
+  EXPECT_EQ(manifest.at("calls")[0].at("problem").at("m"), 8192);
   // bf16 output: the contract's half-precision output bound (max with the strict mode's 1e-5).
-  EXPECT_DOUBLE_EQ(manifest.at("gemms")[0].at("tolerance").get<double>(), 2e-2);
-  EXPECT_TRUE(manifest.at("gemms")[3].contains("error"));
+  EXPECT_DOUBLE_EQ(manifest.at("calls")[0].at("tolerance").get<double>(), 2e-2);
+  EXPECT_TRUE(manifest.at("calls")[3].contains("error"));
   EXPECT_EQ(result.failed_compiles(), 0u);
 }
 

@@ -6,25 +6,32 @@
 #include <gtest/gtest.h>
 
 #include "fact/build_info.hpp"
-#include "fact/realize/gemm_problem_args.hpp"
-#include "fact/realize/gemm_candidates.hpp"
 #include "fact/realize/realize_matches.hpp"
-#include "fact/realize/spec_from_problem.hpp"
+#include "fact/realize/realizer.hpp"
+#include "fact/realize/realizer_source.hpp"
 #include "fact/realize/tuning_db.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/realize/spec.hpp"
 
 namespace fact::realize {
 namespace {
 
 namespace fs = std::filesystem;
-using discover::GemmProblem;
 using discover::Match;
 using discover::MatchStatus;
+using gemm::GemmProblem;
+using graph::DType;
 
 constexpr const char* kPrecision = "native";
 
 GemmProblem bf16_linear(int64_t m, int64_t n, int64_t k) {
-  return make_gemm_problem({m, n, k, 1}, DType::BFloat16, "", "tn");
+  return gemm::make_gemm_problem({m, n, k, 1}, DType::BFloat16, "", "tn");
+}
+
+// The default configuration of the problem's realizer.
+KernelSpec default_spec_of(const GemmProblem& problem) {
+  return RealizerSource().problem_class(gemm::to_problem(problem), kPrecision);
 }
 
 std::vector<Match> one_gemm(const GemmProblem& problem) {
@@ -32,7 +39,7 @@ std::vector<Match> one_gemm(const GemmProblem& problem) {
   m.rule = "gemm";
   m.pattern = "gemm";
   m.status = MatchStatus::Accepted;
-  m.gemms = {problem};
+  m.problems = {gemm::to_problem(problem)};
   return {m};
 }
 
@@ -45,9 +52,9 @@ fs::path scratch(const std::string& name) {
 
 // A configuration of the problem's tuning space other than the default one.
 KernelSpec another_configuration(const GemmProblem& problem) {
-  GemmCandidateSource source;
-  const KernelSpec problem_class = source.problem_class(problem, kPrecision);
-  const ParamSpace space = source.candidates(problem_class, problem, "default");
+  RealizerSource source;
+  const KernelSpec problem_class = source.problem_class(gemm::to_problem(problem), kPrecision);
+  const ParamSpace space = source.candidates(problem_class, gemm::to_problem(problem), "default");
   for (const KernelSpec& candidate : space.candidates) {
     if (candidate.name() != problem_class.name()) return candidate;
   }
@@ -56,10 +63,10 @@ KernelSpec another_configuration(const GemmProblem& problem) {
 }
 
 TuningRecord record_for(const GemmProblem& stored_shape, const KernelSpec& chosen) {
-  const KernelSpec default_spec = spec_from_problem(stored_shape, kPrecision);
+  const KernelSpec default_spec = default_spec_of(stored_shape);
   TuningRecord record;
-  record.key = make_tuning_key(default_spec, stored_shape.m, stored_shape.n, stored_shape.k,
-                               stored_shape.batch, kPrecision, build_info::kCutlassVersion);
+  record.key = RealizerSource().tuning_key(default_spec, gemm::to_problem(stored_shape), kPrecision,
+                                           build_info::kCutlassVersion);
   record.spec = chosen.to_json();
   record.config = chosen.name();
   record.ms = 0.125;
@@ -92,7 +99,7 @@ TEST(RealizeTuningLookup, StoredChoiceForTheExactKeyReplacesTheDefault) {
   ASSERT_EQ(result.kernels.size(), 1u);
   EXPECT_EQ(result.kernels[0].kernel.spec.name(), chosen.name());
   const nlohmann::json manifest = manifest_of(options);
-  const nlohmann::json& gemm = manifest.at("gemms")[0];
+  const nlohmann::json& gemm = manifest.at("calls")[0];
   EXPECT_EQ(gemm.at("config"), chosen.name());
   EXPECT_EQ(gemm.at("config_source"), "database");
   EXPECT_EQ(gemm.at("tuning_key"), record_for(problem, chosen).key.id());
@@ -105,20 +112,20 @@ TEST(RealizeTuningLookup, StoredChoiceForTheExactKeyReplacesTheDefault) {
 TEST(RealizeTuningLookup, WithoutADatabaseOrAStoredKeyTheDefaultIsUsedAndNamed) {
   const fs::path dir = scratch("default");
   const GemmProblem problem = bf16_linear(1024, 1024, 1024);
-  const std::string default_name = spec_from_problem(problem, kPrecision).name();
+  const std::string default_name = default_spec_of(problem).name();
   TuningDb db(dir / "tuning_db.json");
   db.store(record_for(bf16_linear(2048, 1024, 1024), another_configuration(problem)));
 
   RealizeOptions options = options_in(dir, db.file());
   realize_matches(one_gemm(problem), options);
-  nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  nlohmann::json gemm = manifest_of(options).at("calls")[0];
   EXPECT_EQ(gemm.at("config"), default_name);
   EXPECT_EQ(gemm.at("config_source"), "default");
   EXPECT_FALSE(gemm.contains("tuned"));
 
   options.tuning_db.reset();
   realize_matches(one_gemm(problem), options);
-  gemm = manifest_of(options).at("gemms")[0];
+  gemm = manifest_of(options).at("calls")[0];
   EXPECT_EQ(gemm.at("config_source"), "default");
   EXPECT_FALSE(gemm.contains("tuning_key"));
 }
@@ -132,11 +139,11 @@ TEST(RealizeTuningLookup, BucketChoiceOnlyWhenAsked) {
 
   RealizeOptions options = options_in(dir, db.file());
   realize_matches(one_gemm(problem), options);
-  EXPECT_EQ(manifest_of(options).at("gemms")[0].at("config_source"), "default");
+  EXPECT_EQ(manifest_of(options).at("calls")[0].at("config_source"), "default");
 
   options.tuning_db_bucket = true;
   realize_matches(one_gemm(problem), options);
-  const nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  const nlohmann::json gemm = manifest_of(options).at("calls")[0];
   EXPECT_EQ(gemm.at("config_source"), "bucket");
   EXPECT_EQ(gemm.at("config"), chosen.name());
   EXPECT_EQ(gemm.at("tuned").at("shape"), "1024x1024x1024x1");
@@ -145,16 +152,17 @@ TEST(RealizeTuningLookup, BucketChoiceOnlyWhenAsked) {
 TEST(RealizeTuningLookup, StoredChoiceThatNoLongerRendersLeavesTheDefaultWithANote) {
   const fs::path dir = scratch("unrenderable");
   const GemmProblem problem = bf16_linear(1024, 1024, 1024);
-  KernelSpec broken = spec_from_problem(problem, kPrecision);
-  broken.tile = {7, 7, 7};
+  gemm::GemmSpec broken_gemm = gemm::GemmSpec::of(default_spec_of(problem));
+  broken_gemm.tile = {7, 7, 7};
+  const KernelSpec broken = broken_gemm.to_kernel_spec();
   TuningDb db(dir / "tuning_db.json");
   db.store(record_for(problem, broken));
 
   const RealizeOptions options = options_in(dir, db.file());
   realize_matches(one_gemm(problem), options);
-  const nlohmann::json gemm = manifest_of(options).at("gemms")[0];
+  const nlohmann::json gemm = manifest_of(options).at("calls")[0];
   EXPECT_EQ(gemm.at("config_source"), "default");
-  EXPECT_EQ(gemm.at("config"), spec_from_problem(problem, kPrecision).name());
+  EXPECT_EQ(gemm.at("config"), default_spec_of(problem).name());
   ASSERT_TRUE(gemm.contains("tuning_note"));
   EXPECT_NE(gemm.at("tuning_note").get<std::string>().find("not used"), std::string::npos);
 }
