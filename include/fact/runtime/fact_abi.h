@@ -1,20 +1,20 @@
-/* FACT kernel C ABI: every generated kernel library exports one entry point of this shape.
+/* FACT kernel C ABI, version 2: what every generated kernel library exports, whatever the
+ * problem kind (docs/abi.md).
  *
- *   extern "C" int fact_<key>(const FactGemmArgs* args, void* workspace,
- *                             size_t* workspace_size, cudaStream_t stream);
+ *   extern "C" int fact_<key>(const FactCallHeader* args, void* workspace,
+ *                             size_t* workspace_size, void* stream);   // stream: cudaStream_t
+ *   extern "C" const char* fact_kernel_info(void);   // JSON: kind, abi_version, entry, key, name, spec
+ *
+ * `args` points at a kind's argument struct, whose first member is a FactCallHeader: the ABI
+ * version, the kind's id (fact_kind_id of its name, e.g. "gemm") and the struct's size. The
+ * kind's struct is declared by the pattern folder that owns the kind (patterns/<kind>/*_abi.h);
+ * this header knows no kind.
  *
  * - workspace_size != NULL: a size query. Writes the bytes of device workspace the kernel needs
- *   for `args` and returns FACT_OK without launching (args pointers may be NULL then).
- * - workspace_size == NULL: checks can_implement, then launches on `stream`. `workspace` must
- *   hold at least the queried size (may be NULL when that size is 0).
+ *   for `args` and returns FACT_OK without launching (pointers in args may be NULL then).
+ * - workspace_size == NULL: checks the header (version, kind, size), then can_implement, then
+ *   launches on `stream`. `workspace` holds at least the queried size (NULL when that is 0).
  * - Returns a FactStatus; never throws across the boundary.
- *
- * Each library also exports `const char* fact_kernel_info(void)`: the KernelSpec as JSON
- * (including "entry": the symbol name above), so a loader needs no side files.
- *
- * Matrices: A is M×K, B is K×N, C and D are M×N, each `batch` times. `ld*` is the leading
- * dimension in elements for the layout the kernel was generated for, `stride_*` the distance
- * in elements between consecutive batches (0 = the same matrix for every batch).
  */
 #ifndef FACT_ABI_H
 #define FACT_ABI_H
@@ -25,35 +25,43 @@
 extern "C" {
 #endif
 
-#define FACT_ABI_VERSION 1
+#define FACT_ABI_VERSION 2
 
 typedef enum FactStatus {
   FACT_OK = 0,
-  FACT_ERR_INVALID_ARGS = 1,    /* null pointer, wrong ABI version, non-positive size */
-  FACT_ERR_CANNOT_IMPLEMENT = 2, /* CUTLASS can_implement refused (alignment, shape) */
-  FACT_ERR_WORKSPACE = 3,       /* workspace missing or too small */
-  FACT_ERR_INITIALIZE = 4,      /* kernel initialize() failed */
-  FACT_ERR_LAUNCH = 5,          /* launch failed (cudaGetLastError after launch) */
-  FACT_ERR_INTERNAL = 6,        /* unexpected failure inside the library (caught exception) */
+  FACT_ERR_INVALID_ARGS = 1,     /* null pointer, wrong ABI version/kind/size, non-positive size,
+                                    an epilogue step the kernel was not built for */
+  FACT_ERR_CANNOT_IMPLEMENT = 2, /* can_implement refused (alignment, shape) */
+  FACT_ERR_WORKSPACE = 3,        /* workspace missing or too small */
+  FACT_ERR_INITIALIZE = 4,       /* kernel initialize() failed */
+  FACT_ERR_LAUNCH = 5,           /* launch failed (cudaGetLastError after launch) */
+  FACT_ERR_INTERNAL = 6,         /* unexpected failure inside the library (caught exception) */
 } FactStatus;
 
-typedef struct FactGemmArgs {
-  int32_t abi_version; /* FACT_ABI_VERSION */
-  int64_t m, n, k, batch;
-  const void* a; int64_t lda, stride_a;
-  const void* b; int64_t ldb, stride_b;
-  const void* c; int64_t ldc, stride_c; /* residual (Residual step) or multiplier (Multiply) */
-  void* d;       int64_t ldd, stride_d;
-  const void* bias;                     /* length-N vector for the Bias step, else NULL */
-  float alpha;                          /* scale of A·B */
-  float beta;                           /* scale of C for the Residual step */
-  float act_p0, act_p1;                 /* activation parameters (leaky slope; clamp bounds) */
-  int32_t split_k;                      /* split-K slices for split-K kernels (>= 1) */
-  int32_t sm_count;                     /* SMs to use for persistent kernels; 0 = all */
-} FactGemmArgs;
+/* The first member of every kind's argument struct. */
+typedef struct FactCallHeader {
+  uint32_t abi_version; /* FACT_ABI_VERSION */
+  uint32_t kind;        /* fact_kind_id("<kind name>") */
+  uint32_t size;        /* sizeof the kind's whole argument struct, this header included */
+  uint32_t reserved;    /* 0 */
+} FactCallHeader;
 
-typedef int (*FactGemmEntry)(const FactGemmArgs*, void*, size_t*, void* /* cudaStream_t */);
+typedef int (*FactEntry)(const FactCallHeader* args, void* workspace, size_t* workspace_size,
+                         void* stream);
 typedef const char* (*FactKernelInfo)(void);
+
+/* A kind's id: FNV-1a (32 bit) of its name. Kinds are named by the pattern folders that own
+ * them; no list of kinds exists outside them. */
+#ifdef __cplusplus
+constexpr
+#else
+static inline
+#endif
+uint32_t fact_kind_id(const char* name) {
+  uint32_t hash = 2166136261u;
+  for (; *name; ++name) hash = (hash ^ (uint32_t)(unsigned char)*name) * 16777619u;
+  return hash;
+}
 
 #ifdef __cplusplus
 }
