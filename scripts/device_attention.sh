@@ -42,8 +42,11 @@ build_one() {  # $1: instance .cu -> $BUILD/libs/<name>.so, log in $BUILD/logs/<
   if ! nvcc "${NVCC_FLAGS[@]}" -o "$BUILD/libs/$name.so.tmp" "$cu" -lcuda >"$log" 2>&1; then
     echo "FAIL build $name"; return 0
   fi
-  if grep -qE "C7510|Potential Performance Loss|wgmma.mma_async instructions are serialized" "$log"; then
+  if grep -qE "C75[0-9][0-9]|Potential Performance Loss|wgmma.mma_async instructions are serialized" "$log"; then
     echo "REJECT $name: ptxas serialized wgmma"; rm -f "$BUILD/libs/$name.so.tmp"; return 0
+  fi
+  if grep -qE "[1-9][0-9]* bytes spill stores" "$log"; then
+    echo "REJECT $name: register spills"; rm -f "$BUILD/libs/$name.so.tmp"; return 0
   fi
   mv "$BUILD/libs/$name.so.tmp" "$BUILD/libs/$name.so"
   echo "ok $name: $(grep -oE 'Used [0-9]+ registers|[0-9]+ bytes stack frame|[0-9]+ bytes spill stores' "$log" | tr '\n' ' ')"
@@ -62,14 +65,19 @@ PYTHONUNBUFFERED=1 python3 "$SRC/bench_attention.py" --libs "$BUILD/libs" --json
   --iters "${FACT_ATTN_ITERS:-30}" ${FACT_ATTN_CASES:+--cases "$FACT_ATTN_CASES"} 2>&1 | tee "$OUT/bench.log" | grep -v '^{' 
 rc=${PIPESTATUS[0]}
 
-if [ "${FACT_ATTN_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
-  stamp "ncu (goal cases, one launch each)"
-  PYTHONUNBUFFERED=1 timeout 240 ncu --clock-control none --target-processes all -k regex:fmha_sm90 -c 4 \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    python3 "$SRC/bench_attention.py" --libs "$BUILD/libs" --iters 1 --warmup 0 \
-    --cases mingpt_b128_t512_h8_d96_causal,llama_b4_t2048_h32_kv8_d128_causal > "$OUT/ncu.txt" 2>&1
-  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible|fmha_sm90_kernel" "$OUT/ncu.txt" | head -60
+# Nsight Compute on chosen kernels: FACT_ATTN_NCU_LIBS="libA libB" (names without .so), one
+# launch per case in FACT_ATTN_NCU_CASES (default: the two goal shapes and non-causal d128).
+if [ -n "${FACT_ATTN_NCU_LIBS:-}" ] && command -v ncu >/dev/null; then
+  rm -rf "$BUILD/ncu"; mkdir -p "$BUILD/ncu"
+  for g in $FACT_ATTN_NCU_LIBS; do cp "$BUILD/libs/$g.so" "$BUILD/ncu/" 2>/dev/null; done
+  cases=${FACT_ATTN_NCU_CASES:-b4_t2048_h32_d128_noncausal,mingpt_b128_t512_h8_d96_causal,llama_b4_t2048_h32_kv8_d128_causal}
+  stamp "ncu: $(ls "$BUILD/ncu") on $cases"
+  timeout 300 ncu --clock-control none -k regex:fmha_sm90 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section InstructionStats \
+    python3 "$SRC/bench_attention.py" --libs "$BUILD/ncu" --profile --cases "$cases" > "$OUT/ncu.txt" 2>&1
+  grep -E "fmha_sm90_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|One or More Eligible" "$OUT/ncu.txt" | cut -c1-150 | head -80
 fi
 stamp "done (checker exit $rc)"
 exit 0

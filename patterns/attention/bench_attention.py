@@ -381,6 +381,8 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=20261123)
+    ap.add_argument("--profile", action="store_true",
+                    help="one launch of each matching kernel per case, nothing else (for ncu)")
     args = ap.parse_args()
 
     libs = []
@@ -392,6 +394,17 @@ def main():
     print(f"{len(libs)} kernel libraries", flush=True)
     timer = Timer(args.iters, args.warmup)
     wanted = [c for c in CASES if not args.cases or c["name"] in args.cases.split(",")]
+    if args.profile:
+        for i, case in enumerate(wanted):
+            gen = torch.Generator(device=DEVICE).manual_seed(args.seed + i)
+            q, k, v, o = make_inputs(case, gen)
+            for lib in libs:
+                if lib.matches(case):
+                    a = make_args(case, q, k, v, o, None, 1.0 / math.sqrt(case["d"]))
+                    ws = torch.zeros(max(lib.workspace(a), 16), dtype=torch.uint8, device=DEVICE)
+                    print(case["name"], lib.name, "status", lib(a, ws.data_ptr()), flush=True)
+                    torch.cuda.synchronize()
+        return 0
     report = {"suite": "attention", "date": datetime.date.today().isoformat(),
               "device": torch.cuda.get_device_name(), "versions": versions(),
               "method": f"CUDA events, L2 flushed (256 MiB memset) before each run, median of {args.iters} "

@@ -49,7 +49,8 @@ using namespace cute;
 // ------------------------------------------------------------------------------------------------
 // Configuration: type choices only (DESIGN.md rule 5). An instantiation file names one.
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
-          bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true>
+          bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
+          bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -60,13 +61,15 @@ struct Config {
   static constexpr bool kPingPong = kPingPong_;     // consumer WGs take turns issuing GEMMs
   static constexpr bool kDynamicSchedule = kDynamicSchedule_;  // atomic tile counter (workspace)
   static constexpr bool kPersistent = kPersistent_; // grid = SMs (else one CTA per tile)
+  static constexpr bool kDeferPvWait = kDeferPvWait_;  // PV(n) waited at the next step; P double-buffered
+  static constexpr int kQStages = kQStages_;        // Q buffers: 2 loads the next tile's Q early
+  static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
 };
 
 namespace detail {
 
 // Named barrier ids (0 is __syncthreads). 16 exist in hardware.
 enum : int {
-  kBarQueryEmpty = 1,  // consumers -> producer: the Q buffer may be overwritten
   kBarSched0 = 2,      // 2, 3, 4: ping-pong turn of consumer WG 0, 1, 2
   kBarTileFull = 5,    // dynamic schedule: next tile index written to smem
   kBarTileEmpty = 6,   // dynamic schedule: next tile index read
@@ -134,6 +137,15 @@ CUTE_DEVICE void wg_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
   if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
 }
 
+// mbarrier arrive by the threads with `pred`, without a branch around it (a branch splits the
+// scheduling region between a wgmma's issue and its wait).
+CUTE_DEVICE void mbar_arrive_if(uint64_t* bar, bool pred) {
+  uint32_t const addr = cute::cast_smem_ptr_to_uint(bar);
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %1, 0;\n\t@p mbarrier.arrive.shared::cta.b64 _, [%0];\n\t}"
+      ::"r"(addr), "r"(int(pred)) : "memory");
+}
+
 struct PipeState {
   int index = 0;
   uint32_t phase = 0;
@@ -161,6 +173,8 @@ struct Sm90Fmha {
   static constexpr bool kCausal = Cfg::kCausal;
   static constexpr bool kPingPong = Cfg::kPingPong;
   static constexpr bool kDynamic = Cfg::kDynamicSchedule;
+  static constexpr bool kDeferPv = Cfg::kDeferPvWait;
+  static constexpr int kQStages = Cfg::kQStages;
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -184,7 +198,8 @@ struct Sm90Fmha {
   // Shared memory layouts (swizzled for wgmma and TMA).
   using AtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, _64, Int<D>>());
   using SmemLayoutQ1 = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>>{}));             // one WG
-  using SmemLayoutQ = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));  // all
+  // Q: one 64-row slab per consumer WG and Q stage, slab index = stage * kNumWG + WG.
+  using SmemLayoutQ = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG * kQStages>>{}));
   using AtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockN>, Int<D>>());
   using SmemLayoutK = decltype(tile_to_shape(AtomK{}, Shape<Int<kBlockN>, Int<D>, Int<kStages>>{}));
   // V^T: (dim, keys), dim contiguous (V is [keys, dim] row-major in memory): MN-major B of PV.
@@ -192,14 +207,15 @@ struct Sm90Fmha {
   using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<D>, Int<kBlockN>, Int<kStages>>{},
                                              Step<_1, _2, _3>{}));
   using SmemLayoutO1 = SmemLayoutQ1;
-  using SmemLayoutO = SmemLayoutQ;
+  using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
 
   struct SharedStorage {
     alignas(1024) Element q[cosize_v<SmemLayoutQ>];
     alignas(1024) Element k[cosize_v<SmemLayoutK>];
     alignas(1024) Element v[cosize_v<SmemLayoutV>];
     alignas(1024) Element o[cosize_v<SmemLayoutO>];
-    alignas(8) uint64_t bar_q;
+    alignas(8) uint64_t q_full[kQStages];
+    uint64_t q_empty[kQStages];
     uint64_t k_full[kStages];
     uint64_t k_empty[kStages];
     uint64_t v_full[kStages];
@@ -210,7 +226,7 @@ struct Sm90Fmha {
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 
-  static constexpr uint32_t kBytesQ = uint32_t(cosize_v<SmemLayoutQ> * sizeof(Element));
+  static constexpr uint32_t kBytesQ = uint32_t(kBlockM * D * sizeof(Element));  // one Q stage
   static constexpr uint32_t kBytesK = uint32_t(size(take<0, 2>(SmemLayoutK{})) * sizeof(Element));
   static constexpr uint32_t kBytesV = uint32_t(size(take<0, 2>(SmemLayoutV{})) * sizeof(Element));
 
@@ -272,10 +288,10 @@ struct Sm90Fmha {
     int const group = p.heads / p.kv_heads;
     int const m_blocks = num_m_blocks(p.seq_q);
     int const hb_total = p.heads * p.batch;
-    // L2 sections: as many (batch, head) pairs as keep their K and V within ~60% of L2, a
-    // power of two; query heads sharing a KV head count once.
+    // L2 sections: as many (batch, head) pairs as keep their K and V within kL2Percent of L2,
+    // a power of two; query heads sharing a KV head count once.
     double const kv_bytes = double(p.seq_k) * 2.0 * D * sizeof(Element) / double(group);
-    double const budget = 0.6 * double(p.l2_bytes > 0 ? p.l2_bytes : (int64_t(50) << 20));
+    double const budget = 0.01 * Cfg::kL2Percent * double(p.l2_bytes > 0 ? p.l2_bytes : (int64_t(50) << 20));
     int section = 1;
     while (section * 2 <= hb_total && double(section * 2) * kv_bytes <= budget) section *= 2;
     return Params{make_tma_copy(SM90_TMA_LOAD{}, q, SmemLayoutQ1{}),
@@ -337,7 +353,11 @@ struct Sm90Fmha {
       cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
-      cutlass::arch::ClusterBarrier::init(&ss.bar_q, 1);
+      CUTE_UNROLL
+      for (int s = 0; s < kQStages; ++s) {
+        cutlass::arch::ClusterBarrier::init(&ss.q_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.q_empty[s], kNumWG);
+      }
       CUTE_UNROLL
       for (int s = 0; s < kStages; ++s) {
         cutlass::arch::ClusterBarrier::init(&ss.k_full[s], 1);
@@ -349,7 +369,7 @@ struct Sm90Fmha {
     }
     __syncthreads();
 
-    Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});  // (64, D, WG)
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});  // (64, D, stage*WG)
     Tensor sK = make_tensor(make_smem_ptr(ss.k), SmemLayoutK{});  // (N, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(ss.v), SmemLayoutV{});  // (D, N, stage)
     Tensor sO = make_tensor(make_smem_ptr(ss.o), SmemLayoutO{});  // (64, D, WG)
@@ -358,7 +378,7 @@ struct Sm90Fmha {
       // ---------------------------------------------------------------- producer
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
       if (warp != 0) return;
-      PipeState kw, vw;
+      PipeState qw, kw, vw;
       int tile = int(blockIdx.x);
       Tensor mQ = params.tma_q.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
       Tensor mK = params.tma_k.get_tma_tensor(make_shape(params.seq_k, int(D), params.kv_heads, params.batch));
@@ -366,7 +386,7 @@ struct Sm90Fmha {
       auto cta_q = params.tma_q.get_slice(0);
       auto cta_k = params.tma_k.get_slice(0);
       auto cta_v = params.tma_v.get_slice(0);
-      Tensor tQsQ = group_modes<0, 3>(cta_q.partition_D(sQ));  // (TMA, WG)
+      Tensor tQsQ = group_modes<0, 3>(cta_q.partition_D(sQ));  // (TMA, stage*WG)
       Tensor tKsK = group_modes<0, 3>(cta_k.partition_D(sK));  // (TMA, stage)
       Tensor tVsV = group_modes<0, 3>(cta_v.partition_D(sV));  // (TMA, stage)
 
@@ -398,14 +418,15 @@ struct Sm90Fmha {
             vw.template advance<kStages>();
           };
           load_k(n_max - 1);
-          named_sync(kBarQueryEmpty, kProducerSyncThreads);  // consumers are done with Q
           if (lane == 0) {
-            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar_q, kBytesQ);
+            cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
             CUTE_UNROLL
             for (int w = 0; w < kNumWG; ++w) {
-              copy(params.tma_q.with(ss.bar_q), tQgQ(_, c.m * kNumWG + w), tQsQ(_, w));
+              copy(params.tma_q.with(ss.q_full[qw.index]), tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
             }
           }
+          qw.template advance<kQStages>();
           // Consumers use K(n-1) before V(n): keep that order in the ring.
           for (int n = n_max - 2; n >= 0; --n) {
             load_k(n);
@@ -434,7 +455,6 @@ struct Sm90Fmha {
       MmaPV mma_pv;
       auto thr_qk = mma_qk.get_thread_slice(tid);
       auto thr_pv = mma_pv.get_thread_slice(tid);
-      Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, cwg));  // descriptors
       Tensor tSrK = thr_qk.partition_fragment_B(sK);             // (MMA, N, K, stage)
       Tensor tOrV = thr_pv.partition_fragment_B(sV);             // (MMA, D, K, stage)
       // Coordinates of this thread's accumulator elements.
@@ -445,10 +465,8 @@ struct Sm90Fmha {
       static_assert(decltype(size<0>(tScS_rc))::value == kRows, "two rows per thread");
 
       float const scale_log2 = params.scale_log2;
-      PipeState kr, vr;
-      uint32_t q_phase = 0;
+      PipeState qr, kr, vr;
 
-      named_arrive(kBarQueryEmpty, kProducerSyncThreads);  // Q buffer starts empty
       if constexpr (kPingPong && kNumWG > 1) {
         if (cwg == 0) named_arrive(kBarSched0, 256);         // WG 0 takes the first turn
       }
@@ -460,9 +478,7 @@ struct Sm90Fmha {
       auto sched_arrive = [&]() {
         if constexpr (kPingPong && kNumWG > 1) named_arrive(kBarSched0 + (cwg + 1) % kNumWG, 256);
       };
-      auto release = [&](uint64_t* bar) {
-        if (tid == 0) cutlass::arch::ClusterBarrier::arrive(bar);
-      };
+      auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
 
       int tile = int(blockIdx.x);
       while (tile < params.total_tiles) {
@@ -474,8 +490,8 @@ struct Sm90Fmha {
         float row_max[kRows], row_sum[kRows];
 
         if (n_max > 0) {
-          cutlass::arch::ClusterBarrier::wait(&ss.bar_q, q_phase);
-          q_phase ^= 1u;
+          cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+          Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
 
           // Masks: key tail (cols >= seq_k) and causal (col > row + diag_offset).
           auto apply_mask = [&](auto& tSrS, int n, auto causal_tag, auto tail_tag) {
@@ -503,25 +519,32 @@ struct Sm90Fmha {
             constexpr bool kFirst = decltype(first_tag)::value;
             constexpr bool kCheckInf = decltype(check_inf_tag)::value;
             Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+            // Phase 1: row maxima (both rows, then the quad shuffles), rescale factors.
+            float mx[kRows], max_scaled[kRows];
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              float mx = kFirst ? -INFINITY : row_max[r];
+              mx[r] = kFirst ? -INFINITY : row_max[r];
               CUTE_UNROLL
-              for (int j = 0; j < kCols; ++j) mx = fmaxf(mx, s(r, j));
-              mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-              mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-              float const cur = (kCheckInf && mx == -INFINITY) ? 0.f : mx;
-              if constexpr (kFirst) {
-                o_scale[r] = 1.f;
-              } else {
-                o_scale[r] = fast_exp2((row_max[r] - cur) * scale_log2);
-              }
-              row_max[r] = mx;
-              float const max_scaled = cur * scale_log2;
+              for (int j = 0; j < kCols; ++j) mx[r] = fmaxf(mx[r], s(r, j));
+            }
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              float const cur = (kCheckInf && mx[r] == -INFINITY) ? 0.f : mx[r];
+              o_scale[r] = kFirst ? 1.f : fast_exp2((row_max[r] - cur) * scale_log2);
+              row_max[r] = mx[r];
+              max_scaled[r] = cur * scale_log2;
+            }
+            // Phase 2: P = exp2(S*scale_log2 - max*scale_log2) and the running row sums.
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
               float sum = 0.f;
               CUTE_UNROLL
               for (int j = 0; j < kCols; ++j) {
-                float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled));
+                float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled[r]));
                 s(r, j) = p;
                 sum += p;
               }
@@ -539,13 +562,16 @@ struct Sm90Fmha {
           };
 
           Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-          Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS0.layout()));
-          auto to_p = [&](auto const& tSrS) {
+          auto const p_layout = acc_as_operand_a(tSrS0.layout());
+          Tensor tOrP0 = make_tensor<Element>(p_layout);  // P as the A operand of PV
+          Tensor tOrP1 = make_tensor<Element>(p_layout);  // second buffer (kDeferPv)
+          auto to_p = [&](auto const& tSrS, auto& tOrP) {
             float const* src = raw_pointer_cast(tSrS.data());
             uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
             CUTE_UNROLL
             for (int i = 0; i < int(size(tSrS)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
           };
+          float o_scale[kRows];
 
           // First (right-most) key block: always masked (tail and/or diagonal).
           {
@@ -559,48 +585,108 @@ struct Sm90Fmha {
             } else {
               if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, cute::false_type{}, cute::true_type{});
             }
-            float o_scale[kRows];
             softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
-            to_p(tSrS0);
+            to_p(tSrS0, tOrP0);
             clear(tOrO);
           }
 
-          auto step = [&](int n, auto causal_tag) {
-            constexpr bool kMasked = decltype(causal_tag)::value;
-            Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-            cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-            sched_sync();
-            wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-            cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-            wg_gemm<false, -1>(mma_pv, tOrP, tOrV(_, _, _, vr.index), tOrO);
-            sched_arrive();
-            warpgroup_wait<1>();  // S ready; PV still running
-            release(&ss.k_empty[kr.index]);
-            kr.template advance<kStages>();
-            if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
-            float o_scale[kRows];
-            softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-            warpgroup_wait<0>();  // PV done: P and V free
-            release(&ss.v_empty[vr.index]);
-            vr.template advance<kStages>();
-            to_p(tSrS);
-            rescale_o(o_scale);
-          };
-
           int n = n_max - 2;
-          if constexpr (kCausal) {
-            // Blocks n >= n_mask cross the diagonal for some row of the tile.
-            int const n_mask = max(0, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN));
-            CUTE_NO_UNROLL
-            for (; n >= n_mask; --n) step(n, cute::true_type{});
-          }
-          CUTE_NO_UNROLL
-          for (; n >= 0; --n) step(n, cute::false_type{});
+          // Causal: blocks n >= n_mask cross the diagonal for some row of the tile.
+          int const n_mask = kCausal ? max(0, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+          int v_done = -1;  // V stage whose PV has completed but is not yet released
+          int parity = 0;   // kDeferPv: the P buffer holding the newest P
 
-          named_arrive(kBarQueryEmpty, kProducerSyncThreads);  // last QK^T of this tile done
+          if constexpr (kDeferPv) {
+            // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
+            // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
+            // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
+            // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
+            // wait follows the softmax, so ptxas cannot hoist one above it.
+            auto step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
+              constexpr bool kMasked = decltype(masked_tag)::value;
+              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+              warpgroup_wait<0>();
+              warpgroup_fence_operand(tOrO);
+              warpgroup_fence_operand(p_next);
+              if (v_done >= 0) release(&ss.v_empty[v_done]);
+              rescale_o(o_scale);
+              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+              sched_sync();
+              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
+              sched_arrive();
+              v_done = vr.index;
+              vr.template advance<kStages>();
+              warpgroup_wait<1>();  // S ready; PV runs on
+              warpgroup_fence_operand(tSrS);
+              release(&ss.k_empty[kr.index]);
+              kr.template advance<kStages>();
+              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
+              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+              to_p(tSrS, p_next);
+            };
+            auto run = [&](int n_end, auto masked_tag) {
+              CUTE_NO_UNROLL
+              for (; n >= n_end; --n) {
+                if (parity == 0) {
+                  step(n, masked_tag, tOrP0, tOrP1);
+                } else {
+                  step(n, masked_tag, tOrP1, tOrP0);
+                }
+                parity ^= 1;
+              }
+            };
+            if constexpr (kCausal) run(n_mask, cute::true_type{});
+            run(0, cute::false_type{});
+          } else {
+            // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes,
+            // then the wait for PV(n+1).
+            auto step = [&](int n, auto masked_tag) {
+              constexpr bool kMasked = decltype(masked_tag)::value;
+              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+              if (v_done >= 0) release(&ss.v_empty[v_done]);
+              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+              sched_sync();
+              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+              wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+              sched_arrive();
+              warpgroup_wait<1>();  // S ready; PV still running
+              warpgroup_fence_operand(tSrS);
+              release(&ss.k_empty[kr.index]);
+              kr.template advance<kStages>();
+              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
+              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+              warpgroup_wait<0>();  // PV done: P and V free
+              warpgroup_fence_operand(tOrO);
+              warpgroup_fence_operand(tOrP0);
+              to_p(tSrS, tOrP0);
+              rescale_o(o_scale);
+              v_done = vr.index;
+              vr.template advance<kStages>();
+            };
+            if constexpr (kCausal) {
+              CUTE_NO_UNROLL
+              for (; n >= n_mask; --n) step(n, cute::true_type{});
+            }
+            CUTE_NO_UNROLL
+            for (; n >= 0; --n) step(n, cute::false_type{});
+          }
+
+          // The last QK^T of this tile is done: its Q stage may be refilled.
+          release(&ss.q_empty[qr.index]);
+          qr.template advance<kQStages>();
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          if (v_done >= 0) release(&ss.v_empty[v_done]);
+          if constexpr (kDeferPv) rescale_o(o_scale);
           cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-          wg_gemm<false, -1>(mma_pv, tOrP, tOrV(_, _, _, vr.index), tOrO);
-          float o_scale[kRows];
+          if (parity == 0) {
+            wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+          } else {
+            wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
+          }
           CUTE_UNROLL
           for (int r = 0; r < kRows; ++r) {
             float s = row_sum[r];
@@ -611,6 +697,7 @@ struct Sm90Fmha {
             row_sum[r] = empty ? -INFINITY : row_max[r] * params.scale + __logf(s);  // LSE
           }
           warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
           release(&ss.v_empty[vr.index]);
           vr.template advance<kStages>();
           rescale_o(o_scale);

@@ -1,6 +1,0 @@
-// Instantiation: type choices only (logic in patterns/attention/attention_entry.cuh).
-#include "patterns/attention/attention_entry.cuh"
-
-using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/64, /*block_m=*/192, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/true, /*dynamic_schedule=*/true, /*persistent=*/true>;
-FACT_ATTENTION_INSTANCE(attn_bf16_d64_causal_m192n128s2_pp_dynamic, "attn_bf16_d64_causal_m192n128s2_pp_dynamic", Cfg)
