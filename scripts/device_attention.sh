@@ -77,6 +77,11 @@ if [ -n "${FACT_ATTN_NCU_LIBS:-}" ] && command -v ncu >/dev/null; then
     --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section InstructionStats \
     python3 "$SRC/bench_attention.py" --libs "$BUILD/ncu" --profile --cases "$cases" > "$OUT/ncu.txt" 2>&1
+  # Stall reasons and tensor-pipe activity of the first kernel on the first case.
+  timeout 150 ncu --clock-control none -k regex:fmha_sm90 -c 1 \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.sum,lts__t_sector_hit_rate.pct,l1tex__m_xbar2l1tex_read_bytes.sum.per_second" \
+    python3 "$SRC/bench_attention.py" --libs "$BUILD/ncu" --profile --cases "${cases%%,*}" > "$OUT/ncu-stalls.txt" 2>&1
+  grep -E "stalled|gmma|hit_rate|per_second" "$OUT/ncu-stalls.txt" | awk '$NF+0 > 0.05 || /gmma|hit|second/' | cut -c1-130 | head -40
   grep -E "fmha_sm90_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|One or More Eligible" "$OUT/ncu.txt" | cut -c1-150 | head -80
 fi
 stamp "done (checker exit $rc)"

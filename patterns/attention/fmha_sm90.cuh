@@ -50,7 +50,8 @@ using namespace cute;
 // Configuration: type choices only (DESIGN.md rule 5). An instantiation file names one.
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
-          bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40>
+          bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
+          bool kOAliasQ_ = false>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -64,6 +65,8 @@ struct Config {
   static constexpr bool kDeferPvWait = kDeferPvWait_;  // PV(n) waited at the next step; P double-buffered
   static constexpr int kQStages = kQStages_;        // Q buffers: 2 loads the next tile's Q early
   static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
+  static constexpr int kTileOrder = kTileOrder_;    // 0: L2 sections, longest first; 1: head-major
+  static constexpr bool kOAliasQ = kOAliasQ_;       // O staged in the Q buffer (frees smem for stages)
 };
 
 namespace detail {
@@ -175,6 +178,8 @@ struct Sm90Fmha {
   static constexpr bool kDynamic = Cfg::kDynamicSchedule;
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
+  static constexpr bool kOAliasQ = Cfg::kOAliasQ;
+  static_assert(!kOAliasQ || kQStages == 1, "O can share the Q buffer only when Q has one stage");
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -210,10 +215,10 @@ struct Sm90Fmha {
   using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
 
   struct SharedStorage {
-    alignas(1024) Element q[cosize_v<SmemLayoutQ>];
-    alignas(1024) Element k[cosize_v<SmemLayoutK>];
-    alignas(1024) Element v[cosize_v<SmemLayoutV>];
-    alignas(1024) Element o[cosize_v<SmemLayoutO>];
+    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
+    cute::array_aligned<Element, kOAliasQ ? 0 : cosize_v<SmemLayoutO>, 1024> o;
     alignas(8) uint64_t q_full[kQStages];
     uint64_t q_empty[kQStages];
     uint64_t k_full[kStages];
@@ -257,6 +262,8 @@ struct Sm90Fmha {
     float* lse;
     int64_t lse_batch_stride, lse_head_stride;
     int* tile_counter;  // dynamic schedule: zero at launch
+    Element* o;         // for tiles whose rows see no key (written with plain stores)
+    int64_t o_batch_stride, o_seq_stride, o_head_stride;
   };
 
   // Host: everything but the TMA descriptors is plain arithmetic.
@@ -304,7 +311,8 @@ struct Sm90Fmha {
                   float(double(p.scale) * 1.4426950408889634),  // scale * log2(e)
                   p.scale,
                   p.lse, p.lse_batch_stride, p.lse_head_stride,
-                  p.tile_counter};
+                  p.tile_counter,
+                  p.o, p.o_stride[0], p.o_stride[1], p.o_stride[2]};
   }
 
   // ----------------------------------------------------------------------------------------------
@@ -316,6 +324,18 @@ struct Sm90Fmha {
   // Tile index -> (m block, head, batch): sections of `section` (batch, head) pairs in order;
   // inside a section the heads vary fastest and the m blocks go longest-first (causal).
   CUTE_DEVICE static TileCoord tile_coord(Params const& p, int t) {
+    if constexpr (Cfg::kTileOrder == 1) {
+      // Head-major: each (batch, head)'s m blocks back to back (longest first), so the CTAs that
+      // share K and V run at the same time and meet in L2; heads sharing a KV head are adjacent.
+      int const hb = t / p.num_m_blocks;
+      int const m_rev = t - hb * p.num_m_blocks;
+      int const b = hb / p.heads;
+      TileCoord c;
+      c.b = b;
+      c.h = hb - b * p.heads;
+      c.m = kCausal ? p.num_m_blocks - 1 - m_rev : m_rev;
+      return c;
+    }
     int const sec_tiles = p.section * p.num_m_blocks;
     int const s = t / sec_tiles;
     int const r = t - s * sec_tiles;
@@ -369,10 +389,11 @@ struct Sm90Fmha {
     }
     __syncthreads();
 
-    Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});  // (64, D, stage*WG)
-    Tensor sK = make_tensor(make_smem_ptr(ss.k), SmemLayoutK{});  // (N, D, stage)
-    Tensor sV = make_tensor(make_smem_ptr(ss.v), SmemLayoutV{});  // (D, N, stage)
-    Tensor sO = make_tensor(make_smem_ptr(ss.o), SmemLayoutO{});  // (64, D, WG)
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), SmemLayoutQ{});  // (64, D, stage*WG)
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), SmemLayoutK{});  // (N, D, stage)
+    Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), SmemLayoutV{});  // (D, N, stage)
+    // O staging (64, D, WG): its own buffer, or the Q slabs (kOAliasQ, one Q stage).
+    Tensor sO = make_tensor(make_smem_ptr(kOAliasQ ? ss.q.data() : ss.o.data()), SmemLayoutO{});
 
     if (wg == 0) {
       // ---------------------------------------------------------------- producer
@@ -405,7 +426,8 @@ struct Sm90Fmha {
             if (lane == 0) {
               cutlass::arch::ClusterBarrier::wait(&ss.k_empty[kw.index], kw.phase ^ 1u);
               cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.k_full[kw.index], kBytesK);
-              copy(params.tma_k.with(ss.k_full[kw.index]), tKgK(_, n), tKsK(_, kw.index));
+              copy(params.tma_k.with(ss.k_full[kw.index], 0, TMA::CacheHintSm90::EVICT_LAST), tKgK(_, n),
+                   tKsK(_, kw.index));
             }
             kw.template advance<kStages>();
           };
@@ -413,7 +435,8 @@ struct Sm90Fmha {
             if (lane == 0) {
               cutlass::arch::ClusterBarrier::wait(&ss.v_empty[vw.index], vw.phase ^ 1u);
               cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[vw.index], kBytesV);
-              copy(params.tma_v.with(ss.v_full[vw.index]), tVgV(_, n), tVsV(_, vw.index));
+              copy(params.tma_v.with(ss.v_full[vw.index], 0, TMA::CacheHintSm90::EVICT_LAST), tVgV(_, n),
+                   tVsV(_, vw.index));
             }
             vw.template advance<kStages>();
           };
@@ -423,7 +446,8 @@ struct Sm90Fmha {
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
             CUTE_UNROLL
             for (int w = 0; w < kNumWG; ++w) {
-              copy(params.tma_q.with(ss.q_full[qw.index]), tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
+              copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
+                   tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
             }
           }
           qw.template advance<kQStages>();
@@ -645,7 +669,6 @@ struct Sm90Fmha {
             auto step = [&](int n, auto masked_tag) {
               constexpr bool kMasked = decltype(masked_tag)::value;
               Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-              if (v_done >= 0) release(&ss.v_empty[v_done]);
               cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
               sched_sync();
               wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
@@ -661,10 +684,10 @@ struct Sm90Fmha {
               warpgroup_wait<0>();  // PV done: P and V free
               warpgroup_fence_operand(tOrO);
               warpgroup_fence_operand(tOrP0);
+              release(&ss.v_empty[vr.index]);
+              vr.template advance<kStages>();
               to_p(tSrS, tOrP0);
               rescale_o(o_scale);
-              v_done = vr.index;
-              vr.template advance<kStages>();
             };
             if constexpr (kCausal) {
               CUTE_NO_UNROLL
@@ -674,8 +697,9 @@ struct Sm90Fmha {
             for (; n >= 0; --n) step(n, cute::false_type{});
           }
 
-          // The last QK^T of this tile is done: its Q stage may be refilled.
-          release(&ss.q_empty[qr.index]);
+          // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only once
+          // the O staged there has been stored).
+          if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
           qr.template advance<kQStages>();
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
@@ -717,7 +741,25 @@ struct Sm90Fmha {
         }
 
         // ------------------------------------------------------------ epilogue
-        {
+        if (params.lse != nullptr && (tid % 4) == 0) {
+          float* lse = params.lse + int64_t(c.b) * params.lse_batch_stride + int64_t(c.h) * params.lse_head_stride;
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            int const row = row0 + int(get<0>(tOcO_rc(r, 0)));
+            if (row < params.seq_q) lse[row] = row_sum[r];
+          }
+        }
+        if (n_max <= 0) {
+          // Rows that see no key: O = 0, written directly (no Q stage is held for this tile).
+          Element* o = params.o + int64_t(c.b) * params.o_batch_stride + int64_t(c.h) * params.o_head_stride;
+          for (int i = tid; i < 64 * (D / 8); i += 128) {
+            int const row = row0 + i / (D / 8);
+            if (row < params.seq_q) {
+              *reinterpret_cast<uint4*>(o + int64_t(row) * params.o_seq_stride + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+            }
+          }
+        } else {
+          int const slab = cwg;  // with kOAliasQ (one Q stage) this WG's Q slab
           Tensor tOrOe = make_tensor<Element>(tOrO.layout());
           {
             float const* src = raw_pointer_cast(tOrO.data());
@@ -725,12 +767,14 @@ struct Sm90Fmha {
             CUTE_UNROLL
             for (int i = 0; i < int(size(tOrO)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
           }
-          if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
+          if constexpr (!kOAliasQ) {
+            if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
+          }
           named_sync(kBarEpilogue0 + cwg, 128);
           auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
           auto thr_r2s = r2s.get_thread_slice(tid);
           Tensor src = thr_r2s.retile_S(tOrOe);
-          Tensor dst = thr_r2s.partition_D(sO(_, _, cwg));
+          Tensor dst = thr_r2s.partition_D(sO(_, _, slab));
           copy(r2s, src, dst);
           cutlass::arch::fence_view_async_shared();
           named_sync(kBarEpilogue0 + cwg, 128);
@@ -738,17 +782,13 @@ struct Sm90Fmha {
             Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
             Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
             auto cta_o = params.tma_o.get_slice(0);
-            Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, WG)
+            Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, slab)
             Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
-            copy(params.tma_o, tOsO(_, cwg), tOgO(_, c.m * kNumWG + cwg));
+            copy(params.tma_o, tOsO(_, slab), tOgO(_, c.m * kNumWG + cwg));
             tma_store_arrive();
-          }
-          if (params.lse != nullptr && (tid % 4) == 0) {
-            float* lse = params.lse + int64_t(c.b) * params.lse_batch_stride + int64_t(c.h) * params.lse_head_stride;
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              int const row = row0 + int(get<0>(tOcO_rc(r, 0)));
-              if (row < params.seq_q) lse[row] = row_sum[r];
+            if constexpr (kOAliasQ) {
+              tma_store_wait<0>();  // O has left the Q slab: the next Q may land there
+              cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[0]);
             }
           }
         }
