@@ -110,6 +110,8 @@ CASES = [
          mask=MASK_NONE, dtype="bf16", layout="bshd"),
     dict(name="llama_fp16_b4_t2048_h32_kv8_d128_causal", B=4, Sq=2048, Sk=2048, H=32, Hkv=8, d=128,
          mask=MASK_TOP_LEFT, dtype="fp16", layout="bshd"),
+    dict(name="d80_b8_t1024_h16_causal", B=8, Sq=1024, Sk=1024, H=16, Hkv=16, d=80,
+         mask=MASK_TOP_LEFT, dtype="bf16", layout="qkv_fused"),
     dict(name="mingpt_tail_b64_t333_h8_d96_causal", B=64, Sq=333, Sk=333, H=8, Hkv=8, d=96,
          mask=MASK_TOP_LEFT, dtype="bf16", layout="qkv_fused"),
     # Correctness only (torch's SDPA has no bottom-right causal): sq != sk, both alignments.

@@ -544,20 +544,12 @@ struct Sm90Fmha {
             constexpr bool kCheckInf = decltype(check_inf_tag)::value;
             Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
             // Phase 1: row maxima (both rows, then the quad shuffles), rescale factors.
-            // Four independent chains per row (a single chain of kCols dependent FMNMX/FADD was
-            // the softmax's critical path).
-            static_assert(kCols % 4 == 0, "columns per thread: a multiple of 4");
             float mx[kRows], max_scaled[kRows];
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              float m4[4] = {s(r, 0), s(r, 1), s(r, 2), s(r, 3)};
+              mx[r] = kFirst ? -INFINITY : row_max[r];
               CUTE_UNROLL
-              for (int j = 4; j < kCols; j += 4) {
-                CUTE_UNROLL
-                for (int k = 0; k < 4; ++k) m4[k] = fmaxf(m4[k], s(r, j + k));
-              }
-              mx[r] = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
-              if constexpr (!kFirst) mx[r] = fmaxf(mx[r], row_max[r]);
+              for (int j = 0; j < kCols; ++j) mx[r] = fmaxf(mx[r], s(r, j));
             }
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
@@ -573,14 +565,13 @@ struct Sm90Fmha {
             // Phase 2: P = exp2(S*scale_log2 - max*scale_log2) and the running row sums.
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+              float sum = 0.f;
               CUTE_UNROLL
               for (int j = 0; j < kCols; ++j) {
                 float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled[r]));
                 s(r, j) = p;
-                sum4[j % 4] += p;
+                sum += p;
               }
-              float const sum = (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]);
               row_sum[r] = kFirst ? sum : fmaf(row_sum[r], o_scale[r], sum);
             }
           };
