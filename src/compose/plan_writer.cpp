@@ -162,7 +162,16 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
             if (!realized_call->tuning_key.empty()) call["tuning_key"] = realized_call->tuning_key;
             if (!realized_call->tuned.is_null()) call["tuned"] = realized_call->tuned;
           }
-          call.update(kind.pack(problem.desc, captured).to_json());
+          nlohmann::json image = kind.pack(problem.desc, captured).to_json();
+          // Each operand's shape and strides as the captured graph has them, for the executor's
+          // checks (a call's own intermediate results have none).
+          for (auto& operand : image.at("operands")) {
+            const std::string value = operand.at("value").get<std::string>();
+            if (!captured.has_value(value)) continue;
+            operand["shape"] = captured.value(value).desc.shape;
+            operand["stride"] = captured.value(value).desc.stride;
+          }
+          call.update(image);
         }
       } catch (const std::exception& e) {
         if (failure.empty()) failure = "call " + call["label"].get<std::string>() + ": " + e.what();

@@ -19,7 +19,7 @@ double value_bytes(const graph::Graph& g, const graph::ValueId& id) {
   return double(d.numel()) * graph::dtype_bytes(d.dtype);
 }
 
-double pytorch_gemm_rate(DType dtype, const DiscoverOptions& options) {
+double pytorch_matmul_rate(DType dtype, const DiscoverOptions& options) {
   if (dtype == DType::BFloat16 || dtype == DType::Float16) return options.device.bf16_flops;
   if (dtype == DType::Float32 && options.precision == "tf32") return options.device.tf32_flops;
   return options.device.fp32_flops;
@@ -82,7 +82,7 @@ double pytorch_node_seconds(const graph::Graph& g, const graph::Node& node,
     const auto& out = g.value(node.outputs.front()).desc;
     if (k) {
       const double flops = 2.0 * double(out.numel()) * double(*k);
-      return roofline(flops, pytorch_gemm_rate(out.dtype, options), bytes, options);
+      return roofline(flops, pytorch_matmul_rate(out.dtype, options), bytes, options);
     }
   }
   if (target_is(node, "aten.scaled_dot_product_attention") && !node.outputs.empty()) {
@@ -91,7 +91,7 @@ double pytorch_node_seconds(const graph::Graph& g, const graph::Node& node,
       const auto& q = g.value(inputs[0]).desc;
       const auto& k = g.value(inputs[1]).desc;
       const double flops = 4.0 * double(q.numel()) * double(k.shape[k.rank() - 2]);
-      return roofline(flops, pytorch_gemm_rate(q.dtype, options), bytes, options);
+      return roofline(flops, pytorch_matmul_rate(q.dtype, options), bytes, options);
     }
   }
   return bytes / options.device.hbm_bytes_per_s + options.device.launch_overhead_s;

@@ -76,4 +76,17 @@ extern "C" const char* fact_engine_version(void) {
   return version.c_str();
 }
 
+extern "C" const char* fact_status_name(int status) {
+  switch (status) {
+    case FACT_OK: return "FACT_OK";
+    case FACT_ERR_INVALID_ARGS: return "FACT_ERR_INVALID_ARGS";
+    case FACT_ERR_CANNOT_IMPLEMENT: return "FACT_ERR_CANNOT_IMPLEMENT";
+    case FACT_ERR_WORKSPACE: return "FACT_ERR_WORKSPACE";
+    case FACT_ERR_INITIALIZE: return "FACT_ERR_INITIALIZE";
+    case FACT_ERR_LAUNCH: return "FACT_ERR_LAUNCH";
+    case FACT_ERR_INTERNAL: return "FACT_ERR_INTERNAL";
+    default: return "FACT_STATUS_UNKNOWN";
+  }
+}
+
 extern "C" int fact_reference_call(const FactCallHeader* args) { return fact::reference_call(args); }

@@ -27,6 +27,10 @@ int fact_engine_plan(const char* request_json, char** response_json);
 /* Frees a string the engine returned. */
 void fact_engine_free(char* text);
 
+/* "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ...: the one table of FactStatus names
+ * ("FACT_STATUS_<n>" for a value it does not know). */
+const char* fact_status_name(int status);
+
 /* "<version> <git sha>" of the engine library. */
 const char* fact_engine_version(void);
 

@@ -1,5 +1,6 @@
 // realize_matches: sources and manifest for accepted matches, deduplicated kernels, refusals
-// recorded per GEMM, compiles through a stand-in compiler (serial and build driver).
+// recorded per call, compiles through a stand-in compiler (serial and build driver). GEMM
+// problems stand in for any kind.
 #include <filesystem>
 #include <fstream>
 
@@ -15,11 +16,13 @@ namespace {
 namespace fs = std::filesystem;
 using discover::Match;
 using discover::MatchStatus;
+using gemm::Activation;
+using gemm::EpilogueStep;
 using gemm::GemmOperand;
 using gemm::GemmProblem;
 using gemm::Layout;
 using graph::DType;
-using Kind = gemm::EpilogueStep::Kind;
+using Kind = EpilogueStep::Kind;
 
 GemmProblem linear(int64_t m, int64_t n, int64_t k) {
   GemmProblem p;
@@ -38,19 +41,19 @@ Match match(std::string rule, std::vector<GemmProblem> gemms,
   m.rule = std::move(rule);
   m.pattern = "gemm";
   m.status = status;
-  for (const GemmProblem& p : gemms) m.problems.push_back(gemm::to_problem(p));
+  for (const auto& g : gemms) m.problems.push_back(gemm::to_problem(g));
   return m;
 }
 
 std::vector<Match> sample_matches() {
   GemmProblem fc1 = linear(8192, 3072, 768);
-  gemm::EpilogueStep bias;
+  EpilogueStep bias;
   bias.kind = Kind::Bias;
   bias.operand = "b";
   bias.operand_dtype = DType::BFloat16;
-  gemm::EpilogueStep gelu;
+  EpilogueStep gelu;
   gelu.kind = Kind::Activation;
-  gelu.activation = gemm::Activation::GeluTanh;
+  gelu.activation = Activation::GeluTanh;
   fc1.epilogue = {bias, gelu};
   GemmProblem unaligned = linear(512, 512, 510);  // 2-element rows: no TMA
   return {match("gemm_bias_gelu_tanh", {fc1}),

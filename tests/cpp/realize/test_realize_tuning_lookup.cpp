@@ -13,7 +13,6 @@
 #include "fact/util/atomic_file.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/spec.hpp"
-#include "patterns/gemm/realize/spec_from_problem.hpp"
 
 namespace fact::realize {
 namespace {
@@ -22,17 +21,17 @@ namespace fs = std::filesystem;
 using discover::Match;
 using discover::MatchStatus;
 using gemm::GemmProblem;
-using gemm::GemmSpec;
-using gemm::spec_from_problem;
+using graph::DType;
 
 constexpr const char* kPrecision = "native";
 
 GemmProblem bf16_linear(int64_t m, int64_t n, int64_t k) {
-  GemmProblem p = gemm::make_gemm_problem({m, n, k, 1}, graph::DType::BFloat16, "", "tn");
-  p.a.value = "x";
-  p.b.value = "w";
-  p.d.value = "y";
-  return p;
+  return gemm::make_gemm_problem({m, n, k, 1}, DType::BFloat16, "", "tn");
+}
+
+// The default configuration of the problem's realizer.
+KernelSpec default_spec_of(const GemmProblem& problem) {
+  return RealizerSource().problem_class(gemm::to_problem(problem), kPrecision);
 }
 
 std::vector<Match> one_gemm(const GemmProblem& problem) {
@@ -52,24 +51,22 @@ fs::path scratch(const std::string& name) {
 }
 
 // A configuration of the problem's tuning space other than the default one.
-KernelSpec another_configuration(const GemmProblem& gemm_problem) {
+KernelSpec another_configuration(const GemmProblem& problem) {
   RealizerSource source;
-  const Problem problem = gemm::to_problem(gemm_problem);
-  const KernelSpec problem_class = source.problem_class(problem, kPrecision);
-  const ParamSpace space = source.candidates(problem_class, problem, "default");
+  const KernelSpec problem_class = source.problem_class(gemm::to_problem(problem), kPrecision);
+  const ParamSpace space = source.candidates(problem_class, gemm::to_problem(problem), "default");
   for (const KernelSpec& candidate : space.candidates) {
     if (candidate.name() != problem_class.name()) return candidate;
   }
-  ADD_FAILURE() << "the space of " << gemm_problem.shape_string() << " has one configuration only";
+  ADD_FAILURE() << "the space of " << problem.shape_string() << " has one configuration only";
   return problem_class;
 }
 
 TuningRecord record_for(const GemmProblem& stored_shape, const KernelSpec& chosen) {
-  const Problem problem = gemm::to_problem(stored_shape);
-  const Realizer& realizer = RealizerRegistry::global().for_problem(problem, kPrecision);
+  const KernelSpec default_spec = default_spec_of(stored_shape);
   TuningRecord record;
-  record.key = make_tuning_key(realizer, realizer.problem_class(problem, kPrecision), problem,
-                               kPrecision, build_info::kCutlassVersion);
+  record.key = RealizerSource().tuning_key(default_spec, gemm::to_problem(stored_shape), kPrecision,
+                                           build_info::kCutlassVersion);
   record.spec = chosen.to_json();
   record.config = chosen.name();
   record.ms = 0.125;
@@ -115,7 +112,7 @@ TEST(RealizeTuningLookup, StoredChoiceForTheExactKeyReplacesTheDefault) {
 TEST(RealizeTuningLookup, WithoutADatabaseOrAStoredKeyTheDefaultIsUsedAndNamed) {
   const fs::path dir = scratch("default");
   const GemmProblem problem = bf16_linear(1024, 1024, 1024);
-  const std::string default_name = spec_from_problem(problem, kPrecision).name();
+  const std::string default_name = default_spec_of(problem).name();
   TuningDb db(dir / "tuning_db.json");
   db.store(record_for(bf16_linear(2048, 1024, 1024), another_configuration(problem)));
 
@@ -155,16 +152,17 @@ TEST(RealizeTuningLookup, BucketChoiceOnlyWhenAsked) {
 TEST(RealizeTuningLookup, StoredChoiceThatNoLongerRendersLeavesTheDefaultWithANote) {
   const fs::path dir = scratch("unrenderable");
   const GemmProblem problem = bf16_linear(1024, 1024, 1024);
-  GemmSpec broken = spec_from_problem(problem, kPrecision);
-  broken.tile = {7, 7, 7};
+  gemm::GemmSpec broken_gemm = gemm::GemmSpec::of(default_spec_of(problem));
+  broken_gemm.tile = {7, 7, 7};
+  const KernelSpec broken = broken_gemm.to_kernel_spec();
   TuningDb db(dir / "tuning_db.json");
-  db.store(record_for(problem, broken.to_kernel_spec()));
+  db.store(record_for(problem, broken));
 
   const RealizeOptions options = options_in(dir, db.file());
   realize_matches(one_gemm(problem), options);
   const nlohmann::json gemm = manifest_of(options).at("calls")[0];
   EXPECT_EQ(gemm.at("config_source"), "default");
-  EXPECT_EQ(gemm.at("config"), spec_from_problem(problem, kPrecision).name());
+  EXPECT_EQ(gemm.at("config"), default_spec_of(problem).name());
   ASSERT_TRUE(gemm.contains("tuning_note"));
   EXPECT_NE(gemm.at("tuning_note").get<std::string>().find("not used"), std::string::npos);
 }

@@ -7,34 +7,31 @@
 #include <gtest/gtest.h>
 
 #include "build_test_support.hpp"
-#include "fact/realize/realizer.hpp"
 #include "fact/realize/tuning_db.hpp"
-#include "patterns/gemm/kind/problem_args.hpp"
 
 namespace fact::realize {
 namespace {
 
 using test::ScratchDir;
 
-// A key of the GEMM kind's shape (the database itself knows no kind).
-TuningKey make_key(int64_t m, int64_t n, int64_t k, int64_t batch, const std::string& precision,
-                   const std::string& cutlass_version) {
+// The database keeps choices for keys of any kind; a GEMM-shaped key stands in for any.
+TuningKey key_for(int64_t m, int64_t n, int64_t k, int64_t batch, const std::string& precision,
+                  const std::string& cutlass, const std::string& problem_class = "bf16.bf16.bf16.f32|tnt|bias+gelu_tanh") {
   TuningKey key;
   key.kind = "gemm";
   key.pattern = "gemm";
   key.dims = {m, n, k, batch};
-  key.problem_class = "bf16.bf16.bf16.f32|tnt|bias+gelu_tanh";
-  key.cutlass_version = cutlass_version;
+  key.problem_class = problem_class;
+  key.cutlass_version = cutlass;
   key.precision = precision;
   return key;
 }
 
 TuningRecord record_for(const TuningKey& key, int tile_n, double ms) {
+  const KernelSpec chosen("gemm", "gemm", "tile_n_" + std::to_string(tile_n), {{"tile_n", tile_n}});
   TuningRecord record;
   record.key = key;
-  record.spec = KernelSpec("gemm", "gemm", "tile_n_" + std::to_string(tile_n),
-                           {{"tile", {128, tile_n, 64}}})
-                    .to_json();
+  record.spec = chosen.to_json();
   record.config = "tile_n_" + std::to_string(tile_n);
   record.kernel_key = "key" + std::to_string(tile_n);
   record.ms = ms;
@@ -47,20 +44,10 @@ TuningRecord record_for(const TuningKey& key, int tile_n, double ms) {
 }
 
 TEST(TuningKey, DescribesTheProblemClass) {
-  const Problem problem = gemm::to_problem(
-      gemm::make_gemm_problem({65536, 3072, 768, 1}, graph::DType::BFloat16, "bias,gelu_tanh", "tn"));
-  const Realizer& realizer = RealizerRegistry::global().for_problem(problem, "native");
-  const TuningKey key =
-      make_tuning_key(realizer, realizer.problem_class(problem, "native"), problem, "native", "4.2.0");
-  EXPECT_EQ(key.kind, "gemm");
-  EXPECT_EQ(key.pattern, "gemm");
-  EXPECT_EQ(key.dims, (std::vector<int64_t>{65536, 3072, 768, 1}));
-  EXPECT_EQ(key.problem_class, "bf16.bf16.bf16.f32|tnt|bias+gelu_tanh");
+  TuningKey key = key_for(65536, 3072, 768, 1, "native", "4.2.0");
   EXPECT_EQ(key.arch, "sm_90a");
-  EXPECT_EQ(key, make_key(65536, 3072, 768, 1, "native", "4.2.0"));
+  EXPECT_EQ(key.id(), "gemm|65536x3072x768x1|bf16.bf16.bf16.f32|tnt|bias+gelu_tanh|sm_90a|cutlass4.2.0|native");
   EXPECT_EQ(TuningKey::from_json(key.to_json()), key);
-  EXPECT_NE(key.id().find("65536x3072x768x1"), std::string::npos) << key.id();
-  EXPECT_NE(key.id().find("cutlass4.2.0"), std::string::npos) << key.id();
 }
 
 TEST(TuningKey, BucketRoundsEachDimensionUpToAPowerOfTwo) {
@@ -68,8 +55,8 @@ TEST(TuningKey, BucketRoundsEachDimensionUpToAPowerOfTwo) {
   EXPECT_EQ(round_up_to_power_of_two(3000), 4096);
   EXPECT_EQ(round_up_to_power_of_two(4096), 4096);
   EXPECT_EQ(round_up_to_power_of_two(4097), 8192);
-  TuningKey a = make_key(3000, 4096, 700, 3, "native", "4.2.0");
-  TuningKey b = make_key(4096, 2049, 1024, 4, "native", "4.2.0");
+  TuningKey a = key_for(3000, 4096, 700, 3, "native", "4.2.0", "none");
+  TuningKey b = key_for(4096, 2049, 1024, 4, "native", "4.2.0", "none");
   EXPECT_EQ(a.bucket_id(), b.bucket_id());
   EXPECT_NE(a.id(), b.id());
   TuningKey other_precision = a;
@@ -80,7 +67,7 @@ TEST(TuningKey, BucketRoundsEachDimensionUpToAPowerOfTwo) {
 TEST(TuningDb, RoundTripAndReplace) {
   ScratchDir scratch;
   TuningDb db(scratch / "db" / "tuning_db.json");
-  TuningKey key = make_key(4096, 4096, 4096, 1, "native", "4.2.0");
+  TuningKey key = key_for(4096, 4096, 4096, 1, "native", "4.2.0");
   EXPECT_FALSE(db.find_exact(key).has_value());
   db.store(record_for(key, 256, 0.2));
   auto found = db.find_exact(key);
@@ -89,7 +76,7 @@ TEST(TuningDb, RoundTripAndReplace) {
   EXPECT_DOUBLE_EQ(found->ms, 0.2);
   EXPECT_EQ(found->verified, 7);
   EXPECT_FALSE(found->date.empty());
-  EXPECT_EQ(KernelSpec::from_json(found->spec).params().at("tile")[1], 256);
+  EXPECT_EQ(KernelSpec::from_json(found->spec).params().at("tile_n"), 256);
 
   db.store(record_for(key, 128, 0.15));
   EXPECT_EQ(db.find_exact(key)->config, "tile_n_128");
@@ -104,21 +91,21 @@ TEST(TuningDb, RoundTripAndReplace) {
 TEST(TuningDb, BucketLookupPicksTheNearestShape) {
   ScratchDir scratch;
   TuningDb db(scratch / "tuning_db.json");
-  db.store(record_for(make_key(2100, 4096, 4096, 1, "native", "4.2.0"), 64, 1.0));
-  db.store(record_for(make_key(4000, 4096, 4096, 1, "native", "4.2.0"), 128, 1.0));
-  db.store(record_for(make_key(1024, 4096, 4096, 1, "native", "4.2.0"), 32, 1.0));  // other bucket
+  db.store(record_for(key_for(2100, 4096, 4096, 1, "native", "4.2.0"), 64, 1.0));
+  db.store(record_for(key_for(4000, 4096, 4096, 1, "native", "4.2.0"), 128, 1.0));
+  db.store(record_for(key_for(1024, 4096, 4096, 1, "native", "4.2.0"), 32, 1.0));  // other bucket
 
-  TuningKey unseen = make_key(3500, 4096, 4096, 1, "native", "4.2.0");
+  TuningKey unseen = key_for(3500, 4096, 4096, 1, "native", "4.2.0");
   EXPECT_FALSE(db.find_exact(unseen).has_value());
   auto near = db.find_in_bucket(unseen);
   ASSERT_TRUE(near.has_value());
   EXPECT_EQ(near->config, "tile_n_128");
   EXPECT_EQ(near->key.dims[0], 4000);
 
-  TuningKey small = make_key(2049, 4096, 4096, 1, "native", "4.2.0");
+  TuningKey small = key_for(2049, 4096, 4096, 1, "native", "4.2.0");
   EXPECT_EQ(db.find_in_bucket(small)->config, "tile_n_64");
 
-  TuningKey elsewhere = make_key(3500, 4096, 4096, 1, "native", "4.3.0");
+  TuningKey elsewhere = key_for(3500, 4096, 4096, 1, "native", "4.3.0");
   EXPECT_FALSE(db.find_in_bucket(elsewhere).has_value()) << "another CUTLASS version is another key";
 }
 
@@ -129,7 +116,7 @@ TEST(TuningDb, ConcurrentWritersKeepEveryEntry) {
   auto write_entries = [&](int writer) {
     TuningDb db(file);
     for (int i = 0; i < kPerThread; ++i) {
-      db.store(record_for(make_key(64 * (writer * kPerThread + i + 1), 64, 64, 1, "native", "4.2.0"),
+      db.store(record_for(key_for(64 * (writer * kPerThread + i + 1), 64, 64, 1, "native", "4.2.0", "none"),
                           128, 1.0));
     }
   };
@@ -159,7 +146,7 @@ TEST(TuningDb, MalformedFileIsMovedAsideNotFatal) {
   auto file = scratch / "tuning_db.json";
   util::write_file_atomically(file, "{ this is not json");
   TuningDb db(file);
-  TuningKey key = make_key(128, 128, 128, 1, "native", "4.2.0");
+  TuningKey key = key_for(128, 128, 128, 1, "native", "4.2.0", "none");
   EXPECT_FALSE(db.find_exact(key).has_value());
   EXPECT_TRUE(db.all().empty());
   db.store(record_for(key, 128, 0.01));

@@ -1,0 +1,812 @@
+// FACT's fused attention forward kernel for Hopper (sm_90a), written on CuTe.
+//
+// One CTA computes a tile of kBlockM query rows of one (batch, head) against all the key blocks it
+// may see. Warp specialization:
+//   warpgroup 0        producer: one warp issues every TMA load (Q once per tile, then K and V
+//                      block by block into a kStages-deep ring) and, with the dynamic schedule,
+//                      fetches the next tile; it gives its registers away (setmaxnreg.dec).
+//   warpgroups 1..W    consumers, W = kBlockM / 64: each owns 64 query rows of the tile, keeps
+//                      S = Q K^T, P and O in registers (P is the A operand of the P V wgmma, never
+//                      written to shared memory), and runs the online softmax in float32.
+// Inside a consumer warpgroup the loop is software-pipelined: the QK^T of block n-1 and the PV
+// of block n are both in flight while the softmax of block n-1 waits only for the first.
+// Between consumer warpgroups a pair of named barriers takes turns ("ping-pong"): one
+// warpgroup issues its two GEMMs while the other runs its softmax, so the tensor cores and the
+// FMA/MUFU units overlap across warpgroups too.
+// Causal tiles skip fully masked key blocks and apply the mask only on the blocks that cross
+// the diagonal (and the key-tail block); a persistent grid walks tiles longest-first within
+// L2-sized sections of (batch, head) pairs, statically or through an atomic counter.
+// Tails in either sequence are handled by TMA bounds (zero fill on load, clipping on store) and
+// masking; nothing is padded or refused.
+//
+// Template parameters (the tuner's space): element type, head dim, tile M (64 rows per consumer
+// warpgroup), tile N, pipeline stages, causal, ping-pong on/off, dynamic or static schedule.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cute/tensor.hpp"
+#include "cute/arch/cluster_sm90.hpp"
+#include "cute/arch/copy_sm90.hpp"
+#include "cute/atom/copy_traits_sm90_tma.hpp"
+#include "cute/atom/mma_traits_sm90_gmma.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/arch/reg_reconfig.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/gemm/gemm.h"
+#include "cutlass/gemm/collective/builders/sm90_common.inl"
+
+namespace fact::attention {
+
+using namespace cute;
+
+// ------------------------------------------------------------------------------------------------
+// Configuration: type choices only (DESIGN.md rule 5). An instantiation file names one.
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
+          bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
+          bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
+          bool kOAliasQ_ = false>
+struct Config {
+  using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
+  static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
+  static constexpr int kBlockM = kBlockM_;          // query rows per CTA tile (64 per consumer WG)
+  static constexpr int kBlockN = kBlockN_;          // key rows per block
+  static constexpr int kStages = kStages_;          // K and V ring depth
+  static constexpr bool kCausal = kCausal_;         // built for causal masks (either alignment)
+  static constexpr bool kPingPong = kPingPong_;     // consumer WGs take turns issuing GEMMs
+  static constexpr bool kDynamicSchedule = kDynamicSchedule_;  // atomic tile counter (workspace)
+  static constexpr bool kPersistent = kPersistent_; // grid = SMs (else one CTA per tile)
+  static constexpr bool kDeferPvWait = kDeferPvWait_;  // PV(n) waited at the next step; P double-buffered
+  static constexpr int kQStages = kQStages_;        // Q buffers: 2 loads the next tile's Q early
+  static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
+  static constexpr int kTileOrder = kTileOrder_;    // 0: L2 sections, longest first; 1: head-major
+  static constexpr bool kOAliasQ = kOAliasQ_;       // O staged in the Q buffer (frees smem for stages)
+};
+
+namespace detail {
+
+// Named barrier ids (0 is __syncthreads). 16 exist in hardware.
+enum : int {
+  kBarSched0 = 2,      // 2, 3, 4: ping-pong turn of consumer WG 0, 1, 2
+  kBarTileFull = 5,    // dynamic schedule: next tile index written to smem
+  kBarTileEmpty = 6,   // dynamic schedule: next tile index read
+  kBarEpilogue0 = 7,   // 7, 8, 9: per consumer WG epilogue
+};
+
+CUTE_DEVICE void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+CUTE_DEVICE void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+CUTE_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class Element>
+CUTE_DEVICE uint32_t pack2(float lo, float hi) {
+  uint32_t d;
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  } else {
+    static_assert(std::is_same_v<Element, cutlass::half_t>, "bf16 or fp16");
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  }
+  return d;
+}
+
+// Accumulator layout ((2,2,V), MMA_M, MMA_N) of a 64xN wgmma viewed as (rows, cols):
+// value mode 0 = column pair, mode 1 = row +8, mode 2 = 8-column groups.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_rowcol(Layout l) {
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)),
+                     make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
+}
+
+// The same registers as the A operand of a k16 wgmma: ((2,2,2), MMA_M, N/16). Two consecutive
+// 8-column groups of the accumulator form one 16-wide k block.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_as_operand_a(Layout l) {
+  auto groups = logical_divide(get<0, 2>(l), Tile<_2>{});  // (2, V/2)
+  return make_layout(make_layout(get<0, 0>(l), get<0, 1>(l), get<0, 0>(groups)), get<1>(l),
+                     coalesce(make_layout(get<0, 1>(groups), get<2>(l))));
+}
+
+// One warpgroup GEMM: C (+)= A B over all k blocks, as one wgmma batch.
+template <bool kZeroInit, int kWait, class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void wg_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
+  constexpr bool kRegA = !cute::is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
+  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  if constexpr (kWait >= 0) warpgroup_wait<kWait>();
+  warpgroup_fence_operand(c);
+  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
+}
+
+// mbarrier arrive by the threads with `pred`, without a branch around it (a branch splits the
+// scheduling region between a wgmma's issue and its wait).
+CUTE_DEVICE void mbar_arrive_if(uint64_t* bar, bool pred) {
+  uint32_t const addr = cute::cast_smem_ptr_to_uint(bar);
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %1, 0;\n\t@p mbarrier.arrive.shared::cta.b64 _, [%0];\n\t}"
+      ::"r"(addr), "r"(int(pred)) : "memory");
+}
+
+struct PipeState {
+  int index = 0;
+  uint32_t phase = 0;
+  template <int kStages>
+  CUTE_DEVICE void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+CUTE_HOST_DEVICE int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------------
+template <class Cfg>
+struct Sm90Fmha {
+  using Element = typename Cfg::Element;
+  static constexpr int D = Cfg::kHeadDim;
+  static constexpr int kBlockM = Cfg::kBlockM;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kStages = Cfg::kStages;
+  static constexpr bool kCausal = Cfg::kCausal;
+  static constexpr bool kPingPong = Cfg::kPingPong;
+  static constexpr bool kDynamic = Cfg::kDynamicSchedule;
+  static constexpr bool kDeferPv = Cfg::kDeferPvWait;
+  static constexpr int kQStages = Cfg::kQStages;
+  static constexpr bool kOAliasQ = Cfg::kOAliasQ;
+  static_assert(!kOAliasQ || kQStages == 1, "O can share the Q buffer only when Q has one stage");
+  static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
+  static constexpr int kMmaThreads = kNumWG * 128;
+  static constexpr int kThreads = kMmaThreads + 128;
+  static constexpr int kProducerSyncThreads = kMmaThreads + 32;  // consumers + producer warp
+  static constexpr int kRows = 2;                 // accumulator rows per thread (64-row wgmma)
+  static constexpr int kCols = kBlockN / 4;       // score columns per thread and row
+  static constexpr int kProducerRegs = kNumWG == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kNumWG == 2 ? 240 : 160;
+
+  static_assert(kBlockM % 64 == 0 && kNumWG >= 1 && kNumWG <= 3, "tile M: 64, 128 or 192");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "tile N: multiple of 16, at most 256");
+  static_assert(D % 16 == 0 && D <= 256, "head dim: multiple of 16");
+  static_assert(kNumWG * 128 * kConsumerRegs + 128 * kProducerRegs <= 65536, "register file");
+
+  using TileQK = Shape<_64, Int<kBlockN>, Int<D>>;  // per consumer WG: (rows, keys, dim)
+  using TilePV = Shape<_64, Int<D>, Int<kBlockN>>;  // (rows, dim, keys)
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, TileQK>()));
+  using MmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, TilePV, GMMA::Major::K, GMMA::Major::MN>()));
+
+  // Shared memory layouts (swizzled for wgmma and TMA).
+  using AtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, _64, Int<D>>());
+  using SmemLayoutQ1 = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>>{}));             // one WG
+  // Q: one 64-row slab per consumer WG and Q stage, slab index = stage * kNumWG + WG.
+  using SmemLayoutQ = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG * kQStages>>{}));
+  using AtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockN>, Int<D>>());
+  using SmemLayoutK = decltype(tile_to_shape(AtomK{}, Shape<Int<kBlockN>, Int<D>, Int<kStages>>{}));
+  // V^T: (dim, keys), dim contiguous (V is [keys, dim] row-major in memory): MN-major B of PV.
+  using AtomV = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<D>, Int<kBlockN>>());
+  using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<D>, Int<kBlockN>, Int<kStages>>{},
+                                             Step<_1, _2, _3>{}));
+  using SmemLayoutO1 = SmemLayoutQ1;
+  using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cosize_v<SmemLayoutV>, 1024> v;
+    cute::array_aligned<Element, kOAliasQ ? 0 : cosize_v<SmemLayoutO>, 1024> o;
+    alignas(8) uint64_t q_full[kQStages];
+    uint64_t q_empty[kQStages];
+    uint64_t k_full[kStages];
+    uint64_t k_empty[kStages];
+    uint64_t v_full[kStages];
+    uint64_t v_empty[kStages];
+    int next_tile;
+  };
+  // +1 KB: the kernel aligns the dynamic shared memory base to 1024 bytes (128B swizzles).
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+
+  static constexpr uint32_t kBytesQ = uint32_t(kBlockM * D * sizeof(Element));  // one Q stage
+  static constexpr uint32_t kBytesK = uint32_t(size(take<0, 2>(SmemLayoutK{})) * sizeof(Element));
+  static constexpr uint32_t kBytesV = uint32_t(size(take<0, 2>(SmemLayoutV{})) * sizeof(Element));
+
+  // Global views: (seq, dim, head, batch) with dim contiguous; V as (dim, seq, head, batch).
+  using ShapeT = Shape<int, int, int, int>;
+  using StrideT = Stride<int64_t, _1, int64_t, int64_t>;
+  using StrideVt = Stride<_1, int64_t, int64_t, int64_t>;
+  using GmemT = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemT{}, SmemLayoutQ1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemT{}, take<0, 2>(SmemLayoutK{})));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
+                                      take<0, 2>(SmemLayoutV{})));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideT{}),
+                                      SmemLayoutO1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaK tma_k;
+    TmaV tma_v;
+    TmaO tma_o;
+    int batch, heads, kv_heads, group, seq_q, seq_k;
+    int num_m_blocks, num_n_blocks, total_tiles, hb_total, section;
+    int diag_offset;  // causal: key j is visible to query i iff j <= i + diag_offset
+    float scale_log2;
+    float scale;
+    float* lse;
+    int64_t lse_batch_stride, lse_head_stride;
+    int* tile_counter;  // dynamic schedule: zero at launch
+    Element* o;         // for tiles whose rows see no key (written with plain stores)
+    int64_t o_batch_stride, o_seq_stride, o_head_stride;
+  };
+
+  // Host: everything but the TMA descriptors is plain arithmetic.
+  struct Problem {
+    int batch, heads, kv_heads, seq_q, seq_k;
+    Element const *q, *k, *v;
+    Element* o;
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
+    int diag_offset;
+    float scale;
+    float* lse;
+    int64_t lse_batch_stride, lse_head_stride;
+    int* tile_counter;
+    int64_t l2_bytes;
+  };
+
+  static int num_m_blocks(int seq_q) { return (seq_q + kBlockM - 1) / kBlockM; }
+  static int total_tiles(Problem const& p) { return num_m_blocks(p.seq_q) * p.heads * p.batch; }
+
+  static Params make_params(Problem const& p) {
+    auto q = make_tensor(make_gmem_ptr(p.q), make_shape(p.seq_q, D, p.heads, p.batch),
+                         make_stride(p.q_stride[1], _1{}, p.q_stride[2], p.q_stride[0]));
+    auto k = make_tensor(make_gmem_ptr(p.k), make_shape(p.seq_k, D, p.kv_heads, p.batch),
+                         make_stride(p.k_stride[1], _1{}, p.k_stride[2], p.k_stride[0]));
+    auto vt = make_tensor(make_gmem_ptr(p.v), make_shape(D, p.seq_k, p.kv_heads, p.batch),
+                          make_stride(_1{}, p.v_stride[1], p.v_stride[2], p.v_stride[0]));
+    auto o = make_tensor(make_gmem_ptr(p.o), make_shape(p.seq_q, D, p.heads, p.batch),
+                         make_stride(p.o_stride[1], _1{}, p.o_stride[2], p.o_stride[0]));
+    int const group = p.heads / p.kv_heads;
+    int const m_blocks = num_m_blocks(p.seq_q);
+    int const hb_total = p.heads * p.batch;
+    // L2 sections: as many (batch, head) pairs as keep their K and V within kL2Percent of L2,
+    // a power of two; query heads sharing a KV head count once.
+    double const kv_bytes = double(p.seq_k) * 2.0 * D * sizeof(Element) / double(group);
+    double const budget = 0.01 * Cfg::kL2Percent * double(p.l2_bytes > 0 ? p.l2_bytes : (int64_t(50) << 20));
+    int section = 1;
+    while (section * 2 <= hb_total && double(section * 2) * kv_bytes <= budget) section *= 2;
+    return Params{make_tma_copy(SM90_TMA_LOAD{}, q, SmemLayoutQ1{}),
+                  make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(SmemLayoutK{})),
+                  make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(SmemLayoutV{})),
+                  make_tma_copy(SM90_TMA_STORE{}, o, SmemLayoutO1{}),
+                  p.batch, p.heads, p.kv_heads, group, p.seq_q, p.seq_k,
+                  m_blocks, (p.seq_k + kBlockN - 1) / kBlockN, m_blocks * hb_total, hb_total, section,
+                  p.diag_offset,
+                  float(double(p.scale) * 1.4426950408889634),  // scale * log2(e)
+                  p.scale,
+                  p.lse, p.lse_batch_stride, p.lse_head_stride,
+                  p.tile_counter,
+                  p.o, p.o_stride[0], p.o_stride[1], p.o_stride[2]};
+  }
+
+  // ----------------------------------------------------------------------------------------------
+  // Device side.
+  struct TileCoord {
+    int m, h, b;
+  };
+
+  // Tile index -> (m block, head, batch): sections of `section` (batch, head) pairs in order;
+  // inside a section the heads vary fastest and the m blocks go longest-first (causal).
+  CUTE_DEVICE static TileCoord tile_coord(Params const& p, int t) {
+    if constexpr (Cfg::kTileOrder == 1) {
+      // Head-major: each (batch, head)'s m blocks back to back (longest first), so the CTAs that
+      // share K and V run at the same time and meet in L2; heads sharing a KV head are adjacent.
+      int const hb = t / p.num_m_blocks;
+      int const m_rev = t - hb * p.num_m_blocks;
+      int const b = hb / p.heads;
+      TileCoord c;
+      c.b = b;
+      c.h = hb - b * p.heads;
+      c.m = kCausal ? p.num_m_blocks - 1 - m_rev : m_rev;
+      return c;
+    }
+    int const sec_tiles = p.section * p.num_m_blocks;
+    int const s = t / sec_tiles;
+    int const r = t - s * sec_tiles;
+    int const start = s * p.section;
+    int const here = min(p.section, p.hb_total - start);
+    int const m_rev = r / here;
+    int const hb = start + (r - m_rev * here);
+    int const b = hb / p.heads;
+    TileCoord c;
+    c.b = b;
+    c.h = hb - b * p.heads;
+    c.m = kCausal ? p.num_m_blocks - 1 - m_rev : m_rev;
+    return c;
+  }
+
+  // Key blocks [0, n_max) this tile sees; n_max <= 0: none (rows that see no key).
+  CUTE_DEVICE static int n_block_max(Params const& p, int m) {
+    if constexpr (!kCausal) {
+      return p.num_n_blocks;
+    } else {
+      int const last_row = min((m + 1) * kBlockM, p.seq_q) - 1;
+      return min(p.num_n_blocks, detail::floor_div(last_row + p.diag_offset, kBlockN) + 1);
+    }
+  }
+
+  CUTE_DEVICE static void run(Params const& params, char* smem_raw) {
+    using namespace detail;
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
+    int const warp = __shfl_sync(0xffffffff, int(threadIdx.x) / 32, 0);
+    int const wg = warp / 4;
+    int const lane = int(threadIdx.x) % 32;
+
+    if (threadIdx.x == 0) {
+      cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
+      CUTE_UNROLL
+      for (int s = 0; s < kQStages; ++s) {
+        cutlass::arch::ClusterBarrier::init(&ss.q_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.q_empty[s], kNumWG);
+      }
+      CUTE_UNROLL
+      for (int s = 0; s < kStages; ++s) {
+        cutlass::arch::ClusterBarrier::init(&ss.k_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.v_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.k_empty[s], kNumWG);
+        cutlass::arch::ClusterBarrier::init(&ss.v_empty[s], kNumWG);
+      }
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();
+
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), SmemLayoutQ{});  // (64, D, stage*WG)
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), SmemLayoutK{});  // (N, D, stage)
+    Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), SmemLayoutV{});  // (D, N, stage)
+    // O staging (64, D, WG): its own buffer, or the Q slabs (kOAliasQ, one Q stage).
+    Tensor sO = make_tensor(make_smem_ptr(kOAliasQ ? ss.q.data() : ss.o.data()), SmemLayoutO{});
+
+    if (wg == 0) {
+      // ---------------------------------------------------------------- producer
+      cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+      if (warp != 0) return;
+      PipeState qw, kw, vw;
+      int tile = int(blockIdx.x);
+      Tensor mQ = params.tma_q.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
+      Tensor mK = params.tma_k.get_tma_tensor(make_shape(params.seq_k, int(D), params.kv_heads, params.batch));
+      Tensor mVt = params.tma_v.get_tma_tensor(make_shape(int(D), params.seq_k, params.kv_heads, params.batch));
+      auto cta_q = params.tma_q.get_slice(0);
+      auto cta_k = params.tma_k.get_slice(0);
+      auto cta_v = params.tma_v.get_slice(0);
+      Tensor tQsQ = group_modes<0, 3>(cta_q.partition_D(sQ));  // (TMA, stage*WG)
+      Tensor tKsK = group_modes<0, 3>(cta_k.partition_D(sK));  // (TMA, stage)
+      Tensor tVsV = group_modes<0, 3>(cta_v.partition_D(sV));  // (TMA, stage)
+
+      while (tile < params.total_tiles) {
+        TileCoord const c = tile_coord(params, tile);
+        int const n_max = n_block_max(params, c.m);
+        if (n_max > 0) {
+          int const hk = c.h / params.group;
+          Tensor gQ = local_tile(mQ(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
+          Tensor gK = local_tile(mK(_, _, hk, c.b), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
+          Tensor gV = local_tile(mVt(_, _, hk, c.b), Shape<Int<D>, Int<kBlockN>>{}, make_coord(0, _));
+          Tensor tQgQ = group_modes<0, 3>(cta_q.partition_S(gQ));  // (TMA, 64-row block)
+          Tensor tKgK = group_modes<0, 3>(cta_k.partition_S(gK));  // (TMA, key block)
+          Tensor tVgV = group_modes<0, 3>(cta_v.partition_S(gV));  // (TMA, key block)
+          auto load_k = [&](int n) {
+            if (lane == 0) {
+              cutlass::arch::ClusterBarrier::wait(&ss.k_empty[kw.index], kw.phase ^ 1u);
+              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.k_full[kw.index], kBytesK);
+              copy(params.tma_k.with(ss.k_full[kw.index], 0, TMA::CacheHintSm90::EVICT_LAST), tKgK(_, n),
+                   tKsK(_, kw.index));
+            }
+            kw.template advance<kStages>();
+          };
+          auto load_v = [&](int n) {
+            if (lane == 0) {
+              cutlass::arch::ClusterBarrier::wait(&ss.v_empty[vw.index], vw.phase ^ 1u);
+              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[vw.index], kBytesV);
+              copy(params.tma_v.with(ss.v_full[vw.index], 0, TMA::CacheHintSm90::EVICT_LAST), tVgV(_, n),
+                   tVsV(_, vw.index));
+            }
+            vw.template advance<kStages>();
+          };
+          load_k(n_max - 1);
+          if (lane == 0) {
+            cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
+            CUTE_UNROLL
+            for (int w = 0; w < kNumWG; ++w) {
+              copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
+                   tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
+            }
+          }
+          qw.template advance<kQStages>();
+          // Consumers use K(n-1) before V(n): keep that order in the ring.
+          for (int n = n_max - 2; n >= 0; --n) {
+            load_k(n);
+            load_v(n + 1);
+          }
+          load_v(0);
+        }
+        if constexpr (kDynamic) {
+          int next = 0;
+          if (lane == 0) next = atomicAdd(params.tile_counter, 1) + int(gridDim.x);
+          next = __shfl_sync(0xffffffff, next, 0);
+          named_sync(kBarTileEmpty, kProducerSyncThreads);
+          if (lane == 0) ss.next_tile = next;
+          named_arrive(kBarTileFull, kProducerSyncThreads);
+          tile = next;
+        } else {
+          tile += int(gridDim.x);
+        }
+      }
+    } else {
+      // ---------------------------------------------------------------- consumers
+      cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+      int const cwg = wg - 1;
+      int const tid = int(threadIdx.x) % 128;
+      MmaQK mma_qk;
+      MmaPV mma_pv;
+      auto thr_qk = mma_qk.get_thread_slice(tid);
+      auto thr_pv = mma_pv.get_thread_slice(tid);
+      Tensor tSrK = thr_qk.partition_fragment_B(sK);             // (MMA, N, K, stage)
+      Tensor tOrV = thr_pv.partition_fragment_B(sV);             // (MMA, D, K, stage)
+      // Coordinates of this thread's accumulator elements.
+      Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<_64, Int<kBlockN>>{}));
+      Tensor tScS_rc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+      Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<_64, Int<D>>{}));
+      Tensor tOcO_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      static_assert(decltype(size<0>(tScS_rc))::value == kRows, "two rows per thread");
+
+      float const scale_log2 = params.scale_log2;
+      PipeState qr, kr, vr;
+
+      if constexpr (kPingPong && kNumWG > 1) {
+        if (cwg == 0) named_arrive(kBarSched0, 256);         // WG 0 takes the first turn
+      }
+      if constexpr (kDynamic) named_arrive(kBarTileEmpty, kProducerSyncThreads);
+
+      auto sched_sync = [&]() {
+        if constexpr (kPingPong && kNumWG > 1) named_sync(kBarSched0 + cwg, 256);
+      };
+      auto sched_arrive = [&]() {
+        if constexpr (kPingPong && kNumWG > 1) named_arrive(kBarSched0 + (cwg + 1) % kNumWG, 256);
+      };
+      auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
+
+      int tile = int(blockIdx.x);
+      while (tile < params.total_tiles) {
+        TileCoord const c = tile_coord(params, tile);
+        int const n_max = n_block_max(params, c.m);
+        int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
+
+        Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
+        float row_max[kRows], row_sum[kRows];
+
+        if (n_max > 0) {
+          cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+          Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
+
+          // Masks: key tail (cols >= seq_k) and causal (col > row + diag_offset).
+          auto apply_mask = [&](auto& tSrS, int n, auto causal_tag, auto tail_tag) {
+            constexpr bool kMaskCausal = decltype(causal_tag)::value;
+            constexpr bool kMaskTail = decltype(tail_tag)::value;
+            Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+            int const col0 = n * kBlockN;
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
+              if constexpr (kMaskCausal) {
+                int const row = row0 + int(get<0>(tScS_rc(r, 0)));
+                limit = min(limit, row + params.diag_offset + 1 - col0);
+              }
+              CUTE_UNROLL
+              for (int j = 0; j < kCols; ++j) {
+                if (int(get<1>(tScS_rc(r, j))) >= limit) s(r, j) = -INFINITY;
+              }
+            }
+          };
+
+          // Online softmax on this block's scores: P = exp2(S*scale_log2 - max*scale_log2).
+          // Returns the factor by which O (and the running sum) must be rescaled.
+          auto softmax = [&](auto& tSrS, auto first_tag, auto check_inf_tag, float* o_scale) {
+            constexpr bool kFirst = decltype(first_tag)::value;
+            constexpr bool kCheckInf = decltype(check_inf_tag)::value;
+            Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+            // Phase 1: row maxima (both rows, then the quad shuffles), rescale factors.
+            float mx[kRows], max_scaled[kRows];
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              mx[r] = kFirst ? -INFINITY : row_max[r];
+              CUTE_UNROLL
+              for (int j = 0; j < kCols; ++j) mx[r] = fmaxf(mx[r], s(r, j));
+            }
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              float const cur = (kCheckInf && mx[r] == -INFINITY) ? 0.f : mx[r];
+              o_scale[r] = kFirst ? 1.f : fast_exp2((row_max[r] - cur) * scale_log2);
+              row_max[r] = mx[r];
+              max_scaled[r] = cur * scale_log2;
+            }
+            // Phase 2: P = exp2(S*scale_log2 - max*scale_log2) and the running row sums.
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              float sum = 0.f;
+              CUTE_UNROLL
+              for (int j = 0; j < kCols; ++j) {
+                float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled[r]));
+                s(r, j) = p;
+                sum += p;
+              }
+              row_sum[r] = kFirst ? sum : fmaf(row_sum[r], o_scale[r], sum);
+            }
+          };
+
+          auto rescale_o = [&](float const* o_scale) {
+            Tensor o = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              CUTE_UNROLL
+              for (int j = 0; j < size<1>(o); ++j) o(r, j) *= o_scale[r];
+            }
+          };
+
+          Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+          auto const p_layout = acc_as_operand_a(tSrS0.layout());
+          Tensor tOrP0 = make_tensor<Element>(p_layout);  // P as the A operand of PV
+          Tensor tOrP1 = make_tensor<Element>(p_layout);  // second buffer (kDeferPv)
+          auto to_p = [&](auto const& tSrS, auto& tOrP) {
+            float const* src = raw_pointer_cast(tSrS.data());
+            uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+            CUTE_UNROLL
+            for (int i = 0; i < int(size(tSrS)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
+          };
+          float o_scale[kRows];
+
+          // First (right-most) key block: always masked (tail and/or diagonal).
+          {
+            int const n = n_max - 1;
+            cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+            wg_gemm<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
+            release(&ss.k_empty[kr.index]);
+            kr.template advance<kStages>();
+            if constexpr (kCausal) {
+              apply_mask(tSrS0, n, cute::true_type{}, cute::true_type{});
+            } else {
+              if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, cute::false_type{}, cute::true_type{});
+            }
+            softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
+            to_p(tSrS0, tOrP0);
+            clear(tOrO);
+          }
+
+          int n = n_max - 2;
+          // Causal: blocks n >= n_mask cross the diagonal for some row of the tile.
+          int const n_mask = kCausal ? max(0, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+          int v_done = -1;  // V stage whose PV has completed but is not yet released
+          int parity = 0;   // kDeferPv: the P buffer holding the newest P
+
+          if constexpr (kDeferPv) {
+            // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
+            // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
+            // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
+            // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
+            // wait follows the softmax, so ptxas cannot hoist one above it.
+            auto step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
+              constexpr bool kMasked = decltype(masked_tag)::value;
+              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+              warpgroup_wait<0>();
+              warpgroup_fence_operand(tOrO);
+              warpgroup_fence_operand(p_next);
+              if (v_done >= 0) release(&ss.v_empty[v_done]);
+              rescale_o(o_scale);
+              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+              sched_sync();
+              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
+              sched_arrive();
+              v_done = vr.index;
+              vr.template advance<kStages>();
+              warpgroup_wait<1>();  // S ready; PV runs on
+              warpgroup_fence_operand(tSrS);
+              release(&ss.k_empty[kr.index]);
+              kr.template advance<kStages>();
+              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
+              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+              to_p(tSrS, p_next);
+            };
+            auto run = [&](int n_end, auto masked_tag) {
+              CUTE_NO_UNROLL
+              for (; n >= n_end; --n) {
+                if (parity == 0) {
+                  step(n, masked_tag, tOrP0, tOrP1);
+                } else {
+                  step(n, masked_tag, tOrP1, tOrP0);
+                }
+                parity ^= 1;
+              }
+            };
+            if constexpr (kCausal) run(n_mask, cute::true_type{});
+            run(0, cute::false_type{});
+          } else {
+            // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes,
+            // then the wait for PV(n+1).
+            auto step = [&](int n, auto masked_tag) {
+              constexpr bool kMasked = decltype(masked_tag)::value;
+              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+              sched_sync();
+              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+              wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+              sched_arrive();
+              warpgroup_wait<1>();  // S ready; PV still running
+              warpgroup_fence_operand(tSrS);
+              release(&ss.k_empty[kr.index]);
+              kr.template advance<kStages>();
+              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
+              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+              warpgroup_wait<0>();  // PV done: P and V free
+              warpgroup_fence_operand(tOrO);
+              warpgroup_fence_operand(tOrP0);
+              release(&ss.v_empty[vr.index]);
+              vr.template advance<kStages>();
+              to_p(tSrS, tOrP0);
+              rescale_o(o_scale);
+            };
+            if constexpr (kCausal) {
+              CUTE_NO_UNROLL
+              for (; n >= n_mask; --n) step(n, cute::true_type{});
+            }
+            CUTE_NO_UNROLL
+            for (; n >= 0; --n) step(n, cute::false_type{});
+          }
+
+          // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only once
+          // the O staged there has been stored).
+          if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
+          qr.template advance<kQStages>();
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          if (v_done >= 0) release(&ss.v_empty[v_done]);
+          if constexpr (kDeferPv) rescale_o(o_scale);
+          cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+          if (parity == 0) {
+            wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+          } else {
+            wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
+          }
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            float s = row_sum[r];
+            s += __shfl_xor_sync(0xffffffff, s, 1);
+            s += __shfl_xor_sync(0xffffffff, s, 2);
+            bool const empty = (s == 0.f || s != s);
+            o_scale[r] = empty ? 0.f : 1.f / s;
+            row_sum[r] = empty ? -INFINITY : row_max[r] * params.scale + __logf(s);  // LSE
+          }
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          release(&ss.v_empty[vr.index]);
+          vr.template advance<kStages>();
+          rescale_o(o_scale);
+        } else {
+          clear(tOrO);
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) row_sum[r] = -INFINITY;
+        }
+
+        int next_tile;
+        if constexpr (kDynamic) {
+          named_sync(kBarTileFull, kProducerSyncThreads);
+          next_tile = ss.next_tile;
+          named_arrive(kBarTileEmpty, kProducerSyncThreads);
+        } else {
+          next_tile = tile + int(gridDim.x);
+        }
+
+        // ------------------------------------------------------------ epilogue
+        if (params.lse != nullptr && (tid % 4) == 0) {
+          float* lse = params.lse + int64_t(c.b) * params.lse_batch_stride + int64_t(c.h) * params.lse_head_stride;
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            int const row = row0 + int(get<0>(tOcO_rc(r, 0)));
+            if (row < params.seq_q) lse[row] = row_sum[r];
+          }
+        }
+        if (n_max <= 0) {
+          // Rows that see no key: O = 0, written directly (no Q stage is held for this tile).
+          Element* o = params.o + int64_t(c.b) * params.o_batch_stride + int64_t(c.h) * params.o_head_stride;
+          for (int i = tid; i < 64 * (D / 8); i += 128) {
+            int const row = row0 + i / (D / 8);
+            if (row < params.seq_q) {
+              *reinterpret_cast<uint4*>(o + int64_t(row) * params.o_seq_stride + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+            }
+          }
+        } else {
+          int const slab = cwg;  // with kOAliasQ (one Q stage) this WG's Q slab
+          Tensor tOrOe = make_tensor<Element>(tOrO.layout());
+          {
+            float const* src = raw_pointer_cast(tOrO.data());
+            uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrOe.data()));
+            CUTE_UNROLL
+            for (int i = 0; i < int(size(tOrO)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
+          }
+          if constexpr (!kOAliasQ) {
+            if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
+          }
+          named_sync(kBarEpilogue0 + cwg, 128);
+          auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
+          auto thr_r2s = r2s.get_thread_slice(tid);
+          Tensor src = thr_r2s.retile_S(tOrOe);
+          Tensor dst = thr_r2s.partition_D(sO(_, _, slab));
+          copy(r2s, src, dst);
+          cutlass::arch::fence_view_async_shared();
+          named_sync(kBarEpilogue0 + cwg, 128);
+          if (tid == 0) {
+            Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
+            Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
+            auto cta_o = params.tma_o.get_slice(0);
+            Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, slab)
+            Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
+            copy(params.tma_o, tOsO(_, slab), tOgO(_, c.m * kNumWG + cwg));
+            tma_store_arrive();
+            if constexpr (kOAliasQ) {
+              tma_store_wait<0>();  // O has left the Q slab: the next Q may land there
+              cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[0]);
+            }
+          }
+        }
+        tile = next_tile;
+      }
+      if (tid == 0) tma_store_wait<0>();
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1)
+    fmha_sm90_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ char smem_raw[];
+  char* smem = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Kernel::run(params, smem);
+#endif
+}
+
+}  // namespace fact::attention
