@@ -112,7 +112,14 @@ def load_file(path: Path) -> ModuleType:
     return module
 
 
-def file_dtypes(module: ModuleType) -> tuple[str, ...]:
+def file_dtypes(module: ModuleType | Path) -> tuple[str, ...]:
+    """The file's DTYPES (a module, or a path to import; a file that does not import gets
+    both, so that its rows record the failure instead of vanishing)."""
+    if not isinstance(module, ModuleType):
+        try:
+            module = load_file(module)
+        except Exception:  # noqa: BLE001 - reported where the case runs
+            return ("float32", "bfloat16")
     return tuple(getattr(module, "DTYPES", ("float32", "bfloat16")))
 
 
@@ -635,8 +642,7 @@ def run_cpu(files: Sequence[Path], work_root: Path, remainder: str = "eager",
             log: Callable[[str], None] = print) -> dict:
     rows = []
     for path in files:
-        module = load_file(path)
-        for dtype_name in file_dtypes(module):
+        for dtype_name in file_dtypes(path):
             row = run_cpu_case(path, dtype_name, Path(work_root) / f"{path.stem}-{dtype_name}",
                                remainder=remainder)
             c = row.get("coverage") or {}
@@ -669,7 +675,7 @@ def gpu_cases(files: Sequence[Path], models: Sequence[str] | None = None, quick:
     ("stem" or "stem:dtype") narrows them; `quick` keeps QUICK only."""
     cases = []
     for path in files:
-        declared = file_dtypes(load_file(path))
+        declared = file_dtypes(path)
         if "bfloat16" in declared:
             cases.append((path, "bfloat16"))
         if "float32" in declared and path.stem.split("_", 1)[0] in STRICT_CATEGORIES:

@@ -49,7 +49,7 @@ from fact.compose import engine_can_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FILES = conf.corpus_files(REPO_ROOT / "corpus")
-CASES = [(path, dtype) for path in FILES for dtype in conf.file_dtypes(conf.load_file(path))]
+CASES = [(path, dtype) for path in FILES for dtype in conf.file_dtypes(path)]
 IDS = [f"{path.stem}-{dtype}" for path, dtype in CASES]
 ROWS: dict[str, dict] = {}      # row_key -> row, filled by test_corpus_model
 
