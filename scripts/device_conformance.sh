@@ -4,8 +4,8 @@
 # the corpus models at their full sizes (bf16 native, plus float32 strict for the gemm /
 # epilogue / mlp files): FACT (tuned over --tune configurations, tuning database shared across
 # models) against eager and torch.compile, verified against float64 on the GPU. Cases run in
-# the order of fact.conformance.QUICK, then the rest of the corpus, until the time budget is
-# spent (cases that would start later are recorded as skipped). Results come back at the top of
+# the order of fact.conformance.QUICK, then the rest of the corpus (without --quick), until the
+# time budget is spent (cases that would start later are recorded as skipped). Results come back at the top of
 # $OUT: conformance-<device>-<date>.json (DESIGN.md "Measuring"), .md (the readable table) and
 # .png (speedup vs coverage); logs, plans and reports in $OUT/logs.tgz. A short table is
 # printed last.
@@ -15,15 +15,19 @@
 # TOTAL_SECONDS (default 560) bounds the whole call; the benchmark gets what is left after the
 # build minus FACT_STAGE_MARGIN (default 110 s: a case in progress when the budget runs out,
 # e.g. a transformers block, takes about that long) and is stopped with SIGTERM (it keeps what
-# it measured) shortly before TOTAL_SECONDS. Examples of arguments: --quick (the QUICK subset
-# only), --models hf_llama_decoder,mlp_swiglu_llama:bfloat16, --tune 4, --variant part2 (a
-# second call: another results file name). The kernel cache and tuning database live in
-# FACT_CACHE_DIR (default /tmp/fact-cache), so a second call on the same warm machine reuses them.
+# it measured) shortly before TOTAL_SECONDS. Without arguments it runs --quick (the QUICK
+# subset: 8 cases, of which an H100 call is expected to hold 4-6 with cold kernel and Inductor
+# caches); other examples: --models hf_llama_decoder,mlp_swiglu_llama:bfloat16 (just these),
+# --dtypes float32 (the strict cases), --tune 4, --variant part2 (a second call: another
+# results file name; the rest of the corpus goes in further calls that name their cases with
+# --models). The kernel cache and tuning database live in FACT_CACHE_DIR (default
+# /tmp/fact-cache), so a second call on the same warm machine reuses them.
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 TOTAL_SECONDS=${1:-560}
 shift || true
+[ $# -eq 0 ] && set -- --quick   # default: the QUICK subset (what one call holds)
 STAGE_MARGIN=${FACT_STAGE_MARGIN:-110}
 PACK_MARGIN=20
 LOGS=$OUT/logs
