@@ -54,7 +54,7 @@ IDS = [f"{path.stem}-{dtype}" for path, dtype in CASES]
 ROWS: dict[str, dict] = {}      # row_key -> row, filled by test_corpus_model
 
 CAN_PLAN, WHY_NOT = engine_can_plan()
-pytestmark = pytest.mark.skipif(not CAN_PLAN, reason=f"no FACT engine to plan with: {WHY_NOT}")
+needs_engine = pytest.mark.skipif(not CAN_PLAN, reason=f"no FACT engine to plan with: {WHY_NOT}")
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,7 @@ def _run(path: Path, dtype: str, work_root: Path) -> dict:
     return row
 
 
+@needs_engine
 @pytest.mark.parametrize(("path", "dtype"), CASES, ids=IDS)
 def test_corpus_model(path, dtype, work_root):
     row = _run(path, dtype, work_root)
@@ -86,6 +87,7 @@ def _output_path() -> Path:
     return Path(given) if given else REPO_ROOT / "out" / "conformance" / "coverage.json"
 
 
+@needs_engine
 def test_coverage_table(work_root, capsys):
     for path, dtype in CASES:  # rows the per-model tests did not produce (-k, a single test)
         if f"{path.stem}:{dtype}" not in ROWS:
@@ -168,6 +170,7 @@ def test_compare_reports_broken_lost_and_gained():
     assert [line.split(":")[0] for line in diff["new"]] == ["d"]
 
 
+@needs_engine
 @pytest.mark.slow
 @pytest.mark.parametrize(("stem", "dtype"), [("epilogue_residual_sides", "float32"),
                                              ("mlp_transformer_ffn", "bfloat16")])
@@ -203,6 +206,7 @@ CLI_CASES = [
 ]
 
 
+@needs_engine
 @pytest.mark.slow
 @pytest.mark.parametrize(("stem", "dtype", "composes"), CLI_CASES,
                          ids=[f"{s}-{d}" for s, d, _ in CLI_CASES])
@@ -259,6 +263,7 @@ DIES = RAISES.replace("raise RuntimeError(\"this model is broken on purpose\")",
                       "import os; os._exit(7)").replace("forward raises", "forward ends the process")
 
 
+@needs_engine
 @pytest.mark.slow
 def test_gpu_runner_smoke_on_cpu(tmp_path):
     """`python -m fact.conformance --gpu --device cpu --sizes cpu` on a corpus of three files:
