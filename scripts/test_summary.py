@@ -43,6 +43,16 @@ def ctest_skipped(path: Path) -> list[tuple[str, str]]:
     return skipped
 
 
+def _pytest_id(classname: str, name: str) -> str:
+    """pytest's own spelling, path::[Class::]test, from JUnit's dotted classname."""
+    parts = classname.split(".") if classname else []
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if Path(path).is_file():
+            return "::".join([path, *parts[cut:], name])
+    return "::".join([*([classname] if classname else []), name])
+
+
 def pytest_skipped(path: Path) -> list[tuple[str, str]]:
     """(test, reason) for every skipped test in pytest's --junitxml file."""
     skipped = []
@@ -50,7 +60,7 @@ def pytest_skipped(path: Path) -> list[tuple[str, str]]:
         marker = case.find("skipped")
         if marker is None:
             continue
-        name = f"{case.get('classname', '')}::{case.get('name', '?')}".lstrip(":")
+        name = _pytest_id(case.get("classname", ""), case.get("name", "?"))
         reason = marker.get("message", "") or (marker.text or "").strip()
         skipped.append((name, reason.removeprefix("Skipped: ") or "(no reason given)"))
     return skipped
