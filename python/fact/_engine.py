@@ -8,7 +8,7 @@ The executable: $FACT_ENGINE, the `fact` executable in this environment's script
 pip install puts it there: the environment's bin/, or next to this interpreter),
 <repo>/build/fact, then `fact` on PATH.
 
-The library (`libfact.so`): $FACT_ENGINE_LIBRARY, then inside this package (a pip install puts
+The library (`libfact.so`): $FACT_ENGINE_LIBRARY (when set, that one or none), then inside this package (a pip install puts
 it there), then next to the executable found as above ($FACT_ENGINE's folder first), then
 <repo>/build/. The host reference (`fact_reference_call`,
 what `fact::launch` runs for CPU tensors) comes from $FACT_REFERENCE_LIBRARY when set (tests
@@ -89,10 +89,11 @@ def engine_library_path() -> Path:
     """Path of the engine library (libfact); raises EngineNotFound with what was tried."""
     tried: list[str] = []
     explicit = os.environ.get("FACT_ENGINE_LIBRARY")
-    if explicit:
+    if explicit:  # named explicitly: that one or none (no silent fall-back to another build)
         if Path(explicit).is_file():
             return Path(explicit)
-        tried.append(f"$FACT_ENGINE_LIBRARY={explicit}")
+        raise EngineNotFound(f"FACT engine library not found (tried: $FACT_ENGINE_LIBRARY={explicit}); "
+                             f"point $FACT_ENGINE_LIBRARY at libfact.so or unset it")
     installed = installed_library_path()
     if installed.is_file():
         return installed

@@ -1,5 +1,5 @@
-"""`fact optimize` as a new user runs it, on the CPU (no GPU, kernels rendered, not compiled):
-`--dtype bf16` accepted; third-party noise of the Python stages (a model file that prints
+"""`fact optimize` as a new user runs it, from a plain shell (FACT's environment not on PATH), on
+the CPU (no GPU, kernels rendered, not compiled): `--dtype bf16` accepted; third-party noise of the Python stages (a model file that prints
 Inductor-style autotuning lines and warns) kept in <out>/logs/ and off the terminal; the tables
 with full shapes and 1a/1b labels; the package composes the plan; report.md explains its
 columns, places each kernel on the roofline and embeds the roofline plot; report.html is one
@@ -59,9 +59,12 @@ NOISY_MODEL = textwrap.dedent('''
 
 
 def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("FACT_LOG_DIR", "FACT_VERBOSE")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "python"), env.get("PYTHONPATH", "")])
-    env["FACT_PYTHON"] = sys.executable
+    """A plain shell's environment: FACT's Python environment not on PATH, no FACT_PYTHON, no
+    PYTHONPATH (`fact` finds the interpreter it was built with, and its source tree's package)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FACT_LOG_DIR", "FACT_VERBOSE", "FACT_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+    here = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != here)
     return env
 
 
