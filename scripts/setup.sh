@@ -35,8 +35,10 @@ _fact_setup() (
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]] ||
-    log "no nvcc found: kernels will be rendered but not compiled"
+  if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    export PATH=/usr/local/cuda/bin:$PATH
+  fi
+  command -v nvcc >/dev/null 2>&1 || log "no nvcc found: kernels will be rendered but not compiled"
 
   # --- 2. cached Python environment --------------------------------------------------------
   if [[ ! -f $FACT_VENV/.fact-complete ]]; then
