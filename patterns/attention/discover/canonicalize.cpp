@@ -2,6 +2,7 @@
 #include "patterns/attention/discover/canonicalize.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -71,6 +72,77 @@ void reshape_batch(ViewedTensor& t, const std::vector<int64_t>& batch_shape) {
   if (wanted == t.view.shape) return;
   if (auto strides = restride(t.view, wanted)) t.view = {wanted, *strides};
 }
+
+// A batched product A·B the attention is made of: fact.gemm, or aten.einsum with one of the
+// equations "P a c, P b c -> P a b" (the scores q·kᵀ) and "P a b, P b e -> P a e" (the
+// probabilities · v), P the batch letters.
+struct Product {
+  const Node* node = nullptr;
+  ValueId a_input;           // the value the product reads as A
+  ViewedTensor a, b;         // [batch..., M, K] and [batch..., K, N]
+  std::vector<int64_t> batch_shape;
+  double alpha = 1.0;
+};
+
+std::optional<std::array<std::string, 3>> einsum_terms(const Node& node) {
+  const Arg* eq = detail::argument(node, 0, "equation");
+  if (eq == nullptr || !eq->constant.is_string()) return std::nullopt;
+  std::string text;
+  for (char c : eq->constant.get<std::string>()) {
+    if (c != ' ') text += c;
+  }
+  const size_t arrow = text.find("->"), comma = text.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos || comma > arrow) return std::nullopt;
+  if (text.find("...") != std::string::npos || text.find(',', comma + 1) < arrow) return std::nullopt;
+  return std::array<std::string, 3>{text.substr(0, comma), text.substr(comma + 1, arrow - comma - 1),
+                                    text.substr(arrow + 2)};
+}
+
+std::optional<Product> as_product(const Graph& g, const Node& node, bool scores) {
+  Product p;
+  p.node = &node;
+  if (node.target == "fact.gemm") {
+    if (!node.attrs.at("bias").is_null() || node.attrs.value("folded_m", false)) return std::nullopt;
+    const auto inputs = tensor_args(node);
+    if (inputs.empty()) return std::nullopt;
+    p.a_input = inputs.front();
+    p.batch_shape = node.attrs.at("batch_shape").get<std::vector<int64_t>>();
+    p.a = gemm_operand(node, "a");
+    p.b = gemm_operand(node, "b");
+    reshape_batch(p.a, p.batch_shape);
+    reshape_batch(p.b, p.batch_shape);
+    p.alpha = node.attrs.value("alpha", 1.0);
+    return p;
+  }
+  if (!target_is(node, "aten.einsum")) return std::nullopt;
+  auto terms = einsum_terms(node);
+  const Arg* list = detail::argument(node, 1, "tensors");
+  if (!terms || list == nullptr || list->kind != Arg::Kind::TensorList || list->tensors.size() != 2 ||
+      !list->tensors[0] || !list->tensors[1]) {
+    return std::nullopt;
+  }
+  const auto& [t0, t1, out] = *terms;
+  const size_t r = out.size();
+  if (r < 3 || t0.size() != r || t1.size() != r) return std::nullopt;
+  const std::string batch = out.substr(0, r - 2);
+  if (t0.substr(0, r - 2) != batch || t1.substr(0, r - 2) != batch) return std::nullopt;
+  const char a = t0[r - 2], x = t0[r - 1], y = t1[r - 2], z = t1[r - 1];
+  // scores: t0 = a c, t1 = b c, out = a b; probabilities · v: t0 = a b, t1 = b e, out = a e.
+  const bool ok = scores ? (x == z && out[r - 2] == a && out[r - 1] == y && a != y && a != x && y != x)
+                         : (x == y && out[r - 2] == a && out[r - 1] == z && a != x && a != z && x != z);
+  if (!ok) return std::nullopt;
+  p.a_input = *list->tensors[0];
+  p.a = {*list->tensors[0], view_of(g.value(*list->tensors[0]).desc)};
+  p.b = {*list->tensors[1], view_of(g.value(*list->tensors[1]).desc)};
+  if (scores) {  // B = t1ᵀ: [batch, c, b]
+    std::swap(p.b.view.shape[r - 2], p.b.view.shape[r - 1]);
+    std::swap(p.b.view.stride[r - 2], p.b.view.stride[r - 1]);
+  }
+  p.batch_shape.assign(p.a.view.shape.begin(), p.a.view.shape.end() - 2);
+  return p;
+}
+
+bool is_product(const Node& node) { return node.target == "fact.gemm" || target_is(node, "aten.einsum"); }
 
 bool is_cast(const Node& node) { return target_in(node, {"aten.to", "aten._to_copy", "aten.type_as"}); }
 
@@ -503,7 +575,7 @@ const Node* scores_gemm(const Graph& g, ValueId x) {
   for (int steps = 0; steps < 8; ++steps) {
     const Node* n = g.producer(x);
     if (n == nullptr) return nullptr;
-    if (n->target == "fact.gemm") return n;
+    if (is_product(*n)) return n;
     if (!is_cast(*n) && n->target != "fact.scale") return nullptr;
     auto input = first_tensor(*n);
     if (!input) return nullptr;
@@ -514,13 +586,13 @@ const Node* scores_gemm(const Graph& g, ValueId x) {
 
 bool very_negative(std::optional<double> v) { return v && *v <= -1e4; }
 
-bool rewrite_decomposed(Graph& g, const Node& pv) {
-  if (pv.attrs.value("alpha", 1.0) != 1.0 || !pv.attrs.at("bias").is_null()) return false;
-  if (pv.attrs.value("folded_m", false)) return false;
-  auto probs = first_tensor(pv);
-  if (!probs) return false;
+bool rewrite_decomposed(Graph& g, const Node& pv_node) {
+  const std::optional<Product> pv = as_product(g, pv_node, /*scores=*/false);
+  if (!pv || pv->alpha != 1.0) return false;
+  const std::optional<ValueId> probs = pv->a_input;
+  const Node& pv_ref = pv_node;
   Region region;
-  region.add(pv.id);
+  region.add(pv_ref.id);
   double scale = 1.0, dropout = 0.0;
   std::string unsupported;
 
@@ -616,22 +688,22 @@ bool rewrite_decomposed(Graph& g, const Node& pv) {
       x = skip_casts(g, *first_tensor(*s), region);
     }
   }
-  const Node* qk = g.producer(x);
-  if (qk == nullptr || qk->target != "fact.gemm") return false;
-  if (!qk->attrs.at("bias").is_null()) return false;
-  if (qk->attrs.at("batch_shape") != pv.attrs.at("batch_shape")) return false;
-  if (qk->attrs.at("m") != pv.attrs.at("m") || qk->attrs.at("n") != pv.attrs.at("k")) return false;
-  if (qk->attrs.value("folded_m", false)) return false;
-  region.add(qk->id);
-  scale *= qk->attrs.value("alpha", 1.0);
+  const Node* qk_node = g.producer(x);
+  if (qk_node == nullptr) return false;
+  const std::optional<Product> qk = as_product(g, *qk_node, /*scores=*/true);
+  if (!qk || qk->batch_shape != pv->batch_shape) return false;
+  // scores [M, N] = q [M, K] · kᵀ [K, N]; out [M, E] = p [M, N] · v [N, E].
+  const size_t qr = qk->a.view.rank(), pr = pv->a.view.rank();
+  if (qr < 2 || pr < 2 || qk->a.view.shape[qr - 2] != pv->a.view.shape[pr - 2] ||
+      qk->b.view.shape.back() != pv->b.view.shape[pv->b.view.rank() - 2]) {
+    return false;
+  }
+  region.add(qk_node->id);
+  scale *= qk->alpha;
 
-  const auto batch_shape = pv.attrs.at("batch_shape").get<std::vector<int64_t>>();
-  ViewedTensor q = gemm_operand(*qk, "a");
-  ViewedTensor kt = gemm_operand(*qk, "b");
-  ViewedTensor v = gemm_operand(pv, "b");
-  reshape_batch(q, batch_shape);
-  reshape_batch(kt, batch_shape);
-  reshape_batch(v, batch_shape);
+  ViewedTensor q = qk->a;
+  ViewedTensor kt = qk->b;
+  ViewedTensor v = pv->b;
   ViewedTensor k = kt;
   const size_t kr = k.view.rank();
   if (kr < 2) return false;
@@ -647,7 +719,7 @@ bool rewrite_decomposed(Graph& g, const Node& pv) {
     mask = read_attention_mask(g, *mask_value, *mask_use, seq, kv_seq, *mask_source, mask_how);
   }
   trace_inputs(g, q, k, v, region, &scale);
-  auto [output, out_view] = merge_heads(g, pv.outputs.front(), region);
+  auto [output, out_view] = merge_heads(g, pv_ref.outputs.front(), region);
 
   json attrs;
   fill_dims(attrs, q, k, v);
@@ -712,7 +784,7 @@ bool rewrite_sdpa(Graph& g, const Node& sdpa) {
 void canonicalize_attention(Graph& g) {
   std::vector<NodeId> candidates;
   for (const auto& node : g.nodes()) {
-    if (node.target == "fact.gemm" || target_is(node, "aten.scaled_dot_product_attention")) candidates.push_back(node.id);
+    if (is_product(node) || target_is(node, "aten.scaled_dot_product_attention")) candidates.push_back(node.id);
   }
   for (const auto& id : candidates) {
     const Node* node = g.node(id);
@@ -721,7 +793,7 @@ void canonicalize_attention(Graph& g) {
     // A form this pass cannot read stays as it is: canonicalization never fails discovery.
     // (Each rewrite changes the graph only in its last step.)
     try {
-      if (copy.target == "fact.gemm") {
+      if (is_product(copy)) {
         rewrite_decomposed(g, copy);
       } else {
         rewrite_sdpa(g, copy);

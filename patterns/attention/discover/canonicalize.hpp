@@ -6,9 +6,9 @@
 //                   with offsets, unsupported) plus "mask" {kind, value, source} for reports.
 //
 // Recognized forms:
-// - decomposed: fact.gemm(q, kᵀ) → [fact.scale] → [mask: masked_fill(_) / where (either
+// - decomposed: fact.gemm(q, kᵀ) or einsum("P a c, P b c -> P a b") → [fact.scale] → [mask: masked_fill(_) / where (either
 //   polarity) / add] → [fact.scale] → softmax over the last dim (casts, type_as around it) →
-//   [dropout: eval mode or p = 0] → fact.gemm(·, v); a scale applied to q or k before the
+//   [dropout: eval mode or p = 0] → fact.gemm(·, v) or einsum("P a b, P b e -> P a e"); a scale applied to q or k before the
 //   product (`q * d**-0.5`) folds into `scale`;
 // - aten.scaled_dot_product_attention (is_causal, attn_mask, scale, dropout_p, enable_gqa).
 // Around it:

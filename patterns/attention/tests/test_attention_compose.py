@@ -73,6 +73,7 @@ EXPECTED = {
     "attention_bidirectional_timm": "head dim 16",
     "attention_causal_tril_buffer": "head dim 32",
     "attention_cross": "head dim 32",
+    "attention_einsum": "head dim 32",
     "attention_finfo_min": "model input 'attention_mask'",
     "attention_gqa_repeat_interleave": "head dim 32",
     "attention_gqa_repeat_kv": "head dim 32",
@@ -89,9 +90,7 @@ EXPECTED = {
     "hf_qwen2_decoder": "head dim 32",
     "hf_vit_layer": "head dim 32",
 }
-NOT_RECOGNIZED = {
-    "attention_einsum": "torch.einsum products are not canonicalized to fact.gemm (the GEMM pattern's job)",
-}
+NOT_RECOGNIZED: dict[str, str] = {}
 CORPUS = REPO_ROOT / "corpus"
 
 
@@ -120,6 +119,7 @@ ACCEPTED_AT_D64 = {
     "attention_gqa_repeat_interleave": {"HIDDEN": 256, "N_HEADS": 4, "N_KV_HEADS": 2},
     "attention_bidirectional_timm": {"DIM": 128, "NUM_HEADS": 2},
     "attention_neg_1e4": {"D_MODEL": 128, "N_HEADS": 2},
+    "attention_einsum": {"DIM": 192, "HEADS": 3},
 }
 
 
@@ -186,6 +186,16 @@ def test_mingpt_block_composes_attention_and_gemms_on_the_cpu(tmp_path):
     assert not report.left_to_pytorch, str(report)
     assert all(entry.verified for entry in report.composed)
     assert _close(got, want), str(report)
+
+
+@needs_engine_plan
+def test_einsum_attention_composes_on_the_cpu(tmp_path):
+    module = load_model_file(CORPUS / "attention_einsum.py", {"DIM": 192, "HEADS": 3})
+    model, inputs = build(module)
+    composed, want, got = _compose(model, inputs, tmp_path)
+    attention = _attention_entries(composed.fact_report)
+    assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
+    assert _close(got, want), str(composed.fact_report)
 
 
 @needs_engine_plan

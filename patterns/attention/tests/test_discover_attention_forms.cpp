@@ -234,6 +234,43 @@ TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
   EXPECT_EQ(g.nodes().size(), 1u);
 }
 
+// lucidrains-style: einsum("bhqd,bhkd->bhqk") * scale, masked_fill_(triu(ones, 1)), softmax,
+// einsum("bhqk,bhkd->bhqd").
+TEST(AttentionForms, EinsumProducts) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 64});
+  auto k = b.input("k", {2, 4, 16, 64});
+  auto v = b.input("v", {2, 4, 16, 64});
+  auto s = b.op("aten.einsum.default", {C("bhqd,bhkd->bhqk"), graph::TL({q, k})}, {2, 4, 16, 16});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {2, 4, 16, 16});
+  auto ones = b.op("aten.ones.default", {C(V{16, 16})}, {16, 16}, OpOptions{.dtype = DType::Bool});
+  auto future = b.op("aten.triu_.default", {T(ones), C(1)}, {16, 16});
+  auto masked = b.op("aten.masked_fill_.Scalar", {T(scaled), T(future), C(-3.3895313892515355e+38)}, {2, 4, 16, 16});
+  auto probs = b.op("aten.softmax.int", {T(masked), C(-1)}, {2, 4, 16, 16});
+  auto y = b.op("aten.einsum.default", {C("bhqk,bhkd->bhqd"), graph::TL({probs, v})}, {2, 4, 16, 64});
+  auto g = canonicalize(b.finish({y}));
+  const auto& a = attrs_of(g);
+  EXPECT_EQ(a["q"]["value"], "q");
+  EXPECT_EQ(a["k"]["value"], "k");
+  EXPECT_EQ(a["k"]["stride"], (V{4096, 1024, 64, 1}));
+  EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+TEST(AttentionForms, EinsumWithAnotherEquationIsNotAttention) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 64});
+  auto k = b.input("k", {2, 4, 16, 64});
+  auto v = b.input("v", {2, 4, 16, 64});
+  // q·kᵀ over the wrong dims ("bhqd,bhkd->bhqd" is not a product of these shapes' kind).
+  auto s = b.op("aten.einsum.default", {C("bhdq,bhdk->bhqk"), graph::TL({q, k})}, {2, 4, 64, 64});
+  auto probs = b.op("aten.softmax.int", {T(s), C(-1)}, {2, 4, 64, 64});
+  auto y = b.op("aten.einsum.default", {C("bhqk,bhkd->bhqd"), graph::TL({probs, v})}, {2, 4, 64, 64});
+  auto g = canonicalize(b.finish({y}));
+  EXPECT_EQ(find_target(g, "fact.attention"), nullptr);
+}
+
 TEST(AttentionForms, SdpaDropoutIsDeclined) {
   GraphBuilder b(DType::BFloat16);
   auto q = b.input("q", {2, 4, 16, 64});
