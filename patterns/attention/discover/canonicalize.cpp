@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/graph_rewrite.hpp"
@@ -491,13 +493,19 @@ struct MaskFacts {
   json description = nullptr;
 };
 
+// Readings of the masks of one graph: a mask shared by every layer is evaluated once.
+using MaskCache = std::map<std::tuple<ValueId, int, int64_t, int64_t>, MaskReading>;
+
 // What the mask `value` used as `use` means for the kernel.
 MaskFacts read_attention_mask(const Graph& g, const ValueId& value, MaskUse use, int64_t seq, int64_t kv_seq,
-                              const ValueId& source, const char* how) {
+                              const ValueId& source, const char* how, MaskCache& cache) {
   MaskFacts facts;
   const graph::Value& src = g.value(source);
   facts.description = {{"kind", how}, {"value", source}, {"source", src.target.empty() ? src.id : src.target}};
-  const MaskReading reading = read_mask(g, value, use, seq, kv_seq);
+  const auto key = std::make_tuple(value, static_cast<int>(use), seq, kv_seq);
+  auto found = cache.find(key);
+  if (found == cache.end()) found = cache.emplace(key, read_mask(g, value, use, seq, kv_seq)).first;
+  const MaskReading& reading = found->second;
   facts.evidence = reading.detail;
   switch (reading.kind) {
     case MaskReading::Kind::AllVisible: facts.kind = MaskKind::None; break;
@@ -586,7 +594,7 @@ const Node* scores_gemm(const Graph& g, ValueId x) {
 
 bool very_negative(std::optional<double> v) { return v && *v <= -1e4; }
 
-bool rewrite_decomposed(Graph& g, const Node& pv_node) {
+bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
   const std::optional<Product> pv = as_product(g, pv_node, /*scores=*/false);
   if (!pv || pv->alpha != 1.0) return false;
   const std::optional<ValueId> probs = pv->a_input;
@@ -716,7 +724,7 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node) {
   std::optional<ValueId> mask_source;
   if (mask_value) {
     mask_source = take_mask_chain(g, *mask_value, region);
-    mask = read_attention_mask(g, *mask_value, *mask_use, seq, kv_seq, *mask_source, mask_how);
+    mask = read_attention_mask(g, *mask_value, *mask_use, seq, kv_seq, *mask_source, mask_how, cache);
   }
   trace_inputs(g, q, k, v, region, &scale);
   auto [output, out_view] = merge_heads(g, pv_ref.outputs.front(), region);
@@ -729,7 +737,7 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node) {
   return replace(g, region, std::move(attrs), std::move(args), output);
 }
 
-bool rewrite_sdpa(Graph& g, const Node& sdpa) {
+bool rewrite_sdpa(Graph& g, const Node& sdpa, MaskCache& cache) {
   if (sdpa.outputs.empty()) return false;
   const Arg* qa = detail::argument(sdpa, 0, "query");
   const Arg* ka = detail::argument(sdpa, 1, "key");
@@ -766,7 +774,7 @@ bool rewrite_sdpa(Graph& g, const Node& sdpa) {
     const bool boolean = g.value(mask_value).desc.dtype == graph::DType::Bool;
     mask_source = take_mask_chain(g, mask_value, region);
     mask = read_attention_mask(g, mask_value, boolean ? MaskUse::KeepWhereTrue : MaskUse::Additive, seq, kv_seq,
-                               *mask_source, boolean ? "sdpa_bool" : "sdpa_additive");
+                               *mask_source, boolean ? "sdpa_bool" : "sdpa_additive", cache);
   }
   trace_inputs(g, q, k, v, region, nullptr);
   auto [output, out_view] = merge_heads(g, sdpa.outputs.front(), region);
@@ -782,6 +790,7 @@ bool rewrite_sdpa(Graph& g, const Node& sdpa) {
 }  // namespace
 
 void canonicalize_attention(Graph& g) {
+  MaskCache cache;
   std::vector<NodeId> candidates;
   for (const auto& node : g.nodes()) {
     if (is_product(node) || target_is(node, "aten.scaled_dot_product_attention")) candidates.push_back(node.id);
@@ -794,9 +803,9 @@ void canonicalize_attention(Graph& g) {
     // (Each rewrite changes the graph only in its last step.)
     try {
       if (is_product(copy)) {
-        rewrite_decomposed(g, copy);
+        rewrite_decomposed(g, copy, cache);
       } else {
-        rewrite_sdpa(g, copy);
+        rewrite_sdpa(g, copy, cache);
       }
     } catch (const std::exception&) {
     }
