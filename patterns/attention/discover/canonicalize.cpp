@@ -360,7 +360,8 @@ void trace_inputs(const Graph& g, ViewedTensor& q, ViewedTensor& k, ViewedTensor
     bool moved = false;
     for (ViewedTensor* t : {&q, &k, &v}) {
       moved |= peel_aliases(g, *t, region);
-      if (scale) moved |= absorb_scale(g, *t, region, *scale);
+      // A scale on q or k scales the scores; one on v would scale the output (not folded).
+      if (scale && t != &v) moved |= absorb_scale(g, *t, region, *scale);
       moved |= absorb_slice(g, *t, region);
     }
     for (ViewedTensor* t : {&k, &v}) moved |= undo_head_repeat(g, *t, region);

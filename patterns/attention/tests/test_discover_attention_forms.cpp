@@ -271,6 +271,23 @@ TEST(AttentionForms, EinsumWithAnotherEquationIsNotAttention) {
   EXPECT_EQ(find_target(g, "fact.attention"), nullptr);
 }
 
+TEST(AttentionForms, AScaleOnVIsNotTheSoftmaxScale) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {1, 2, 8, 64});
+  auto k = b.input("k", {1, 2, 8, 64});
+  auto v = b.input("v", {1, 2, 8, 64});
+  auto kt = b.op("aten.transpose.int", {T(k), C(-2), C(-1)}, {1, 2, 64, 8}, named("kt", V{1024, 512, 1, 64}));
+  auto s = b.op("aten.matmul.default", {T(q), T(kt)}, {1, 2, 8, 8});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {1, 2, 8, 8});
+  auto probs = b.op("aten.softmax.int", {T(scaled), C(-1)}, {1, 2, 8, 8});
+  auto v2 = b.op("aten.mul.Tensor", {T(v), C(2.0)}, {1, 2, 8, 64}, named("v2"));
+  auto y = b.op("aten.matmul.default", {T(probs), T(v2)}, {1, 2, 8, 64});
+  auto g = canonicalize(b.finish({y}));
+  const auto& a = attrs_of(g);
+  EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);
+  EXPECT_EQ(a["v"]["value"], "v2");  // the scaled v is read; its scale stays PyTorch's
+}
+
 TEST(AttentionForms, SdpaDropoutIsDeclined) {
   GraphBuilder b(DType::BFloat16);
   auto q = b.input("q", {2, 4, 16, 64});
