@@ -522,25 +522,46 @@ MaskFacts read_attention_mask(const Graph& g, const ValueId& value, MaskUse use,
   return facts;
 }
 
-// The final checks and the node: every value the region produces, but `output`, is read only
-// inside it.
-bool replace(Graph& g, Region& region, json attrs, std::vector<Arg> args, const ValueId& output) {
-  for (const auto& id : region.order) {
+// A recognized attention: the region it replaces, the node's attrs and args, its output.
+struct Analysis {
+  Region region;
+  json attrs;
+  std::vector<Arg> args;
+  ValueId output;
+};
+
+// Every value the region produces, but the output, is read only inside it.
+bool self_contained(const Graph& g, const Analysis& a) {
+  for (const auto& id : a.region.order) {
     const Node* node = g.node(id);
     if (node == nullptr) return false;
     for (const auto& out : node->outputs) {
-      if (out == output) continue;
-      if (!readers_inside(g, out, region)) return false;
+      if (out == a.output) continue;
+      if (!readers_inside(g, out, a.region)) return false;
     }
   }
+  return true;
+}
+
+// Whether a kernel could compute it (in any precision mode; the rule says which, and why not).
+bool kernel_takes(const Analysis& a, const Graph& g) {
+  json desc = a.attrs;
+  desc["dtype"] = graph::dtype_name(g.value(a.output).desc.dtype);
+  try {
+    return !attention_decline_reason(attention_problem_from_json(desc), "native").has_value();
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
+void replace(Graph& g, Analysis a) {
   Node attention;
   attention.id = detail::fresh_node_id(g, "attention");
   attention.target = "fact.attention";
-  attention.args = std::move(args);
-  attention.outputs = {output};
-  attention.attrs = std::move(attrs);
-  detail::replace_region(g, region.order, std::move(attention));
-  return true;
+  attention.args = std::move(a.args);
+  attention.outputs = {a.output};
+  attention.attrs = std::move(a.attrs);
+  detail::replace_region(g, a.region.order, std::move(attention));
 }
 
 json finish_attrs(json attrs, const Graph& g, const ValueId& output, const StridedView& out_view,
@@ -595,9 +616,9 @@ const Node* scores_gemm(const Graph& g, ValueId x) {
 
 bool very_negative(std::optional<double> v) { return v && *v <= -1e4; }
 
-bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
+std::optional<Analysis> analyze_decomposed(const Graph& g, const Node& pv_node, MaskCache& cache) {
   const std::optional<Product> pv = as_product(g, pv_node, /*scores=*/false);
-  if (!pv || pv->alpha != 1.0) return false;
+  if (!pv || pv->alpha != 1.0) return std::nullopt;
   const std::optional<ValueId> probs = pv->a_input;
   const Node& pv_ref = pv_node;
   Region region;
@@ -609,7 +630,7 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
   ValueId x = *probs;
   while (true) {
     const Node* n = g.producer(x);
-    if (n == nullptr) return false;
+    if (n == nullptr) return std::nullopt;
     if (target_is(*n, "aten.dropout") || target_is(*n, "aten.native_dropout")) {
       const Arg* p = detail::argument(*n, 1, "p");
       const Arg* train = detail::argument(*n, 2, "train");
@@ -623,14 +644,14 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
       break;
     }
     auto input = first_tensor(*n);
-    if (!input || n->outputs.size() != 1) return false;
+    if (!input || n->outputs.size() != 1) return std::nullopt;
     region.add(n->id);
     x = *input;
   }
   const Node* softmax = g.producer(x);
   if (softmax == nullptr || !target_in(*softmax, {"aten.softmax", "aten._softmax", "aten._safe_softmax"}) ||
       !softmax_over_last_dim(g, *softmax)) {
-    return false;
+    return std::nullopt;
   }
   region.add(softmax->id);
   const graph::DType softmax_dtype = g.value(softmax->outputs.front()).desc.dtype;
@@ -650,8 +671,8 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
       const Arg* scores = detail::argument(*n, 0, "self");
       const Arg* mask = detail::argument(*n, 1, "mask");
       const Arg* fill = detail::argument(*n, 2, "value");
-      if (!scores || !scores->is_tensor() || !mask || !mask->is_tensor() || !fill) return false;
-      if (!very_negative(scalar_value(g, *fill))) return false;
+      if (!scores || !scores->is_tensor() || !mask || !mask->is_tensor() || !fill) return std::nullopt;
+      if (!very_negative(scalar_value(g, *fill))) return std::nullopt;
       mask_value = mask->tensor;
       mask_use = MaskUse::FillWhereTrue;
       mask_how = "fill";
@@ -661,12 +682,12 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
       const Arg* cond = detail::argument(*n, 0, "condition");
       const Arg* a = detail::argument(*n, 1, "self");
       const Arg* b = detail::argument(*n, 2, "other");
-      if (!cond || !cond->is_tensor() || !a || !b) return false;
+      if (!cond || !cond->is_tensor() || !a || !b) return std::nullopt;
       const bool a_scores = a->is_tensor() && scores_gemm(g, a->tensor) != nullptr;
       const bool b_scores = b->is_tensor() && scores_gemm(g, b->tensor) != nullptr;
-      if (a_scores == b_scores) return false;
+      if (a_scores == b_scores) return std::nullopt;
       const Arg* fill = a_scores ? b : a;
-      if (!very_negative(scalar_value(g, *fill))) return false;
+      if (!very_negative(scalar_value(g, *fill))) return std::nullopt;
       if (fill->is_tensor() && g.producer(fill->tensor) != nullptr) take_mask_chain(g, fill->tensor, region);
       mask_value = cond->tensor;
       mask_use = a_scores ? MaskUse::KeepWhereTrue : MaskUse::FillWhereTrue;
@@ -676,19 +697,19 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
     } else if (target_is(*n, "aten.add")) {
       const Arg* a = detail::argument(*n, 0, "self");
       const Arg* b = detail::argument(*n, 1, "other");
-      if (!a || !b || !a->is_tensor() || !b->is_tensor()) return false;
+      if (!a || !b || !a->is_tensor() || !b->is_tensor()) return std::nullopt;
       const Arg* alpha = detail::argument(*n, 2, "alpha");
-      if (alpha && detail::number_constant(*alpha).value_or(1.0) != 1.0) return false;
+      if (alpha && detail::number_constant(*alpha).value_or(1.0) != 1.0) return std::nullopt;
       const bool a_scores = scores_gemm(g, a->tensor) != nullptr;
       const bool b_scores = scores_gemm(g, b->tensor) != nullptr;
-      if (a_scores == b_scores) return false;
+      if (a_scores == b_scores) return std::nullopt;
       mask_value = skip_casts(g, a_scores ? b->tensor : a->tensor, region);
       mask_use = MaskUse::Additive;
       mask_how = "additive";
       region.add(n->id);
       x = a_scores ? a->tensor : b->tensor;
     } else {
-      return false;
+      return std::nullopt;
     }
     x = skip_casts(g, x, region);
     if (const Node* s = g.producer(x); s != nullptr && s->target == "fact.scale") {
@@ -698,14 +719,14 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
     }
   }
   const Node* qk_node = g.producer(x);
-  if (qk_node == nullptr) return false;
+  if (qk_node == nullptr) return std::nullopt;
   const std::optional<Product> qk = as_product(g, *qk_node, /*scores=*/true);
-  if (!qk || qk->batch_shape != pv->batch_shape) return false;
+  if (!qk || qk->batch_shape != pv->batch_shape) return std::nullopt;
   // scores [M, N] = q [M, K] · kᵀ [K, N]; out [M, E] = p [M, N] · v [N, E].
   const size_t qr = qk->a.view.rank(), pr = pv->a.view.rank();
   if (qr < 2 || pr < 2 || qk->a.view.shape[qr - 2] != pv->a.view.shape[pr - 2] ||
       qk->b.view.shape.back() != pv->b.view.shape[pv->b.view.rank() - 2]) {
-    return false;
+    return std::nullopt;
   }
   region.add(qk_node->id);
   scale *= qk->alpha;
@@ -715,7 +736,7 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
   ViewedTensor v = pv->b;
   ViewedTensor k = kt;
   const size_t kr = k.view.rank();
-  if (kr < 2) return false;
+  if (kr < 2) return std::nullopt;
   std::swap(k.view.shape[kr - 2], k.view.shape[kr - 1]);
   std::swap(k.view.stride[kr - 2], k.view.stride[kr - 1]);
 
@@ -735,19 +756,19 @@ bool rewrite_decomposed(Graph& g, const Node& pv_node, MaskCache& cache) {
   attrs = finish_attrs(std::move(attrs), g, output, out_view, mask, scale, dropout, unsupported, softmax_dtype);
   std::vector<Arg> args = {Arg::of_tensor(q.source), Arg::of_tensor(k.source), Arg::of_tensor(v.source)};
   if (mask_source) args.push_back(Arg::of_tensor(*mask_source));
-  return replace(g, region, std::move(attrs), std::move(args), output);
+  return Analysis{std::move(region), std::move(attrs), std::move(args), output};
 }
 
-bool rewrite_sdpa(Graph& g, const Node& sdpa, MaskCache& cache) {
-  if (sdpa.outputs.empty()) return false;
+std::optional<Analysis> analyze_sdpa(const Graph& g, const Node& sdpa, MaskCache& cache) {
+  if (sdpa.outputs.empty()) return std::nullopt;
   const Arg* qa = detail::argument(sdpa, 0, "query");
   const Arg* ka = detail::argument(sdpa, 1, "key");
   const Arg* va = detail::argument(sdpa, 2, "value");
-  if (!qa || !ka || !va || !qa->is_tensor() || !ka->is_tensor() || !va->is_tensor()) return false;
+  if (!qa || !ka || !va || !qa->is_tensor() || !ka->is_tensor() || !va->is_tensor()) return std::nullopt;
   ViewedTensor q{qa->tensor, view_of(g.value(qa->tensor).desc)};
   ViewedTensor k{ka->tensor, view_of(g.value(ka->tensor).desc)};
   ViewedTensor v{va->tensor, view_of(g.value(va->tensor).desc)};
-  if (q.view.rank() < 3 || k.view.rank() != q.view.rank() || v.view.rank() != q.view.rank()) return false;
+  if (q.view.rank() < 3 || k.view.rank() != q.view.rank() || v.view.rank() != q.view.rank()) return std::nullopt;
   Region region;
   region.add(sdpa.id);
   const Arg* mask_arg = detail::argument(sdpa, 3, "attn_mask");
@@ -785,10 +806,28 @@ bool rewrite_sdpa(Graph& g, const Node& sdpa, MaskCache& cache) {
                        g.value(sdpa.outputs.front()).desc.dtype);
   std::vector<Arg> args = {Arg::of_tensor(q.source), Arg::of_tensor(k.source), Arg::of_tensor(v.source)};
   if (mask_source) args.push_back(Arg::of_tensor(*mask_source));
-  return replace(g, region, std::move(attrs), std::move(args), output);
+  return Analysis{std::move(region), std::move(attrs), std::move(args), output};
 }
 
 }  // namespace
+
+std::optional<LeftAttention> left_attention(const Graph& g, const Node& node) {
+  if (!is_product(node)) return std::nullopt;
+  MaskCache cache;
+  try {
+    std::optional<Analysis> a = analyze_decomposed(g, node, cache);
+    if (!a || !self_contained(g, *a) || kernel_takes(*a, g)) return std::nullopt;
+    LeftAttention left;
+    left.problem = a->attrs;
+    left.problem["dtype"] = graph::dtype_name(g.value(a->output).desc.dtype);
+    left.nodes = detail::origin_of(g, a->region.order);
+    left.args = a->args;
+    left.output = a->output;
+    return left;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 void canonicalize_attention(Graph& g) {
   MaskCache cache;
@@ -803,11 +842,14 @@ void canonicalize_attention(Graph& g) {
     // A form this pass cannot read stays as it is: canonicalization never fails discovery.
     // (Each rewrite changes the graph only in its last step.)
     try {
-      if (is_product(copy)) {
-        rewrite_decomposed(g, copy, cache);
-      } else {
-        rewrite_sdpa(g, copy, cache);
-      }
+      // A decomposed attention no kernel takes stays as it is: its products remain GEMMs the
+      // GEMM pattern composes, and the rule reports the attention's decline (left_attention).
+      // An SDPA call has no such fallback: it becomes fact.attention, accepted or declined.
+      const bool decomposed = is_product(copy);
+      std::optional<Analysis> a = decomposed ? analyze_decomposed(g, copy, cache) : analyze_sdpa(g, copy, cache);
+      if (!a || !self_contained(g, *a)) continue;
+      if (decomposed && !kernel_takes(*a, g)) continue;
+      replace(g, std::move(*a));
     } catch (const std::exception&) {
     }
   }

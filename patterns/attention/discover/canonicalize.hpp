@@ -23,12 +23,33 @@
 // - the mask is read by mask.hpp: causal top-left / bottom-right, none, or unsupported (with
 //   the reason, which the rule reports as the decline).
 // Every node absorbed has all its readers inside the replaced region.
+//
+// A decomposed attention that no kernel computes (a mask that is not causal, a head dim without
+// a kernel, float32, ...) is left as it is, so that its two products stay GEMMs the GEMM pattern
+// can compose; left_attention() finds it again for the rule, which reports why it was declined.
 #pragma once
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "fact/graph/graph.hpp"
 
 namespace fact::attention {
 
-// Rewrites every recognized attention subgraph of `g` into fact.attention.
+// Rewrites every recognized attention subgraph of `g` into fact.attention (decomposed ones only
+// when a kernel computes them, see above).
 void canonicalize_attention(graph::Graph& g);
+
+// The decomposed attention whose output product is `node`, when canonicalization left it
+// because no kernel computes it: its problem (fact.attention's attrs with "dtype"), the captured
+// nodes it spans, the values it reads (q, k, v, mask) and its output. nullopt otherwise.
+struct LeftAttention {
+  nlohmann::json problem;
+  std::vector<graph::NodeId> nodes;
+  std::vector<graph::Arg> args;
+  graph::ValueId output;
+};
+std::optional<LeftAttention> left_attention(const graph::Graph& g, const graph::Node& node);
 
 }  // namespace fact::attention

@@ -33,8 +33,10 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
   const auto g = load_fixture(GetParam());
   const auto d = discover(g);
   SCOPED_TRACE(describe(d.matches));
-  ASSERT_EQ(d.matches.size(), 4u);
   const bool half = g.value("x").desc.dtype == graph::DType::BFloat16;
+  // float32: the attention is declined and left as its two batched GEMMs (declined too here:
+  // their batch dims do not collapse), reported with the reason.
+  ASSERT_EQ(d.matches.size(), half ? 4u : 6u);
   EXPECT_EQ(count_status(d.matches, MatchStatus::Accepted), half ? 4u : 3u);
 
   // QKV projection: the bias fused, the split left to PyTorch.
