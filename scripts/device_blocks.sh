@@ -18,9 +18,11 @@
 # FACT_BLOCKS_DTYPES (default "bfloat16 float32": float32 only when 200 s are left; a second
 # call with FACT_BLOCKS_DTYPES=float32 measures it alone).
 #
-# Expected time on an H100 (16 cores): engine build ~2.5 min, fact optimize (5 kernels compiled
-# in parallel, ~1.5 min of nvcc), bench_blocks.py ~4.5 min (max-autotune's compile is most of
-# it), float32 strict only when more than 150 s are left.
+# Expected time on an H100 (16 cores): engine build ~2.5 min, fact optimize ~1.5-2 min (5 kernels
+# compiled in parallel, ~1 min of nvcc; the package verified on the GPU), bench_blocks.py ~3-4
+# min (max-autotune's compile ~1 min, each FACT variant's Inductor remainder ~15-40 s): about 8
+# minutes for the bf16 block; the float32 strict block only when 200 s are left (usually a second
+# call with FACT_BLOCKS_DTYPES=float32).
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
