@@ -91,7 +91,11 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MinGpt,
-                         ::testing::Values("mingpt_block_bf16.json", "mingpt_block_fp32.json"));
+                         ::testing::Values("mingpt_block_bf16.json", "mingpt_block_fp32.json"),
+                         [](const auto& info) {  // mingpt_block_bf16
+                           const std::string file = info.param;
+                           return file.substr(0, file.find('.'));
+                         });
 
 TEST(MinGptFp32, PrecisionModeDecidesTheMath) {
   const auto g = load_fixture("mingpt_block_fp32.json");
