@@ -187,6 +187,10 @@ std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
                                                     const std::string& precision) {
   if (!p.unsupported.empty()) return p.unsupported;
   if (p.dtype == DType::Float32) {
+    if (precision == "native") {
+      return std::string("float32 attention: the attention kernel is bf16/fp16 only (a float32 model keeps "
+                         "float32 attention in a native run)");
+    }
     return "float32 attention: no float32 attention kernel yet (precision '" + precision +
            "' needs a 3xTF32 flash attention for strict or a TF32 one for tf32; neither is built)";
   }

@@ -54,11 +54,11 @@ TEST(OptimizeReport, RooflinePointsUseTheProfilesCeilingsAndNameTheLimit) {
   DeviceProfile device;  // H100 defaults: 750 TFLOP/s bf16, 3 TB/s
   const json plan = fixture_plan(device);
   const auto points = roofline_points(plan, device, "native", {});
-  ASSERT_EQ(points.size(), 4u);  // 1a, 1b, 2, 3
+  ASSERT_EQ(points.size(), 5u);  // 1a, 1b (the MLP), 2, 3, 4 (the attention is a call too)
   EXPECT_EQ(points[0].label, "1a");
   EXPECT_EQ(points[1].label, "1b");
   for (const RooflinePoint& p : points) {
-    EXPECT_DOUBLE_EQ(p.compute_ceiling, device.bf16_flops) << p.label;  // bf16 GEMMs: the bf16 rate
+    EXPECT_DOUBLE_EQ(p.compute_ceiling, device.bf16_flops) << p.label;  // bf16 GEMMs and attention: the bf16 rate
     EXPECT_DOUBLE_EQ(p.memory_ceiling, device.hbm_bytes_per_s);
     EXPECT_DOUBLE_EQ(p.ridge(), device.bf16_flops / device.hbm_bytes_per_s);
     EXPECT_EQ(p.limit, p.intensity() >= p.ridge() ? "compute" : "memory") << p.label;
@@ -132,7 +132,7 @@ TEST(OptimizeReport, MarkdownExplainsEveryColumnAndShowsTheRoofline) {
   EXPECT_NE(md.find("saves 0.0 µs"), std::string::npos);
   EXPECT_NE(md.find("datasheet defaults"), std::string::npos);
   EXPECT_NE(md.find("full output of every stage (third-party included): `logs/`"), std::string::npos);
-  EXPECT_EQ(report.kernels.size(), 4u);
+  EXPECT_EQ(report.kernels.size(), 5u);
   EXPECT_NE(md.find("| 1a | mlp_gelu_tanh | ADAPT | gemm_bias_gelu_tanh 65536x3072x768 bfloat16 |"),
             std::string::npos) << md;
   EXPECT_NE(md.find("## Roofline"), std::string::npos);
