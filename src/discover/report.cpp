@@ -111,6 +111,20 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
     out << "declined #" << (i + 1) << " " << m.rule << " [" << nodes_cell(m) << "]: " << m.reason
         << "\n";
   }
+  if (!options.registry.empty()) {
+    out << "\nclasses, against the pattern registry " << options.registry << " on " << options.arch
+        << ":\n  REUSE  an entry covers it as is (a kernel verified on this exact subgraph and shape, or a "
+           "template with a tuned configuration for every call)\n  ADAPT  an entry covers it with new "
+           "parameters (a template without stored tuning, or a kernel verified on other shapes: the gates "
+           "run again)\n  NEW    nothing in the registry realizes it: left to PyTorch, or to an agent "
+           "(fact optimize --agent, fact mcp)\n";
+    for (size_t i = 0; i < d.matches.size(); ++i) {
+      const Match& m = d.matches[i];
+      if (m.classification_reason.empty()) continue;
+      out << "#" << (i + 1) << " " << classification_name(m.classification) << " " << m.rule << ": "
+          << m.classification_reason << "\n";
+    }
+  }
   return out.str();
 }
 
