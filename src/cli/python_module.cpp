@@ -1,0 +1,33 @@
+// Running the Python front end's modules from the CLI (fact optimize's capture and package,
+// fact registry add/import's gates, fact mcp's server).
+#include <filesystem>
+#include <iostream>
+
+#include "fact/build_info.hpp"
+#include "src/cli/commands.hpp"
+
+namespace fact::cli {
+
+std::string python_executable() {
+  if (const char* p = std::getenv("FACT_PYTHON"); p && *p) return p;
+  return "python3";
+}
+
+util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
+                                      const std::vector<std::string>& module_args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> argv = {python_executable(), "-m", module};
+  argv.insert(argv.end(), module_args.begin(), module_args.end());
+  util::ProcessOptions options;
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (!error) options.extra_environment.emplace_back("FACT_ENGINE", self.string());
+  std::string pythonpath = std::string(build_info::kSourceDir) + "/python";
+  if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing)
+    pythonpath += std::string(":") + existing;
+  options.extra_environment.emplace_back("PYTHONPATH", pythonpath);
+  if (!stage.empty()) std::cout << "\n== " << stage << ": " << util::shell_join(argv) << "\n" << std::flush;
+  return util::run_process(argv, options);
+}
+
+}  // namespace fact::cli
