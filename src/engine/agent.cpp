@@ -1,6 +1,7 @@
 #include "fact/engine/agent.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <regex>
 #include <sstream>
@@ -95,6 +96,36 @@ double value_bytes(const graph::Graph& g, const std::string& id) {
   return double(d.numel()) * graph::dtype_bytes(d.dtype);
 }
 
+// The "subgraph" call reading `operands` and writing `results` of `g` (an agent task's call).
+json subgraph_call(const graph::Graph& g, const std::vector<std::string>& operands, const std::vector<std::string>& results,
+                   graph::DType dtype, const std::string& rule, const std::string& precision, double flops) {
+  double bytes = 0.0;
+  for (const auto& id : operands) bytes += value_bytes(g, id);
+  for (const auto& id : results) bytes += value_bytes(g, id);
+  const Problem problem{"subgraph", {{"operands", operands},
+                                     {"results", results},
+                                     {"dtype", graph::dtype_name(dtype)},
+                                     {"rule", rule},
+                                     {"flops", flops},
+                                     {"min_bytes", bytes}}};
+  const ProblemKind& kind = kind_of(problem);
+  json image = kind.pack(problem.desc, g).to_json();
+  for (auto& operand : image.at("operands")) {
+    const std::string value = operand.at("value").get<std::string>();
+    operand["shape"] = g.value(value).desc.shape;
+    operand["stride"] = g.value(value).desc.stride;
+  }
+  json call = {{"kind", "subgraph"},
+               {"label", "1"},
+               {"summary", rule + " (" + kind.shape(problem.desc) + ") " + std::string(graph::dtype_label(dtype))},
+               {"problem", problem_to_json(problem)},
+               {"tolerance", kind.tolerance(problem.desc, precision)},
+               {"flops", flops},
+               {"min_bytes", bytes}};
+  call.update(image);
+  return call;
+}
+
 }  // namespace
 
 json discover_document(const fs::path& graph_path, const DiscoverSettings& settings) {
@@ -124,9 +155,6 @@ json agent_task(const fs::path& graph_path, const std::string& which, const Disc
   if (m.nodes.empty() || m.outputs.empty()) throw std::invalid_argument("match #" + std::to_string(index + 1) + " covers no nodes");
   const registry::Semantics semantics = registry::semantics_of(captured, m.nodes, m.outputs);
 
-  double bytes = 0.0;
-  for (const auto& id : semantics.fragment.at("inputs")) bytes += value_bytes(captured, id.get<std::string>());
-  for (const auto& id : m.outputs) bytes += value_bytes(captured, id);
   double flops = 0.0;
   for (const auto& p : m.problems) {
     try {
@@ -134,28 +162,9 @@ json agent_task(const fs::path& graph_path, const std::string& which, const Disc
     } catch (const std::exception&) {
     }
   }
-  const Problem problem{"subgraph", {{"operands", semantics.fragment.at("inputs")},
-                                     {"results", m.outputs},
-                                     {"dtype", graph::dtype_name(m.dtype)},
-                                     {"rule", m.rule},
-                                     {"flops", flops},
-                                     {"min_bytes", bytes}}};
-  const ProblemKind& kind = kind_of(problem);
-  json image = kind.pack(problem.desc, captured).to_json();
-  for (auto& operand : image.at("operands")) {
-    const std::string value = operand.at("value").get<std::string>();
-    operand["shape"] = captured.value(value).desc.shape;
-    operand["stride"] = captured.value(value).desc.stride;
-  }
-  json call = {{"kind", "subgraph"},
-               {"label", std::to_string(index + 1)},
-               {"summary", m.rule + " (" + kind.shape(problem.desc) + ") " + std::string(graph::dtype_label(m.dtype))},
-               {"problem", problem_to_json(problem)},
-               {"tolerance", kind.tolerance(problem.desc, options.precision)},
-               {"flops", flops},
-               {"min_bytes", bytes}};
-  call.update(image);
-
+  json call = subgraph_call(captured, semantics.fragment.at("inputs").get<std::vector<std::string>>(), m.outputs,
+                            m.dtype, m.rule, options.precision, flops);
+  call["label"] = std::to_string(index + 1);
   const realize::CompileOptions compile = realize::default_compile_options();
   json abi = {{"header", "include/fact/runtime/fact_subgraph_abi.h"},
               {"entry", "extern \"C\" int fact_entry(const FactCallHeader* args, void* workspace, size_t* workspace_size, void* stream)"}};
@@ -183,6 +192,26 @@ json agent_task(const fs::path& graph_path, const std::string& which, const Disc
           {"call", call},
           {"abi", abi},
           {"registry", candidates}};
+}
+
+json fragment_task(const json& fragment, const std::string& rule, const std::string& dtype, const std::string& precision) {
+  const registry::Semantics semantics = registry::semantics_of_fragment(fragment);
+  json doc = fragment;
+  json inputs = json::array();
+  std::map<std::string, std::string> kinds;
+  for (const auto& v : fragment.at("values")) kinds[v.at("id").get<std::string>()] = v.value("kind", std::string());
+  for (const auto& id : fragment.at("inputs")) {
+    if (kinds[id.get<std::string>()] == "input") inputs.push_back(id);
+  }
+  doc["inputs"] = inputs;
+  const graph::Graph g = graph::graph_from_json(doc);
+  json call = subgraph_call(g, fragment.at("inputs").get<std::vector<std::string>>(),
+                            fragment.at("outputs").get<std::vector<std::string>>(), graph::parse_dtype(dtype), rule,
+                            precision.empty() ? "strict" : precision, 0.0);
+  return {{"schema", "fact.agent.task/1"},
+          {"precision", precision},
+          {"semantics", {{"fragment", fragment}, {"hash", semantics.hash}, {"structure_hash", semantics.structure_hash}}},
+          {"call", call}};
 }
 
 std::vector<json> parse_diagnostics(const std::string& log, const std::string& source_name) {
@@ -234,7 +263,8 @@ json build_source(const SourceBuild& build) {
   const realize::CompileOptions options = realize::default_compile_options();
   const std::string name = identifier(build.name);
   const std::string source_name = build.file_name.empty() ? (build.device == "host" ? "kernel.cpp" : "kernel.cu") : build.file_name;
-  std::vector<std::string> command = timeout_prefix(build.timeout_seconds);
+  std::vector<std::string> command = {"env", "LC_ALL=C"};  // plain ASCII quotes in diagnostics
+  for (const auto& word : timeout_prefix(build.timeout_seconds)) command.push_back(word);
   std::string fingerprint;
   std::string compiler;
   if (build.device == "cuda") {
@@ -295,8 +325,8 @@ json build_source(const SourceBuild& build) {
                  {"library", outcome.usable() ? outcome.library.string() : ""},
                  {"command", util::shell_join(command)},
                  {"seconds", outcome.compile_seconds},
-                 {"reason", outcome.reason},
-                 {"log", tail(log)},
+                 {"reason", std::regex_replace(outcome.reason, std::regex(R"(\S*/source\.cu)"), source_name)},
+                 {"log", std::regex_replace(tail(log), std::regex(R"(\S*/source\.cu)"), source_name)},
                  {"diagnostics", parse_diagnostics(log, source_name)},
                  {"source_name", source_name}};
   return result;

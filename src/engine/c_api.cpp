@@ -138,6 +138,10 @@ extern "C" int fact_engine_discover(const char* request_json, char** response_js
 
 extern "C" int fact_engine_agent_task(const char* request_json, char** response_json) {
   return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    if (request.contains("fragment"))
+      return fact::engine::fragment_task(request.at("fragment"), request.value("rule", std::string("subgraph")),
+                                         request.value("dtype", std::string("float32")),
+                                         request.value("precision", std::string()));
     return fact::engine::agent_task(request.at("graph").get<std::string>(), request.at("match").get<std::string>(),
                                     settings_from_json(request));
   });

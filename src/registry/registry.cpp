@@ -196,7 +196,8 @@ std::vector<Entry> Registry::entries(bool include_builtin) const {
   std::vector<Entry> out;
   if (include_builtin) out = builtin_entries();
   std::vector<Entry> stored;
-  for (const auto& doc : load().at("entries")) stored.push_back(Entry{doc});
+  const json registry = load();  // (a range-for over load().at(...) would outlive the temporary)
+  for (const auto& doc : registry.at("entries")) stored.push_back(Entry{doc});
   std::sort(stored.begin(), stored.end(), [](const Entry& a, const Entry& b) { return a.id() < b.id(); });
   out.insert(out.end(), stored.begin(), stored.end());
   return out;
@@ -323,7 +324,12 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
   using discover::Classification;
   const std::string where = "(" + m.rule + ", " + std::string(graph::dtype_name(m.dtype)) + ", " + options.arch + ")";
   std::vector<const Entry*> sources, templates;
-  for (const auto& e : candidates) (e.has_source() ? sources : templates).push_back(&e);
+  for (const auto& e : candidates) {
+    // A kernel was verified under one precision contract (its tolerance); it serves runs in that mode.
+    const std::string mode = e.doc.value("reference", json::object()).value("precision", std::string());
+    if (e.has_source() && !mode.empty() && mode != options.precision) continue;
+    (e.has_source() ? sources : templates).push_back(&e);
+  }
   if (!sources.empty()) {
     try {
       const Semantics semantics = semantics_of(captured, m.nodes, m.outputs);

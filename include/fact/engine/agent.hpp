@@ -30,6 +30,13 @@ nlohmann::json discover_document(const std::filesystem::path& graph, const Disco
 nlohmann::json agent_task(const std::filesystem::path& graph, const std::string& match,
                           const DiscoverSettings& settings);
 
+// The task for a fragment alone (a registry entry's reference semantics, no captured graph):
+// {"semantics", "call"} as agent_task gives them, the call's operands being every value the
+// fragment reads from outside, its results the fragment's outputs, at `dtype`'s tolerance
+// under `precision` ("" = strict).
+nlohmann::json fragment_task(const nlohmann::json& fragment, const std::string& rule, const std::string& dtype,
+                             const std::string& precision);
+
 // One source build. device "host": the host C++ compiler ($FACT_CXX, else c++), -O2 -DNDEBUG
 // -shared -fPIC, FACT's include folders; "cuda": the nvcc command every FACT kernel is built
 // with (compile_command.hpp: -O3 -DNDEBUG, sm_90a, ptxas -v; C7510 and any "Potential

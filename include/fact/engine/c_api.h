@@ -32,7 +32,8 @@ int fact_engine_plan(const char* request_json, char** response_json);
  *   "use_registry", "arch": "sm_90a"|"host"} -> discovery (fact.discovery/1 with "table" and
  *   "registry").
  * fact_engine_agent_task: the same plus "match" (a discovery label "3" or a rule / pattern name)
- *   -> the task (fact.agent.task/1: match, semantics, the subgraph call, ABI, registry entries).
+ *   -> the task (fact.agent.task/1: match, semantics, the subgraph call, ABI, registry entries);
+ *   or {"fragment", "rule", "dtype", "precision"} -> {"semantics", "call"} for a fragment alone.
  * fact_engine_build: {"source", "device": "host"|"cuda", "kind", "name", "file_name",
  *   "timeout_seconds"} -> build result with "diagnostics" [{file, line, column, severity,
  *   message}].
