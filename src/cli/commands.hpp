@@ -24,7 +24,8 @@ void add_device_command(CLI::App& app);    // fact device: measure the device pr
 void add_registry_command(CLI::App& app);  // fact registry list|show|add|remove|export|import
 void add_mcp_command(CLI::App& app);       // fact mcp: the MCP server (stdio) for agents
 
-// The Python interpreter of the front end: $FACT_PYTHON, else python3.
+// The Python interpreter of the front end: $FACT_PYTHON, else the python3 beside the `fact`
+// executable (a virtual environment's bin/), else python3 on PATH.
 std::string python_executable();
 
 // Runs `python -m <module> <args>` with the source tree's python/ first on PYTHONPATH and

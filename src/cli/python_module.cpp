@@ -10,6 +10,13 @@ namespace fact::cli {
 
 std::string python_executable() {
   if (const char* p = std::getenv("FACT_PYTHON"); p && *p) return p;
+  // A pip install puts `fact` into the environment's bin/, beside its interpreter.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path beside = self.parent_path() / "python3";
+    if (std::filesystem::exists(beside, error)) return beside.string();
+  }
   return "python3";
 }
 
