@@ -15,7 +15,7 @@ fact_device_build() {
   export FACT_CACHE_DIR=${FACT_CACHE_DIR:-/tmp/fact-cache}
   export FACT_GIT_SHA=$(cat .fact-git-sha 2>/dev/null || echo unknown)
   export PYTHONUNBUFFERED=1
-  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=OFF \
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=${FACT_BUILD_TESTS:-OFF} \
         >"$log_dir/configure.log" 2>&1 || { tail -40 "$log_dir/configure.log"; return 1; }
   cmake --build build-device -j "$(nproc)" >"$log_dir/build.log" 2>&1 \
     || { grep -B2 -A8 "error" "$log_dir/build.log" | head -60; return 1; }

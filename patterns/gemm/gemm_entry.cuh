@@ -4,7 +4,8 @@
 // A Kernel struct provides:
 //   Gemm                        cutlass::gemm::device::GemmUniversalAdapter<...>
 //   Chain, EpilogueConfig       the epilogue chain (gemm_epilogue.cuh) and its Config
-//   ElementA/B/C/D, ElementBias operand types (ElementC / ElementBias: void when unused)
+//   ElementA/B/C/D              operand types (ElementC: the first M×N epilogue operand's, read
+//                               through CUTLASS's C; void when no step reads one)
 //   LayoutA/B/C/D               cutlass::layout::RowMajor / ColumnMajor
 //   kAlignmentA/B/D             alignments in elements the kernel was built for
 //   kSplitK                     split-K slices baked in (1 = none); FactGemmArgs::split_k > 1
@@ -14,8 +15,9 @@
 //   kMaxSwizzle, kRasterOrder   tile scheduler defaults
 //   kName                       the readable KernelSpec name
 //
-// run<Kernel>() implements the FACT C ABI (fact_abi.h): size query, argument checks,
-// can_implement, launch; it returns a FactStatus and never throws.
+// run<Kernel>() implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h): header, dtype, layout and
+// epilogue-step checks against the build, size query, can_implement, launch; it returns a
+// FactStatus and never throws.
 //
 // With -DFACT_STANDALONE_MAIN a rendered source also defines main(), which calls
 // standalone_main<Kernel>(): random inputs, one launch, a naive device reference, a status line.
@@ -41,7 +43,7 @@
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/layout/matrix.h"
 
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 #define FACT_EXPORT __attribute__((visibility("default")))
@@ -129,12 +131,35 @@ bool ensure_shared_memory_attribute(int device) {
 
 }  // namespace detail
 
-// Checks what CUTLASS cannot see: null pointers (unless `size_query`), sizes, leading
-// dimensions, 16-byte pointer alignment for TMA. Returns FACT_OK or the error to report.
+// FACT_ROW_MAJOR / FACT_COLUMN_MAJOR of a CUTLASS layout tag.
+template <class Layout>
+constexpr int32_t layout_id() {
+  return detail::is_row_major<Layout>() ? FACT_ROW_MAJOR : FACT_COLUMN_MAJOR;
+}
+
+// Checks the call against what the kernel was built for and what CUTLASS cannot see: the
+// header (ABI version, kind, size), dtypes and layouts, the epilogue steps (count, kinds,
+// activations, operand dtypes), sizes and leading dimensions, and unless `size_query`, null
+// pointers and 16-byte pointer alignment for TMA. Returns FACT_OK or the error to report, and
+// the GEMM arguments in `out`.
 template <class Kernel>
-int check_arguments(const FactGemmArgs& args, bool size_query) {
+int check_arguments(const FactCallHeader* header, bool size_query, const FactGemmArgs** out) {
   using Chain = typename Kernel::Chain;
-  if (args.abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
+  if (header == nullptr) return FACT_ERR_INVALID_ARGS;
+  if (header->abi_version != FACT_ABI_VERSION || header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) ||
+      header->size != sizeof(FactGemmArgs)) {
+    return FACT_ERR_INVALID_ARGS;
+  }
+  const FactGemmArgs& args = *reinterpret_cast<const FactGemmArgs*>(header);
+  *out = &args;
+  using epilogue::detail::dtype_id;
+  if (args.a_type != dtype_id<typename Kernel::ElementA>() ||
+      args.b_type != dtype_id<typename Kernel::ElementB>() ||
+      args.d_type != dtype_id<typename Kernel::ElementD>() ||
+      args.a_layout != layout_id<typename Kernel::LayoutA>() ||
+      args.b_layout != layout_id<typename Kernel::LayoutB>()) {
+    return FACT_ERR_INVALID_ARGS;
+  }
   if (args.m <= 0 || args.n <= 0 || args.k <= 0 || args.batch <= 0) return FACT_ERR_INVALID_ARGS;
   if (args.split_k < 0) return FACT_ERR_INVALID_ARGS;
   if (args.lda < detail::min_leading<typename Kernel::LayoutA>(args.m, args.k) ||
@@ -142,20 +167,17 @@ int check_arguments(const FactGemmArgs& args, bool size_query) {
       args.ldd < detail::min_leading<typename Kernel::LayoutD>(args.m, args.n)) {
     return FACT_ERR_INVALID_ARGS;
   }
-  if (Chain::kReadsSource &&
-      args.ldc < detail::min_leading<typename Kernel::LayoutC>(args.m, args.n)) {
-    return FACT_ERR_INVALID_ARGS;
+  if (args.stride_a < 0 || args.stride_b < 0 || args.stride_d < 0) return FACT_ERR_INVALID_ARGS;
+  if (args.m > INT32_MAX || args.n > INT32_MAX || args.k > INT32_MAX || args.batch > INT32_MAX) {
+    return FACT_ERR_CANNOT_IMPLEMENT;
   }
-  if (args.stride_a < 0 || args.stride_b < 0 || args.stride_c < 0 || args.stride_d < 0) {
-    return FACT_ERR_INVALID_ARGS;
+  if (int status = epilogue::check_chain<Chain, typename Kernel::EpilogueConfig>(args, size_query);
+      status != FACT_OK) {
+    return status;
   }
   if (size_query) return FACT_OK;
   if (!args.a || !args.b || !args.d) return FACT_ERR_INVALID_ARGS;
-  if (Chain::kReadsSource && !args.c) return FACT_ERR_INVALID_ARGS;
-  if (Chain::kReadsBias && !args.bias) return FACT_ERR_INVALID_ARGS;
-  if (!detail::aligned_16(args.a) || !detail::aligned_16(args.b) || !detail::aligned_16(args.d) ||
-      (Chain::kReadsSource && !detail::aligned_16(args.c)) ||
-      (Chain::kReadsBias && !detail::aligned_16(args.bias))) {
+  if (!detail::aligned_16(args.a) || !detail::aligned_16(args.b) || !detail::aligned_16(args.d)) {
     return FACT_ERR_CANNOT_IMPLEMENT;
   }
   return FACT_OK;
@@ -190,9 +212,11 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
   using EpilogueConfig = typename Kernel::EpilogueConfig;
   arguments.epilogue.thread =
       Chain::template arguments<EpilogueConfig, typename Kernel::ElementD>(args);
-  if constexpr (Chain::kReadsSource) {
-    arguments.epilogue.ptr_C = static_cast<const ElementCPointee*>(args.c);
-    arguments.epilogue.dC = detail::make_stride<StrideC>(args.ldc, args.stride_c);
+  if constexpr (Chain::kSourceStep >= 0) {
+    // The chain's first M×N operand is CUTLASS's C.
+    const FactGemmStep& source = args.steps[Chain::kSourceStep];
+    arguments.epilogue.ptr_C = static_cast<const ElementCPointee*>(source.operand);
+    arguments.epilogue.dC = detail::make_stride<StrideC>(source.ld, source.batch_stride);
   } else {
     arguments.epilogue.ptr_C = nullptr;
     arguments.epilogue.dC = detail::make_stride<StrideC>(args.ldd, args.stride_d);
@@ -221,16 +245,16 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
   return arguments;
 }
 
-// The FACT C ABI for one Kernel (see fact_abi.h).
+// The FACT C ABI for one Kernel (fact_abi.h, gemm_abi.h).
 template <class Kernel>
-int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
+int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
         cudaStream_t stream) noexcept {
   using Gemm = typename Kernel::Gemm;
   using GemmKernel = typename Gemm::GemmKernel;
   try {
-    if (args == nullptr) return FACT_ERR_INVALID_ARGS;
     const bool size_query = workspace_size != nullptr;
-    if (int status = check_arguments<Kernel>(*args, size_query); status != FACT_OK) {
+    const FactGemmArgs* args = nullptr;
+    if (int status = check_arguments<Kernel>(header, size_query, &args); status != FACT_OK) {
       return status;
     }
     int device = 0;
@@ -266,25 +290,32 @@ int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
 
 namespace standalone {
 
-template <class Element>
 struct Buffer {
-  Element* device = nullptr;
-  size_t count = 0;
+  void* device = nullptr;
   ~Buffer() { if (device) cudaFree(device); }
 };
 
 template <class Element>
-bool fill_random(Buffer<Element>& buffer, size_t count, unsigned seed, float scale) {
+bool fill_random(Buffer& buffer, size_t count, unsigned seed, float scale) {
   std::vector<Element> host(count);
   uint32_t state = seed * 2654435761u + 1u;
   for (auto& x : host) {
     state = state * 1664525u + 1013904223u;
     x = Element(scale * (static_cast<float>(state >> 8) / 8388608.0f - 1.0f));
   }
-  buffer.count = count;
   if (cudaMalloc(&buffer.device, count * sizeof(Element)) != cudaSuccess) return false;
   return cudaMemcpy(buffer.device, host.data(), count * sizeof(Element),
                     cudaMemcpyHostToDevice) == cudaSuccess;
+}
+
+// Random values for an operand of FactDType `type`.
+inline bool fill_random_typed(Buffer& buffer, int32_t type, size_t count, unsigned seed) {
+  switch (type) {
+    case FACT_DTYPE_F32: return fill_random<float>(buffer, count, seed, 1.0f);
+    case FACT_DTYPE_BF16: return fill_random<cutlass::bfloat16_t>(buffer, count, seed, 1.0f);
+    case FACT_DTYPE_F16: return fill_random<cutlass::half_t>(buffer, count, seed, 1.0f);
+    default: return false;
+  }
 }
 
 template <class Kernel>
@@ -323,8 +354,9 @@ __global__ void gather_output(FactGemmArgs args, bool row_major, float* out) {
 }  // namespace standalone
 
 // Usage: <binary> [m n k batch]. Prints one line: name, status, workspace, time, rel_err.
-// Returns 0 when the kernel ran and matched the reference (rel_err below the tolerance of the
-// operand type), 1 otherwise.
+// Every step gets its own constants (scale 0.75, add 0.25, residual beta 0.5, leaky slope 0.1,
+// clamp [-0.5, 0.5]) and operand (random values). Returns 0 when the kernel ran and matched the
+// reference (rel_err below the tolerance of the operand type), 1 otherwise.
 template <class Kernel, class Entry>
 int standalone_main(int argc, char** argv, Entry entry) {
   using ElementA = typename Kernel::ElementA;
@@ -335,37 +367,55 @@ int standalone_main(int argc, char** argv, Entry entry) {
   const int64_t n = argc > 2 ? std::atoll(argv[2]) : 512;
   const int64_t k = argc > 3 ? std::atoll(argv[3]) : 512;
   const int64_t batch = argc > 4 ? std::atoll(argv[4]) : 1;
+  constexpr bool row_d = detail::is_row_major<typename Kernel::LayoutD>();
 
   FactGemmArgs args{};
-  args.abi_version = FACT_ABI_VERSION;
+  args.header = {FACT_ABI_VERSION, fact_kind_id(FACT_GEMM_KIND_NAME), sizeof(FactGemmArgs), 0};
   args.m = m; args.n = n; args.k = k; args.batch = batch;
+  args.a_type = epilogue::detail::dtype_id<ElementA>();
+  args.b_type = epilogue::detail::dtype_id<ElementB>();
+  args.d_type = epilogue::detail::dtype_id<ElementD>();
+  args.a_layout = layout_id<typename Kernel::LayoutA>();
+  args.b_layout = layout_id<typename Kernel::LayoutB>();
   args.lda = detail::min_leading<typename Kernel::LayoutA>(m, k);
   args.ldb = detail::min_leading<typename Kernel::LayoutB>(k, n);
-  args.ldc = args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, n);
-  args.stride_a = m * k; args.stride_b = k * n; args.stride_c = args.stride_d = m * n;
-  args.alpha = 1.0f; args.beta = 1.0f;
-  args.act_p0 = -0.5f; args.act_p1 = 0.5f;  // leaky slope / clamp bounds
+  args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, n);
+  args.stride_a = m * k; args.stride_b = k * n; args.stride_d = m * n;
+  args.alpha = 1.0f;
   args.split_k = 0; args.sm_count = 0;
+  args.num_steps = Chain::kSteps;
+  Chain::describe(args.steps);
 
-  standalone::Buffer<ElementA> a;
-  standalone::Buffer<ElementB> b;
-  standalone::Buffer<ElementD> d;
-  const float operand_scale = 1.0f;
-  bool ok = standalone::fill_random(a, size_t(m * k * batch), 1, operand_scale) &&
-            standalone::fill_random(b, size_t(k * n * batch), 2, operand_scale) &&
-            standalone::fill_random(d, size_t(m * n * batch), 3, 1.0f);
+  standalone::Buffer a, b, d;
+  standalone::Buffer operands[FACT_GEMM_MAX_STEPS];
+  bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batch), 1, 1.0f) &&
+            standalone::fill_random<ElementB>(b, size_t(k * n * batch), 2, 1.0f) &&
+            standalone::fill_random<ElementD>(d, size_t(m * n * batch), 3, 1.0f);
   args.a = a.device; args.b = b.device; args.d = d.device;
-  using ElementC = typename Kernel::ElementC;
-  using ElementBias = typename Kernel::ElementBias;
-  standalone::Buffer<std::conditional_t<std::is_void_v<ElementC>, float, ElementC>> c;
-  standalone::Buffer<std::conditional_t<std::is_void_v<ElementBias>, float, ElementBias>> bias;
-  if constexpr (!std::is_void_v<ElementC>) {
-    ok = ok && standalone::fill_random(c, size_t(m * n * batch), 4, 1.0f);
-    args.c = c.device;
-  }
-  if constexpr (!std::is_void_v<ElementBias>) {
-    ok = ok && standalone::fill_random(bias, size_t(n), 5, 1.0f);
-    args.bias = bias.device;
+  for (int i = 0; i < Chain::kSteps; ++i) {
+    FactGemmStep& step = args.steps[i];
+    switch (step.kind) {
+      case FACT_STEP_SCALE: step.value = 0.75f; break;
+      case FACT_STEP_ADD_SCALAR: step.value = 0.25f; break;
+      case FACT_STEP_ACTIVATION:
+        step.p0 = step.activation == FACT_ACT_LEAKY_RELU ? 0.1f : -0.5f;
+        step.p1 = 0.5f;
+        break;
+      case FACT_STEP_BIAS:
+        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type, size_t(n), 10 + i);
+        step.operand = operands[i].device;
+        break;
+      case FACT_STEP_RESIDUAL:
+      case FACT_STEP_MULTIPLY:
+        step.value = step.kind == FACT_STEP_RESIDUAL ? 0.5f : 0.0f;
+        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                 size_t(m * n * batch), 10 + i);
+        step.operand = operands[i].device;
+        step.ld = row_d ? n : m;
+        step.batch_stride = m * n;
+        break;
+      default: break;
+    }
   }
   if (!ok) {
     std::printf("%s status=alloc_failed\n", Kernel::kName);
@@ -373,7 +423,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
   }
 
   size_t workspace_bytes = 0;
-  int status = entry(&args, nullptr, &workspace_bytes, nullptr);
+  int status = entry(&args.header, nullptr, &workspace_bytes, nullptr);
   void* workspace = nullptr;
   if (status == FACT_OK && workspace_bytes > 0 &&
       cudaMalloc(&workspace, workspace_bytes) != cudaSuccess) {
@@ -381,14 +431,14 @@ int standalone_main(int argc, char** argv, Entry entry) {
   }
   float ms = 0.0f;
   if (status == FACT_OK) {
-    status = entry(&args, workspace, nullptr, nullptr);
+    status = entry(&args.header, workspace, nullptr, nullptr);
     cudaEvent_t start, stop;
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
     cudaEventRecord(start);
     constexpr int kRepeats = 10;
     for (int i = 0; i < kRepeats && status == FACT_OK; ++i) {
-      status = entry(&args, workspace, nullptr, nullptr);
+      status = entry(&args.header, workspace, nullptr, nullptr);
     }
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
@@ -405,8 +455,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
     cudaMalloc(&output, count * sizeof(float));
     const dim3 grid(unsigned((n + 127) / 128), unsigned(m), unsigned(batch));
     standalone::reference_kernel<Kernel><<<grid, 128>>>(args, reference);
-    standalone::gather_output<ElementD>
-        <<<grid, 128>>>(args, detail::is_row_major<typename Kernel::LayoutD>(), output);
+    standalone::gather_output<ElementD><<<grid, 128>>>(args, row_d, output);
     std::vector<float> ref_host(count), out_host(count);
     cudaMemcpy(ref_host.data(), reference, count * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(out_host.data(), output, count * sizeof(float), cudaMemcpyDeviceToHost);
@@ -423,10 +472,10 @@ int standalone_main(int argc, char** argv, Entry entry) {
   if (workspace) cudaFree(workspace);
   const double tolerance = sizeof(ElementA) == 4 ? 5e-3 : 2e-2;
   std::printf("%s m=%lld n=%lld k=%lld batch=%lld status=%d cuda=%s workspace=%zu ms=%.4f "
-              "rel_err=%.3e reads_c=%d reads_bias=%d\n",
+              "rel_err=%.3e steps=%d source_step=%d\n",
               Kernel::kName, (long long)m, (long long)n, (long long)k, (long long)batch, status,
-              cudaGetErrorString(sync), workspace_bytes, ms, rel_err, int(Chain::kReadsSource),
-              int(Chain::kReadsBias));
+              cudaGetErrorString(sync), workspace_bytes, ms, rel_err, Chain::kSteps,
+              Chain::kSourceStep);
   return (status == FACT_OK && sync == cudaSuccess && rel_err >= 0.0 && rel_err < tolerance) ? 0
                                                                                           : 1;
 }

@@ -1,16 +1,35 @@
-// FACT's fused GEMM epilogues as chains of links over CUTLASS's sm90 epilogue visitor tree
-// (EVT) nodes. A rendered kernel names its epilogue as a type, innermost link last:
+// FACT's fused GEMM epilogues (ABI v2: the epilogue is data, gemm_abi.h) as chains of links over
+// CUTLASS's sm90 epilogue visitor tree (EVT) nodes. A rendered kernel names its epilogue as a
+// type, innermost link last:
 //
-//   using Chain = Activation<cutlass::epilogue::thread::GELU_taylor,
-//                   ColumnBias<cutlass::bfloat16_t, ScaledAccumulator>>;   // gelu(alpha*acc + bias)
+//   using Chain = Activation<cutlass::epilogue::thread::GELU,            // steps[2]
+//                  Scale<                                                // steps[1]
+//                   ColumnBias<cutlass::bfloat16_t, ScaledAccumulator>>>; // steps[0]
 //
 // and passes `Chain::Node<Config, ElementD>` to the epilogue CollectiveBuilder as its fusion
-// callbacks. Every link provides, for a Config (CTA tile, compute type, rounding, C layout):
-//   Node<Config, ElementOut>        the CUTLASS EVT node computing the link (output ElementOut;
-//                                   inner links output Config::ElementCompute)
-//   arguments<Config, ElementOut>(args)  that node's runtime arguments, packed from FactGemmArgs
-//   reference<Config>(args, x, m, n, l)  the same step on one element, for debug references
-//   kReadsSource / kReadsBias        whether the chain reads C (args->c) / the bias vector
+// callbacks. Each link is one FactGemmStep: its index is the number of links inside it
+// (ScaledAccumulator, alpha · accumulator, has none), and it reads its own constants (value, p0,
+// p1) and its own operand (pointer, ld, batch stride) from `args.steps[index]`, so a kernel
+// serves every constant and two links of one kind never share a parameter. Every link provides,
+// for a Config (CTA tile, compute type, rounding, C layout):
+//   kSteps                           steps it and its inner links consume
+//   kSourceStep                      the step whose M×N operand CUTLASS's C fetch reads (-1: none)
+//   Node<Config, ElementOut>         the CUTLASS EVT node computing the link (output ElementOut;
+//                                    inner links output Config::ElementCompute)
+//   arguments<Config, ElementOut>(args)   that node's runtime arguments, from FactGemmArgs
+//   reference<Config>(args, x, m, n, l)   the same steps on one element in float (the K-slice
+//                                    reduction of the strict kernels, debug references)
+//   matches(args)                    steps[0..kSteps) have the kinds, activations and operand
+//                                    dtypes the chain was compiled for
+//   describe(steps)                  writes those kinds, activations and dtypes (tests, runners)
+//   check_operands<Config>(args, size_query)   leading dimensions, batch strides; and, unless a
+//                                    size query, null pointers and alignment of every operand
+// Links: ScaledAccumulator (alpha · acc), Scale (x · value), AddScalar (x + value),
+// ColumnBias<E> (x + bias[n], any number of them), Activation<Fn> (x = Fn(x; p0, p1)),
+// Residual<E> (x + value · C_i[m, n]) and Multiply<E> (x · C_i[m, n]). The first M×N operand of a
+// chain (innermost) is read through CUTLASS's source (C) fetch: TMA into shared memory, pipelined
+// with the mainloop; every further one through Sm90AuxLoad<0>, which loads the thread's fragment
+// straight from global memory into registers (no shared memory).
 // The EVT runs only on the TMA warp-specialized epilogues (TmaWarpSpecialized and
 // TmaWarpSpecializedCooperative), not on the NoSmem epilogue.
 #pragma once
@@ -24,9 +43,10 @@
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 #include "cutlass/epilogue/thread/activation.h"
 #include "cutlass/functional.h"
+#include "cutlass/layout/matrix.h"
 #include "cutlass/numeric_types.h"
 
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
 
 namespace fact::gemm::epilogue {
 
@@ -37,65 +57,12 @@ struct Config {
   using CtaTile = CtaTile_;                  // cute::Shape<_M,_N,_K> of one CTA
   using ElementCompute = ElementCompute_;    // type the epilogue computes in (float)
   static constexpr cutlass::FloatRoundStyle kRound = kRound_;
-  static constexpr bool kRowMajorC = kRowMajorC_;  // layout of C (the D layout)
+  static constexpr bool kRowMajorC = kRowMajorC_;  // layout of every M×N operand (D's layout)
   // The bias vector runs along the kernel's M mode: a kernel computing D^T = B^T A^T for a
   // problem whose bias is indexed by the problem's n.
   static constexpr bool kBiasAlongM = kBiasAlongM_;
+  using LayoutC = std::conditional_t<kRowMajorC_, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
 };
-
-namespace detail {
-
-namespace fusion = cutlass::epilogue::fusion;
-using ScalarStride = cute::Stride<cute::_0, cute::_0, int64_t>;
-using ColumnVectorStride = cute::Stride<cute::_0, cute::_1, int64_t>;  // indexed by n
-using RowVectorStride = cute::Stride<cute::_1, cute::_0, int64_t>;     // indexed by m
-
-// The EVT node that broadcasts a bias vector along the kernel's N mode (or its M mode).
-template <class Cfg, class ElementBias>
-using BiasBroadcast = std::conditional_t<
-    Cfg::kBiasAlongM,
-    fusion::Sm90ColBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
-                             RowVectorStride>,
-    fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
-                             ColumnVectorStride>>;
-
-template <class T, class = void>
-struct has_leaky_alpha : std::false_type {};
-template <class T>
-struct has_leaky_alpha<T, std::void_t<decltype(std::declval<T&>().leaky_alpha)>> : std::true_type {};
-
-template <class T, class = void>
-struct has_bounds : std::false_type {};
-template <class T>
-struct has_bounds<T, std::void_t<decltype(std::declval<T&>().lower_bound),
-                                 decltype(std::declval<T&>().upper_bound)>> : std::true_type {};
-
-// Activation hyper-parameters from act_p0 / act_p1: LeakyReLU's slope, Clamp's bounds.
-template <class ActivationArguments>
-ActivationArguments activation_arguments(const FactGemmArgs& args) {
-  ActivationArguments packed{};
-  if constexpr (has_leaky_alpha<ActivationArguments>::value) {
-    packed.leaky_alpha = static_cast<decltype(packed.leaky_alpha)>(args.act_p0);
-  }
-  if constexpr (has_bounds<ActivationArguments>::value) {
-    packed.lower_bound = static_cast<decltype(packed.lower_bound)>(args.act_p0);
-    packed.upper_bound = static_cast<decltype(packed.upper_bound)>(args.act_p1);
-  }
-  return packed;
-}
-
-template <class Element>
-CUTLASS_HOST_DEVICE float load_as_float(const void* base, int64_t offset) {
-  return static_cast<float>(static_cast<const Element*>(base)[offset]);
-}
-
-template <class Cfg>
-CUTLASS_HOST_DEVICE int64_t source_offset(const FactGemmArgs& args, int64_t m, int64_t n,
-                                          int64_t l) {
-  return l * args.stride_c + (Cfg::kRowMajorC ? m * args.ldc + n : n * args.ldc + m);
-}
-
-}  // namespace detail
 
 // GELU, tanh form, with an accurate tanhf: CUTLASS's GELU_taylor uses tanh.approx.f32 (about
 // 11 correct bits), enough for 16-bit outputs but not for float32 results.
@@ -116,29 +83,214 @@ struct GeluTanhAccurate<cutlass::Array<T, N>> {
     cutlass::Array<T, N> result;
     GeluTanhAccurate<T> gelu;
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < N; ++i) {
-      result[i] = gelu(values[i]);
-    }
+    for (int i = 0; i < N; ++i) result[i] = gelu(values[i]);
     return result;
   }
 };
 
-// alpha * accumulator. The innermost link of every chain.
+// tanh with tanhf: CUTLASS's Tanh uses tanh.approx.f32, enough for 16-bit outputs only.
+template <class T>
+struct TanhAccurate {
+  static constexpr bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE T operator()(T const& value) const {
+    return T(tanhf(static_cast<float>(value)));
+  }
+};
+
+template <class T, int N>
+struct TanhAccurate<cutlass::Array<T, N>> {
+  static constexpr bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& values) const {
+    cutlass::Array<T, N> result;
+    TanhAccurate<T> tanh_op;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) result[i] = tanh_op(values[i]);
+    return result;
+  }
+};
+
+namespace detail {
+
+namespace fusion = cutlass::epilogue::fusion;
+using ScalarStride = cute::Stride<cute::_0, cute::_0, int64_t>;
+using ColumnVectorStride = cute::Stride<cute::_0, cute::_1, int64_t>;  // indexed by n
+using RowVectorStride = cute::Stride<cute::_1, cute::_0, int64_t>;     // indexed by m
+
+// A CUTLASS 3 rank-3 stride with one static unit mode: writes `leading` into the dynamic mode
+// of the first two and `batch` into the third.
+template <class Stride>
+CUTLASS_HOST_DEVICE Stride make_stride(int64_t leading, int64_t batch) {
+  Stride stride{};
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(cute::get<0>(stride))>>) {
+    cute::get<1>(stride) = leading;
+  } else {
+    cute::get<0>(stride) = leading;
+  }
+  cute::get<2>(stride) = batch;
+  return stride;
+}
+
+// FACT_DTYPE_* of a CUTLASS element type (FACT_DTYPE_NONE for void and anything else).
+template <class Element>
+constexpr int32_t dtype_id() {
+  if constexpr (std::is_same_v<Element, float>) return FACT_DTYPE_F32;
+  else if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) return FACT_DTYPE_BF16;
+  else if constexpr (std::is_same_v<Element, cutlass::half_t>) return FACT_DTYPE_F16;
+  else if constexpr (std::is_same_v<Element, double>) return FACT_DTYPE_F64;
+  else return FACT_DTYPE_NONE;
+}
+
+// FACT_ACT_* of an activation functor template (-1: unknown, refused at compile time).
+template <template <class> class Fn>
+struct ActivationId : std::integral_constant<int32_t, -1> {};
+template <> struct ActivationId<cutlass::epilogue::thread::ReLu>
+    : std::integral_constant<int32_t, FACT_ACT_RELU> {};
+template <> struct ActivationId<cutlass::epilogue::thread::GELU>
+    : std::integral_constant<int32_t, FACT_ACT_GELU_ERF> {};
+template <> struct ActivationId<cutlass::epilogue::thread::GELU_taylor>
+    : std::integral_constant<int32_t, FACT_ACT_GELU_TANH> {};
+template <> struct ActivationId<GeluTanhAccurate>
+    : std::integral_constant<int32_t, FACT_ACT_GELU_TANH> {};
+template <> struct ActivationId<cutlass::epilogue::thread::SiLu>
+    : std::integral_constant<int32_t, FACT_ACT_SILU> {};
+template <> struct ActivationId<cutlass::epilogue::thread::Sigmoid>
+    : std::integral_constant<int32_t, FACT_ACT_SIGMOID> {};
+template <> struct ActivationId<cutlass::epilogue::thread::LeakyReLU>
+    : std::integral_constant<int32_t, FACT_ACT_LEAKY_RELU> {};
+template <> struct ActivationId<cutlass::epilogue::thread::Clamp>
+    : std::integral_constant<int32_t, FACT_ACT_HARDTANH> {};
+template <> struct ActivationId<cutlass::epilogue::thread::Tanh>
+    : std::integral_constant<int32_t, FACT_ACT_TANH> {};
+template <> struct ActivationId<TanhAccurate>
+    : std::integral_constant<int32_t, FACT_ACT_TANH> {};
+
+template <class T, class = void>
+struct has_leaky_alpha : std::false_type {};
+template <class T>
+struct has_leaky_alpha<T, std::void_t<decltype(std::declval<T&>().leaky_alpha)>> : std::true_type {};
+
+template <class T, class = void>
+struct has_bounds : std::false_type {};
+template <class T>
+struct has_bounds<T, std::void_t<decltype(std::declval<T&>().lower_bound),
+                                 decltype(std::declval<T&>().upper_bound)>> : std::true_type {};
+
+// An activation's hyper-parameters from its step: LeakyReLU's slope (p0), Clamp's bounds
+// (p0, p1; ±inf for a one-sided clamp).
+template <class ActivationArguments>
+ActivationArguments activation_arguments(const FactGemmStep& step) {
+  ActivationArguments packed{};
+  if constexpr (has_leaky_alpha<ActivationArguments>::value) {
+    packed.leaky_alpha = static_cast<decltype(packed.leaky_alpha)>(step.p0);
+  }
+  if constexpr (has_bounds<ActivationArguments>::value) {
+    packed.lower_bound = static_cast<decltype(packed.lower_bound)>(step.p0);
+    packed.upper_bound = static_cast<decltype(packed.upper_bound)>(step.p1);
+  }
+  return packed;
+}
+
+template <class Element>
+CUTLASS_HOST_DEVICE float load_as_float(const void* base, int64_t offset) {
+  return static_cast<float>(static_cast<const Element*>(base)[offset]);
+}
+
+// Offset of element (m, n) of batch l of an M×N operand in the Config's C layout.
+template <class Cfg>
+CUTLASS_HOST_DEVICE int64_t matrix_offset(const FactGemmStep& step, int64_t m, int64_t n,
+                                          int64_t l) {
+  return l * step.batch_stride + (Cfg::kRowMajorC ? m * step.ld + n : n * step.ld + m);
+}
+
+inline bool aligned_16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <class Cfg>
+using Scalar = fusion::Sm90ScalarBroadcast<typename Cfg::ElementCompute, ScalarStride>;
+
+template <class Cfg>
+typename Scalar<Cfg>::Arguments scalar_arguments(float value) {
+  using Compute = typename Cfg::ElementCompute;
+  return {{Compute(value)}, {nullptr}, {}};
+}
+
+// Elements per 16-byte access of an operand.
+template <class Element>
+constexpr int kVector = 16 / int(sizeof(Element));
+
+// The node reading an M×N operand: CUTLASS's source fetch for the first of a chain, a direct
+// global-memory load (Sm90AuxLoad<0>: no shared memory, 16-byte vectors) for the others.
+template <class Cfg, class Element, bool kViaSource>
+using MatrixFetch = std::conditional_t<
+    kViaSource, fusion::Sm90SrcFetch<Element>,
+    fusion::Sm90AuxLoad<0, void, Element, typename Cfg::LayoutC, void, void, kVector<Element>>>;
+
+// The bias node: broadcast along the kernel's N mode (or its M mode).
+template <class Cfg, class ElementBias>
+using BiasBroadcast = std::conditional_t<
+    Cfg::kBiasAlongM,
+    fusion::Sm90ColBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
+                             RowVectorStride>,
+    fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementBias, typename Cfg::ElementCompute,
+                             ColumnVectorStride>>;
+
+// What every link after the innermost shares: its step index and the bookkeeping of the chain.
+template <class Prev>
+struct LinkBase {
+  static constexpr int kIndex = Prev::kSteps;  // this link's FactGemmStep
+  static constexpr int kSteps = kIndex + 1;
+  static_assert(kSteps <= FACT_GEMM_MAX_STEPS, "an epilogue has at most FACT_GEMM_MAX_STEPS steps");
+  static constexpr int kSourceStep = Prev::kSourceStep;
+  static constexpr bool kReadsSource = Prev::kReadsSource;
+
+  CUTLASS_HOST_DEVICE static const FactGemmStep& step(const FactGemmArgs& args) {
+    return args.steps[kIndex];
+  }
+  // Writes this link's step kind, activation and operand dtype (constants and operands 0).
+  static void describe_step(FactGemmStep* steps, int32_t kind, int32_t activation,
+                            int32_t operand_type) {
+    Prev::describe(steps);
+    steps[kIndex] = FactGemmStep{};
+    steps[kIndex].kind = kind;
+    steps[kIndex].activation = activation;
+    steps[kIndex].operand_type = operand_type;
+  }
+};
+
+// Checks of a step that reads an M×N operand, in the problem's terms (Cfg: its C layout).
+template <class Cfg, class Element, bool kViaSource>
+int check_matrix_operand(const FactGemmArgs& args, const FactGemmStep& step, bool size_query) {
+  constexpr int64_t v = kVector<Element>;
+  const int64_t contiguous = Cfg::kRowMajorC ? args.n : args.m;
+  if (step.ld < contiguous || step.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
+  if (size_query) return FACT_OK;
+  if (step.operand == nullptr) return FACT_ERR_INVALID_ARGS;
+  if (!aligned_16(step.operand) || step.ld % v != 0 || step.batch_stride % v != 0) {
+    return FACT_ERR_CANNOT_IMPLEMENT;
+  }
+  // The direct loads move 16-byte vectors predicated per vector: the contiguous extent must
+  // hold whole vectors.
+  if (!kViaSource && contiguous % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
+  return FACT_OK;
+}
+
+}  // namespace detail
+
+// alpha * accumulator. The innermost link of every chain (no step of its own: alpha is
+// FactGemmArgs::alpha).
 struct ScaledAccumulator {
+  static constexpr int kSteps = 0;
+  static constexpr int kSourceStep = -1;
   static constexpr bool kReadsSource = false;
-  static constexpr bool kReadsBias = false;
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
       detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
                                   Cfg::kRound>,
-      detail::fusion::Sm90ScalarBroadcast<typename Cfg::ElementCompute, detail::ScalarStride>,
-      detail::fusion::Sm90AccFetch>;
+      detail::Scalar<Cfg>, detail::fusion::Sm90AccFetch>;
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    using Compute = typename Cfg::ElementCompute;
-    return {{{Compute(args.alpha)}, {nullptr}, {}}, {}, {}};
+    return {detail::scalar_arguments<Cfg>(args.alpha), {}, {}};
   }
 
   template <class Cfg>
@@ -146,14 +298,91 @@ struct ScaledAccumulator {
                                              int64_t, int64_t) {
     return args.alpha * accumulator;
   }
+
+  static bool matches(const FactGemmArgs&) { return true; }
+  static void describe(FactGemmStep*) {}
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs&, bool) { return FACT_OK; }
 };
 
-// x + bias[n]: a length-N vector shared by every row and batch (args->bias); bias[m] under a
-// Config with kBiasAlongM.
+// x * value.
+template <class Prev>
+struct Scale : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<
+      detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
+                                  Cfg::kRound>,
+      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>, detail::Scalar<Cfg>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
+            detail::scalar_arguments<Cfg>(Base::step(args).value), {}};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Prev::template reference<Cfg>(args, accumulator, m, n, l) * Base::step(args).value;
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    return Prev::matches(args) && Base::step(args).kind == FACT_STEP_SCALE;
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_SCALE, FACT_ACT_IDENTITY, FACT_DTYPE_NONE);
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    return Prev::template check_operands<Cfg>(args, size_query);
+  }
+};
+
+// x + value.
+template <class Prev>
+struct AddScalar : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<
+      detail::fusion::Sm90Compute<cutlass::plus, ElementOut, typename Cfg::ElementCompute,
+                                  Cfg::kRound>,
+      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>, detail::Scalar<Cfg>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
+            detail::scalar_arguments<Cfg>(Base::step(args).value), {}};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Prev::template reference<Cfg>(args, accumulator, m, n, l) + Base::step(args).value;
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    return Prev::matches(args) && Base::step(args).kind == FACT_STEP_ADD_SCALAR;
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_ADD_SCALAR, FACT_ACT_IDENTITY, FACT_DTYPE_NONE);
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    return Prev::template check_operands<Cfg>(args, size_query);
+  }
+};
+
+// x + bias[n]: a length-N vector per batch (batch_stride 0: one for every batch); bias[m] under
+// a Config with kBiasAlongM. A chain may hold several.
 template <class ElementBias, class Prev>
-struct ColumnBias {
-  static constexpr bool kReadsSource = Prev::kReadsSource;
-  static constexpr bool kReadsBias = true;
+struct ColumnBias : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
@@ -164,25 +393,57 @@ struct ColumnBias {
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    using Stride = std::conditional_t<Cfg::kBiasAlongM, detail::RowVectorStride,
+                                      detail::ColumnVectorStride>;
+    Stride stride{};
+    cute::get<2>(stride) = Base::step(args).batch_stride;
     return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
-            {static_cast<const ElementBias*>(args.bias), ElementBias(0), {}},
+            {static_cast<const ElementBias*>(Base::step(args).operand), ElementBias(0), stride},
             {}};
   }
 
   template <class Cfg>
   CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
                                              int64_t n, int64_t l) {
+    const FactGemmStep& s = Base::step(args);
     return Prev::template reference<Cfg>(args, accumulator, m, n, l) +
-           detail::load_as_float<ElementBias>(args.bias, Cfg::kBiasAlongM ? m : n);
+           detail::load_as_float<ElementBias>(s.operand,
+                                              l * s.batch_stride + (Cfg::kBiasAlongM ? m : n));
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_BIAS &&
+           s.operand_type == detail::dtype_id<ElementBias>();
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_BIAS, FACT_ACT_IDENTITY, detail::dtype_id<ElementBias>());
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    const FactGemmStep& s = Base::step(args);
+    if (s.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
+    if (size_query) return FACT_OK;
+    if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
+    if (!detail::aligned_16(s.operand) || s.batch_stride % detail::kVector<ElementBias> != 0) {
+      return FACT_ERR_CANNOT_IMPLEMENT;
+    }
+    return FACT_OK;
   }
 };
 
-// act(x) with a CUTLASS activation functor (ReLu, GELU, GELU_taylor, SiLu, Sigmoid, LeakyReLU,
-// Clamp, ...); LeakyReLU takes its slope from act_p0, Clamp its bounds from act_p0 / act_p1.
+// act(x; p0, p1) with a CUTLASS activation functor (ReLu, GELU, GELU_taylor, SiLu, Sigmoid,
+// LeakyReLU, Clamp, Tanh) or FACT's accurate float ones (GeluTanhAccurate, TanhAccurate);
+// LeakyReLU takes its slope from this step's p0, Clamp its bounds from its p0 / p1.
 template <template <class> class ActivationFn, class Prev>
-struct Activation {
-  static constexpr bool kReadsSource = Prev::kReadsSource;
-  static constexpr bool kReadsBias = Prev::kReadsBias;
+struct Activation : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+  static constexpr int32_t kActivation = detail::ActivationId<ActivationFn>::value;
+  static_assert(kActivation >= 0, "an activation functor FACT_ACT_* does not name");
 
   template <class Cfg, class ElementOut>
   using Compute = detail::fusion::Sm90Compute<ActivationFn, ElementOut,
@@ -194,7 +455,8 @@ struct Activation {
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
     return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
-            detail::activation_arguments<typename Compute<Cfg, ElementOut>::Arguments>(args)};
+            detail::activation_arguments<typename Compute<Cfg, ElementOut>::Arguments>(
+                Base::step(args))};
   }
 
   template <class Cfg>
@@ -202,74 +464,161 @@ struct Activation {
                                              int64_t n, int64_t l) {
     using Fn = ActivationFn<float>;
     using FnArguments = typename Compute<Cfg, float>::Arguments;
+    const FactGemmStep& s = Base::step(args);
     const float x = Prev::template reference<Cfg>(args, accumulator, m, n, l);
     if constexpr (detail::has_leaky_alpha<FnArguments>::value) {
-      return Fn{}(x, args.act_p0);
+      return Fn{}(x, s.p0);
     } else if constexpr (detail::has_bounds<FnArguments>::value) {
-      return Fn{}(x, args.act_p0, args.act_p1);
+      return Fn{}(x, s.p0, s.p1);
     } else {
       return Fn{}(x);
     }
   }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_ACTIVATION && s.activation == kActivation;
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_ACTIVATION, kActivation, FACT_DTYPE_NONE);
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    return Prev::template check_operands<Cfg>(args, size_query);
+  }
 };
 
-// beta * C[m, n] + x: a residual connection read from args->c.
+// x + value * C_i[m, n]: a residual connection (value = beta), C_i this step's M×N operand.
 template <class ElementC, class Prev>
-struct Residual {
-  static_assert(!Prev::kReadsSource, "a chain reads C at most once");
+struct Residual : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+  static constexpr bool kViaSource = !Prev::kReadsSource;  // the chain's first M×N operand
   static constexpr bool kReadsSource = true;
-  static constexpr bool kReadsBias = Prev::kReadsBias;
+  static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
+
+  template <class Cfg>
+  using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
       detail::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut,
                                   typename Cfg::ElementCompute, Cfg::kRound>,
-      detail::fusion::Sm90ScalarBroadcast<typename Cfg::ElementCompute, detail::ScalarStride>,
-      detail::fusion::Sm90SrcFetch<ElementC>,
+      detail::Scalar<Cfg>, Fetch<Cfg>,
       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg>
+  static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
+    if constexpr (kViaSource) {
+      return {};  // the collective epilogue's ptr_C / dC (gemm_entry.cuh, strict kernels)
+    } else {
+      const FactGemmStep& s = Base::step(args);
+      using Stride = typename Fetch<Cfg>::StrideMNL;
+      return {static_cast<const ElementC*>(s.operand), ElementC(0),
+              detail::make_stride<Stride>(s.ld, s.batch_stride)};
+    }
+  }
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    using Compute = typename Cfg::ElementCompute;
-    return {{{Compute(args.beta)}, {nullptr}, {}},
-            {},
-            Prev::template arguments<Cfg, Compute>(args),
-            {}};
+    return {detail::scalar_arguments<Cfg>(Base::step(args).value), fetch_arguments<Cfg>(args),
+            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
   }
 
   template <class Cfg>
   CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
                                              int64_t n, int64_t l) {
-    const float c = detail::load_as_float<ElementC>(args.c, detail::source_offset<Cfg>(args, m, n, l));
-    return args.beta * c + Prev::template reference<Cfg>(args, accumulator, m, n, l);
+    const FactGemmStep& s = Base::step(args);
+    const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
+    return s.value * c + Prev::template reference<Cfg>(args, accumulator, m, n, l);
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_RESIDUAL &&
+           s.operand_type == detail::dtype_id<ElementC>();
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_RESIDUAL, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
   }
 };
 
-// C[m, n] * x: the elementwise product with args->c (SwiGLU's gate times up-projection).
+// x * C_i[m, n]: the elementwise product with this step's M×N operand (SwiGLU's gate times
+// up-projection).
 template <class ElementC, class Prev>
-struct MultiplySource {
-  static_assert(!Prev::kReadsSource, "a chain reads C at most once");
+struct Multiply : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+  static constexpr bool kViaSource = !Prev::kReadsSource;
   static constexpr bool kReadsSource = true;
-  static constexpr bool kReadsBias = Prev::kReadsBias;
+  static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
+
+  template <class Cfg>
+  using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
       detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
                                   Cfg::kRound>,
-      detail::fusion::Sm90SrcFetch<ElementC>,
-      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+      Fetch<Cfg>, typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg>
+  static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
+    if constexpr (kViaSource) {
+      return {};
+    } else {
+      const FactGemmStep& s = Base::step(args);
+      using Stride = typename Fetch<Cfg>::StrideMNL;
+      return {static_cast<const ElementC*>(s.operand), ElementC(0),
+              detail::make_stride<Stride>(s.ld, s.batch_stride)};
+    }
+  }
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    return {{}, Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
+    return {fetch_arguments<Cfg>(args),
+            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
   }
 
   template <class Cfg>
   CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
                                              int64_t n, int64_t l) {
-    const float c = detail::load_as_float<ElementC>(args.c, detail::source_offset<Cfg>(args, m, n, l));
+    const FactGemmStep& s = Base::step(args);
+    const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
     return c * Prev::template reference<Cfg>(args, accumulator, m, n, l);
   }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_MULTIPLY &&
+           s.operand_type == detail::dtype_id<ElementC>();
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_MULTIPLY, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
+  }
 };
+
+// FACT_OK when `args` carry the chain's steps (count, kinds, activations, operand dtypes) and
+// its operands are usable; FACT_ERR_INVALID_ARGS / FACT_ERR_CANNOT_IMPLEMENT otherwise.
+template <class Chain, class Cfg>
+int check_chain(const FactGemmArgs& args, bool size_query) {
+  if (args.num_steps != Chain::kSteps || !Chain::matches(args)) return FACT_ERR_INVALID_ARGS;
+  return Chain::template check_operands<Cfg>(args, size_query);
+}
 
 }  // namespace fact::gemm::epilogue

@@ -1,7 +1,7 @@
 // What the strict-float32 kernels (strict_gemm_sm90.cuh, strict_gemm_sm80.cuh) share about their
 // epilogue and arguments. Both kernels name their epilogue as a chain of
-// patterns/gemm/gemm_epilogue.cuh (ScaledAccumulator, ColumnBias, Activation, Residual,
-// MultiplySource) with float32 operands, e.g.
+// patterns/gemm/gemm_epilogue.cuh (ScaledAccumulator, Scale, AddScalar, ColumnBias, Activation,
+// Residual, Multiply) with float32 operands, each link reading its own FactGemmStep, e.g.
 //
 //   Activation<GeluTanhAccurate, ColumnBias<float, ScaledAccumulator>>   // gelu(alpha*acc + bias)
 //
@@ -9,9 +9,10 @@
 //                               row-major, bias indexed by n): the Config of every per-element
 //                               evaluation (Chain::reference) outside the GEMM kernel itself —
 //                               the K-slice reduction and the standalone check's reference.
-//   validate_arguments<Chain>   the argument checks of both kernels (ONE place): sizes, leading
-//                               dimensions, null pointers, 16-byte alignment of every operand
-//                               the chain reads.
+//   validate_arguments<Chain>   the argument checks of both kernels (ONE place): the ABI header
+//                               (version, kind, size), dtypes (float32) and layouts, the
+//                               epilogue steps against the chain, sizes, leading dimensions,
+//                               null pointers, 16-byte alignment of every operand the chain reads.
 //   AccumulatorOr<Chain>        (sm90) the EVT root of the Hopper kernel: the chain's value, or
 //                               the raw float32 accumulator when the run writes K-slice
 //                               partials (the chain is then applied once, after the sum).
@@ -22,7 +23,7 @@
 
 #include "cutlass/cutlass.h"
 #include "cutlass/array.h"
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 namespace fact::strict {
@@ -37,35 +38,40 @@ constexpr int kFloatAlignment = 4;  // float elements per 16-byte access
 inline bool aligned_16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 inline bool aligned_elements(int64_t elements) { return elements % kFloatAlignment == 0; }
 
-// FACT_OK when `args` describe a problem a strict kernel with epilogue `Chain` can take, for A
-// and B in the given layouts and D (and C) row-major; pointers are not checked for a size query
-// (`size_query`). FACT_ERR_INVALID_ARGS for malformed arguments, FACT_ERR_CANNOT_IMPLEMENT for
-// sizes over int32 or misaligned operands.
+// FACT_OK when `header` is a FactGemmArgs (ABI version, kind, size) describing a problem a strict
+// kernel with epilogue `Chain` can take: float32 A, B, D, A and B in the given layouts, D row-major,
+// the chain's epilogue steps; pointers are not checked for a size query (`size_query`).
+// FACT_ERR_INVALID_ARGS for malformed arguments, FACT_ERR_CANNOT_IMPLEMENT for sizes over int32
+// or misaligned operands. `args` receives the GEMM arguments.
 template <class Chain>
-int validate_arguments(const FactGemmArgs* args, bool size_query, bool a_row_major,
-                       bool b_row_major) {
-  constexpr bool kReadsC = Chain::kReadsSource;
-  constexpr bool kReadsBias = Chain::kReadsBias;
-  if (!args || args->abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
+int validate_arguments(const FactCallHeader* header, bool size_query, bool a_row_major,
+                       bool b_row_major, const FactGemmArgs** out) {
+  if (!header || header->abi_version != FACT_ABI_VERSION ||
+      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs))
+    return FACT_ERR_INVALID_ARGS;
+  const FactGemmArgs* args = reinterpret_cast<const FactGemmArgs*>(header);
+  *out = args;
+  if (args->a_type != FACT_DTYPE_F32 || args->b_type != FACT_DTYPE_F32 ||
+      args->d_type != FACT_DTYPE_F32 ||
+      args->a_layout != (a_row_major ? FACT_ROW_MAJOR : FACT_COLUMN_MAJOR) ||
+      args->b_layout != (b_row_major ? FACT_ROW_MAJOR : FACT_COLUMN_MAJOR))
+    return FACT_ERR_INVALID_ARGS;
   if (args->m <= 0 || args->n <= 0 || args->k <= 0 || args->batch <= 0) return FACT_ERR_INVALID_ARGS;
   if (args->split_k < 0) return FACT_ERR_INVALID_ARGS;
-  if (args->stride_a < 0 || args->stride_b < 0 || args->stride_c < 0 || args->stride_d < 0)
+  if (args->stride_a < 0 || args->stride_b < 0 || args->stride_d < 0) return FACT_ERR_INVALID_ARGS;
+  if (args->lda < (a_row_major ? args->k : args->m) || args->ldb < (b_row_major ? args->n : args->k) ||
+      args->ldd < args->n)
     return FACT_ERR_INVALID_ARGS;
+  if (int status = chain::check_chain<Chain, ProblemConfig>(*args, size_query); status != FACT_OK)
+    return status;
   if (args->m > INT32_MAX || args->n > INT32_MAX || args->k > INT32_MAX || args->batch > INT32_MAX)
     return FACT_ERR_CANNOT_IMPLEMENT;
-  if (args->lda < (a_row_major ? args->k : args->m) || args->ldb < (b_row_major ? args->n : args->k) ||
-      args->ldd < args->n || (kReadsC && args->ldc < args->n))
-    return FACT_ERR_INVALID_ARGS;
   if (size_query) return FACT_OK;
-  if (!args->a || !args->b || !args->d || (kReadsC && !args->c) || (kReadsBias && !args->bias))
-    return FACT_ERR_INVALID_ARGS;
-  bool ok = aligned_16(args->a) && aligned_16(args->b) && aligned_16(args->d) &&
-            aligned_elements(args->lda) && aligned_elements(args->ldb) &&
-            aligned_elements(args->ldd) && aligned_elements(args->stride_a) &&
-            aligned_elements(args->stride_b) && aligned_elements(args->stride_d);
-  if (kReadsC) ok = ok && aligned_16(args->c) && aligned_elements(args->ldc) &&
-                    aligned_elements(args->stride_c);
-  if (kReadsBias) ok = ok && aligned_16(args->bias);
+  if (!args->a || !args->b || !args->d) return FACT_ERR_INVALID_ARGS;
+  const bool ok = aligned_16(args->a) && aligned_16(args->b) && aligned_16(args->d) &&
+                  aligned_elements(args->lda) && aligned_elements(args->ldb) &&
+                  aligned_elements(args->ldd) && aligned_elements(args->stride_a) &&
+                  aligned_elements(args->stride_b) && aligned_elements(args->stride_d);
   return ok ? FACT_OK : FACT_ERR_CANNOT_IMPLEMENT;
 }
 
@@ -103,7 +109,7 @@ struct AccumulatorOr {
 
   template <class Cfg>
   static typename Node<Cfg>::Arguments arguments(const FactGemmArgs& args, bool raw) {
-    return {{{raw ? 1.0f : 0.0f}, {nullptr}, {}},
+    return {chain::detail::scalar_arguments<Cfg>(raw ? 1.0f : 0.0f),
             {},
             Chain::template arguments<Cfg, float>(args),
             {}};
@@ -112,7 +118,8 @@ struct AccumulatorOr {
 
 // K-sliced runs: D[m][n] = Chain(sum_l partials[l][m][n]), the slices added in order in double
 // (deterministic; the partials are float32 sums of equal K-slices), the epilogue applied once
-// to the rounded sum with the problem's arguments (alpha, bias, beta, C, activation parameters).
+// to the rounded sum with the problem's arguments (alpha and every step's constants and
+// operands).
 template <class Chain>
 __global__ void reduce_k_slices(const float* partials, int slices, FactGemmArgs args) {
   const int64_t count = args.m * args.n;

@@ -15,9 +15,10 @@
 //   a residual before the activation's input, a product with C) do not compile here; the
 //   parameter space (kernel_strict.cpp) refuses them for this kernel with the reason.
 //
-// Sm80StrictGemm<...>::run implements the FACT C ABI (fact_abi.h) contract:
+// Sm80StrictGemm<...>::run implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h) contract:
 //   - workspace_size != nullptr: writes the workspace bytes for `args`, launches nothing.
-//   - otherwise validates `args`, checks can_implement, initializes and launches on `stream`.
+//   - otherwise validates `args` (header, dtypes, layouts, epilogue steps, sizes, pointers),
+//     checks can_implement, initializes and launches on `stream`.
 //   - returns a FactStatus, never throws.
 // Batches (args->batch > 1) run as one launch in GemmUniversal's kBatched mode; batch strides of
 // 0 broadcast an operand. A single GEMM with args->split_k > 1 runs as serial split-K (kGemm mode
@@ -35,7 +36,7 @@
 #include "cutlass/epilogue/thread/linear_combination_generic.h"
 #include "cutlass/gemm/device/gemm_universal.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm_f32_strict/strict_epilogue.cuh"
 
 namespace fact::strict {
@@ -50,20 +51,25 @@ struct Sm80EpilogueOf {
                 "the multistage strict kernel takes [activation of] alpha * acc, optionally plus "
                 "beta * C or a bias");
 };
+// kActivationStep: the FactGemmStep of the activation (-1: none); the source (bias or C) is
+// always step 0.
 template <>
 struct Sm80EpilogueOf<chain::ScaledAccumulator> {
   template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
   static constexpr Sm80Source kSource = Sm80Source::kNone;
+  static constexpr int kActivationStep = -1;
 };
 template <>
 struct Sm80EpilogueOf<chain::Residual<float, chain::ScaledAccumulator>> {
   template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
   static constexpr Sm80Source kSource = Sm80Source::kResidual;
+  static constexpr int kActivationStep = -1;
 };
 template <>
 struct Sm80EpilogueOf<chain::ColumnBias<float, chain::ScaledAccumulator>> {
   template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
   static constexpr Sm80Source kSource = Sm80Source::kBias;
+  static constexpr int kActivationStep = -1;
 };
 template <template <class> class Fn, class Inner>
 struct Sm80EpilogueOf<chain::Activation<Fn, Inner>> {
@@ -72,6 +78,7 @@ struct Sm80EpilogueOf<chain::Activation<Fn, Inner>> {
                 "one activation, last");
   template <class T> using Activation = Fn<T>;
   static constexpr Sm80Source kSource = Sm80EpilogueOf<Inner>::kSource;
+  static constexpr int kActivationStep = Inner::kSteps;
 };
 
 // ThreadblockShape / WarpShape: cutlass::gemm::GemmShape<M, N, K>.
@@ -116,34 +123,36 @@ struct Sm80StrictGemm {
     return slices > 1 ? int(slices) : 1;
   }
 
-  // The epilogue's parameters: alpha, beta and the activation's (LeakyReLU's slope from
-  // act_p0, Clamp's bounds from act_p0 / act_p1).
+  static constexpr int kActivationStep = Sm80EpilogueOf<Chain>::kActivationStep;
+
+  // The epilogue's parameters: alpha, beta (the residual step's value) and the activation
+  // step's (LeakyReLU's slope from its p0, Clamp's bounds from its p0 / p1).
   static typename EpilogueOp::Params epilogue_params(const FactGemmArgs* args) {
-    const float beta = kSource == Sm80Source::kResidual ? args->beta
+    const float beta = kSource == Sm80Source::kResidual ? args->steps[0].value
                        : kSource == Sm80Source::kBias  ? 1.0f
                                                        : 0.0f;
     typename EpilogueOp::Params params(args->alpha, beta);
     using FnArguments = typename cutlass::epilogue::thread::GenericActivationTraits<
         ActivationFn<float>>::Arguments;
-    static_cast<FnArguments&>(params) =
-        fact::gemm::epilogue::detail::activation_arguments<FnArguments>(*args);
+    if constexpr (kActivationStep >= 0) {
+      static_cast<FnArguments&>(params) =
+          fact::gemm::epilogue::detail::activation_arguments<FnArguments>(args->steps[kActivationStep]);
+    }
     return params;
   }
 
   static typename Gemm::Arguments make_arguments(const FactGemmArgs* args) {
     bool batched = args->batch > 1;
     int slices = split_k_slices(args);
-    // The source operand: C, the bias as a matrix whose rows all start at bias[0], or D
-    // (never read when beta is 0).
-    const void* c = kSource == Sm80Source::kResidual ? args->c
-                    : kSource == Sm80Source::kBias   ? args->bias
-                                                     : args->d;
-    int64_t ldc = kSource == Sm80Source::kResidual ? args->ldc
+    // The source operand (step 0's): C, the bias as a matrix whose rows all start at bias[0],
+    // or D (never read when beta is 0).
+    const FactGemmStep& source = args->steps[0];
+    const bool has_source = kSource != Sm80Source::kNone;
+    const void* c = has_source ? source.operand : args->d;
+    int64_t ldc = kSource == Sm80Source::kResidual ? source.ld
                   : kSource == Sm80Source::kBias   ? 0
                                                    : args->ldd;
-    int64_t stride_c = kSource == Sm80Source::kResidual ? args->stride_c
-                       : kSource == Sm80Source::kBias   ? 0
-                                                        : args->stride_d;
+    int64_t stride_c = has_source ? source.batch_stride : args->stride_d;
     return typename Gemm::Arguments(
         batched ? cutlass::gemm::GemmUniversalMode::kBatched : cutlass::gemm::GemmUniversalMode::kGemm,
         cutlass::gemm::GemmCoord(int(args->m), int(args->n), int(args->k)),
@@ -152,10 +161,12 @@ struct Sm80StrictGemm {
         args->ldd);
   }
 
-  static int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
-                 cudaStream_t stream) {
+  static int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+                 cudaStream_t stream) noexcept {
+    try {
     bool size_query = workspace_size != nullptr;
-    if (int status = validate_arguments<Chain>(args, size_query, kRowMajorA, kRowMajorB);
+    const FactGemmArgs* args = nullptr;
+    if (int status = validate_arguments<Chain>(header, size_query, kRowMajorA, kRowMajorB, &args);
         status != FACT_OK)
       return status;
     typename Gemm::Arguments arguments = make_arguments(args);
@@ -170,6 +181,9 @@ struct Sm80StrictGemm {
       return FACT_ERR_INITIALIZE;
     if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
     return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
+    } catch (...) {
+      return FACT_ERR_INTERNAL;
+    }
   }
 };
 

@@ -22,12 +22,19 @@
 //     runs while the wgmmas of tile k are in flight.
 //   - Per 8-deep k-block: wgmma(A_lo, B_hi) + wgmma(A_hi, B_lo) + wgmma(A_hi, B_hi), small
 //     terms first.
+//   - One TF32 product (the Products = 1 template argument, precision "tf32"): A is rounded to
+//     TF32 in registers, B is read by wgmma as TMA stored it (the tensor cores ignore its low 13
+//     bits), one wgmma per k-block; no split pass, no lo buffers, so more pipeline stages fit.
+//     This is how FACT runs TF32 GEMMs whose layouts the CUTLASS TF32 kernels refuse (row-major
+//     B: `x @ W`).
 //   - Two-level accumulation: wgmma's float32 accumulation truncates (measured on an H200:
 //     relative error growing as ~7e-9 x K with one accumulator, 2.9e-5 at K = 4096 and 3.7e-3
 //     at K = 524288), so each warpgroup accumulates one k-tile of one 64 x 64 block in a
 //     `partial` register fragment and adds it to the float32 accumulators with a rounded FADD.
 //     With 2 x 2 such blocks per warpgroup the partial costs 32 registers, not 128; the other
 //     warpgroup keeps the tensor cores busy while one waits for its block and folds it in.
+//
+// Epilogue: the chain's links read their constants and operands from FactGemmArgs::steps (ABI v2).
 //
 // Layouts: wgmma reads TF32 shared-memory operands K-major only, so B (the shared-memory
 // operand) must be K-major; A may be either. Sm90StrictGemm maps the FACT problem onto that:
@@ -117,9 +124,14 @@ class SplitPipeline : public cutlass::PipelineTmaAsync<Stages_> {
 // ------------------------------------------------------------------------------------------
 // Dispatch policy: selects CUTLASS's cooperative warp-specialized kernel for the collective.
 
-template <int Stages_, class ClusterShape_>
+// Products_: 3 = split-operand 3xTF32 (float32-accurate, precision "strict"); 1 = one TF32
+// product per k-step (precision "tf32"): A rounded to TF32 in registers, B read by wgmma as
+// stored (its low 13 bits ignored), no split pass and no lo buffers.
+template <int Stages_, class ClusterShape_, int Products_ = 3>
 struct MainloopSm90Tf32x3 {
   static constexpr int Stages = Stages_;
+  static constexpr int Products = Products_;
+  static_assert(Products_ == 3 || Products_ == 1, "3xTF32 or one TF32 product");
   using ClusterShape = ClusterShape_;
   using ArchTag = cutlass::arch::Sm90;
   using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
@@ -140,6 +152,8 @@ struct Tf32x3Mainloop {
   using ClusterShape = typename DispatchPolicy::ClusterShape;
   using ArchTag = typename DispatchPolicy::ArchTag;
   static constexpr int Stages = DispatchPolicy::Stages;
+  static constexpr int kProducts = DispatchPolicy::Products;
+  static constexpr bool kSplit = kProducts == 3;  // hi/lo parts of both operands
 
   static_assert(cute::size(ClusterShape{}) == 1, "clusters are not used by this mainloop");
   static_assert(cutlass::gemm::detail::is_k_major<StrideB>(),
@@ -185,11 +199,16 @@ struct Tf32x3Mainloop {
   using PipelineStorage = typename MainloopPipeline::SharedStorage;
   static constexpr int NumProducerThreadEvents = 1;
 
-  struct TensorStorage : cute::aligned_struct<1024, cute::_0> {
+  struct SplitTensorStorage : cute::aligned_struct<1024, cute::_0> {
     cute::array_aligned<float, cute::cosize_v<SmemLayoutA>, 1024> smem_A;
     cute::array_aligned<float, cute::cosize_v<SmemLayoutB>, 1024> smem_B;     // raw, then hi
     cute::array_aligned<float, cute::cosize_v<SmemLayoutB>, 1024> smem_B_lo;  // lo parts
   };
+  struct PlainTensorStorage : cute::aligned_struct<1024, cute::_0> {
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutA>, 1024> smem_A;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutB>, 1024> smem_B;     // as loaded
+  };
+  using TensorStorage = std::conditional_t<kSplit, SplitTensorStorage, PlainTensorStorage>;
 
   struct Arguments {
     float const* ptr_A = nullptr;
@@ -298,8 +317,9 @@ struct Tf32x3Mainloop {
     if (cute::elect_one_sync()) pipeline.producer_tail(smem_pipe_write);
   }
 
-  // Splits this thread's share of stage `stage` of B: hi in place, lo into smem_B_lo.
+  // Splits this thread's share of stage `stage` of B: hi in place, lo into smem_B_lo (3xTF32).
   CUTLASS_DEVICE static void split_b_stage(TensorStorage& shared_tensors, int stage, int thread_idx) {
+    if constexpr (kSplit) {
     constexpr int kVectors = kBStageElements / 4;
     static_assert(kVectors % kConsumerThreads == 0);
     constexpr int kPerThread = kVectors / kConsumerThreads;
@@ -318,6 +338,7 @@ struct Tf32x3Mainloop {
       reinterpret_cast<uint4*>(hi)[thread_idx + i * kConsumerThreads] = h;
       reinterpret_cast<uint4*>(lo)[thread_idx + i * kConsumerThreads] = l;
     }
+    }
   }
 
   // Consumers: both warpgroups, accumulating the (BLK_M, BLK_N) tile over k_tile_count tiles.
@@ -332,8 +353,13 @@ struct Tf32x3Mainloop {
         make_smem_ptr(reinterpret_cast<tfloat32_t*>(shared_tensors.smem_A.data())), SmemLayoutA{}));
     Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<tfloat32_t*>(shared_tensors.smem_B.data())),
                             SmemLayoutB{});
-    Tensor sB_lo = make_tensor(
-        make_smem_ptr(reinterpret_cast<tfloat32_t*>(shared_tensors.smem_B_lo.data())), SmemLayoutB{});
+    float* b_lo_data;  // the lo parts (3xTF32); one TF32 product reads none
+    if constexpr (kSplit) {
+      b_lo_data = shared_tensors.smem_B_lo.data();
+    } else {
+      b_lo_data = shared_tensors.smem_B.data();
+    }
+    Tensor sB_lo = make_tensor(make_smem_ptr(reinterpret_cast<tfloat32_t*>(b_lo_data)), SmemLayoutB{});
 
     TiledMma tiled_mma;
     auto thread_mma = tiled_mma.get_thread_slice(thread_idx);
@@ -356,17 +382,21 @@ struct Tf32x3Mainloop {
     CUTE_STATIC_ASSERT_V(size<1>(tCrB_hi) == size<2>(accum));
 
     // Copies k-block `k_block` of m-block `m_block` of A from `stage` and splits it into
-    // (hi, lo) in registers.
+    // (hi, lo) in registers (3xTF32), or rounds it to TF32 (one product).
     auto load_split_a = [&](int m_block, int k_block, int stage) {
       copy(smem_copy_a, tCsA(_, m_block, k_block, stage), tCrA_view(_, m_block, k_block));
       Tensor hi = tCrA_hi(_, m_block, k_block);
       Tensor lo = tCrA_lo(_, m_block, k_block);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(hi); ++i) {
-        uint32_t h, l;
-        split_tf32(__uint_as_float(hi(i).raw()), h, l);
-        hi(i) = tfloat32_t::bitcast(h);
-        lo(i) = tfloat32_t::bitcast(l);
+        if constexpr (kSplit) {
+          uint32_t h, l;
+          split_tf32(__uint_as_float(hi(i).raw()), h, l);
+          hi(i) = tfloat32_t::bitcast(h);
+          lo(i) = tfloat32_t::bitcast(l);
+        } else {
+          hi(i) = tfloat32_t::bitcast(round_to_tf32(__uint_as_float(hi(i).raw())));
+        }
       }
     };
 
@@ -376,9 +406,11 @@ struct Tf32x3Mainloop {
     Tensor partial = make_fragment_like(accum(_, 0, 0));  // (MMA)
     clear(accum);
 
-    pipeline.consumer_wait(smem_pipe_read);
-    split_b_stage(shared_tensors, smem_pipe_read.index(), thread_idx);
-    pipeline.split_arrive(smem_pipe_read.index());
+    if constexpr (kSplit) {
+      pipeline.consumer_wait(smem_pipe_read);
+      split_b_stage(shared_tensors, smem_pipe_read.index(), thread_idx);
+      pipeline.split_arrive(smem_pipe_read.index());
+    }
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
@@ -386,7 +418,11 @@ struct Tf32x3Mainloop {
       PipelineState smem_pipe_next = smem_pipe_read;
       ++smem_pipe_next;
       const bool has_next = k_tile + 1 < k_tile_count;
-      pipeline.split_wait(stage, smem_pipe_read.phase());
+      if constexpr (kSplit) {
+        pipeline.split_wait(stage, smem_pipe_read.phase());
+      } else {
+        pipeline.consumer_wait(smem_pipe_read);
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int m_block = 0; m_block < size<1>(accum); ++m_block) {
         CUTLASS_PRAGMA_UNROLL
@@ -398,13 +434,16 @@ struct Tf32x3Mainloop {
           tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
           CUTLASS_PRAGMA_UNROLL
           for (int k_block = 0; k_block < kBlocks; ++k_block) {
-            cute::gemm(tiled_mma, tCrA_lo(_, m_block, k_block), tCrB_hi(_, n_block, k_block, stage), partial);
-            tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-            cute::gemm(tiled_mma, tCrA_hi(_, m_block, k_block), tCrB_lo(_, n_block, k_block, stage), partial);
+            if constexpr (kSplit) {
+              cute::gemm(tiled_mma, tCrA_lo(_, m_block, k_block), tCrB_hi(_, n_block, k_block, stage), partial);
+              tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+              cute::gemm(tiled_mma, tCrA_hi(_, m_block, k_block), tCrB_lo(_, n_block, k_block, stage), partial);
+            }
             cute::gemm(tiled_mma, tCrA_hi(_, m_block, k_block), tCrB_hi(_, n_block, k_block, stage), partial);
+            tiled_mma.accumulate_ = GMMA::ScaleOut::One;
           }
           warpgroup_commit_batch();
-          if (m_block == 0 && n_block == 0 && has_next) {
+          if (kSplit && m_block == 0 && n_block == 0 && has_next) {
             pipeline.consumer_wait(smem_pipe_next);
             split_b_stage(shared_tensors, smem_pipe_next.index(), thread_idx);
             pipeline.split_arrive(smem_pipe_next.index());
@@ -430,7 +469,8 @@ struct Tf32x3Mainloop {
 //   TileShape: Shape<BLK_M, BLK_N, _32> of the kernel (after the transposition, if any).
 //   TileSchedulerTag: cutlass::gemm::PersistentScheduler or cutlass::gemm::StreamKScheduler.
 //   Chain: the epilogue chain (gemm_epilogue.cuh) in the FACT problem's terms; transposed runs
-//     evaluate it with C column-major and the bias along the kernel's M mode.
+//     evaluate it with the M×N operands column-major and the bias along the kernel's M mode.
+//   Products: 3 (3xTF32, precision strict) or 1 (one TF32 product, precision tf32).
 // run(): size query / validation / can_implement / launch; returns a FactStatus, never throws.
 // K decomposition of a single GEMM (batch 1) whose tiles cannot fill the GPU:
 //   - persistent kernels cut K into equal slices run as batches into a float32 workspace (the
@@ -441,9 +481,10 @@ struct Tf32x3Mainloop {
 //     stream-K heuristic decomposes the work.
 
 template <class LayoutA, class LayoutB, class TileShape, int Stages, class TileSchedulerTag,
-          class Chain_ = fact::gemm::epilogue::ScaledAccumulator>
+          class Chain_ = fact::gemm::epilogue::ScaledAccumulator, int Products = 3>
 struct Sm90StrictGemm {
   using Chain = Chain_;
+  static constexpr int kProducts = Products;
   using RowMajor = cutlass::layout::RowMajor;
   using ColumnMajor = cutlass::layout::ColumnMajor;
   static constexpr bool kProblemARow = std::is_same_v<LayoutA, RowMajor>;
@@ -460,7 +501,7 @@ struct Sm90StrictGemm {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 
   using CollectiveMainloop =
-      Tf32x3Mainloop<MainloopSm90Tf32x3<Stages, ClusterShape>, TileShape, StrideA, StrideB>;
+      Tf32x3Mainloop<MainloopSm90Tf32x3<Stages, ClusterShape, Products>, TileShape, StrideA, StrideB>;
   static constexpr bool kReadsC = Chain::kReadsSource;
   using ElementC = std::conditional_t<kReadsC, float, void>;
   static constexpr int kAlignment = kFloatAlignment;
@@ -555,17 +596,22 @@ struct Sm90StrictGemm {
     }
     auto& epilogue = arguments.epilogue;
     // Sliced runs write raw partials[l][m][n]; the reduction applies the chain. The chain's
-    // operands still point at valid memory (C with batch stride 0: every slice reads the same
-    // tile, or none when beta is 0), only its value is not selected.
+    // operands still point at valid memory with batch stride 0 (every slice reads the same
+    // tile; the operands past CUTLASS's C are not read at all), only its value is not selected.
     FactGemmArgs chain_args = *args;
     if (sliced) {
-      chain_args.beta = 0.0f;
-      chain_args.stride_c = 0;
+      for (int i = 0; i < chain_args.num_steps; ++i) {
+        FactGemmStep& step = chain_args.steps[i];
+        step.batch_stride = 0;
+        const bool matrix = step.kind == FACT_STEP_RESIDUAL || step.kind == FACT_STEP_MULTIPLY;
+        if (matrix && i != Chain::kSourceStep) step.operand = nullptr;  // loads skipped
+      }
     }
     epilogue.thread = AccumulatorOr<Chain>::template arguments<KernelConfig>(chain_args, sliced);
     if constexpr (kReadsC) {
-      epilogue.ptr_C = static_cast<const float*>(args->c);
-      epilogue.dC = make_stride<StrideD>(args->ldc, chain_args.stride_c);
+      const FactGemmStep& source = chain_args.steps[Chain::kSourceStep];
+      epilogue.ptr_C = static_cast<const float*>(source.operand);
+      epilogue.dC = make_stride<StrideD>(source.ld, source.batch_stride);
     } else {
       epilogue.ptr_C = nullptr;
       epilogue.dC = make_stride<StrideD>(args->ldd, args->stride_d);
@@ -591,11 +637,12 @@ struct Sm90StrictGemm {
 
   static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-  static int run(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
+  static int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) noexcept {
     try {
       const bool size_query = workspace_size != nullptr;
-      if (int status = validate_arguments<Chain>(args, size_query, kProblemARow, kProblemBRow);
+      const FactGemmArgs* args = nullptr;
+      if (int status = validate_arguments<Chain>(header, size_query, kProblemARow, kProblemBRow, &args);
           status != FACT_OK)
         return status;
       int device = 0;

@@ -101,7 +101,12 @@ def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]
     calls: list[tuple[torch.fx.GraphModule, list, Any]] = []
 
     def backend(gm: torch.fx.GraphModule, backend_inputs: list):
-        aten = make_fx(gm, tracing_mode="fake", pre_dispatch=True)(*backend_inputs)
+        # Outside dynamo's tracing context: make_fx would otherwise reuse dynamo's fake mode
+        # and leave shape guards without a source in its ShapeEnv, which then fail dynamo's
+        # guard building for the frame (IndexError in produce_guards; e.g. a broadcast in a
+        # frame that ends at a data-dependent branch).
+        with torch._guards.tracing(None):
+            aten = make_fx(gm, tracing_mode="fake", pre_dispatch=True)(*backend_inputs)
 
         def run(*args):
             result = gm(*args)

@@ -4,6 +4,9 @@
 // Writes <out>/<suite>-<device>-<date>.json (DESIGN.md "Measuring"; "-quick" / "-max<N>" before
 // ".json" for cut sweeps), a speedup plot beside it, and the per-case tuning reports in
 // <out>/<suite>-<device>-<date>-tune/.
+//
+// One suite is not a pattern folder's: `fact bench conformance` is the model-level benchmark of
+// the conformance corpus (corpus/), run by `python -m fact.conformance --gpu` (run_conformance).
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -29,6 +32,7 @@
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/subprocess.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/python_module.hpp"
 
 namespace fact::cli {
 namespace {
@@ -331,6 +335,26 @@ int run_bench(const BenchArgs& args) {
   return 0;
 }
 
+// The model-level suite: whole corpus models through fact.optimize against eager and
+// torch.compile, in Python (python/fact/conformance.py writes the results file, its plot and
+// its table). -o, --quick and --max-candidates map onto its options; anything the bench command
+// does not know is passed on (e.g. --models a,b --time-budget 480; see
+// `python -m fact.conformance --help`).
+constexpr const char* kConformanceSuite = "conformance";
+
+int run_conformance(const BenchArgs& args, const std::vector<std::string>& extras) {
+  std::vector<std::string> module_args = {"--gpu", "--out-dir", args.out_dir};
+  if (args.max_candidates > 0) {
+    module_args.push_back("--tune");
+    module_args.push_back(std::to_string(args.max_candidates));
+  }
+  if (args.quick) module_args.push_back("--quick");
+  module_args.insert(module_args.end(), extras.begin(), extras.end());
+  const util::ProcessResult result = run_python_module("conformance", "fact.conformance", module_args);
+  if (!result.succeeded()) std::cerr << "fact bench conformance: " << result.describe() << "\n";
+  return result.succeeded() ? 0 : (result.exit_code > 0 ? result.exit_code : 1);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -341,7 +365,12 @@ void add_bench_command(CLI::App& app) {
   for (const auto& name : realize::bench_suite_names()) {
     suites += "\n  " + name + ": " + realize::bench_suite(name).description;
   }
+  suites += std::string("\n  ") + kConformanceSuite +
+            ": the conformance corpus (corpus/) end to end: fact.optimize against eager and "
+            "torch.compile, verified against float64 (python -m fact.conformance --gpu; options "
+            "this command does not know are passed to it)";
   cmd->add_option("suite", args->suite, "Suite to run:" + suites)->required();
+  cmd->allow_extras();
   cmd->add_option("-o,--out", args->out_dir, "Results folder (default bench/results)");
   cmd->add_flag("--quick", args->quick,
                 "Tune over 4 configurations per case (spread over kernel families); results go to "
@@ -356,7 +385,15 @@ void add_bench_command(CLI::App& app) {
                   "After the suite, time a cold and a warm `fact tune` of this case in a fresh cache "
                   "(default: the suite's own; none: skip)");
   cmd->add_flag("--retry-failed", args->retry_failed, "Rebuild configurations recorded as failed builds");
-  cmd->callback([args] { exit_unless_ok(run_bench(*args)); });
+  cmd->callback([args, cmd] {
+    const std::vector<std::string> extras = cmd->remaining();
+    if (args->suite == kConformanceSuite) {
+      exit_unless_ok(run_conformance(*args, extras));
+      return;
+    }
+    if (!extras.empty()) throw CLI::ExtrasError(extras);
+    exit_unless_ok(run_bench(*args));
+  });
 }
 
 }  // namespace fact::cli

@@ -6,11 +6,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <string>
-#include <vector>
-
-#include "fact/util/subprocess.hpp"
-
 namespace fact::cli {
 
 void add_discover_command(CLI::App& app);  // fact discover graph.json [--json out.json]
@@ -23,17 +18,6 @@ void add_run_command(CLI::App& app);       // fact run-kernel lib.so --problem .
 void add_device_command(CLI::App& app);    // fact device: measure the device profile
 void add_registry_command(CLI::App& app);  // fact registry list|show|add|remove|export|import
 void add_mcp_command(CLI::App& app);       // fact mcp: the MCP server (stdio) for agents
-
-// The Python interpreter of the front end: $FACT_PYTHON, else the python3 beside the `fact`
-// executable (a virtual environment's bin/), else python3 on PATH.
-std::string python_executable();
-
-// Runs `python -m <module> <args>` with the source tree's python/ first on PYTHONPATH and
-// FACT_ENGINE naming this executable (so Python's engine calls come back to this build).
-// `stage` non-empty: "== <stage>: <command>" is printed first (never for servers that own
-// stdout). stdin, stdout and stderr are inherited.
-util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
-                                      const std::vector<std::string>& module_args);
 
 // For commands whose run returns an exit code (CLI11 callbacks return nothing): ends the
 // process with `code` unless it is 0, flushing stdout first so printed tables are not lost.

@@ -16,6 +16,7 @@
 
 #include "fact/build_info.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/python_module.hpp"
 
 namespace fact::cli {
 

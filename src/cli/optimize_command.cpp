@@ -35,6 +35,7 @@
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/subprocess.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/python_module.hpp"
 
 namespace fact::cli {
 
@@ -61,14 +62,34 @@ struct OptimizeArgs {
   double agent_seconds = 0;
 };
 
-void capture(const OptimizeArgs& args, const fs::path& graph_path) {
-  // Capture needs shapes, not data: the meta device keeps large models off host memory.
+// Captures on the device the package runs on (cuda, else cpu), not on meta: the graph the plan
+// names must be the one fact.package exports there, and meta kernels give some ops other output
+// strides (SDPA: [B, H, T, D]-contiguous on meta, [B, T, H, D] from the CPU and CUDA kernels),
+// so a later `.contiguous()` is a node on meta and none on the device, and every replacement
+// reading it was declined at apply time. The package builds the model there anyway.
+void capture(const OptimizeArgs& args, const fs::path& graph_path, const std::string& device) {
   const util::ProcessResult result = run_python_module(
       "capture", "fact.capture",
-      {args.model, "-o", graph_path.string(), "--dtype", args.dtype, "--device", "meta"});
+      {args.model, "-o", graph_path.string(), "--dtype", args.dtype, "--device", device});
   if (!result.succeeded())
     throw std::runtime_error("capture of " + args.model + " failed (" + result.describe() +
                              "); see the message above");
+}
+
+// The planned signature (plan.json's "inputs", docs/plan.md) of the captured example inputs:
+// {"shape", "dtype": "torch.<dtype>"} per graph input, as fact.compose writes it. The package
+// applies the plan only to inputs with this signature; left empty, it applied nothing.
+nlohmann::json captured_inputs(const fs::path& graph_path) {
+  const nlohmann::json graph = nlohmann::json::parse(util::read_file(graph_path));
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& id : graph.at("inputs")) {
+    for (const auto& value : graph.at("values")) {
+      if (value.value("id", "") != id.get<std::string>()) continue;
+      inputs.push_back({{"shape", value.at("shape")}, {"dtype", "torch." + value.value("dtype", "")}});
+      break;
+    }
+  }
+  return inputs;
 }
 
 std::string default_package_name(const std::string& model) {
@@ -252,10 +273,10 @@ void run(OptimizeArgs args) {
 
   // 1. capture (Python)
   const fs::path graph_path = out_dir / "graph.json";
-  capture(args, graph_path);
+  const std::optional<std::string> no_gpu = engine::gpu_unavailable_reason();
+  capture(args, graph_path, no_gpu ? "cpu" : "cuda");
 
   std::vector<std::string> skipped;
-  const std::optional<std::string> no_gpu = engine::gpu_unavailable_reason();
 
   // 1b. --agent: an LLM writes kernels for the NEW matches; only those that pass the gates
   // enter the registry, from which the plan below takes them (python/fact/agent/synthesize.py).
@@ -276,6 +297,7 @@ void run(OptimizeArgs args) {
   engine::PlanRequest request;
   request.graph = graph_path;
   request.out_dir = out_dir / "plan";
+  request.inputs = captured_inputs(graph_path);
   request.precision = args.precision;
   request.compile = !args.no_compile;
   if (args.no_compile) skipped.push_back("compilation: --no-compile was given");

@@ -1,10 +1,10 @@
-// Running the Python front end's modules from the CLI (fact optimize's capture and package,
-// fact registry add/import's gates, fact mcp's server).
+#include "src/cli/python_module.hpp"
+
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "fact/build_info.hpp"
-#include "src/cli/commands.hpp"
 
 namespace fact::cli {
 

@@ -16,6 +16,7 @@
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/table.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/python_module.hpp"
 
 namespace fact::cli {
 

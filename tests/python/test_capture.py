@@ -218,6 +218,35 @@ def test_unexportable_module_falls_back_to_dynamo(sign):
     assert doc["outputs"] == [doc["nodes"][-1]["outputs"][0]]
 
 
+class HeadSplitThenMaskBranch(torch.nn.Module):
+    """corpus/misc_data_dependent_branch in small: a fused qkv split into heads (view with
+    sizes read from the input, unpacked along a dim), then a branch on the padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 24)
+
+    def forward(self, x, mask):
+        b, t, c = x.shape
+        q, k, v = self.fc(x).view(b, t, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        if mask.all():
+            return q + k
+        return q * v
+
+
+def test_dynamo_fallback_after_shape_guards_in_the_first_frame():
+    """The fallback's per-frame ATen trace must not leave guards in dynamo's ShapeEnv: it did
+    (make_fx reused dynamo's fake mode), and dynamo then failed building the frame's guards
+    (InternalTorchDynamoError: IndexError), so such models could not be captured at all."""
+    x, mask = torch.randn(2, 5, 8), torch.ones(2, 5, dtype=torch.long)
+    with pytest.warns(UserWarning, match="torch.export failed"):
+        doc = fact.capture(HeadSplitThenMaskBranch(), (x, mask))
+    check_well_formed(doc)
+    assert doc["source"]["capture"] == "dynamo" and doc["source"]["subgraph_calls"] == 2
+    assert targets(doc)[0] == "aten.linear.default"
+    assert "aten.all.default" in targets(doc) and targets(doc)[-1] == "aten.add.Tensor"
+
+
 def test_capture_writes_the_file(tmp_path):
     path = tmp_path / "sub" / "g.json"
     doc = fact.capture(LinearRelu(), (torch.randn(2, 32),), path=path)

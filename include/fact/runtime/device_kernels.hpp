@@ -42,9 +42,8 @@ struct ErrorSums {
   unsigned long long nonfinite = 0;      // out is NaN/Inf (not the poison)
   unsigned long long ref_nonfinite = 0;  // the reference itself is NaN/Inf
 };
-// Compares the batch × m × n matrix `out` with the dense reference `ref` ([l][i][j]).
-void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
-                    ErrorSums* sums, cudaStream_t stream);
+// (Each kind's comparison of its output with its float64 reference, accumulating ErrorSums,
+// lives in its pattern folder: patterns/gemm/runtime/reference_gemm.hpp.)
 
 // A kernel that does nothing: measures launch overhead.
 void launch_empty_kernel(cudaStream_t stream);

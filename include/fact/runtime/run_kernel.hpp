@@ -11,9 +11,9 @@ namespace fact::runtime {
 
 // Never throws: bad options, load failures, CUDA errors and refusals all end up in the report
 // (status and error). `guard` (may be null) is told the current phase.
-//   - Problems the kernel's spec cannot express through the ABI (make_gemm_case refuses), and
-//     kernels returning FACT_ERR_CANNOT_IMPLEMENT: status CannotImplement.
-//   - A kernel whose precision is below the mode's (precision_mismatch): status Error.
+//   - Problems the kind's runtime cannot run with the kernel's spec, and kernels returning
+//     FACT_ERR_CANNOT_IMPLEMENT: status CannotImplement.
+//   - A kernel whose precision is below the mode's (the kind runtime's check): status Error.
 //   - A failed check: status Wrong, no timing.
 //   - Baselines run after the kernel (or alone with baseline_only) on the same buffers; their
 //     failures are recorded per baseline and do not change the status.

@@ -77,9 +77,12 @@ class GemmKind final : public ProblemKind {
         sizes.find("k=") == std::string::npos) {
       return std::nullopt;
     }
-    const GemmProblem p = make_gemm_problem(parse_gemm_sizes(sizes),
-                                            parse_operand_dtype(word("dtype", "bf16")),
-                                            word("epilogue", ""), word("layout", "tn"));
+    GemmProblem p = make_gemm_problem(parse_gemm_sizes(sizes),
+                                      parse_operand_dtype(word("dtype", "bf16")),
+                                      word("epilogue", ""), word("layout", "tn"));
+    if (const std::string out = word("out_dtype", ""); !out.empty()) {
+      p.d.dtype = parse_operand_dtype(out);  // e.g. bf16 operands with a float32 output
+    }
     return gemm_problem_to_json(p);
   }
 };

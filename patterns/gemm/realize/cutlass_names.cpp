@@ -69,8 +69,9 @@ constexpr std::array<Spelling<Activation>, 9> kActivations{{
 }};
 
 // Activations whose CUTLASS functor is approximate in float32, with FACT's accurate functor.
-constexpr std::array<Spelling<Activation>, 1> kAccurateFloatActivations{{
+constexpr std::array<Spelling<Activation>, 2> kAccurateFloatActivations{{
     {Activation::GeluTanh, "fact::gemm::epilogue::GeluTanhAccurate", "gelu_tanh"},
+    {Activation::Tanh, "fact::gemm::epilogue::TanhAccurate", "tanh"},
 }};
 
 constexpr std::array<Spelling<EpilogueStep::Kind>, 6> kEpilogueKinds{{
@@ -79,7 +80,7 @@ constexpr std::array<Spelling<EpilogueStep::Kind>, 6> kEpilogueKinds{{
     {EpilogueStep::Kind::Bias, "fact::gemm::epilogue::ColumnBias", "bias"},
     {EpilogueStep::Kind::Activation, "fact::gemm::epilogue::Activation", "act"},
     {EpilogueStep::Kind::Residual, "fact::gemm::epilogue::Residual", "residual"},
-    {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::MultiplySource", "mul"},
+    {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::Multiply", "mul"},
 }};
 
 }  // namespace

@@ -41,7 +41,7 @@ std::string_view math_token(MathMode m);  // "native", "tf32", "3xtf32", "simt"
 MathMode parse_math_token(std::string_view token);
 
 // The CUTLASS epilogue functor template for an activation. `accurate_float` selects FACT's
-// accurate-tanh GELU where CUTLASS's uses tanh.approx (used for float32 outputs).
+// accurate functors where CUTLASS's use tanh.approx (tanh-GELU, tanh; for float32 outputs).
 // Identity has no functor (the epilogue step is dropped): throws std::invalid_argument.
 std::string_view activation_cpp(Activation a, bool accurate_float);
 std::string_view activation_token(Activation a);  // "relu", "gelu_erf", "gelu_tanh", ...

@@ -10,13 +10,14 @@ namespace fact::gemm {
 namespace {
 using Kind = EpilogueStep::Kind;
 
-constexpr const char* kTemplateIdentity = "gemm-sm90/1";
+constexpr const char* kTemplateIdentity = "gemm-sm90/2";  // 2: ABI v2, the epilogue as data
 
 std::string cpp(DType d) { return std::string(realize::dtype_cpp(d)); }
 
-DType operand_dtype_of(const GemmSpec& spec, Kind kind_a, Kind kind_b) {
+// The dtype of the chain's first M×N operand (read through CUTLASS's C), or Unknown.
+DType source_dtype_of(const GemmSpec& spec) {
   for (const auto& op : spec.epilogue) {
-    if (op.kind == kind_a || op.kind == kind_b) return op.operand_dtype;
+    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return op.operand_dtype;
   }
   return DType::Unknown;
 }
@@ -44,6 +45,7 @@ const std::vector<std::string>& gemm_template_headers() {
   static const std::vector<std::string> headers = {
       "patterns/gemm/gemm_entry.cuh",
       "patterns/gemm/gemm_epilogue.cuh",
+      "patterns/gemm/gemm_abi.h",
       "include/fact/runtime/fact_abi.h",
   };
   return headers;
@@ -66,7 +68,7 @@ std::string epilogue_chain_type(const GemmSpec& spec) {
         break;
       case Kind::Scale:
       case Kind::AddScalar:
-        chain = link + "<" + chain + ">";
+        chain = link + "<\n      " + chain + ">";
         break;
     }
   }
@@ -77,14 +79,14 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   if (auto error = gemm_spec_error(spec)) {
     throw realize::RenderError("cannot render " + spec.name() + ": " + *error);
   }
-  const DType c_dtype = operand_dtype_of(spec, Kind::Residual, Kind::Multiply);
-  const DType bias_dtype = operand_dtype_of(spec, Kind::Bias, Kind::Bias);
+  const DType c_dtype = source_dtype_of(spec);
   const bool reads_c = c_dtype != DType::Unknown;
   const std::string name = spec.name();
   const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
 
   nlohmann::json info = {
+      {"kind", kKindName},
       {"abi_version", FACT_ABI_VERSION},
       {"entry", std::string(realize::kEntryPlaceholder)},
       {"key", std::string(realize::kKeyPlaceholder)},
@@ -92,7 +94,7 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
       {"pattern", spec.pattern},
       {"template", kTemplateIdentity},
       {"arch", "sm_90a"},
-      {"spec", spec.to_json()},
+      {"spec", spec.to_kernel_spec().to_json()},
   };
 
   std::ostringstream s;
@@ -108,18 +110,15 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << line("using ElementA = " + cpp(spec.a_dtype) + ";", "A: M x K")
     << line("using ElementB = " + cpp(spec.b_dtype) + ";", "B: K x N")
     << line("using ElementC = " + (reads_c ? cpp(c_dtype) : std::string("void")) + ";",
-            reads_c ? "C: M x N, read by the epilogue" : "no epilogue step reads C")
+            reads_c ? "C: the first M x N epilogue operand" : "no epilogue step reads an M x N operand")
     << line("using ElementD = " + cpp(spec.d_dtype) + ";", "D: M x N")
-    << line("using ElementBias = " +
-                (bias_dtype != DType::Unknown ? cpp(bias_dtype) : std::string("void")) + ";",
-            bias_dtype != DType::Unknown ? "length-N bias" : "no bias")
     << line("using ElementAccumulator = " + cpp(spec.accumulate) + ";",
             spec.math == MathMode::Tf32 ? "float operands: TF32 tensor-core MMA"
                                                  : "tensor-core accumulation")
     << line("using ElementCompute = float;", "epilogue arithmetic")
     << line("using LayoutA = " + std::string(layout_cpp(spec.a_layout)) + ";")
     << line("using LayoutB = " + std::string(layout_cpp(spec.b_layout)) + ";")
-    << line("using LayoutC = " + std::string(layout_cpp(spec.d_layout)) + ";", "C has D's layout")
+    << line("using LayoutC = " + std::string(layout_cpp(spec.d_layout)) + ";", "M x N operands have D's layout")
     << line("using LayoutD = " + std::string(layout_cpp(spec.d_layout)) + ";")
     << line("static constexpr int kAlignmentA = " + std::to_string(spec.align_a) + ";", "elements")
     << line("static constexpr int kAlignmentB = " + std::to_string(spec.align_b) + ";")
@@ -168,10 +167,10 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << "};\n\n"
     << "}  // namespace " << realize::kEntryPlaceholder << "_kernel\n\n"
     << "extern \"C\" FACT_EXPORT int " << realize::kEntryPlaceholder
-    << "(const FactGemmArgs* args, void* workspace,\n"
-    << "                                 size_t* workspace_size, cudaStream_t stream) {\n"
+    << "(const FactCallHeader* args, void* workspace,\n"
+    << "                                 size_t* workspace_size, void* stream) {\n"
     << "  return fact::gemm::run<" << realize::kEntryPlaceholder
-    << "_kernel::Kernel>(args, workspace, workspace_size, stream);\n"
+    << "_kernel::Kernel>(args, workspace, workspace_size, static_cast<cudaStream_t>(stream));\n"
     << "}\n\n"
     << "extern \"C\" FACT_EXPORT const char* fact_kernel_info(void) {\n"
     << "  return R\"fact_json(" << info.dump() << ")fact_json\";\n"

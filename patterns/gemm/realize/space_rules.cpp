@@ -27,7 +27,8 @@ std::string token(DType d) { return std::string(realize::dtype_token(d)); }
 bool is_16bit_float(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
 bool is_epilogue_float(DType d) { return is_16bit_float(d) || d == DType::Float32; }
 
-// The dtype of C when an epilogue step reads it, else Unknown.
+// The dtype of C (the first M×N epilogue operand: CUTLASS's source fetch stages it in shared
+// memory; further ones load straight into registers), else Unknown.
 DType source_dtype(const GemmSpec& spec) {
   for (const auto& op : spec.epilogue) {
     if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return op.operand_dtype;
@@ -35,11 +36,13 @@ DType source_dtype(const GemmSpec& spec) {
   return DType::Unknown;
 }
 
-DType bias_dtype(const GemmSpec& spec) {
+// Shared memory of the bias rows: each bias step broadcasts a tile-N row from shared memory.
+int bias_bytes(const GemmSpec& spec) {
+  int bytes = 0;
   for (const auto& op : spec.epilogue) {
-    if (op.kind == Kind::Bias) return op.operand_dtype;
+    if (op.kind == Kind::Bias) bytes += spec.tile.n * bytes_of(op.operand_dtype);
   }
-  return DType::Unknown;
+  return bytes;
 }
 
 std::optional<std::string> alignment_error(const char* operand, int align, DType dtype) {
@@ -97,9 +100,10 @@ std::optional<std::string> tile_error(const GemmSpec& s) {
   if (s.math == MathMode::Tf32 && !tn) {
     // The builder sends 32-bit operands that are not both K-major through its register-sourced
     // (operand-swapping) mainloop; on an H200 with CUTLASS 4.2 that path returned wrong results
-    // for row-major B (relative error ~1.4), so it is not offered.
-    return std::string("TF32 needs K-major operands (row-major A, column-major B): the builder's "
-                       "transposing register-sourced path computed wrong results on H200");
+    // for row-major B (relative error ~1.4), so it is not offered here: patterns/gemm_f32_strict
+    // realizes the other layouts with its own mainloop (one TF32 product).
+    return std::string("the CUTLASS TF32 kernels take K-major operands only (row-major A, "
+                       "column-major B): other layouts run on gemm_f32_strict's mainloop");
   }
   const auto& c = s.cluster;
   auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4; };
@@ -219,9 +223,7 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
   } else {
     staging = stages_d * tile_elements * d_bytes;
   }
-  int fusion = 0;
-  if (const DType b = bias_dtype(spec); b != DType::Unknown) fusion += t.n * bytes_of(b);
-  plan.epilogue_bytes = staging + fusion + kEpilogueBarrierSlack;
+  plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
 
   const int carveout = round_up(plan.epilogue_bytes, kSmemAlignment);
   const int fitting = (kSmemCapacityBytes - carveout) / plan.stage_bytes;

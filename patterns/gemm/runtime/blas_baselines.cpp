@@ -8,11 +8,10 @@
 #include "patterns/gemm/runtime/blas_mapping.hpp"
 #include "fact/runtime/cuda_check.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 
-using discover::GemmProblem;
-using discover::Layout;
-using graph::DType;
+using runtime::check_cublas;
+using runtime::CudaError;
 
 namespace {
 
@@ -229,25 +228,28 @@ Baseline make_cublaslt_baseline(BlasContext& context, const GemmCase& gemm_case,
   FACT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(state->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                    &epilogue, sizeof epilogue));
   const bool bias = has_bias(plan.epilogue);
+  const int bias_index = plan.bias_step;
+  const int residual_index = plan.residual_step;
   if (bias) {
-    const discover::EpilogueStep* step = bias_step(p);
-    if (step->operand_dtype != p.d.dtype) {
-      const int32_t bias_type = cuda_type(step->operand_dtype);
+    const EpilogueStep& step = p.epilogue[bias_index];
+    if (step.operand_dtype != p.d.dtype) {
+      const int32_t bias_type = cuda_type(step.operand_dtype);
       FACT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           state->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
-    const int64_t bias_stride = 0;  // one bias vector for every batch
+    const int64_t bias_stride = step.operand_batch_stride;  // 0: one vector for every batch
     FACT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         state->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride, sizeof bias_stride));
+    const void* pointer = sample.steps[bias_index].operand;
     FACT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(state->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &sample.bias, sizeof sample.bias));
+                                                     &pointer, sizeof pointer));
   }
   state->first = make_layout(call.first_type, g.first_rows(), g.first_cols(), g.ld_first, p.batch,
                              g.stride_first);
   state->second = make_layout(call.second_type, g.second_rows(), g.second_cols(), g.ld_second,
                               p.batch, g.stride_second);
   const cudaDataType_t c_type =
-      plan.uses_c ? cuda_type(c_operand_step(p)->operand_dtype) : call.out_type;
+      plan.uses_c ? cuda_type(p.epilogue[residual_index].operand_dtype) : call.out_type;
   state->c = make_layout(c_type, g.m, g.n, g.ld_out, p.batch, g.stride_out);
   state->d = make_layout(call.out_type, g.m, g.n, g.ld_out, p.batch, g.stride_out);
 
@@ -281,17 +283,18 @@ Baseline make_cublaslt_baseline(BlasContext& context, const GemmCase& gemm_case,
   const size_t workspace_bytes = context.workspace_bytes();
   const bool uses_c = plan.uses_c;
   LtState* s = state.get();
-  baseline.launch = [lt, s, call, bias, uses_c, workspace, workspace_bytes](
-                        const FactGemmArgs& args, cudaStream_t stream) {
+  baseline.launch = [lt, s, call, bias, bias_index, uses_c, residual_index, workspace,
+                     workspace_bytes](const FactGemmArgs& args, cudaStream_t stream) {
     if (bias) {
+      const void* pointer = args.steps[bias_index].operand;
       FACT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &args.bias, sizeof args.bias));
+                                                       &pointer, sizeof pointer));
     }
     const void* first = call.map.first_is_b ? args.b : args.a;
     const void* second = call.map.first_is_b ? args.a : args.b;
     const float alpha = args.alpha;
-    const float beta = uses_c ? args.beta : 0.0f;
-    const void* c = uses_c ? args.c : args.d;
+    const float beta = uses_c ? args.steps[residual_index].value : 0.0f;
+    const void* c = uses_c ? args.steps[residual_index].operand : args.d;
     FACT_CUBLAS_CHECK(cublasLtMatmul(lt, s->desc, &alpha, first, s->first, second, s->second,
                                      &beta, c, s->c, args.d, s->d, &s->algo, workspace,
                                      workspace_bytes, stream));
@@ -316,4 +319,4 @@ void cublas_gemm_row_major(BlasContext& context, DType dtype, DType out, Precisi
               b, d, stream);
 }
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

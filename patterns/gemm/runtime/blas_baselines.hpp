@@ -4,12 +4,12 @@
 #include <memory>
 #include <string>
 
-#include "patterns/gemm/kind/problem.hpp"
 #include "fact/runtime/device_buffer.hpp"
+#include "patterns/gemm/kind/problem.hpp"
 #include "patterns/gemm/runtime/gemm_case.hpp"
 #include "patterns/gemm/runtime/gemm_harness.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 
 // cuBLAS and cuBLASLt handles with one workspace they share (32 MiB), on the current device.
 class BlasContext {
@@ -32,7 +32,7 @@ class BlasContext {
 
 struct Baseline {
   std::string name;                   // "cublas" / "cublaslt"
-  discover::GemmProblem computes;     // what it computes (the case's problem or a prefix)
+  GemmProblem computes;               // what it computes (the case's problem or a prefix)
   bool fused = false;                 // computes the case's whole epilogue
   std::string config;                 // compute type and algorithm, for reports
   GemmLauncher launch;
@@ -45,17 +45,18 @@ struct Baseline {
 // (blas_mapping.hpp). Throws CudaError / std::invalid_argument for an unsupported case.
 Baseline make_cublas_baseline(BlasContext& context, const GemmCase& gemm_case);
 
-// cublasLtMatmul with the fused epilogue plan_cublaslt_epilogue allows (bias, ReLU, tanh-GELU,
-// residual as beta·C), the algorithm being cuBLASLt's first heuristic choice for `sample`'s
-// pointers. Throws CudaError when cuBLASLt offers no algorithm.
+// cublasLtMatmul with the fused epilogue plan_cublaslt_epilogue allows (a prefix of the
+// epilogue: bias, ReLU, tanh-GELU, residual as beta·C, each read from its step's operand), the
+// algorithm being cuBLASLt's first heuristic choice for `sample`'s pointers. Throws CudaError
+// when cuBLASLt offers no algorithm.
 Baseline make_cublaslt_baseline(BlasContext& context, const GemmCase& gemm_case,
                                 const FactGemmArgs& sample);
 
 // cublasGemmEx on plain device pointers (row-major, compact), used by `fact device` to measure
 // GEMM rates: D = A·B, M×K times K×N, with operand dtype `dtype`, output `out`, and compute type
 // as for make_cublas_baseline in `precision`.
-void cublas_gemm_row_major(BlasContext& context, graph::DType dtype, graph::DType out,
+void cublas_gemm_row_major(BlasContext& context, DType dtype, DType out,
                            PrecisionMode precision, int64_t m, int64_t n, int64_t k,
                            const void* a, const void* b, void* d, cudaStream_t stream);
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

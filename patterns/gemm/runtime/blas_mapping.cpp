@@ -1,12 +1,10 @@
 #include "patterns/gemm/runtime/blas_mapping.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 
-using discover::Activation;
-using discover::Layout;
-using Kind = discover::EpilogueStep::Kind;
+using Kind = EpilogueStep::Kind;
 
-ColumnMajorGemm map_to_column_major(const discover::GemmProblem& p) {
+ColumnMajorGemm map_to_column_major(const GemmProblem& p) {
   ColumnMajorGemm g;
   g.k = p.k;
   g.ld_out = p.d.ld;
@@ -45,18 +43,20 @@ static LtEpilogue combine(bool bias, Activation act) {
   }
 }
 
-LtEpiloguePlan plan_cublaslt_epilogue(const discover::GemmProblem& p) {
+LtEpiloguePlan plan_cublaslt_epilogue(const GemmProblem& p) {
   LtEpiloguePlan plan;
   bool bias = false, residual = false;
   Activation act = Activation::Identity;
   bool has_act = false;
   size_t consumed = 0;
-  for (const discover::EpilogueStep& step : p.epilogue) {
+  for (size_t index = 0; index < p.epilogue.size(); ++index) {
+    const EpilogueStep& step = p.epilogue[index];
     bool fits = false;
     if (!has_act) {
       switch (step.kind) {
         case Kind::Bias:
           fits = !bias && p.d.layout == Layout::RowMajor;
+          if (fits) plan.bias_step = static_cast<int>(index);
           bias = bias || fits;
           break;
         case Kind::Residual:
@@ -64,6 +64,7 @@ LtEpiloguePlan plan_cublaslt_epilogue(const discover::GemmProblem& p) {
           if (fits) {
             residual = true;
             plan.uses_c = true;
+            plan.residual_step = static_cast<int>(index);
             plan.beta = step.value;
           }
           break;
@@ -87,4 +88,4 @@ LtEpiloguePlan plan_cublaslt_epilogue(const discover::GemmProblem& p) {
   return plan;
 }
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

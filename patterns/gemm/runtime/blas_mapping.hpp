@@ -6,7 +6,7 @@
 
 #include "patterns/gemm/kind/problem.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 
 // Arguments of one column-major GEMM Out = op(First) · op(Second), Out m×n with ld_out.
 // A row-major D (M×N, ld N) is, read column-major, Dᵀ (N×M): then First = B, Second = A and
@@ -25,7 +25,7 @@ struct ColumnMajorGemm {
   int64_t second_cols() const { return transpose_second ? k : n; }
 };
 
-ColumnMajorGemm map_to_column_major(const discover::GemmProblem& problem);
+ColumnMajorGemm map_to_column_major(const GemmProblem& problem);
 
 // cuBLASLt's fused epilogue: D = act(alpha·A·B + beta·C + bias), act ∈ {none, ReLU, GELU
 // (tanh approximation)}, bias broadcast along the rows of its column-major output.
@@ -35,14 +35,16 @@ struct LtEpiloguePlan {
   LtEpilogue epilogue = LtEpilogue::Default;
   bool uses_c = false;  // a Residual step folded into beta·C
   double beta = 0.0;
+  int bias_step = -1;      // the step whose operand is the bias (-1: none)
+  int residual_step = -1;  // the step whose operand is C (-1: none)
   size_t fused_steps = 0;  // the prefix of problem.epilogue cuBLASLt computes
 };
 
-// The longest prefix of `problem.epilogue` (leading Scale already folded into alpha) that
+// The longest prefix of `problem.epilogue` (in kernel form: leading scales are alpha) that
 // cuBLASLt computes in one call: additive steps (one Bias, one Residual whose C has D's dtype)
 // in any order, then at most one ReLU or tanh-GELU, nothing after it. A Bias needs a row-major
-// D (the bias runs along N, cuBLASLt's rows of Dᵀ). Multiply and other activations end the
-// prefix.
-LtEpiloguePlan plan_cublaslt_epilogue(const discover::GemmProblem& problem);
+// D (the bias runs along N, cuBLASLt's rows of Dᵀ). Scale, AddScalar, Multiply, a second bias or
+// residual and other activations end the prefix.
+LtEpiloguePlan plan_cublaslt_epilogue(const GemmProblem& problem);
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

@@ -7,15 +7,13 @@
 
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/kernel_library.hpp"
+#include "patterns/gemm/kind/pack.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 
-using discover::Activation;
-using discover::EpilogueStep;
-using discover::GemmProblem;
-using discover::Layout;
-using graph::DType;
-using Kind = discover::EpilogueStep::Kind;
+using runtime::element_bytes;
+using runtime::fact_status_name;
+using Kind = EpilogueStep::Kind;
 
 namespace {
 
@@ -46,6 +44,7 @@ RefActivation ref_activation(Activation a) {
     case Activation::Sigmoid: return RefActivation::Sigmoid;
     case Activation::LeakyReLU: return RefActivation::LeakyReLU;
     case Activation::HardTanh: return RefActivation::HardTanh;
+    case Activation::Tanh: return RefActivation::Tanh;
   }
   throw std::invalid_argument("unknown activation");
 }
@@ -53,6 +52,7 @@ RefActivation ref_activation(Activation a) {
 RefStepKind ref_kind(Kind k) {
   switch (k) {
     case Kind::Scale: return RefStepKind::Scale;
+    case Kind::AddScalar: return RefStepKind::AddScalar;
     case Kind::Bias: return RefStepKind::Bias;
     case Kind::Activation: return RefStepKind::Activation;
     case Kind::Residual: return RefStepKind::Residual;
@@ -92,8 +92,9 @@ ElementType element_type(DType dtype) {
   }
 }
 
-ReferenceParams reference_params(const GemmProblem& p, const void* a, const void* b, const void* c,
-                                 const void* bias, double* out) {
+ReferenceParams reference_params(const GemmProblem& p, const void* a, const void* b,
+                                 const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands,
+                                 double* out) {
   ReferenceParams r;
   r.m = p.m;
   r.n = p.n;
@@ -107,7 +108,8 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
     throw std::invalid_argument("epilogue has more than " + std::to_string(kMaxReferenceSteps) +
                                 " steps");
   }
-  for (const EpilogueStep& step : p.epilogue) {
+  for (size_t i = 0; i < p.epilogue.size(); ++i) {
+    const EpilogueStep& step = p.epilogue[i];
     RefEpilogueStep& s = r.steps[r.step_count++];
     s.kind = ref_kind(step.kind);
     s.activation = ref_activation(step.activation);
@@ -115,11 +117,15 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
     s.p0 = step.p0;
     s.p1 = step.p1;
     if (step.kind == Kind::Bias) {
-      r.bias = bias;
-      r.bias_type = element_type(step.operand_dtype);
+      s.operand.data = operands[i];
+      s.operand.type = element_type(step.operand_dtype);
+      s.operand.row_stride = 0;  // bias[n]: the same for every row
+      s.operand.col_stride = 1;
+      s.operand.batch_stride = step.operand_batch_stride;
     }
     if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
-      r.c = view_of(c, step.operand_dtype, p.d.layout, p.d.ld, p.d.batch_stride);
+      s.operand = view_of(operands[i], step.operand_dtype, p.d.layout, step.operand_ld,
+                          step.operand_batch_stride);
     }
   }
   return r;
@@ -131,7 +137,8 @@ std::string reference_key(const GemmProblem& p) {
   key << p.alpha;
   for (const EpilogueStep& s : p.epilogue) {
     key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
-        << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype);
+        << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype) << ','
+        << s.operand_ld << ',' << s.operand_batch_stride;
   }
   return key.str();
 }
@@ -143,11 +150,18 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
   b_ = DeviceBuffer(bytes_of(p.b.dtype, operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch,
                                                          p.b.batch_stride)));
   d_elements_ = operand_elements(p.m, p.n, p.d.ld, p.d.layout, p.batch, p.d.batch_stride);
-  if (const EpilogueStep* c = c_operand_step(p)) {
-    c_ = DeviceBuffer(bytes_of(c->operand_dtype, d_elements_));
+  if (p.epilogue.size() > operands_.size()) {
+    throw std::invalid_argument("epilogue of " + std::to_string(p.epilogue.size()) + " steps");
   }
-  if (const EpilogueStep* bias = bias_step(p)) {
-    bias_ = DeviceBuffer(bytes_of(bias->operand_dtype, p.n));
+  for (size_t i = 0; i < p.epilogue.size(); ++i) {
+    const EpilogueStep& step = p.epilogue[i];
+    if (step.kind == Kind::Bias) {
+      operands_[i] = DeviceBuffer(bytes_of(step.operand_dtype, (p.batch - 1) * step.operand_batch_stride + p.n));
+    } else if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
+      operands_[i] = DeviceBuffer(bytes_of(
+          step.operand_dtype, operand_elements(p.m, p.n, step.operand_ld, p.d.layout, p.batch,
+                                               step.operand_batch_stride)));
+    }
   }
   const int d_bytes = element_bytes(element_type(p.d.dtype));
   guard_elements_ = static_cast<int64_t>(kGuardBytes) / d_bytes;
@@ -162,51 +176,37 @@ void GemmHarness::randomize_inputs(uint64_t seed) {
   const cudaStream_t s = primary_.get();
   const float b_scale = static_cast<float>(std::min(1.0, 3.0 / std::sqrt(double(p.k))));
   // Distinct seeds per operand so that no two operands hold the same values.
-  launch_fill_uniform(a_.data(), element_type(p.a.dtype),
-                      static_cast<int64_t>(a_.bytes() / element_bytes(element_type(p.a.dtype))),
-                      seed * 4 + 0, 1.0f, s);
-  launch_fill_uniform(b_.data(), element_type(p.b.dtype),
-                      static_cast<int64_t>(b_.bytes() / element_bytes(element_type(p.b.dtype))),
-                      seed * 4 + 1, b_scale, s);
-  if (const EpilogueStep* c = c_operand_step(p)) {
-    launch_fill_uniform(c_.data(), element_type(c->operand_dtype), d_elements_, seed * 4 + 2, 1.0f, s);
-  }
-  if (const EpilogueStep* bias = bias_step(p)) {
-    launch_fill_uniform(bias_.data(), element_type(bias->operand_dtype), p.n, seed * 4 + 3, 1.0f, s);
+  auto fill = [&](const DeviceBuffer& buffer, DType dtype, uint64_t stream_of_numbers, float scale) {
+    const ElementType type = element_type(dtype);
+    runtime::launch_fill_uniform(buffer.data(), type,
+                                 static_cast<int64_t>(buffer.bytes() / element_bytes(type)),
+                                 seed * 16 + stream_of_numbers, scale, s);
+  };
+  fill(a_, p.a.dtype, 0, 1.0f);
+  fill(b_, p.b.dtype, 1, b_scale);
+  for (size_t i = 0; i < p.epilogue.size(); ++i) {
+    if (operands_[i].data()) fill(operands_[i], p.epilogue[i].operand_dtype, 2 + i, 1.0f);
   }
   FACT_CUDA_CHECK(cudaStreamSynchronize(s));
   seed_ = seed;
   reference_key_.reset();
 }
 
+std::array<const void*, FACT_GEMM_MAX_STEPS> GemmHarness::operand_pointers() const {
+  std::array<const void*, FACT_GEMM_MAX_STEPS> pointers{};
+  for (size_t i = 0; i < operands_.size(); ++i) pointers[i] = operands_[i].data();
+  return pointers;
+}
+
 FactGemmArgs GemmHarness::abi_args(const GemmProblem& problem) const {
-  const GemmProblem& p = case_.problem;
-  const AbiScalars scalars = abi_scalars(problem);
-  FactGemmArgs args{};
-  args.abi_version = FACT_ABI_VERSION;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
-  args.batch = p.batch;
+  FactGemmArgs args = gemm_args(problem);
+  if (static_cast<size_t>(args.num_steps) != problem.epilogue.size()) {
+    throw std::invalid_argument("the problem's epilogue is not in kernel form");
+  }
   args.a = a_.data();
-  args.lda = p.a.ld;
-  args.stride_a = p.a.batch_stride;
   args.b = b_.data();
-  args.ldb = p.b.ld;
-  args.stride_b = p.b.batch_stride;
-  args.c = c_.data();
-  args.ldc = c_.data() ? p.d.ld : 0;
-  args.stride_c = c_.data() ? p.d.batch_stride : 0;
   args.d = d_;
-  args.ldd = p.d.ld;
-  args.stride_d = p.d.batch_stride;
-  args.bias = bias_.data();
-  args.alpha = scalars.alpha;
-  args.beta = scalars.beta;
-  args.act_p0 = scalars.act_p0;
-  args.act_p1 = scalars.act_p1;
-  args.split_k = 1;
-  args.sm_count = 0;
+  for (int i = 0; i < args.num_steps; ++i) args.steps[i].operand = operands_[i].data();
   return args;
 }
 
@@ -215,7 +215,7 @@ void GemmHarness::ensure_reference(const GemmProblem& problem, cudaStream_t stre
   if (reference_key_ && *reference_key_ == key) return;
   reference_key_.reset();
   const ReferenceParams params =
-      reference_params(problem, a_.data(), b_.data(), c_.data(), bias_.data(), reference_.as<double>());
+      reference_params(problem, a_.data(), b_.data(), operand_pointers(), reference_.as<double>());
   launch_reference_gemm(params, stream);
   FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
   reference_key_ = key;
@@ -226,11 +226,13 @@ uint64_t GemmHarness::input_checksum(cudaStream_t stream) {
   // One sum per buffer, folded on the host in a fixed order.
   uint64_t combined = 0;
   int index = 0;
-  for (const DeviceBuffer* buffer : {&a_, &b_, &c_, &bias_}) {
+  std::vector<const DeviceBuffer*> buffers = {&a_, &b_};
+  for (const DeviceBuffer& operand : operands_) buffers.push_back(&operand);
+  for (const DeviceBuffer* buffer : buffers) {
     ++index;
     if (!buffer->data()) continue;
     FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->checksum, 0, sizeof(unsigned long long), stream));
-    launch_checksum(buffer->data(), buffer->bytes(), &scratch->checksum, stream);
+    runtime::launch_checksum(buffer->data(), buffer->bytes(), &scratch->checksum, stream);
     unsigned long long sum = 0;
     FACT_CUDA_CHECK(cudaMemcpyAsync(&sum, &scratch->checksum, sizeof sum, cudaMemcpyDeviceToHost, stream));
     FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -243,8 +245,8 @@ int64_t GemmHarness::guard_changes(cudaStream_t stream) {
   Scratch* scratch = scratch_.as<Scratch>();
   const ElementType type = element_type(case_.problem.d.dtype);
   FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->guard_changes, 0, sizeof(unsigned long long), stream));
-  launch_count_not_poison(d_storage_.data(), type, guard_elements_, &scratch->guard_changes, stream);
-  launch_count_not_poison(static_cast<char*>(d_) + bytes_of(case_.problem.d.dtype, d_elements_),
+  runtime::launch_count_not_poison(d_storage_.data(), type, guard_elements_, &scratch->guard_changes, stream);
+  runtime::launch_count_not_poison(static_cast<char*>(d_) + bytes_of(case_.problem.d.dtype, d_elements_),
                           type, guard_elements_, &scratch->guard_changes, stream);
   unsigned long long changes = 0;
   FACT_CUDA_CHECK(cudaMemcpyAsync(&changes, &scratch->guard_changes, sizeof changes,
@@ -268,8 +270,8 @@ CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& laun
   ensure_reference(problem, stream);
   const uint64_t inputs_before = input_checksum(stream);
   const ElementType d_type = element_type(p.d.dtype);
-  if (stream == secondary_.get()) launch_spin_kernel(kStreamCheckDelayNs, stream);
-  launch_fill_poison(d_storage_.data(), d_type,
+  if (stream == secondary_.get()) runtime::launch_spin_kernel(kStreamCheckDelayNs, stream);
+  runtime::launch_fill_poison(d_storage_.data(), d_type,
                      static_cast<int64_t>(d_storage_.bytes()) / element_bytes(d_type), stream);
 
   const FactGemmArgs args = abi_args(problem);
@@ -336,4 +338,4 @@ std::vector<unsigned char> GemmHarness::download_output() const {
   return host;
 }
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

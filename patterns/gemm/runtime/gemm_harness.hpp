@@ -2,19 +2,25 @@
 // guarded output, the float64 reference, and the comparison that turns one call of a kernel
 // (or a library baseline) into a CheckResult.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "patterns/gemm/kind/problem.hpp"
 #include "fact/runtime/device_buffer.hpp"
 #include "fact/runtime/device_kernels.hpp"
-#include "fact/runtime/fact_abi.h"
-#include "patterns/gemm/runtime/gemm_case.hpp"
 #include "fact/runtime/run_report.hpp"
+#include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/runtime/gemm_case.hpp"
+#include "patterns/gemm/runtime/reference_gemm.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
+
+using runtime::CheckResult;
+using runtime::CudaStream;
+using runtime::DeviceBuffer;
 
 // Something that computes a GEMM from FactGemmArgs: a kernel library's entry or a baseline.
 // Returns a FactStatus; throws CudaError when a CUDA/cuBLAS call fails.
@@ -22,17 +28,19 @@ using GemmLauncher = std::function<int(const FactGemmArgs& args, cudaStream_t st
 
 // The storage type of a supported dtype (float32, bfloat16, float16); std::invalid_argument
 // otherwise.
-ElementType element_type(graph::DType dtype);
+ElementType element_type(DType dtype);
 
-// Float64 reference parameters for `problem` reading the given device operands (D's layout
-// is used for C).
-ReferenceParams reference_params(const discover::GemmProblem& problem, const void* a,
-                                 const void* b, const void* c, const void* bias, double* out);
+// Float64 reference parameters for `problem` reading A, B and, for every operand step i,
+// operands[i] (D's layout for M×N operands; a bias is indexed by n).
+ReferenceParams reference_params(const GemmProblem& problem, const void* a, const void* b,
+                                 const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands,
+                                 double* out);
 
 class GemmHarness {
  public:
-  // Allocates A, B, the epilogue operands the case reads, D with poisoned guard bands of
-  // kGuardBytes on both sides, the float64 reference, and two non-blocking streams.
+  // Allocates A, B, one buffer per epilogue operand (each bias, each M×N tensor), D with
+  // poisoned guard bands of kGuardBytes on both sides, the float64 reference, and two
+  // non-blocking streams.
   explicit GemmHarness(GemmCase gemm_case);
 
   static constexpr size_t kGuardBytes = 4096;
@@ -42,41 +50,46 @@ class GemmHarness {
   cudaStream_t primary_stream() const { return primary_.get(); }
   cudaStream_t secondary_stream() const { return secondary_.get(); }
 
-  // New random inputs from `seed`: A, C and bias uniform in [-1, 1], B uniform in
-  // [-3/√K, 3/√K] so that A·B has about unit variance (activations are exercised in their
-  // non-linear range and bias/residual terms are not negligible). Invalidates the reference.
+  // New random inputs from `seed`: A and every epilogue operand uniform in [-1, 1], B uniform
+  // in [-3/√K, 3/√K] so that A·B has about unit variance (activations are exercised in their
+  // non-linear range and bias/residual terms are not negligible); each buffer its own stream of
+  // numbers. Invalidates the reference.
   void randomize_inputs(uint64_t seed);
   uint64_t input_seed() const { return seed_; }
 
-  // The ABI arguments for `problem` (its scalars) on this harness's buffers.
-  FactGemmArgs abi_args(const discover::GemmProblem& problem) const;
+  // The call for `problem` (its constants; same sizes, dtypes, layouts and operand steps as the
+  // case, or a prefix of its epilogue) on this harness's buffers: pack.cpp's gemm_args(problem)
+  // with the addresses of A, B, D and each step's operand filled in.
+  FactGemmArgs abi_args(const GemmProblem& problem) const;
   FactGemmArgs abi_args() const { return abi_args(case_.problem); }
 
-  // Runs `launcher` once on `stream` for `problem` (same sizes, dtypes and layouts as the
-  // case; epilogue and scalars may differ) and checks it: output poisoned first, every element
-  // written, finite, guard bands untouched, inputs unchanged, relative error against the float64
-  // reference of `problem` within `tolerance`. On the secondary stream the poisoning is queued
-  // behind a kStreamCheckDelayNs spin, so a kernel that launches on another stream than the
-  // one it was given races the poison and is caught. Returns the FactStatus in `status` when it is not
-  // FACT_OK (the check then has failure set and no measurements). Throws CudaError.
+  // Runs `launcher` once on `stream` for `problem` and checks it: output poisoned first, every
+  // element written, finite, guard bands untouched, inputs unchanged, relative error against the
+  // float64 reference of `problem` within `tolerance`. On the secondary stream the poisoning is
+  // queued behind a kStreamCheckDelayNs spin, so a kernel that launches on another stream than
+  // the one it was given races the poison and is caught. Returns the FactStatus in `status` when
+  // it is not FACT_OK (the check then has failure set and no measurements). Throws CudaError.
   CheckResult check(const std::string& name, const GemmLauncher& launcher,
-                    const discover::GemmProblem& problem, cudaStream_t stream, double tolerance,
-                    int* status);
+                    const GemmProblem& problem, cudaStream_t stream, double tolerance, int* status);
 
   // Sums of the last comparison (for tests).
   const ErrorSums& last_sums() const { return last_sums_; }
 
   // Copies D (without guards) to the host as raw bytes.
   std::vector<unsigned char> download_output() const;
+  // The device buffer of epilogue step `step`'s operand (nullptr for a step without one).
+  const void* operand(size_t step) const { return operands_.at(step).data(); }
 
  private:
-  void ensure_reference(const discover::GemmProblem& problem, cudaStream_t stream);
+  void ensure_reference(const GemmProblem& problem, cudaStream_t stream);
   uint64_t input_checksum(cudaStream_t stream);
   int64_t guard_changes(cudaStream_t stream);
+  std::array<const void*, FACT_GEMM_MAX_STEPS> operand_pointers() const;
 
   GemmCase case_;
   CudaStream primary_, secondary_;
-  DeviceBuffer a_, b_, c_, bias_, d_storage_, reference_, scratch_;
+  DeviceBuffer a_, b_, d_storage_, reference_, scratch_;
+  std::array<DeviceBuffer, FACT_GEMM_MAX_STEPS> operands_;
   void* d_ = nullptr;
   int64_t d_elements_ = 0, guard_elements_ = 0;
   uint64_t seed_ = 0;
@@ -85,6 +98,6 @@ class GemmHarness {
 };
 
 // A stable text key of everything the reference depends on besides the inputs.
-std::string reference_key(const discover::GemmProblem& problem);
+std::string reference_key(const GemmProblem& problem);
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

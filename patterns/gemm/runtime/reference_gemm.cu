@@ -11,7 +11,13 @@
 #include "fact/runtime/device_kernels.hpp"
 #include "patterns/gemm/runtime/reference_gemm.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
+
+using runtime::check_cuda;
+using runtime::CudaError;
+using runtime::kPoisonBF16;
+using runtime::kPoisonF16;
+using runtime::kPoisonF32;
 
 namespace {
 
@@ -49,6 +55,7 @@ __device__ double activate(double x, RefActivation act, double p0, double p1) {
     case RefActivation::Sigmoid: return 1.0 / (1.0 + exp(-x));
     case RefActivation::LeakyReLU: return x >= 0.0 ? x : p0 * x;
     case RefActivation::HardTanh: return fmin(fmax(x, p0), p1);
+    case RefActivation::Tanh: return tanh(x);
   }
   return x;
 }
@@ -60,10 +67,11 @@ __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t l
     const RefEpilogueStep& step = p.steps[s];
     switch (step.kind) {
       case RefStepKind::Scale: x *= step.value; break;
-      case RefStepKind::Bias: x += load_element(p.bias, p.bias_type, j); break;
+      case RefStepKind::AddScalar: x += step.value; break;
+      case RefStepKind::Bias: x += load_matrix(step.operand, l, i, j); break;
       case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
-      case RefStepKind::Residual: x += step.value * load_matrix(p.c, l, i, j); break;
-      case RefStepKind::Multiply: x *= load_matrix(p.c, l, i, j); break;
+      case RefStepKind::Residual: x += step.value * load_matrix(step.operand, l, i, j); break;
+      case RefStepKind::Multiply: x *= load_matrix(step.operand, l, i, j); break;
     }
   }
   return x;
@@ -235,4 +243,4 @@ void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t
   check_cuda(cudaGetLastError(), "compare_kernel launch", __FILE__, __LINE__);
 }
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

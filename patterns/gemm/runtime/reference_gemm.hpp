@@ -1,6 +1,8 @@
 // The GEMM kind's float64 reference on the GPU (reference_gemm.cu): what every GEMM kernel is
-// verified against at full size. Plain structs only, so that the .cu file needs none of the
-// engine's headers; the launch checks itself and throws CudaError.
+// verified against at full size, the epilogue applied step by step as FactGemmArgs carries it
+// (gemm_abi.h, ABI v2): each step with its own constants and its own operand. Plain structs
+// only, so that the .cu file needs none of the engine's headers; the launch checks itself and
+// throws CudaError.
 #pragma once
 #include <cstdint>
 
@@ -8,7 +10,10 @@
 
 #include "fact/runtime/device_kernels.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
+
+using runtime::ElementType;
+using runtime::ErrorSums;
 
 // A batched matrix in device memory: element (l, r, c) lives at
 // data[l·batch_stride + r·row_stride + c·col_stride].
@@ -18,28 +23,29 @@ struct MatrixView {
   int64_t row_stride = 0, col_stride = 0, batch_stride = 0;
 };
 
-enum class RefStepKind : int { Scale = 0, Bias = 1, Activation = 2, Residual = 3, Multiply = 4 };
+enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply };
 enum class RefActivation : int {
-  Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh
+  Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
 };
 
+// One epilogue step: Scale x *= value, AddScalar x += value, Bias x += operand(l, 0, j),
+// Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
+// x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1).
 struct RefEpilogueStep {
   RefStepKind kind = RefStepKind::Scale;
   RefActivation activation = RefActivation::Identity;
-  double value = 1.0;  // Scale factor / Residual beta
+  double value = 1.0;
   double p0 = 0.0, p1 = 0.0;
+  MatrixView operand;  // Bias, Residual, Multiply
 };
 
 inline constexpr int kMaxReferenceSteps = 8;
 
 // out[(l·m + i)·n + j] = epilogue(alpha · Σ_k A[l,i,k]·B[l,k,j]) in float64, every operand
-// read from its stored (low-precision) value. The epilogue applies `steps` in order; Bias reads
-// bias[j], Residual/Multiply read c(l, i, j).
+// read from its stored (low-precision) value, the steps applied in order.
 struct ReferenceParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  MatrixView a, b, c;
-  const void* bias = nullptr;
-  ElementType bias_type = ElementType::F32;
+  MatrixView a, b;
   double alpha = 1.0;
   int step_count = 0;
   RefEpilogueStep steps[kMaxReferenceSteps];
@@ -47,4 +53,9 @@ struct ReferenceParams {
 };
 void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
 
-}  // namespace fact::runtime
+// Compares the batch × m × n matrix `out` with the dense reference `ref` ([l][i][j]),
+// accumulating into `sums` (zero them first).
+void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
+                    ErrorSums* sums, cudaStream_t stream);
+
+}  // namespace fact::gemm

@@ -1,14 +1,16 @@
-// The GEMM kind's runtime (fact/runtime/kind_runtime.hpp): one `fact run-kernel` request for a
-// GEMM problem — its buffers (gemm_case.hpp, gemm_harness.hpp), the verification sequence
-// (verifier.hpp), timing, and the cuBLAS/cuBLASLt baselines on the same inputs.
-// TRANSITION: this is the ABI v1 body moved out of src/runtime/run_kernel.cpp; it is being
-// ported to ABI v2 (FactGemmArgs with the epilogue as data) and to KindRuntime.
+// The GEMM kind's runtime (fact/runtime/kind_runtime.hpp), registered for kind "gemm": one
+// `fact run-kernel` request for a GEMM problem — its buffers (gemm_case.hpp, gemm_harness.hpp),
+// the precision check, the workspace query, the verification sequence (verifier.hpp), cuBLAS
+// SGEMM's own error in strict mode, timing, and the cuBLAS/cuBLASLt baselines on the same
+// inputs. Calls go through the kernel ABI v2 (FactGemmArgs with the epilogue as data, packed by
+// pack.cpp's gemm_args like the plan's argument images).
 #include <cublas_v2.h>
 
 #include <random>
 
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_report.hpp"
+#include "fact/runtime/kernel_library.hpp"
 #include "fact/runtime/kind_runtime.hpp"
 #include "fact/runtime/run_kernel.hpp"
 #include "fact/runtime/timing.hpp"
@@ -17,33 +19,44 @@
 #include "patterns/gemm/runtime/gemm_harness.hpp"
 #include "patterns/gemm/runtime/verifier.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 namespace {
 
 using nlohmann::json;
+using runtime::BaselineResult;
+using runtime::check_seed;
+using runtime::current_device_json;
+using runtime::describe;
+using runtime::fact_status_name;
+using runtime::KernelLibrary;
+using runtime::L2Flusher;
+using runtime::ProcessGuard;
+using runtime::RunKernelOptions;
+using runtime::RunReport;
+using runtime::SgemmComparison;
+using runtime::time_launches;
+using runtime::tflops_per_s;
+using runtime::tolerance_for;
 
-json problem_json(const GemmCase& c, const ProblemSize& size) {
-  const discover::GemmProblem& p = c.problem;
-  const AbiScalars s = abi_scalars(p);
-  json j = {{"text", to_string(size)},
-            {"m", p.m},
-            {"n", p.n},
-            {"k", p.k},
-            {"batch", p.batch},
-            {"alpha", s.alpha},
-            {"beta", s.beta},
-            {"p0", s.act_p0},
-            {"p1", s.act_p1},
-            {"a_dtype", graph::dtype_name(p.a.dtype)},
-            {"b_dtype", graph::dtype_name(p.b.dtype)},
-            {"d_dtype", graph::dtype_name(p.d.dtype)},
-            {"layouts", std::string{discover::layout_token(p.a.layout),
-                                    discover::layout_token(p.b.layout),
-                                    discover::layout_token(p.d.layout)}},
-            {"fusion", p.fusion_name()},
-            {"shape", p.shape_string()},
-            {"flops", p.flops()}};
-  return j;
+// The report's problem: sizes, dtypes, layouts, fusion, and the epilogue with every constant
+// the checks used (the problem JSON's spelling).
+json problem_json(const GemmCase& c, const std::string& text) {
+  const GemmProblem& p = c.problem;
+  return {{"text", text},
+          {"m", p.m},
+          {"n", p.n},
+          {"k", p.k},
+          {"batch", p.batch},
+          {"alpha", p.alpha},
+          {"epilogue", gemm_problem_to_json(p).at("epilogue")},
+          {"a_dtype", graph::dtype_name(p.a.dtype)},
+          {"b_dtype", graph::dtype_name(p.b.dtype)},
+          {"d_dtype", graph::dtype_name(p.d.dtype)},
+          {"layouts", std::string{layout_token(p.a.layout), layout_token(p.b.layout),
+                                  layout_token(p.d.layout)}},
+          {"fusion", p.fusion_name()},
+          {"shape", p.shape_string()},
+          {"flops", p.flops()}};
 }
 
 uint64_t fresh_seed() {
@@ -59,11 +72,11 @@ void set_phase(ProcessGuard* guard, const std::string& phase) {
 // The kernel's entry with its own workspace, filled with 0xFF once so that a kernel relying
 // on zeroed workspace fails verification.
 struct KernelLauncher {
-  FactGemmEntry entry = nullptr;
+  FactEntry entry = nullptr;
   DeviceBuffer workspace;
 
   int operator()(const FactGemmArgs& args, cudaStream_t stream) const {
-    return entry(&args, workspace.data(), nullptr, stream);
+    return entry(&args.header, workspace.data(), nullptr, stream);
   }
 };
 
@@ -103,24 +116,14 @@ BaselineResult run_baseline(const std::string& name, BlasContext& blas, GemmHarn
   return result;
 }
 
-void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report) {
-  validate(options);
-  const ProblemSize size = parse_problem_size(options.problem);
-
-  std::optional<KernelLibrary> library;
-  realize::KernelSpec spec;
-  if (options.baseline_only) {
-    const graph::DType dtype = parse_dtype_token(options.dtype);
-    std::optional<graph::DType> out;
-    if (!options.out_dtype.empty()) out = parse_dtype_token(options.out_dtype);
-    spec = baseline_spec(dtype, out, parse_epilogue_tokens(options.epilogue),
-                         parse_layout_tokens(options.layout), options.precision, size.batch > 1);
+void run_gemm(const RunKernelOptions& options, const Problem& problem, const KernelLibrary* library,
+              ProcessGuard* guard, RunReport& report) {
+  const GemmProblem given = gemm_problem_of(problem);
+  GemmSpec spec;
+  if (library == nullptr) {
+    spec = baseline_spec(given, options.precision);
   } else {
-    set_phase(guard, "loading the kernel library");
-    library.emplace(options.lib);
-    spec = library->spec();
-    report.entry = library->entry_name();
-    report.kernel_name = spec.name();
+    spec = GemmSpec::of(library->spec());
     if (auto why = precision_mismatch(spec, options.precision)) {
       report.status = RunStatus::Error;
       report.error = *why;
@@ -130,17 +133,17 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
 
   GemmCase gemm_case;
   try {
-    gemm_case = make_gemm_case(spec, size, options.precision);
+    gemm_case = make_gemm_case(spec, given, options.precision);
   } catch (const std::invalid_argument& e) {
-    report.status = options.baseline_only ? RunStatus::Error : RunStatus::CannotImplement;
+    report.status = library == nullptr ? RunStatus::Error : RunStatus::CannotImplement;
     report.error = e.what();
     return;
   }
-  report.problem = problem_json(gemm_case, size);
+  report.problem = problem_json(gemm_case, options.problem);
   report.tolerance = tolerance_for(options.precision, gemm_case.problem.d.dtype);
 
   set_phase(guard, "initializing CUDA");
-  if (cuda_device_count() == 0) {
+  if (runtime::cuda_device_count() == 0) {
     report.status = RunStatus::Error;
     report.error = "no CUDA device is visible";
     return;
@@ -153,7 +156,7 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
   report.timing = {{"base_seed", base_seed}};
 
   std::optional<BlasContext> blas;
-  const bool strict_sgemm = !options.baseline_only &&
+  const bool strict_sgemm = library != nullptr &&
                             options.precision == PrecisionMode::Strict &&
                             gemm_case.problem.a.dtype == graph::DType::Float32;
   if (strict_sgemm || !options.baselines.empty()) blas.emplace();
@@ -164,14 +167,15 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
   }
 
   report.status = RunStatus::Ok;
-  if (!options.baseline_only) {
+  if (library != nullptr) {
     set_phase(guard, "querying the workspace size");
     harness.randomize_inputs(check_seed(base_seed, 0));
     KernelLauncher launcher;
     launcher.entry = library->entry();
     const FactGemmArgs sample = harness.abi_args();
     size_t workspace_bytes = 0;
-    const int query = launcher.entry(&sample, nullptr, &workspace_bytes, harness.primary_stream());
+    const int query =
+        launcher.entry(&sample.header, nullptr, &workspace_bytes, harness.primary_stream());
     if (query != FACT_OK) {
       report.status = query == FACT_ERR_CANNOT_IMPLEMENT ? RunStatus::CannotImplement : RunStatus::Error;
       report.error = "workspace query returned " + fact_status_name(query);
@@ -203,7 +207,7 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
       cmp.sgemm_rel_err = *sgemm_check->rel_err;
       const double kernel_err = *report.checks[0].rel_err;
       cmp.ratio = cmp.sgemm_rel_err > 0 ? kernel_err / cmp.sgemm_rel_err : (kernel_err > 0 ? 1e30 : 1.0);
-      cmp.within_limit = cmp.ratio <= kSgemmErrorRatioLimit;
+      cmp.within_limit = cmp.ratio <= runtime::kSgemmErrorRatioLimit;
       report.sgemm = cmp;
     }
     if (report.status != RunStatus::Ok) return;
@@ -233,5 +237,16 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
   set_phase(guard, "writing the report");
 }
 
+class GemmRuntime final : public runtime::KindRuntime {
+ public:
+  std::string kind() const override { return kKindName; }
+  void run(const RunKernelOptions& options, const Problem& problem, const KernelLibrary* library,
+           ProcessGuard* guard, RunReport& report) const override {
+    run_gemm(options, problem, library, guard, report);
+  }
+};
+
+const runtime::KindRuntimeRegistrar kGemmRuntime{std::make_unique<GemmRuntime>()};
+
 }  // namespace
-}  // namespace fact::runtime
+}  // namespace fact::gemm

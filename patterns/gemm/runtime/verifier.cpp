@@ -5,7 +5,11 @@
 #include "fact/runtime/kernel_library.hpp"
 #include "fact/runtime/run_options.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
+
+using runtime::check_seed;
+using runtime::fact_status_name;
+using runtime::tolerance_for;
 
 namespace {
 
@@ -31,11 +35,11 @@ VerifyOutcome verify_gemm(GemmHarness& harness, const GemmLauncher& launcher, ui
   VerifyOutcome outcome;
   const GemmCase& gemm_case = harness.gemm_case();
   const double tolerance = tolerance_for(gemm_case.precision, gemm_case.problem.d.dtype);
-  const GemmCase adversarial = with_adversarial_scalars(gemm_case);
+  const GemmCase adversarial = with_adversarial_constants(gemm_case);
   bool first = true;
   for (const CheckStep& step : kSequence) {
     if (step.new_inputs_seed >= 0) harness.randomize_inputs(check_seed(base_seed, step.new_inputs_seed));
-    const discover::GemmProblem& problem =
+    const GemmProblem& problem =
         step.adversarial_scalars ? adversarial.problem : gemm_case.problem;
     const cudaStream_t stream =
         step.secondary_stream ? harness.secondary_stream() : harness.primary_stream();
@@ -67,4 +71,4 @@ VerifyOutcome verify_gemm(GemmHarness& harness, const GemmLauncher& launcher, ui
   return outcome;
 }
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

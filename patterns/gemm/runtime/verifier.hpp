@@ -4,8 +4,10 @@
 //   other_stream  same inputs, the secondary stream, poisoning queued behind a spin: a kernel
 //                 that ignores its stream argument races the poison
 //   repoison      same inputs, output poisoned again: every element must be written again
-//   scalars       new inputs (seed 2) and scalars unlike any default (alpha = -1.25, beta = 0.5,
-//                 leaky slope 0.2, clamp [-0.6, 0.4]): a kernel ignoring an ABI scalar fails
+//   scalars       new inputs (seed 2) and every constant unlike any default and distinct per
+//                 step (alpha -1.25, each scale, add, residual beta, leaky slope and clamp
+//                 bound: with_adversarial_constants): a kernel ignoring a step's constant, or
+//                 reading another step's, fails
 // Each check also requires inputs unchanged, no write outside D, no NaN/Inf, and the relative
 // error within the tolerance.
 #pragma once
@@ -15,10 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "patterns/gemm/runtime/gemm_harness.hpp"
 #include "fact/runtime/run_report.hpp"
+#include "patterns/gemm/runtime/gemm_harness.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
+
+using runtime::RunStatus;
 
 struct VerifyOutcome {
   RunStatus status = RunStatus::Ok;  // Ok, Wrong, CannotImplement or Error
@@ -35,4 +39,4 @@ struct VerifyOutcome {
 VerifyOutcome verify_gemm(GemmHarness& harness, const GemmLauncher& launcher, uint64_t base_seed,
                           const std::function<void()>& after_primary = {});
 
-}  // namespace fact::runtime
+}  // namespace fact::gemm

@@ -1,7 +1,12 @@
 // Real sm90a compiles of rendered GEMM kernels with nvcc and the installed CUTLASS headers
 // (skipped, with the reason, when either is missing). Each test compiles one kernel (30-90 s
 // of nvcc); the build-driver test compiles two at once. Each library is then loaded to check
-// its exports: the info JSON, the entry point's argument checks (no GPU needed).
+// its exports: the info JSON (kind, ABI version, KernelSpec) and the entry point's ABI v2
+// argument checks (header, dtypes, layouts, epilogue steps), which need no GPU.
+//
+// The epilogues are issue 8's: the chain bias -> x*0.5 -> hardtanh(-2, 2) -> gelu_erf that ABI v1
+// refused, a residual and a product with two M×N operands in one kernel, and two activations
+// with parameters of their own.
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -12,24 +17,20 @@
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/render.hpp"
-#include "fact/runtime/fact_abi.h"
 #include "fact/util/atomic_file.hpp"
-#include "patterns/gemm/space.hpp"
+#include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/kind/abi_names.hpp"
+#include "patterns/gemm/realize/space.hpp"
 
 namespace fact::gemm {
 namespace {
 
 namespace fs = std::filesystem;
-using realize::Activation;
-using realize::DType;
-using realize::KernelSpec;
-using realize::MainloopSchedule;
-using realize::MathMode;
 using realize::RenderedKernel;
-using Kind = realize::EpilogueStep::Kind;
+using Kind = EpilogueStep::Kind;
 
-KernelSpec bf16_gemm() {
-  KernelSpec s;
+GemmSpec bf16_gemm() {
+  GemmSpec s;
   s.tile = {128, 128, 64};
   s.mainloop = MainloopSchedule::Cooperative;
   return s;
@@ -41,36 +42,96 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
+// A well-formed call for `spec` (sizes 128, compact leading dimensions, null pointers: a size
+// query needs none), every step of the spec's epilogue in place.
+FactGemmArgs args_for(const GemmSpec& spec) {
+  FactGemmArgs args{};
+  args.header = {FACT_ABI_VERSION, fact_kind_id(FACT_GEMM_KIND_NAME), sizeof(FactGemmArgs), 0};
+  args.m = args.n = args.k = 128;
+  args.batch = 1;
+  args.a_type = abi_dtype(spec.a_dtype);
+  args.b_type = abi_dtype(spec.b_dtype);
+  args.d_type = abi_dtype(spec.d_dtype);
+  args.a_layout = abi_layout(spec.a_layout);
+  args.b_layout = abi_layout(spec.b_layout);
+  args.lda = args.ldb = args.ldd = 128;
+  args.alpha = 1.0f;
+  args.num_steps = static_cast<int32_t>(spec.epilogue.size());
+  for (size_t i = 0; i < spec.epilogue.size(); ++i) {
+    const EpilogueOpSpec& op = spec.epilogue[i];
+    FactGemmStep& step = args.steps[i];
+    step.kind = abi_step_kind(op.kind);
+    if (op.kind == Kind::Activation) step.activation = abi_activation(op.activation);
+    if (reads_operand(op.kind)) step.operand_type = abi_dtype(op.operand_dtype);
+    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) step.ld = 128;
+  }
+  return args;
+}
+
+using Entry = int (*)(const FactCallHeader*, void*, size_t*, void*);
+
+// The size query of a well-formed call passes the argument checks (FACT_OK, or a launch error
+// when no GPU answers cudaGetDevice); each corruption of it is FACT_ERR_INVALID_ARGS.
+std::string check_abi(Entry entry, const GemmSpec& spec) {
+  size_t workspace = 0;
+  auto status = [&](const FactGemmArgs& args) { return entry(&args.header, nullptr, &workspace, nullptr); };
+  const FactGemmArgs good = args_for(spec);
+  if (status(good) == FACT_ERR_INVALID_ARGS) return "a well-formed call refused";
+  if (entry(nullptr, nullptr, &workspace, nullptr) != FACT_ERR_INVALID_ARGS) return "null args not refused";
+  struct Corruption {
+    const char* what;
+    void (*apply)(FactGemmArgs&);
+  };
+  const Corruption corruptions[] = {
+      {"ABI version", [](FactGemmArgs& a) { a.header.abi_version = FACT_ABI_VERSION + 1; }},
+      {"kind", [](FactGemmArgs& a) { a.header.kind = fact_kind_id("attention"); }},
+      {"size", [](FactGemmArgs& a) { a.header.size -= 8; }},
+      {"A dtype", [](FactGemmArgs& a) { a.a_type = a.a_type == FACT_DTYPE_F16 ? FACT_DTYPE_BF16 : FACT_DTYPE_F16; }},
+      {"D dtype", [](FactGemmArgs& a) { a.d_type = FACT_DTYPE_F64; }},
+      {"B layout", [](FactGemmArgs& a) { a.b_layout = 1 - a.b_layout; }},
+      {"empty problem", [](FactGemmArgs& a) { a.m = 0; }},
+      {"step count", [](FactGemmArgs& a) { a.num_steps += 1; }},
+  };
+  for (const Corruption& c : corruptions) {
+    FactGemmArgs bad = good;
+    c.apply(bad);
+    if (status(bad) != FACT_ERR_INVALID_ARGS) return std::string(c.what) + " not checked";
+  }
+  for (int i = 0; i < good.num_steps; ++i) {
+    FactGemmArgs bad = good;
+    bad.steps[i].kind = bad.steps[i].kind == FACT_STEP_SCALE ? FACT_STEP_ADD_SCALAR : FACT_STEP_SCALE;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) return "the kind of step " + std::to_string(i) + " not checked";
+    if (good.steps[i].kind == FACT_STEP_ACTIVATION) {
+      bad = good;
+      bad.steps[i].activation = bad.steps[i].activation == FACT_ACT_RELU ? FACT_ACT_SILU : FACT_ACT_RELU;
+      if (status(bad) != FACT_ERR_INVALID_ARGS) return "the activation of step " + std::to_string(i) + " not checked";
+    }
+    if (good.steps[i].operand_type != FACT_DTYPE_NONE) {
+      bad = good;
+      bad.steps[i].operand_type = FACT_DTYPE_F64;
+      if (status(bad) != FACT_ERR_INVALID_ARGS) return "the operand dtype of step " + std::to_string(i) + " not checked";
+    }
+  }
+  return "";
+}
+
 // Loads the library and checks what a loader relies on; returns "" or the problem.
 std::string check_library(const fs::path& library, const RenderedKernel& kernel) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return std::string("dlopen failed: ") + dlerror();
   std::string problem;
-  auto entry = reinterpret_cast<int (*)(const FactGemmArgs*, void*, size_t*, void*)>(
-      dlsym(handle, kernel.entry_symbol.c_str()));
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
   auto info = reinterpret_cast<FactKernelInfo>(dlsym(handle, "fact_kernel_info"));
   if (!entry || !info) {
     problem = "missing export " + (entry ? std::string("fact_kernel_info") : kernel.entry_symbol);
   } else {
     const nlohmann::json j = nlohmann::json::parse(info());
+    if (j.at("kind") != "gemm") problem = "info names another kind";
+    if (j.at("abi_version") != FACT_ABI_VERSION) problem = "info names another ABI version";
     if (j.at("entry") != kernel.entry_symbol) problem = "info names another entry";
     if (j.at("key") != kernel.key) problem = "info carries another key";
     if (realize::KernelSpec::from_json(j.at("spec")) != kernel.spec) problem = "info spec differs";
-    if (entry(nullptr, nullptr, nullptr, nullptr) != FACT_ERR_INVALID_ARGS) {
-      problem = "null args not refused";
-    }
-    FactGemmArgs args{};
-    args.abi_version = FACT_ABI_VERSION + 100;
-    args.m = args.n = args.k = args.batch = 128;
-    size_t workspace = 0;
-    if (entry(&args, nullptr, &workspace, nullptr) != FACT_ERR_INVALID_ARGS) {
-      problem = "wrong ABI version not refused";
-    }
-    args.abi_version = FACT_ABI_VERSION;
-    args.m = 0;
-    if (entry(&args, nullptr, &workspace, nullptr) != FACT_ERR_INVALID_ARGS) {
-      problem = "empty problem not refused";
-    }
+    if (problem.empty()) problem = check_abi(entry, GemmSpec::of(kernel.spec));
   }
   dlclose(handle);
   return problem;
@@ -83,8 +144,8 @@ class GemmCompile : public ::testing::Test {
     if (auto why = realize::compile_unavailable_reason(options_)) GTEST_SKIP() << *why;
   }
 
-  void compile_and_check(const KernelSpec& spec, const std::string& name) {
-    const RenderedKernel kernel = realize::render_kernel(spec, options_);
+  void compile_and_check(const GemmSpec& spec, const std::string& name) {
+    const RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options_);
     const realize::CompileResult r = realize::compile_kernel(kernel, scratch(name), options_);
     ASSERT_TRUE(r.ok) << spec.name() << ": " << r.reason << "\n" << r.log.substr(0, 20000);
     EXPECT_EQ(r.log.find("C7510"), std::string::npos) << "wgmma serialized:\n" << r.log;
@@ -99,18 +160,30 @@ class GemmCompile : public ::testing::Test {
   realize::CompileOptions options_;
 };
 
-TEST_F(GemmCompile, Bf16Gemm) { compile_and_check(bf16_gemm(), "bf16"); }
-
-TEST_F(GemmCompile, Bf16GemmBiasGeluTanh) {
-  KernelSpec s = bf16_gemm();
-  s.tile = {128, 256, 64};
+// Issue 8 failure 1's chain in bf16: Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU(erf), as the
+// default configuration for an epilogue GEMM (128x128 ping-pong, 1x2 cluster). ABI v1 refused
+// it (no run-time argument for the scale, one p0/p1 pair for both activations).
+TEST_F(GemmCompile, Bf16IssueChainBiasScaleHardtanhGeluErf) {
+  GemmSpec s = bf16_gemm();
+  s.tile = {128, 128, 64};
+  s.cluster = {1, 2, 1};
+  s.mainloop = MainloopSchedule::Pingpong;
   s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
-                {Kind::Activation, Activation::GeluTanh, DType::Unknown}};
-  compile_and_check(s, "bias_gelu");
+                {Kind::Scale, Activation::Identity, DType::Unknown},
+                {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                {Kind::Activation, Activation::GeluErf, DType::Unknown}};
+  const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
+  EXPECT_NE(kernel.source.find("Activation<cutlass::epilogue::thread::GELU,\n"
+                               "      fact::gemm::epilogue::Activation<cutlass::epilogue::thread::Clamp,\n"
+                               "      fact::gemm::epilogue::Scale<\n"
+                               "      fact::gemm::epilogue::ColumnBias<cutlass::bfloat16_t,"),
+            std::string::npos)
+      << kernel.source;
+  compile_and_check(s, "issue_chain");
 }
 
 TEST_F(GemmCompile, Tf32BatchedGemm) {
-  KernelSpec s;
+  GemmSpec s;
   s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
   s.align_a = s.align_b = s.align_d = 4;
   s.math = MathMode::Tf32;
@@ -124,33 +197,50 @@ TEST_F(GemmCompile, Tf32BatchedGemm) {
 // as kSplitK and selects the scheduler's SplitK decomposition at run time), with the partials
 // summed in arrival order (kOrderedReduction = false sets the scheduler's reduction mode).
 TEST_F(GemmCompile, Bf16DeepKSplitK) {
-  realize::SpaceOptions deep_k;
+  SpaceOptions deep_k;
   deep_k.m = deep_k.n = 256;
   deep_k.k = 524288;
-  const realize::ParamSpace space = gemm_space(KernelSpec{}, deep_k);
+  const GemmSpace space = gemm_space(GemmSpec{}, deep_k);
   ASSERT_FALSE(space.candidates.empty());
-  const KernelSpec& s = space.candidates.front();
-  ASSERT_EQ(s.scheduler, realize::TileScheduler::StreamK);
+  const GemmSpec& s = space.candidates.front();
+  ASSERT_EQ(s.scheduler, TileScheduler::StreamK);
   ASSERT_GE(s.split_k, 16);
-  const RenderedKernel kernel = realize::render_kernel(s, options_);
+  const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
   EXPECT_NE(kernel.source.find("kSplitK = " + std::to_string(s.split_k)), std::string::npos);
   EXPECT_FALSE(s.ordered_reduction);
   EXPECT_NE(kernel.source.find("kOrderedReduction = false"), std::string::npos);
   compile_and_check(s, "deep_k_split");
 }
 
-// Residual (beta * C) and SwiGLU's Multiply, built together through the build driver.
-TEST_F(GemmCompile, ResidualAndMultiplyThroughTheBuildDriver) {
-  KernelSpec residual = bf16_gemm();
-  residual.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
-                       {Kind::Residual, Activation::Identity, DType::BFloat16}};
-  KernelSpec swiglu = bf16_gemm();
-  swiglu.tile = {64, 128, 64};
-  swiglu.mainloop = MainloopSchedule::Pingpong;
-  swiglu.epilogue = {{Kind::Multiply, Activation::Identity, DType::BFloat16}};
+// Built together through the build driver (two nvcc at once):
+//   - a residual and a product with two M×N operands (the first through CUTLASS's C, the second
+//     loaded straight into registers by Sm90AuxLoad<0>), SiLU between them and a constant after;
+//   - fp16 operands with a float32 output: two activations with parameters of their own
+//     (leaky_relu's slope, hardtanh's bounds), the accurate tanh of float32 outputs and a float32
+//     bias last.
+TEST_F(GemmCompile, TwoOperandsAndParametrizedActivationsThroughTheBuildDriver) {
+  GemmSpec operands = bf16_gemm();
+  operands.tile = {128, 256, 64};
+  operands.cluster = {2, 1, 1};
+  operands.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16},
+                       {Kind::Activation, Activation::SiLU, DType::Unknown},
+                       {Kind::Multiply, Activation::Identity, DType::BFloat16},
+                       {Kind::AddScalar, Activation::Identity, DType::Unknown}};
+  GemmSpec activations = bf16_gemm();
+  activations.a_dtype = activations.b_dtype = DType::Float16;
+  activations.d_dtype = DType::Float32;
+  activations.align_d = 4;
+  activations.tile = {64, 128, 64};
+  activations.mainloop = MainloopSchedule::Pingpong;
+  activations.epilogue = {{Kind::Activation, Activation::LeakyReLU, DType::Unknown},
+                          {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                          {Kind::Activation, Activation::Tanh, DType::Unknown},
+                          {Kind::Bias, Activation::Identity, DType::Float32}};
 
-  const std::vector<RenderedKernel> kernels = {realize::render_kernel(residual, options_),
-                                               realize::render_kernel(swiglu, options_)};
+  const std::vector<RenderedKernel> kernels = {
+      realize::render_kernel(operands.to_kernel_spec(), options_),
+      realize::render_kernel(activations.to_kernel_spec(), options_)};
+  EXPECT_NE(kernels[1].source.find("fact::gemm::epilogue::TanhAccurate"), std::string::npos);
   std::vector<realize::BuildJob> jobs;
   for (const auto& k : kernels) jobs.push_back(realize::build_job(k, options_));
   realize::KernelCache cache(scratch("driver"));
@@ -164,6 +254,10 @@ TEST_F(GemmCompile, ResidualAndMultiplyThroughTheBuildDriver) {
     ASSERT_TRUE(outcomes[i].usable()) << outcomes[i].label << ": " << outcomes[i].reason;
     const std::string log = util::read_file(outcomes[i].log);
     EXPECT_EQ(log.find("C7510"), std::string::npos) << log;
+    EXPECT_EQ(log.find("Potential Performance Loss"), std::string::npos) << log;
+    const realize::PtxasUsage usage = realize::parse_ptxas_usage(log);
+    EXPECT_EQ(usage.spill_store_bytes, 0) << outcomes[i].label;
+    std::cout << "[ compiled ] " << kernels[i].spec.name() << ": " << usage.registers << " registers\n";
     EXPECT_EQ(check_library(outcomes[i].library, kernels[i]), "");
   }
 }

@@ -5,28 +5,37 @@
 
 #include <gtest/gtest.h>
 
-#include "fact/realize/gemm_candidates.hpp"
-#include "fact/realize/gemm_problem_args.hpp"
+#include "fact/realize/realizer_source.hpp"
+#include "fact/realize/tuner.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/realize/spec.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
 
-std::vector<KernelSpec> cut_space(int64_t m, int64_t n, int64_t k, const char* dtype, const char* precision,
-                                  size_t max_candidates) {
-  GemmCandidateSource source;
-  auto problem = make_gemm_problem({m, n, k, 1}, parse_operand_dtype(dtype), "", "tn");
-  ParamSpace space = source.candidates(source.problem_class(problem, precision), problem, "default");
-  return spread_selection(space.candidates, max_candidates);
+std::vector<GemmSpec> cut_space(int64_t m, int64_t n, int64_t k, const char* dtype, const char* precision,
+                                size_t max_candidates) {
+  realize::RealizerSource source;
+  const Problem problem = to_problem(make_gemm_problem({m, n, k, 1}, parse_operand_dtype(dtype), "", "tn"));
+  const realize::ParamSpace space =
+      source.candidates(source.problem_class(problem, precision), problem, "default");
+  std::vector<GemmSpec> cut;
+  for (const auto& spec : realize::spread_selection(
+           space.candidates, max_candidates,
+           [&](const realize::KernelSpec& s) { return source.family(s); })) {
+    cut.push_back(GemmSpec::of(spec));
+  }
+  return cut;
 }
 
-bool has_split_of_at_least(const std::vector<KernelSpec>& specs, int splits) {
-  return std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
+bool has_split_of_at_least(const std::vector<GemmSpec>& specs, int splits) {
+  return std::any_of(specs.begin(), specs.end(), [&](const GemmSpec& s) {
     return s.scheduler == TileScheduler::StreamK && s.split_k >= splits;
   });
 }
 
-bool has_stream_k(const std::vector<KernelSpec>& specs) {
-  return std::any_of(specs.begin(), specs.end(), [](const KernelSpec& s) {
+bool has_stream_k(const std::vector<GemmSpec>& specs) {
+  return std::any_of(specs.begin(), specs.end(), [](const GemmSpec& s) {
     return s.scheduler == TileScheduler::StreamK && s.split_k == 1;
   });
 }
@@ -38,7 +47,7 @@ TEST(DeepKSpaceCut, FourCandidatesKeepDeepSplitKAndStreamK) {
     EXPECT_TRUE(has_split_of_at_least(cut, 16)) << dtype;
     EXPECT_TRUE(has_stream_k(cut)) << dtype;
     EXPECT_TRUE(std::any_of(cut.begin(), cut.end(),
-                            [](const KernelSpec& s) { return s.scheduler == TileScheduler::Persistent; }))
+                            [](const GemmSpec& s) { return s.scheduler == TileScheduler::Persistent; }))
         << dtype;
     auto two = cut_space(256, 256, 524288, dtype, precision, 2);
     ASSERT_EQ(two.size(), 2u);
@@ -55,4 +64,4 @@ TEST(DeepKSpaceCut, ShallowKKeepsItsDataParallelLead) {
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm

@@ -6,27 +6,22 @@
 
 #include <gtest/gtest.h>
 
-#include "patterns/gemm/space.hpp"
+#include "patterns/gemm/realize/space.hpp"
 
 namespace fact::gemm {
 namespace {
 
-using realize::Activation;
-using realize::DType;
-using realize::MathMode;
-using realize::SpaceOptions;
-using realize::TileScheduler;
-using Kind = realize::EpilogueStep::Kind;
+using Kind = EpilogueStep::Kind;
 
-KernelSpec bf16_class() {
-  KernelSpec s;
+GemmSpec bf16_class() {
+  GemmSpec s;
   s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
                 {Kind::Activation, Activation::GeluTanh, DType::Unknown}};
   return s;
 }
 
-KernelSpec tf32_class() {
-  KernelSpec s;
+GemmSpec tf32_class() {
+  GemmSpec s;
   s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
   s.align_a = s.align_b = s.align_d = 4;
   s.math = MathMode::Tf32;
@@ -34,20 +29,20 @@ KernelSpec tf32_class() {
   return s;
 }
 
-KernelSpec with(KernelSpec s, int tm, int tn, int tk, MainloopSchedule mainloop) {
+GemmSpec with(GemmSpec s, int tm, int tn, int tk, MainloopSchedule mainloop) {
   s.tile = {tm, tn, tk};
   s.mainloop = mainloop;
   return s;
 }
 
-std::string reason_of(const KernelSpec& s, SpaceOptions options = {}) {
+std::string reason_of(const GemmSpec& s, SpaceOptions options = {}) {
   auto reason = gemm_prune_reason(s, options);
   return reason ? *reason : std::string();
 }
 
 TEST(GemmSpace, DefaultIsCuratedAndValid) {
-  for (const KernelSpec& problem_class : {bf16_class(), tf32_class()}) {
-    const realize::ParamSpace space = gemm_space(problem_class);
+  for (const GemmSpec& problem_class : {bf16_class(), tf32_class()}) {
+    const GemmSpace space = gemm_space(problem_class);
     EXPECT_GE(space.candidates.size(), 20u) << problem_class.name();
     EXPECT_LE(space.candidates.size(), 60u) << problem_class.name();
     std::set<std::string> names;
@@ -63,7 +58,7 @@ TEST(GemmSpace, DefaultIsCuratedAndValid) {
 }
 
 TEST(GemmSpace, Tf32UsesThirtyTwoWideKSteps) {
-  const realize::ParamSpace space = gemm_space(tf32_class());
+  const GemmSpace space = gemm_space(tf32_class());
   ASSERT_FALSE(space.candidates.empty());
   EXPECT_EQ(space.candidates.front().tile.k, 32);
 }
@@ -72,7 +67,7 @@ TEST(GemmSpace, ExhaustiveRecordsWhyEachConfigurationWasPruned) {
   SpaceOptions options;
   options.exhaustive = true;
   options.max_candidates = 100000;
-  const realize::ParamSpace space = gemm_space(bf16_class(), options);
+  const GemmSpace space = gemm_space(bf16_class(), options);
   EXPECT_GT(space.candidates.size(), 60u);
   EXPECT_GT(space.pruned.size(), space.candidates.size());
   std::set<std::string> kinds;
@@ -89,7 +84,7 @@ TEST(GemmSpace, ExhaustiveRecordsWhyEachConfigurationWasPruned) {
 TEST(GemmSpace, CapKeepsTheFirstCandidates) {
   SpaceOptions options;
   options.max_candidates = 5;
-  const realize::ParamSpace space = gemm_space(bf16_class(), options);
+  const GemmSpace space = gemm_space(bf16_class(), options);
   EXPECT_EQ(space.candidates.size(), 5u);
   size_t capped = 0;
   for (const auto& p : space.pruned) capped += p.reason.find("cap") != std::string::npos;
@@ -110,7 +105,7 @@ TEST(GemmPruning, PingpongTakesTileM64Or128) {
 }
 
 TEST(GemmPruning, StreamKAndSplitKNeedTheCooperativeKernel) {
-  KernelSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Pingpong);
+  GemmSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Pingpong);
   s.scheduler = TileScheduler::StreamK;
   EXPECT_NE(reason_of(s).find("stream-K"), std::string::npos);
   s.mainloop = MainloopSchedule::Cooperative;
@@ -122,13 +117,13 @@ TEST(GemmPruning, StreamKAndSplitKNeedTheCooperativeKernel) {
 
 TEST(GemmPruning, SharedMemoryDecidesTheStageCount) {
   // 256x256x128 bf16: 128 KiB per stage, one stage fits.
-  const KernelSpec huge = with(bf16_class(), 256, 256, 128, MainloopSchedule::Cooperative);
+  const GemmSpec huge = with(bf16_class(), 256, 256, 128, MainloopSchedule::Cooperative);
   const SharedMemoryPlan plan = plan_shared_memory(huge);
   EXPECT_EQ(plan.stage_bytes, 256 * 128 * 2 * 2 + 16);
   EXPECT_LT(plan.stages, 2);
   EXPECT_NE(reason_of(huge).find("stage"), std::string::npos);
   // 128x256x128: 96 KiB stages, two fit: valid, but below the default minimum of three.
-  const KernelSpec deep = with(bf16_class(), 128, 256, 128, MainloopSchedule::Cooperative);
+  const GemmSpec deep = with(bf16_class(), 128, 256, 128, MainloopSchedule::Cooperative);
   EXPECT_EQ(plan_shared_memory(deep).stages, 2);
   EXPECT_FALSE(gemm_spec_error(deep).has_value());
   EXPECT_NE(reason_of(deep).find("want >= 3"), std::string::npos);
@@ -138,21 +133,52 @@ TEST(GemmPruning, SharedMemoryDecidesTheStageCount) {
   // 128x128x64: 32 KiB stages, six fit next to the epilogue.
   EXPECT_EQ(plan_shared_memory(with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative)).stages, 6);
   // Explicit stage counts beyond capacity are errors.
-  KernelSpec explicit_stages = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
+  GemmSpec explicit_stages = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
   explicit_stages.stages = 6;
   EXPECT_NE(reason_of(explicit_stages).find("shared memory"), std::string::npos);
 }
 
 TEST(GemmPruning, EpilogueReadingCTakesSharedMemory) {
-  KernelSpec plain = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
+  GemmSpec plain = with(bf16_class(), 128, 256, 64, MainloopSchedule::Cooperative);
   plain.epilogue.clear();
-  KernelSpec residual = plain;
+  GemmSpec residual = plain;
   residual.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16}};
   EXPECT_GT(plan_shared_memory(residual).epilogue_bytes, plan_shared_memory(plain).epilogue_bytes);
+  // Only the first M×N operand is staged (CUTLASS's C); the others load into registers.
+  GemmSpec two_operands = residual;
+  two_operands.epilogue.push_back({Kind::Multiply, Activation::Identity, DType::BFloat16});
+  EXPECT_EQ(plan_shared_memory(two_operands).epilogue_bytes, plan_shared_memory(residual).epilogue_bytes);
+  // Every bias broadcasts a row of the tile from shared memory.
+  GemmSpec one_bias = plain, two_biases = plain;
+  one_bias.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16}};
+  two_biases.epilogue = {one_bias.epilogue[0], {Kind::Scale, Activation::Identity, DType::Unknown},
+                         one_bias.epilogue[0]};
+  EXPECT_EQ(plan_shared_memory(two_biases).epilogue_bytes - plan_shared_memory(one_bias).epilogue_bytes,
+            256 * 2);
+}
+
+// ABI v2 carries the epilogue as data: any order and number of steps up to FACT_GEMM_MAX_STEPS
+// is a valid spec (issue 8: scales after other steps, several biases, activations, operands).
+TEST(GemmPruning, AnyChainUpToEightSteps) {
+  GemmSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Pingpong);
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                {Kind::Scale, Activation::Identity, DType::Unknown},
+                {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                {Kind::Activation, Activation::GeluErf, DType::Unknown},
+                {Kind::Residual, Activation::Identity, DType::BFloat16},
+                {Kind::Multiply, Activation::Identity, DType::Float32},
+                {Kind::AddScalar, Activation::Identity, DType::Unknown},
+                {Kind::Bias, Activation::Identity, DType::Float32}};
+  EXPECT_EQ(reason_of(s), "");
+  s.epilogue.push_back({Kind::Activation, Activation::Tanh, DType::Unknown});
+  EXPECT_NE(reason_of(s).find("at most 8"), std::string::npos) << reason_of(s);
+  s.epilogue.pop_back();
+  s.epilogue[2].activation = Activation::Identity;
+  EXPECT_NE(reason_of(s).find("identity"), std::string::npos);
 }
 
 TEST(GemmPruning, AccumulatorRegisters) {
-  const KernelSpec big = with(bf16_class(), 256, 256, 64, MainloopSchedule::Cooperative);
+  const GemmSpec big = with(bf16_class(), 256, 256, 64, MainloopSchedule::Cooperative);
   EXPECT_EQ(accumulator_registers_per_thread(big), 256);
   EXPECT_NE(reason_of(big).find("accumulator registers"), std::string::npos);
   EXPECT_EQ(accumulator_registers_per_thread(with(bf16_class(), 128, 256, 64,
@@ -164,7 +190,7 @@ TEST(GemmPruning, AccumulatorRegisters) {
 }
 
 TEST(GemmPruning, AlignmentDtypeAndArch) {
-  KernelSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  GemmSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
   s.align_b = 2;
   EXPECT_NE(reason_of(s).find("TMA"), std::string::npos);
   s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
@@ -177,7 +203,7 @@ TEST(GemmPruning, AlignmentDtypeAndArch) {
   s.tile.k = 32;
   s.epilogue.clear();
   EXPECT_EQ(reason_of(s), "");
-  s.b_layout = realize::Layout::RowMajor;
+  s.b_layout = Layout::RowMajor;
   EXPECT_NE(reason_of(s).find("K-major"), std::string::npos);
   s.math = MathMode::Simt;
   EXPECT_NE(reason_of(s).find("simt"), std::string::npos);
@@ -197,16 +223,16 @@ TEST(GemmPruning, ProblemSizes) {
                 .find("problem's M"),
             std::string::npos);
   EXPECT_EQ(reason_of(with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong), small), "");
-  KernelSpec split = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  GemmSpec split = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
   split.scheduler = TileScheduler::StreamK;
   split.split_k = 4;
   SpaceOptions shallow;
   shallow.k = 256;
   EXPECT_NE(reason_of(split, shallow).find("split"), std::string::npos);
-  KernelSpec unordered_persistent = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
+  GemmSpec unordered_persistent = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
   unordered_persistent.ordered_reduction = false;
   EXPECT_NE(reason_of(unordered_persistent).find("unordered reduction needs the stream-K"), std::string::npos);
-  KernelSpec cluster = with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong);
+  GemmSpec cluster = with(bf16_class(), 64, 128, 64, MainloopSchedule::Pingpong);
   cluster.cluster = {2, 1, 1};
   EXPECT_NE(reason_of(cluster, small).find("cluster M"), std::string::npos);
 }
@@ -220,14 +246,14 @@ SpaceOptions sized(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
   return options;
 }
 
-KernelSpec plain_bf16_class() { return KernelSpec{}; }
+GemmSpec plain_bf16_class() { return GemmSpec{}; }
 
-int64_t tiles_of(const KernelSpec& s, const SpaceOptions& o) {
+int64_t tiles_of(const GemmSpec& s, const SpaceOptions& o) {
   return ((o.m + s.tile.m - 1) / s.tile.m) * ((o.n + s.tile.n - 1) / s.tile.n) * o.batch;
 }
 
 TEST(GemmDeepK, SplitCountFillsTheSmsOnceAndKeepsSixteenKTilesPerSplit) {
-  const KernelSpec bf16 = plain_bf16_class();
+  const GemmSpec bf16 = plain_bf16_class();
   const SpaceOptions large_k = sized(256, 256, 524288);
   EXPECT_EQ(deep_k_split_count(bf16, large_k, 128, 128), 32);  // 4 tiles, 132 / 4 = 33 -> 32
   EXPECT_EQ(deep_k_split_count(bf16, large_k, 128, 256), 64);  // 2 tiles, 66 -> 64 (cap 64)
@@ -249,11 +275,11 @@ TEST(GemmDeepK, SplitCountFillsTheSmsOnceAndKeepsSixteenKTilesPerSplit) {
 }
 
 TEST(GemmDeepK, LargeKDefaultSpaceOpensWithProblemDerivedSplitK) {
-  for (const KernelSpec& problem_class : {plain_bf16_class(), bf16_class(), tf32_class()}) {
+  for (const GemmSpec& problem_class : {plain_bf16_class(), bf16_class(), tf32_class()}) {
     const SpaceOptions options = sized(256, 256, 524288);
-    const realize::ParamSpace space = gemm_space(problem_class, options);
+    const GemmSpace space = gemm_space(problem_class, options);
     ASSERT_FALSE(space.candidates.empty());
-    const KernelSpec& first = space.candidates.front();
+    const GemmSpec& first = space.candidates.front();
     EXPECT_EQ(first.scheduler, TileScheduler::StreamK) << first.name();
     EXPECT_EQ(first.split_k, 32) << first.name();
     EXPECT_EQ(first.tile.m, 128);
@@ -261,13 +287,13 @@ TEST(GemmDeepK, LargeKDefaultSpaceOpensWithProblemDerivedSplitK) {
     EXPECT_FALSE(first.ordered_reduction) << first.name();  // no serial chain of 32 partial sums
     EXPECT_NE(first.name().find("_unordered"), std::string::npos);
     bool ordered_split_128x128 = false;
-    for (const KernelSpec& s : space.candidates) {
+    for (const GemmSpec& s : space.candidates) {
       ordered_split_128x128 |= s.split_k == 32 && s.tile.m == 128 && s.tile.n == 128 && s.ordered_reduction;
     }
     EXPECT_TRUE(ordered_split_128x128) << "the deterministic variant stays in the space";
     std::set<std::pair<int, int>> deep_tiles;
     bool stream_k_128x64 = false;
-    for (const KernelSpec& s : space.candidates) {
+    for (const GemmSpec& s : space.candidates) {
       EXPECT_FALSE(gemm_spec_error(s).has_value()) << s.name();
       if (s.split_k >= 16) {
         deep_tiles.insert({s.tile.m, s.tile.n});
@@ -288,17 +314,17 @@ TEST(GemmDeepK, LargeKDefaultSpaceOpensWithProblemDerivedSplitK) {
 TEST(GemmDeepK, ShallowOrWideProblemsGetNoDeepSplits) {
   for (const SpaceOptions& options :
        {sized(256, 256, 4096), sized(4096, 4096, 524288), sized(8192, 8192, 8192), SpaceOptions{}}) {
-    const realize::ParamSpace space = gemm_space(plain_bf16_class(), options);
+    const GemmSpace space = gemm_space(plain_bf16_class(), options);
     ASSERT_FALSE(space.candidates.empty());
     EXPECT_EQ(space.candidates.front().scheduler, TileScheduler::Persistent);
-    for (const KernelSpec& s : space.candidates) {
+    for (const GemmSpec& s : space.candidates) {
       EXPECT_LE(s.split_k, 4) << s.name() << " for k = " << options.k;
     }
   }
 }
 
 TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
-  KernelSpec deep = plain_bf16_class();
+  GemmSpec deep = plain_bf16_class();
   apply_default_config(deep, 256, 256, 524288, 1);
   EXPECT_EQ(deep.scheduler, TileScheduler::StreamK) << deep.name();
   EXPECT_EQ(deep.split_k, 32) << deep.name();
@@ -307,7 +333,7 @@ TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
   EXPECT_FALSE(gemm_spec_error(deep).has_value()) << deep.name();
   for (auto [m, n, k] : {std::tuple{256, 256, 4096}, std::tuple{4096, 4096, 4096},
                          std::tuple{65536, 768, 3072}}) {
-    KernelSpec s = plain_bf16_class();
+    GemmSpec s = plain_bf16_class();
     apply_default_config(s, m, n, k, 1);
     EXPECT_EQ(s.scheduler, TileScheduler::Persistent) << s.name();
     EXPECT_EQ(s.split_k, 1) << s.name();
@@ -315,12 +341,12 @@ TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
   }
   // Many tiles: plain GEMMs take the cooperative 128x256 tile with a 2x1 cluster, GEMMs with an
   // epilogue the ping-pong 128x128 tile (the measured winners on an H200).
-  KernelSpec plain = plain_bf16_class();
+  GemmSpec plain = plain_bf16_class();
   apply_default_config(plain, 4096, 4096, 4096, 1);
   EXPECT_EQ(plain.mainloop, MainloopSchedule::Cooperative);
   EXPECT_EQ(plain.tile.n, 256);
   EXPECT_EQ(plain.cluster.m, 2);
-  KernelSpec fused = bf16_class();
+  GemmSpec fused = bf16_class();
   ASSERT_FALSE(fused.epilogue.empty());
   apply_default_config(fused, 65536, 3072, 768, 1);
   EXPECT_EQ(fused.mainloop, MainloopSchedule::Pingpong) << fused.name();
@@ -330,7 +356,7 @@ TEST(GemmDefaults, DeepKDefaultSplitsKAndOthersStayPersistent) {
 }
 
 TEST(GemmDefaults, ResolvedSchedulesPairMainloopAndEpilogue) {
-  KernelSpec s = with(bf16_class(), 64, 128, 64, MainloopSchedule::Auto);
+  GemmSpec s = with(bf16_class(), 64, 128, 64, MainloopSchedule::Auto);
   EXPECT_EQ(resolved_mainloop(s), MainloopSchedule::Pingpong);
   EXPECT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::TmaWarpSpecialized);
   s.tile.m = 128;

@@ -1,17 +1,27 @@
-// GemmProblem -> KernelSpec: dtypes and math modes per precision, alignments, epilogue steps.
+// GemmProblem -> GemmSpec: dtypes and math modes per precision, alignments, epilogue steps; and
+// which realizer (gemm, gemm_f32_strict) takes a problem under each precision.
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
+#include "fact/realize/realizer.hpp"
 #include "fact/realize/render.hpp"
-#include "fact/realize/spec_from_problem.hpp"
+#include "patterns/gemm/realize/spec_from_problem.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
 
-using discover::GemmOperand;
-using discover::GemmProblem;
+using realize::RenderError;
 using Kind = EpilogueStep::Kind;
+
+realize::RenderedKernel render(const GemmSpec& s) { return realize::render_kernel(s.to_kernel_spec()); }
+
+// The spec the registered realizers make for `p` under `precision` (the engine's path).
+GemmSpec realized_class(const GemmProblem& p, const std::string& precision) {
+  const Problem problem = to_problem(p);
+  const realize::Realizer& realizer = realize::RealizerRegistry::global().for_problem(problem, precision);
+  return GemmSpec::of(realizer.problem_class(problem, precision));
+}
 
 // nn.Linear on [m, k] input with a [n, k] weight: A row-major, B column-major, D row-major.
 GemmProblem linear(int64_t m, int64_t n, int64_t k, DType dtype) {
@@ -30,6 +40,7 @@ EpilogueStep step(Kind kind, Activation act = Activation::Identity, DType operan
   s.kind = kind;
   s.activation = act;
   s.operand_dtype = operand;
+  if (reads_operand(kind)) s.operand = "operand";  // the problem's JSON keeps dtypes of named operands
   return s;
 }
 
@@ -60,7 +71,7 @@ TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {
   GemmProblem p = linear(8192, 3072, 768, DType::BFloat16);
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16),
                 step(Kind::Activation, Activation::GeluTanh)};
-  const KernelSpec s = spec_from_problem(p, "strict");
+  const GemmSpec s = spec_from_problem(p, "strict");
   EXPECT_EQ(s.pattern, "gemm");
   EXPECT_EQ(s.a_dtype, DType::BFloat16);
   EXPECT_EQ(s.math, MathMode::Native);
@@ -77,13 +88,13 @@ TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {
   EXPECT_EQ(s.tile, (Shape3{128, 128, 64}));
   EXPECT_EQ(s.mainloop, MainloopSchedule::Pingpong);
   EXPECT_EQ(s.name(), "gemm_bias_gelu_tanh_bf16_tn_128x128x64_c1x2_pp_persistent");
-  EXPECT_NO_THROW(render_kernel(s));
+  EXPECT_NO_THROW(render(s));
 }
 
 TEST(SpecFromProblem, DefaultTilesFollowTheProblemSize) {
   EXPECT_EQ(spec_from_problem(linear(1024, 1024, 1024, DType::BFloat16), "strict").tile,
             (Shape3{128, 128, 64}));
-  const KernelSpec small_m = spec_from_problem(linear(32, 4096, 4096, DType::Float16), "strict");
+  const GemmSpec small_m = spec_from_problem(linear(32, 4096, 4096, DType::Float16), "strict");
   EXPECT_EQ(small_m.tile, (Shape3{64, 128, 64}));
   EXPECT_EQ(small_m.mainloop, MainloopSchedule::Pingpong);
 }
@@ -94,52 +105,99 @@ TEST(SpecFromProblem, Float32UnderTf32IsTf32WithThirtyTwoWideK) {
   p.a.batch_stride = 4096 * 4096;
   p.b.batch_stride = 4096 * 4096;
   p.d.batch_stride = 4096 * 4096;
-  const KernelSpec s = spec_from_problem(p, "tf32");
+  const GemmSpec s = spec_from_problem(p, "tf32");
   EXPECT_EQ(s.math, MathMode::Tf32);
   EXPECT_TRUE(s.batched);
   EXPECT_EQ(s.align_a, 4);
   EXPECT_EQ(s.tile.k, 32);
-  EXPECT_NO_THROW(render_kernel(s));
+  EXPECT_NO_THROW(render(s));
 }
 
 TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
   GemmProblem p = linear(4096, 4096, 4096, DType::Float32);
-  const KernelSpec s = spec_from_problem(p, "strict");
+  const GemmSpec plain = spec_from_problem(p, "strict");
+  EXPECT_EQ(plain.math, MathMode::Tf32x3);
+  EXPECT_EQ(plain.pattern, "gemm");  // the strict realizer re-targets the class
+  EXPECT_THROW(render(plain), RenderError);
+  const GemmSpec s = realized_class(p, "strict");
   EXPECT_EQ(s.math, MathMode::Tf32x3);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
-  EXPECT_NO_THROW(render_kernel(s));
+  EXPECT_NO_THROW(render(s));
   // The strict kernels fuse bias + activation (the first candidate).
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                 step(Kind::Activation, Activation::ReLU)};
-  const KernelSpec fused = spec_from_problem(p, "strict");
+  const GemmSpec fused = realized_class(p, "strict");
   EXPECT_EQ(fused.pattern, "gemm_f32_strict");
   EXPECT_EQ(fused.epilogue.size(), 2u);
-  EXPECT_NO_THROW(render_kernel(fused));
-  // An epilogue they cannot fuse (a bf16 bias) keeps the pattern; rendering says why.
+  EXPECT_NO_THROW(render(fused));
+  // An epilogue they cannot fuse (a bf16 bias on float32 operands): no realizer takes it.
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16)};
-  const KernelSpec refused = spec_from_problem(p, "strict");
-  EXPECT_EQ(refused.pattern, "gemm_f32_strict");
-  EXPECT_THROW(render_kernel(refused), RenderError);
+  EXPECT_THROW(realized_class(p, "strict"), std::invalid_argument);
+}
+
+// Issue 8 failure 5: `x @ W` (A and B row-major) in precision tf32 is not declined; it runs on
+// gemm_f32_strict's Hopper mainloop with one TF32 product. K-major operands (nn.Linear) stay on
+// the CUTLASS TF32 kernels of this pattern.
+TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
+  GemmProblem linear_tf32 = linear(4096, 4096, 4096, DType::Float32);
+  const GemmSpec k_major = realized_class(linear_tf32, "tf32");
+  EXPECT_EQ(k_major.pattern, "gemm");
+  EXPECT_EQ(k_major.math, MathMode::Tf32);
+
+  GemmProblem matmul = linear_tf32;
+  matmul.b.layout = Layout::RowMajor;
+  matmul.b.ld = 4096;
+  matmul.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
+                     step(Kind::Scale), step(Kind::Activation, Activation::GeluErf)};
+  const GemmSpec s = realized_class(matmul, "tf32");
+  EXPECT_EQ(s.pattern, "gemm_f32_strict");
+  EXPECT_EQ(s.math, MathMode::Tf32);
+  EXPECT_EQ(s.b_layout, Layout::RowMajor);
+  EXPECT_EQ(s.mainloop, MainloopSchedule::Cooperative);
+  EXPECT_EQ(s.epilogue.size(), 3u);
+  const realize::RenderedKernel kernel = render(s);
+  EXPECT_NE(kernel.source.find("1>;  // TF32 products per k-step (one: precision tf32)"),
+            std::string::npos) << kernel.source;
+
+  // Both column-major: A is the register operand (MN-major), B K-major.
+  GemmProblem both_col = linear_tf32;
+  both_col.a.layout = Layout::ColumnMajor;
+  both_col.a.ld = 4096;
+  EXPECT_EQ(realized_class(both_col, "tf32").pattern, "gemm_f32_strict");
+  // A column-major with B row-major has no K-major operand for wgmma: the portable kernel, at
+  // 3xTF32 (more accurate than tf32 asks).
+  GemmProblem nt = both_col;
+  nt.b.layout = Layout::RowMajor;
+  const GemmSpec portable = realized_class(nt, "tf32");
+  EXPECT_EQ(portable.pattern, "gemm_f32_strict");
+  EXPECT_EQ(portable.mainloop, MainloopSchedule::Multistage);
+  EXPECT_EQ(portable.math, MathMode::Tf32x3);
 }
 
 TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {
   GemmProblem p = linear(512, 512, 512, DType::BFloat16);
   p.epilogue = {step(Kind::Scale), step(Kind::Activation, Activation::Identity),
                 step(Kind::Residual, Activation::Identity, DType::BFloat16)};
-  const KernelSpec s = spec_from_problem(p, "native");
+  const GemmSpec s = spec_from_problem(p, "native");
   ASSERT_EQ(s.epilogue.size(), 1u);
   EXPECT_EQ(s.epilogue[0].kind, Kind::Residual);
 }
 
-TEST(SpecFromProblem, RefusesWhatAKernelCannotExpress) {
-  GemmProblem late_scale = linear(512, 512, 512, DType::BFloat16);
-  late_scale.epilogue = {step(Kind::Activation, Activation::ReLU), step(Kind::Scale)};
-  EXPECT_THROW(spec_from_problem(late_scale, "strict"), std::invalid_argument);
+// Issue 8 failure 1: the ABI carries every step's constants, so no chain is refused for lack of
+// a field: scales after other steps, two activations with parameters, two M×N operands.
+TEST(SpecFromProblem, KeepsEveryChainTheAbiCarries) {
+  GemmProblem issue = linear(512, 512, 512, DType::BFloat16);
+  issue.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16), step(Kind::Scale),
+                    step(Kind::Activation, Activation::HardTanh),
+                    step(Kind::Activation, Activation::GeluErf)};
+  const GemmSpec s = spec_from_problem(issue, "native");
+  EXPECT_EQ(s.name(), "gemm_bias_scale_hardtanh_gelu_erf_bf16_tn_128x128x64_c1x1_coop_persistent");
+  EXPECT_NO_THROW(render(s));
 
   GemmProblem two_sources = linear(512, 512, 512, DType::BFloat16);
   two_sources.epilogue = {step(Kind::Residual, Activation::Identity, DType::BFloat16),
                           step(Kind::Multiply, Activation::Identity, DType::BFloat16)};
-  EXPECT_THROW(spec_from_problem(two_sources, "strict"), std::invalid_argument);
+  EXPECT_NO_THROW(render(spec_from_problem(two_sources, "native")));
 
   GemmProblem mixed = linear(512, 512, 512, DType::BFloat16);
   mixed.b.dtype = DType::Float32;
@@ -151,10 +209,10 @@ TEST(SpecFromProblem, RefusesWhatAKernelCannotExpress) {
 
 TEST(SpecFromProblem, UnalignedOperandsAreRecordedAndRefusedByTheTemplate) {
   GemmProblem p = linear(512, 512, 510, DType::BFloat16);  // K = 510: rows of A 4-byte aligned
-  const KernelSpec s = spec_from_problem(p, "strict");
+  const GemmSpec s = spec_from_problem(p, "strict");
   EXPECT_EQ(s.align_a, 2);
-  EXPECT_THROW(render_kernel(s), RenderError);
+  EXPECT_THROW(render(s), RenderError);
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "fact/realize/gemm_problem_args.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
 
 TEST(TunerProblemArgs, ParsesSizes) {
@@ -21,13 +21,13 @@ TEST(TunerProblemArgs, ParsesSizes) {
 TEST(TunerProblemArgs, BuildsCompactProblems) {
   auto p = make_gemm_problem({65536, 3072, 768, 1}, parse_operand_dtype("bf16"), "bias,gelu_tanh", "tn");
   EXPECT_EQ(p.fusion_name(), "gemm_bias_gelu_tanh");
-  EXPECT_EQ(p.a.layout, discover::Layout::RowMajor);
+  EXPECT_EQ(p.a.layout, Layout::RowMajor);
   EXPECT_EQ(p.a.ld, 768);
-  EXPECT_EQ(p.b.layout, discover::Layout::ColumnMajor);
+  EXPECT_EQ(p.b.layout, Layout::ColumnMajor);
   EXPECT_EQ(p.b.ld, 768);
   EXPECT_EQ(p.d.ld, 3072);
   EXPECT_EQ(p.epilogue[0].operand_dtype, graph::DType::BFloat16);
-  EXPECT_EQ(p.epilogue[1].activation, discover::Activation::GeluTanh);
+  EXPECT_EQ(p.epilogue[1].activation, Activation::GeluTanh);
 
   auto batched = make_gemm_problem({512, 2048, 1024, 128}, parse_operand_dtype("fp32"), "", "tt");
   EXPECT_EQ(batched.fusion_name(), "bgemm");
@@ -42,7 +42,7 @@ TEST(TunerProblemArgs, BuildsCompactProblems) {
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm
 
 #include "fact/realize/bench_results.hpp"
 
@@ -131,32 +131,40 @@ TEST(TunerBenchResults, SummaryIsTheGeometricMeanPerPrecisionAndTuningCostIsWrit
 }  // namespace
 }  // namespace fact::realize
 
-#include "fact/realize/gemm_candidates.hpp"
+#include "fact/realize/realizer.hpp"
+#include "fact/realize/realizer_source.hpp"
+#include "patterns/gemm/realize/spec.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
 
-TEST(TunerGemmSource, EveryPrecisionReachesARegisteredSpace) {
-  auto spaces = registered_spaces();
-  EXPECT_NE(std::find(spaces.begin(), spaces.end(), "gemm"), spaces.end());
-  EXPECT_NE(std::find(spaces.begin(), spaces.end(), "gemm_f32_strict"), spaces.end());
-  EXPECT_THROW(register_space("gemm", nullptr), std::logic_error);
+TEST(TunerGemmSource, EveryPrecisionReachesARegisteredRealizer) {
+  const auto patterns = realize::RealizerRegistry::global().patterns();
+  EXPECT_NE(std::find(patterns.begin(), patterns.end(), "gemm"), patterns.end());
+  EXPECT_NE(std::find(patterns.begin(), patterns.end(), "gemm_f32_strict"), patterns.end());
 
-  GemmCandidateSource source;
+  realize::RealizerSource source;
   struct Case {
     const char* dtype;
     const char* precision;
+    const char* layout;
+    const char* pattern;
   };
-  for (Case c : {Case{"bf16", "native"}, Case{"fp32", "tf32"}, Case{"fp32", "strict"}}) {
-    auto problem = make_gemm_problem({4096, 4096, 4096, 1}, parse_operand_dtype(c.dtype), "", "tn");
-    KernelSpec problem_class = source.problem_class(problem, c.precision);
-    ParamSpace space = source.candidates(problem_class, problem, "default");
+  for (Case c : {Case{"bf16", "native", "tn", "gemm"}, Case{"fp32", "tf32", "tn", "gemm"},
+                 Case{"fp32", "tf32", "tt", "gemm_f32_strict"},
+                 Case{"fp32", "strict", "tn", "gemm_f32_strict"}}) {
+    const Problem problem =
+        to_problem(make_gemm_problem({4096, 4096, 4096, 1}, parse_operand_dtype(c.dtype), "", c.layout));
+    const realize::KernelSpec problem_class = source.problem_class(problem, c.precision);
+    EXPECT_EQ(problem_class.kind(), "gemm");
+    EXPECT_EQ(problem_class.pattern(), c.pattern) << c.dtype << " " << c.precision << " " << c.layout;
+    const realize::ParamSpace space = source.candidates(problem_class, problem, "default");
     EXPECT_FALSE(space.candidates.empty()) << c.dtype << " " << c.precision;
-    for (const auto& spec : space.candidates) EXPECT_EQ(spec.pattern, problem_class.pattern);
+    for (const auto& spec : space.candidates) EXPECT_EQ(spec.pattern(), problem_class.pattern());
   }
-  auto problem = make_gemm_problem({64, 64, 64, 1}, graph::DType::BFloat16, "", "tn");
+  const Problem problem = to_problem(make_gemm_problem({64, 64, 64, 1}, graph::DType::BFloat16, "", "tn"));
   EXPECT_THROW(source.candidates(source.problem_class(problem, "native"), problem, "huge"), std::invalid_argument);
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm

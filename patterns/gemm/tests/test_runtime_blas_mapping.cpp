@@ -3,16 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include "fact/runtime/blas_mapping.hpp"
+#include "patterns/gemm/runtime/blas_mapping.hpp"
 
-namespace fact::runtime {
+namespace fact::gemm {
 namespace {
 
-using discover::Activation;
-using discover::EpilogueStep;
-using discover::GemmProblem;
-using discover::Layout;
-using graph::DType;
 using Kind = EpilogueStep::Kind;
 
 GemmProblem problem(Layout a, Layout b, Layout d, int64_t m, int64_t n, int64_t k, int64_t batch) {
@@ -30,7 +25,7 @@ GemmProblem problem(Layout a, Layout b, Layout d, int64_t m, int64_t n, int64_t 
   return p;
 }
 
-double at(const std::vector<double>& buf, const discover::GemmOperand& o, int64_t l, int64_t r,
+double at(const std::vector<double>& buf, const GemmOperand& o, int64_t l, int64_t r,
           int64_t c) {
   return buf[l * o.batch_stride + (o.layout == Layout::RowMajor ? r * o.ld + c : c * o.ld + r)];
 }
@@ -151,6 +146,8 @@ TEST(CublasLtPlan, ResidualBeforeActivationBecomesBetaC) {
        step(Kind::Activation, Activation::ReLU)}));
   EXPECT_TRUE(plan.uses_c);
   EXPECT_EQ(plan.beta, 0.5);
+  EXPECT_EQ(plan.residual_step, 0);  // its operand is C, its value beta
+  EXPECT_EQ(plan.bias_step, 1);      // its operand is the bias pointer
   EXPECT_EQ(plan.epilogue, LtEpilogue::ReluBias);
   EXPECT_EQ(plan.fused_steps, 3u);
 }
@@ -161,6 +158,13 @@ TEST(CublasLtPlan, NothingAfterTheActivation) {
   EXPECT_FALSE(plan.uses_c);
   EXPECT_EQ(plan.fused_steps, 2u);
   plan = plan_cublaslt_epilogue(with_steps({step(Kind::Multiply)}));
+  EXPECT_EQ(plan.fused_steps, 0u);
+  // A scale or a constant after the GEMM ends the prefix (cuBLASLt has no such step).
+  plan = plan_cublaslt_epilogue(with_steps({step(Kind::Bias), step(Kind::Scale),
+                                            step(Kind::Activation, Activation::ReLU)}));
+  EXPECT_EQ(plan.fused_steps, 1u);
+  EXPECT_EQ(plan.epilogue, LtEpilogue::Bias);
+  plan = plan_cublaslt_epilogue(with_steps({step(Kind::AddScalar)}));
   EXPECT_EQ(plan.fused_steps, 0u);
 }
 
@@ -175,4 +179,4 @@ TEST(CublasLtPlan, ResidualOfAnotherDtypeOrColumnMajorBiasIsNotFused) {
 }
 
 }  // namespace
-}  // namespace fact::runtime
+}  // namespace fact::gemm

@@ -1,19 +1,23 @@
+// The GEMM runtime's cases (no GPU): a kernel's spec joined with a problem's sizes and
+// constants, the adversarial constants of the `scalars` check, baseline specs, and the precision
+// contract's check of a kernel against a mode.
 #include <gtest/gtest.h>
 
-#include "fact/runtime/gemm_case.hpp"
+#include <cmath>
+#include <limits>
+#include <set>
 
-namespace fact::runtime {
+#include "patterns/gemm/kind/pack.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/runtime/gemm_case.hpp"
+
+namespace fact::gemm {
 namespace {
 
-using discover::Activation;
-using discover::Layout;
-using graph::DType;
-using realize::EpilogueOpSpec;
-using realize::KernelSpec;
-using Kind = discover::EpilogueStep::Kind;
+using Kind = EpilogueStep::Kind;
 
-KernelSpec bf16_spec(std::vector<EpilogueOpSpec> epilogue = {}) {
-  KernelSpec spec;
+GemmSpec bf16_spec(std::vector<EpilogueOpSpec> epilogue = {}) {
+  GemmSpec spec;
   spec.a_dtype = spec.b_dtype = spec.d_dtype = DType::BFloat16;
   spec.a_layout = Layout::RowMajor;
   spec.b_layout = Layout::ColumnMajor;
@@ -29,38 +33,25 @@ EpilogueOpSpec op(Kind kind, Activation act = Activation::Identity, DType dtype 
   return o;
 }
 
-TEST(ProblemSize, ParsesSizesAndScalars) {
-  const ProblemSize s = parse_problem_size("m=4096, n=1024,k=512,batch=3,alpha=0.5,beta=-2,p0=0.1");
-  EXPECT_EQ(s.m, 4096);
-  EXPECT_EQ(s.n, 1024);
-  EXPECT_EQ(s.k, 512);
-  EXPECT_EQ(s.batch, 3);
-  EXPECT_EQ(s.alpha, 0.5);
-  EXPECT_EQ(s.beta, -2.0);
-  EXPECT_EQ(s.p0, 0.1);
-  EXPECT_FALSE(s.p1.has_value());
-  EXPECT_EQ(parse_problem_size("m=1,n=2,k=3").batch, 1);
+GemmProblem sizes(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  return make_gemm_problem({m, n, k, batch}, DType::BFloat16, "", "tn");
 }
 
-TEST(ProblemSize, RejectsMalformedText) {
-  for (const char* bad : {"m=1,n=2", "m=1,n=2,k=0", "m=-1,n=2,k=3", "m=1,n=2,k=3,batch=0",
-                          "m=1,n=2,k=3,q=4", "m=1,n=2,k=3,m=5", "m=1x,n=2,k=3", "m=1,n,k=3",
-                          "m=1,n=2,k=3,alpha=nan", "m=1,n=2,k=3,alpha=abc", ""}) {
-    EXPECT_THROW(parse_problem_size(bad), std::invalid_argument) << bad;
-  }
-}
-
-TEST(ProblemSize, TextRoundTrip) {
-  const ProblemSize s = parse_problem_size("m=7,n=9,k=11,batch=2,alpha=0.1,p1=1e-3");
-  EXPECT_EQ(to_string(s), "m=7,n=9,k=11,batch=2,alpha=0.1,p1=0.001");
-  EXPECT_EQ(parse_problem_size(to_string(s)), s);
+EpilogueStep step(Kind kind, double value = 1.0, Activation act = Activation::Identity,
+                  double p0 = 0.0, double p1 = 0.0) {
+  EpilogueStep s;
+  s.kind = kind;
+  s.value = value;
+  s.activation = act;
+  s.p0 = p0;
+  s.p1 = p1;
+  return s;
 }
 
 TEST(GemmCase, CompactOperandsFollowTheLayouts) {
-  KernelSpec spec = bf16_spec();
+  GemmSpec spec = bf16_spec();
   spec.batched = true;
-  const GemmCase c = make_gemm_case(spec, parse_problem_size("m=64,n=32,k=16,batch=4"),
-                                    PrecisionMode::Native);
+  const GemmCase c = make_gemm_case(spec, sizes(64, 32, 16, 4), PrecisionMode::Native);
   const auto& p = c.problem;
   EXPECT_EQ(p.a.ld, 16);  // row-major M×K
   EXPECT_EQ(p.b.ld, 16);  // column-major K×N
@@ -69,143 +60,215 @@ TEST(GemmCase, CompactOperandsFollowTheLayouts) {
   EXPECT_EQ(p.b.batch_stride, 16 * 32);
   EXPECT_EQ(p.d.batch_stride, 64 * 32);
   EXPECT_EQ(p.batch, 4);
-  EXPECT_EQ(c.math, realize::MathMode::Native);
+  EXPECT_EQ(c.math, MathMode::Native);
 
   spec.a_layout = Layout::ColumnMajor;
   spec.b_layout = Layout::RowMajor;
   spec.d_layout = Layout::ColumnMajor;
-  const GemmCase t = make_gemm_case(spec, parse_problem_size("m=64,n=32,k=16"), PrecisionMode::Native);
+  const GemmCase t = make_gemm_case(spec, sizes(64, 32, 16), PrecisionMode::Native);
   EXPECT_EQ(t.problem.a.ld, 64);
   EXPECT_EQ(t.problem.b.ld, 32);
   EXPECT_EQ(t.problem.d.ld, 64);
 }
 
-TEST(GemmCase, EpilogueGetsValuesAndOperandDtypes) {
-  const KernelSpec spec = bf16_spec({op(Kind::Bias, Activation::Identity, DType::Float32),
-                                     op(Kind::Activation, Activation::LeakyReLU),
-                                     op(Kind::Residual)});
-  const GemmCase c = make_gemm_case(spec, parse_problem_size("m=8,n=8,k=8,beta=0.25"),
-                                    PrecisionMode::Native);
+// Every operand step gets its own buffer name, dtype, leading dimension and batch stride; the
+// call packed from the case (pack.cpp's gemm_args) carries them step by step.
+TEST(GemmCase, EveryOperandStepIsItsOwnOperand) {
+  GemmSpec spec = bf16_spec({op(Kind::Bias, Activation::Identity, DType::Float32),
+                             op(Kind::Activation, Activation::LeakyReLU), op(Kind::Residual),
+                             op(Kind::Multiply, Activation::Identity, DType::Float16),
+                             op(Kind::Bias)});
+  spec.batched = true;
+  const GemmCase c = make_gemm_case(spec, sizes(8, 16, 8, 2), PrecisionMode::Native);
   const auto& steps = c.problem.epilogue;
-  ASSERT_EQ(steps.size(), 3u);
+  ASSERT_EQ(steps.size(), 5u);
+  std::set<std::string> names;
+  for (const auto& s : steps) {
+    if (reads_operand(s.kind)) EXPECT_TRUE(names.insert(s.operand).second) << s.operand;
+  }
+  EXPECT_EQ(names.size(), 4u);
   EXPECT_EQ(steps[0].operand_dtype, DType::Float32);
-  EXPECT_EQ(steps[1].p0, 0.01);
-  EXPECT_EQ(steps[2].value, 0.25);
+  EXPECT_EQ(steps[0].operand_batch_stride, 0);  // one bias for every batch
   EXPECT_EQ(steps[2].operand_dtype, DType::BFloat16);  // defaults to D's dtype
-  EXPECT_EQ(c_operand_step(c.problem), &steps[2]);
-  EXPECT_EQ(bias_step(c.problem), &steps[0]);
-  const AbiScalars s = abi_scalars(c.problem);
-  EXPECT_EQ(s.alpha, 1.0f);
-  EXPECT_EQ(s.beta, 0.25f);
-  EXPECT_FLOAT_EQ(s.act_p0, 0.01f);
+  EXPECT_EQ(steps[2].operand_ld, 16);
+  EXPECT_EQ(steps[2].operand_batch_stride, 8 * 16);
+  EXPECT_EQ(steps[3].operand_dtype, DType::Float16);
+  const FactGemmArgs args = gemm_args(c.problem);
+  EXPECT_EQ(args.num_steps, 5);
+  EXPECT_EQ(args.steps[1].kind, FACT_STEP_ACTIVATION);
+  EXPECT_EQ(args.steps[1].activation, FACT_ACT_LEAKY_RELU);
+  EXPECT_FLOAT_EQ(args.steps[1].p0, 0.01f);
+  EXPECT_EQ(args.steps[3].operand_type, FACT_DTYPE_F16);
+  EXPECT_EQ(args.steps[3].ld, 16);
+  EXPECT_EQ(args.steps[3].batch_stride, 8 * 16);
+  EXPECT_EQ(args.steps[4].operand_type, FACT_DTYPE_BF16);
 }
 
-TEST(GemmCase, HardTanhDefaultsAndUserParameters) {
-  const KernelSpec spec = bf16_spec({op(Kind::Activation, Activation::HardTanh)});
-  const GemmCase d = make_gemm_case(spec, parse_problem_size("m=8,n=8,k=8"), PrecisionMode::Native);
+// The problem's own constants when its kernel epilogue has the spec's steps (issue 8 failure 1:
+// the two activations keep their own parameters), its alpha always.
+TEST(GemmCase, ConstantsComeFromTheProblemStepByStep) {
+  GemmProblem issue = sizes(8, 8, 8);
+  issue.alpha = 2.0;
+  issue.epilogue = {step(Kind::Scale, 0.25), step(Kind::Bias), step(Kind::Scale, 0.5),
+                    step(Kind::Activation, 1.0, Activation::HardTanh, -2.0, 2.0),
+                    step(Kind::Activation, 1.0, Activation::GeluErf)};
+  const GemmSpec spec = bf16_spec({op(Kind::Bias), op(Kind::Scale),
+                                   op(Kind::Activation, Activation::HardTanh),
+                                   op(Kind::Activation, Activation::GeluErf)});
+  const GemmCase c = make_gemm_case(spec, issue, PrecisionMode::Native);
+  EXPECT_EQ(c.problem.alpha, 0.5);  // 2 · the leading scale 0.25
+  const auto& steps = c.problem.epilogue;
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[1].value, 0.5);
+  EXPECT_EQ(steps[2].p0, -2.0);
+  EXPECT_EQ(steps[2].p1, 2.0);
+  EXPECT_EQ(steps[3].p0, 0.0);
+  EXPECT_EQ(steps[3].p1, 0.0);
+
+  // A one-sided clamp keeps its infinite bound.
+  GemmProblem clamp = sizes(8, 8, 8);
+  clamp.epilogue = {step(Kind::Activation, 1.0, Activation::HardTanh, 0.0,
+                         std::numeric_limits<double>::infinity())};
+  const GemmCase one_sided = make_gemm_case(bf16_spec({op(Kind::Activation, Activation::HardTanh)}),
+                                            clamp, PrecisionMode::Native);
+  EXPECT_TRUE(std::isinf(one_sided.problem.epilogue[0].p1));
+
+  // Steps of other kinds than the spec's: the stand-in constants.
+  const GemmCase d = make_gemm_case(
+      bf16_spec({op(Kind::Activation, Activation::HardTanh), op(Kind::Scale), op(Kind::AddScalar)}),
+      sizes(8, 8, 8), PrecisionMode::Native);
   EXPECT_EQ(d.problem.epilogue[0].p0, -1.0);
   EXPECT_EQ(d.problem.epilogue[0].p1, 1.0);
-  const GemmCase u =
-      make_gemm_case(spec, parse_problem_size("m=8,n=8,k=8,p0=-2,p1=3"), PrecisionMode::Native);
-  EXPECT_EQ(u.problem.epilogue[0].p0, -2.0);
-  EXPECT_EQ(u.problem.epilogue[0].p1, 3.0);
+  EXPECT_EQ(d.problem.epilogue[1].value, 0.5);
+  EXPECT_EQ(d.problem.epilogue[2].value, 1.0);
 }
 
-TEST(GemmCase, LeadingScaleFoldsIntoAlphaOthersAreRejected) {
-  const GemmCase c = make_gemm_case(bf16_spec({op(Kind::Scale), op(Kind::Bias)}),
-                                    parse_problem_size("m=8,n=8,k=8,alpha=0.125"),
-                                    PrecisionMode::Native);
-  ASSERT_EQ(c.problem.epilogue.size(), 1u);
-  EXPECT_EQ(c.problem.epilogue[0].kind, Kind::Bias);
-  EXPECT_EQ(c.problem.alpha, 0.125);
-  EXPECT_THROW(make_gemm_case(bf16_spec({op(Kind::Bias), op(Kind::Scale)}),
-                              parse_problem_size("m=8,n=8,k=8"), PrecisionMode::Native),
-               std::invalid_argument);
-}
-
-TEST(GemmCase, RejectsWhatTheAbiCannotCarry) {
-  const ProblemSize size = parse_problem_size("m=8,n=8,k=8");
-  EXPECT_THROW(make_gemm_case(bf16_spec({op(Kind::Residual), op(Kind::Multiply)}), size,
-                              PrecisionMode::Native),
-               std::invalid_argument);
-  EXPECT_THROW(make_gemm_case(bf16_spec(), parse_problem_size("m=8,n=8,k=8,batch=2"),
-                              PrecisionMode::Native),
+TEST(GemmCase, RejectsWhatTheKernelCannotRun) {
+  EXPECT_THROW(make_gemm_case(bf16_spec(), sizes(8, 8, 8, 2), PrecisionMode::Native),
                std::invalid_argument);  // not batched
-  KernelSpec int_out = bf16_spec();
+  GemmSpec int_out = bf16_spec();
   int_out.d_dtype = DType::Int8;
-  EXPECT_THROW(make_gemm_case(int_out, size, PrecisionMode::Native), std::invalid_argument);
+  EXPECT_THROW(make_gemm_case(int_out, sizes(8, 8, 8), PrecisionMode::Native), std::invalid_argument);
+  // A spec epilogue not in kernel form: a leading scale is alpha, not a step.
+  EXPECT_THROW(make_gemm_case(bf16_spec({op(Kind::Scale), op(Kind::Bias)}), sizes(8, 8, 8),
+                              PrecisionMode::Native),
+               std::invalid_argument);
+  GemmSpec nine = bf16_spec(std::vector<EpilogueOpSpec>(9, op(Kind::AddScalar)));
+  EXPECT_THROW(make_gemm_case(nine, sizes(8, 8, 8), PrecisionMode::Native), std::invalid_argument);
+  // Two M×N operands and a scale after other steps are fine (ABI v2).
+  EXPECT_NO_THROW(make_gemm_case(bf16_spec({op(Kind::Residual), op(Kind::Multiply), op(Kind::Scale)}),
+                                 sizes(8, 8, 8), PrecisionMode::Native));
 }
 
-TEST(GemmCase, AdversarialScalarsDifferFromEveryDefault) {
-  const KernelSpec spec = bf16_spec({op(Kind::Activation, Activation::LeakyReLU), op(Kind::Residual)});
-  const GemmCase c = make_gemm_case(spec, parse_problem_size("m=8,n=8,k=8"), PrecisionMode::Native);
-  const GemmCase a = with_adversarial_scalars(c);
-  EXPECT_NE(a.problem.alpha, c.problem.alpha);
+// The `scalars` check changes every constant, to values distinct per step and from every
+// default: a kernel reading the wrong step's constant or none computes something else.
+TEST(GemmCase, AdversarialConstantsDifferPerStepAndFromEveryDefault) {
+  const GemmSpec spec = bf16_spec({op(Kind::Scale), op(Kind::Activation, Activation::LeakyReLU),
+                                   op(Kind::Residual), op(Kind::Scale), op(Kind::AddScalar),
+                                   op(Kind::Activation, Activation::HardTanh), op(Kind::Residual),
+                                   op(Kind::Activation, Activation::HardTanh)});
+  GemmProblem given = sizes(8, 8, 8);
+  given.epilogue = {step(Kind::Bias)};  // kinds differ: stand-in constants
+  // A leading Scale is alpha: start the spec with a bias.
+  GemmSpec with_bias = spec;
+  with_bias.epilogue.insert(with_bias.epilogue.begin(), op(Kind::Bias));
+  with_bias.epilogue.pop_back();
+  const GemmCase c = make_gemm_case(with_bias, given, PrecisionMode::Native);
+  const GemmCase a = with_adversarial_constants(c);
   EXPECT_LT(a.problem.alpha, 0.0);
-  EXPECT_NE(a.problem.epilogue[0].p0, c.problem.epilogue[0].p0);
-  EXPECT_NE(a.problem.epilogue[1].value, c.problem.epilogue[1].value);
-
-  const GemmCase h = with_adversarial_scalars(make_gemm_case(
-      bf16_spec({op(Kind::Activation, Activation::HardTanh)}), parse_problem_size("m=8,n=8,k=8"),
-      PrecisionMode::Native));
-  EXPECT_LT(h.problem.epilogue[0].p0, h.problem.epilogue[0].p1);
-  EXPECT_NE(h.problem.epilogue[0].p0, -1.0);
-  EXPECT_NE(h.problem.epilogue[0].p1, 1.0);
+  std::set<double> values;
+  for (size_t i = 0; i < a.problem.epilogue.size(); ++i) {
+    const EpilogueStep& before = c.problem.epilogue[i];
+    const EpilogueStep& after = a.problem.epilogue[i];
+    switch (after.kind) {
+      case Kind::Scale:
+      case Kind::AddScalar:
+      case Kind::Residual:
+        EXPECT_NE(after.value, before.value) << i;
+        EXPECT_TRUE(values.insert(after.value).second) << "step " << i << " shares its constant";
+        break;
+      case Kind::Activation:
+        EXPECT_NE(after.p0, before.p0) << i;
+        if (after.activation == Activation::HardTanh) {
+          EXPECT_NE(after.p1, before.p1) << i;
+          EXPECT_LT(after.p0, after.p1);
+        }
+        EXPECT_TRUE(values.insert(after.p0).second) << "step " << i << " shares its p0";
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 TEST(GemmCase, EpiloguePrefix) {
   const GemmCase c = make_gemm_case(
       bf16_spec({op(Kind::Bias), op(Kind::Activation, Activation::ReLU), op(Kind::Residual)}),
-      parse_problem_size("m=8,n=8,k=8"), PrecisionMode::Native);
+      sizes(8, 8, 8), PrecisionMode::Native);
   EXPECT_EQ(with_epilogue_prefix(c.problem, 2).epilogue.size(), 2u);
   EXPECT_EQ(with_epilogue_prefix(c.problem, 0).fusion_name(), "gemm");
   EXPECT_EQ(with_epilogue_prefix(c.problem, 9).epilogue.size(), 3u);
 }
 
-TEST(Tokens, DtypesEpiloguesLayouts) {
-  EXPECT_EQ(parse_dtype_token("bf16"), DType::BFloat16);
-  EXPECT_EQ(parse_dtype_token("float16"), DType::Float16);
-  EXPECT_EQ(parse_dtype_token("fp32"), DType::Float32);
-  EXPECT_THROW(parse_dtype_token("int8"), std::invalid_argument);
-  EXPECT_THROW(parse_dtype_token("bf17"), std::invalid_argument);
-
-  const auto ops = parse_epilogue_tokens("bias,gelu_tanh,residual,mul,leaky_relu");
-  ASSERT_EQ(ops.size(), 5u);
-  EXPECT_EQ(ops[0].kind, Kind::Bias);
-  EXPECT_EQ(ops[1].kind, Kind::Activation);
-  EXPECT_EQ(ops[1].activation, Activation::GeluTanh);
-  EXPECT_EQ(ops[2].kind, Kind::Residual);
-  EXPECT_EQ(ops[3].kind, Kind::Multiply);
-  EXPECT_EQ(ops[4].activation, Activation::LeakyReLU);
-  EXPECT_EQ(parse_epilogue_tokens("multiply")[0].kind, Kind::Multiply);
-  EXPECT_TRUE(parse_epilogue_tokens("").empty());
-  EXPECT_THROW(parse_epilogue_tokens("bias,swish9"), std::invalid_argument);
-
-  EXPECT_EQ(parse_layout_tokens("tn"), std::make_pair(Layout::RowMajor, Layout::ColumnMajor));
-  EXPECT_EQ(parse_layout_tokens("nt"), std::make_pair(Layout::ColumnMajor, Layout::RowMajor));
-  EXPECT_THROW(parse_layout_tokens("t"), std::invalid_argument);
-  EXPECT_THROW(parse_layout_tokens("tx"), std::invalid_argument);
-}
-
-TEST(Tokens, BaselineSpecFollowsPrecision) {
-  const auto layouts = parse_layout_tokens("tn");
-  const KernelSpec strict = baseline_spec(DType::Float32, std::nullopt, {}, layouts,
-                                          PrecisionMode::Strict, false);
-  EXPECT_EQ(strict.math, realize::MathMode::Simt);
+TEST(GemmCase, BaselineSpecFollowsPrecision) {
+  const GemmProblem fp32 = make_gemm_problem({64, 64, 64, 1}, DType::Float32, "", "tn");
+  const GemmSpec strict = baseline_spec(fp32, PrecisionMode::Strict);
+  EXPECT_EQ(strict.math, MathMode::Simt);
   EXPECT_EQ(strict.d_dtype, DType::Float32);
-  const KernelSpec tf32 = baseline_spec(DType::Float32, std::nullopt, {}, layouts,
-                                        PrecisionMode::Tf32, true);
-  EXPECT_EQ(tf32.math, realize::MathMode::Tf32);
+  const GemmSpec tf32 =
+      baseline_spec(make_gemm_problem({64, 64, 64, 3}, DType::Float32, "", "tt"), PrecisionMode::Tf32);
+  EXPECT_EQ(tf32.math, MathMode::Tf32);
   EXPECT_TRUE(tf32.batched);
-  const KernelSpec bf16 = baseline_spec(DType::BFloat16, DType::Float32,
-                                        parse_epilogue_tokens("bias"), layouts,
-                                        PrecisionMode::Native, false);
-  EXPECT_EQ(bf16.math, realize::MathMode::Native);
-  EXPECT_EQ(bf16.d_dtype, DType::Float32);
-  EXPECT_EQ(bf16.epilogue.size(), 1u);
+  EXPECT_EQ(tf32.b_layout, Layout::RowMajor);
+  const GemmSpec bf16 = baseline_spec(
+      make_gemm_problem({64, 64, 64, 1}, DType::BFloat16, "bias,scale,gelu_erf", "tn"),
+      PrecisionMode::Native);
+  EXPECT_EQ(bf16.math, MathMode::Native);
+  EXPECT_EQ(bf16.epilogue.size(), 3u);
   EXPECT_FALSE(precision_mismatch(bf16, PrecisionMode::Native));
   EXPECT_FALSE(precision_mismatch(strict, PrecisionMode::Strict));
 }
 
+GemmSpec spec_of(DType operands, MathMode math, DType out = DType::Float32) {
+  GemmSpec spec;
+  spec.a_dtype = spec.b_dtype = operands;
+  spec.d_dtype = out;
+  spec.math = math;
+  return spec;
+}
+
+TEST(PrecisionMismatch, StrictAcceptsOnlyFloat32AccurateMath) {
+  EXPECT_FALSE(precision_mismatch(spec_of(DType::Float32, MathMode::Tf32x3), PrecisionMode::Strict));
+  EXPECT_FALSE(precision_mismatch(spec_of(DType::Float32, MathMode::Simt), PrecisionMode::Strict));
+  const auto tf32 = precision_mismatch(spec_of(DType::Float32, MathMode::Tf32), PrecisionMode::Strict);
+  ASSERT_TRUE(tf32);
+  EXPECT_NE(tf32->find("tf32"), std::string::npos);
+  EXPECT_TRUE(precision_mismatch(spec_of(DType::BFloat16, MathMode::Native), PrecisionMode::Strict));
+}
+
+TEST(PrecisionMismatch, Tf32AcceptsTf32AndStricter) {
+  for (MathMode m : {MathMode::Tf32, MathMode::Tf32x3, MathMode::Simt}) {
+    EXPECT_FALSE(precision_mismatch(spec_of(DType::Float32, m), PrecisionMode::Tf32));
+  }
+  EXPECT_TRUE(precision_mismatch(spec_of(DType::Float32, MathMode::Native), PrecisionMode::Tf32));
+  EXPECT_TRUE(precision_mismatch(spec_of(DType::Float16, MathMode::Native), PrecisionMode::Tf32));
+}
+
+TEST(PrecisionMismatch, NativeIsForHalfOperands) {
+  EXPECT_FALSE(precision_mismatch(spec_of(DType::BFloat16, MathMode::Native, DType::BFloat16),
+                                  PrecisionMode::Native));
+  EXPECT_FALSE(precision_mismatch(spec_of(DType::Float16, MathMode::Native), PrecisionMode::Native));
+  EXPECT_TRUE(precision_mismatch(spec_of(DType::Float32, MathMode::Tf32), PrecisionMode::Native));
+  EXPECT_TRUE(precision_mismatch(spec_of(DType::BFloat16, MathMode::Tf32), PrecisionMode::Native));
+}
+
+TEST(PrecisionMismatch, HalfAccumulationIsRejectedEverywhere) {
+  GemmSpec spec = spec_of(DType::Float16, MathMode::Native, DType::Float16);
+  spec.accumulate = DType::Float16;
+  const auto why = precision_mismatch(spec, PrecisionMode::Native);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("accumulat"), std::string::npos);
+}
+
 }  // namespace
-}  // namespace fact::runtime
+}  // namespace fact::gemm

@@ -1,4 +1,5 @@
 // The runner's own GPU kernels against host computations. Skipped without a CUDA device.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -7,21 +8,24 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "tests/cpp/runtime/runtime_test_support.hpp"
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_buffer.hpp"
 #include "fact/runtime/device_kernels.hpp"
-#include "fact/runtime/gemm_case.hpp"
-#include "fact/runtime/gemm_harness.hpp"
-#include "runtime_test_support.hpp"
+#include "patterns/gemm/kind/pack.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/kind/reference_host.hpp"
+#include "patterns/gemm/runtime/gemm_case.hpp"
+#include "patterns/gemm/runtime/gemm_harness.hpp"
 
 namespace fact::runtime {
 namespace {
 
-using discover::Activation;
-using discover::GemmProblem;
-using discover::Layout;
+using gemm::Activation;
+using gemm::GemmProblem;
+using gemm::Layout;
 using graph::DType;
-using Kind = discover::EpilogueStep::Kind;
+using Kind = gemm::EpilogueStep::Kind;
 
 template <typename T>
 std::vector<T> download(const DeviceBuffer& buffer) {
@@ -122,21 +126,6 @@ TEST(GpuKernels, PoisonIsCountedAndChecksumsSeeEveryByte) {
   EXPECT_NE(checksum(bytes), swapped_a);
 }
 
-double host_activation(Activation a, double x, double p0, double p1) {
-  switch (a) {
-    case Activation::Identity: return x;
-    case Activation::ReLU: return std::max(x, 0.0);
-    case Activation::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::GeluTanh:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::SiLU: return x / (1 + std::exp(-x));
-    case Activation::Sigmoid: return 1 / (1 + std::exp(-x));
-    case Activation::LeakyReLU: return x >= 0 ? x : p0 * x;
-    case Activation::HardTanh: return std::min(std::max(x, p0), p1);
-  }
-  return x;
-}
-
 struct ReferenceCase {
   Layout a, b, d;
   Activation act;
@@ -144,59 +133,99 @@ struct ReferenceCase {
 
 class GpuReference : public ::testing::TestWithParam<ReferenceCase> {};
 
-// The float64 reference kernel against a host triple loop, with every step kind.
-TEST_P(GpuReference, MatchesHostComputation) {
+template <typename T>
+std::vector<T> random_values(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<T> v(n);
+  for (T& x : v) x = dist(rng);
+  return v;
+}
+
+// The GPU's float64 reference against the kind's host reference (reference_host.cpp, which
+// computes from the same FactGemmArgs a kernel gets), with every step kind: two biases, a scale
+// and a constant between other steps, two activations with their own parameters, a residual and
+// a product with two M×N operands, every operand dtype.
+TEST_P(GpuReference, MatchesTheHostReferenceOfTheArgumentImage) {
   FACT_REQUIRE_GPU();
   const ReferenceCase rc = GetParam();
-  realize::KernelSpec spec;
+  gemm::GemmSpec spec;
   spec.a_dtype = spec.b_dtype = spec.d_dtype = DType::Float32;
   spec.a_layout = rc.a;
   spec.b_layout = rc.b;
   spec.d_layout = rc.d;
   spec.batched = true;
-  realize::EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
-  realize::EpilogueOpSpec act{Kind::Activation, rc.act, DType::Unknown};
-  realize::EpilogueOpSpec residual{Kind::Residual, Activation::Identity, DType::Float32};
-  spec.epilogue = {bias, act, residual};
-  const GemmCase c = make_gemm_case(spec, parse_problem_size("m=67,n=45,k=83,batch=2,beta=-0.5,alpha=0.75"),
-                                    PrecisionMode::Strict);
+  spec.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                   {Kind::Scale, Activation::Identity, DType::Unknown},
+                   {Kind::Activation, rc.act, DType::Unknown},
+                   {Kind::Residual, Activation::Identity, DType::Float32},
+                   {Kind::AddScalar, Activation::Identity, DType::Unknown},
+                   {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                   {Kind::Multiply, Activation::Identity, DType::Float16},
+                   {Kind::Bias, Activation::Identity, DType::Float32}};
+  const gemm::GemmCase c = gemm::with_adversarial_constants(gemm::make_gemm_case(
+      spec, gemm::make_gemm_problem({67, 45, 83, 2}, DType::Float32, "", "tn"),
+      PrecisionMode::Strict));
   const GemmProblem& p = c.problem;
+  if (rc.d == Layout::RowMajor) ASSERT_EQ(p.d.ld, p.n);
 
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  auto random = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-  };
-  const auto a = random(p.m * p.k * p.batch), b = random(p.k * p.n * p.batch);
-  const auto cm = random(p.m * p.n * p.batch);
-  std::vector<uint16_t> bias_bits(p.n);
-  for (uint16_t& bits : bias_bits) bits = static_cast<uint16_t>(0x3F00 + rng() % 0x100);  // 0.5..1
-  DeviceBuffer da = upload(a), db = upload(b), dc = upload(cm), dbias = upload(bias_bits);
+  const auto a = random_values<float>(rng, p.m * p.k * p.batch);
+  const auto b = random_values<float>(rng, p.k * p.n * p.batch);
+  const auto residual = random_values<float>(rng, p.m * p.n * p.batch);
+  std::vector<uint16_t> bias_bits(p.n);  // bf16 in 0.5 .. 1
+  for (uint16_t& bits : bias_bits) bits = static_cast<uint16_t>(0x3F00 + rng() % 0x100);
+  std::vector<uint16_t> product_bits(p.m * p.n * p.batch);  // fp16 in 0.5 .. 2
+  for (uint16_t& bits : product_bits) bits = static_cast<uint16_t>(0x3800 + rng() % 0x800);
+  const auto bias2 = random_values<float>(rng, p.n);
+  DeviceBuffer da = upload(a), db = upload(b), dres = upload(residual), dbias = upload(bias_bits),
+               dprod = upload(product_bits), dbias2 = upload(bias2);
   DeviceBuffer out(p.m * p.n * p.batch * sizeof(double));
-  launch_reference_gemm(reference_params(p, da.data(), db.data(), dc.data(), dbias.data(), out.as<double>()),
-                        nullptr);
+  std::array<const void*, FACT_GEMM_MAX_STEPS> device_operands{};
+  device_operands[0] = dbias.data();
+  device_operands[3] = dres.data();
+  device_operands[6] = dprod.data();
+  device_operands[7] = dbias2.data();
+  gemm::launch_reference_gemm(
+      gemm::reference_params(p, da.data(), db.data(), device_operands, out.as<double>()), nullptr);
   FACT_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = download<double>(out);
 
-  auto at = [](const std::vector<float>& v, const discover::GemmOperand& o, int64_t l, int64_t r,
-               int64_t col) {
-    return double(v[l * o.batch_stride + (o.layout == Layout::RowMajor ? r * o.ld + col : col * o.ld + r)]);
-  };
-  const double p0 = p.epilogue[1].p0, p1 = p.epilogue[1].p1;
-  double worst = 0;
-  for (int64_t l = 0; l < p.batch; ++l)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) {
-        double acc = 0;
-        for (int64_t kk = 0; kk < p.k; ++kk) acc += at(a, p.a, l, i, kk) * at(b, p.b, l, kk, j);
-        double x = p.alpha * acc + bf16_to_double(bias_bits[j]);
-        x = host_activation(rc.act, x, p0, p1);
-        x += -0.5 * at(cm, p.d, l, i, j);
-        worst = std::max(worst, std::abs(got[(l * p.m + i) * p.n + j] - x));
-      }
-  EXPECT_LT(worst, 1e-12);
+  // The host reference from the call's argument image, written as float64 row-major.
+  FactGemmArgs args = gemm::gemm_args(p);
+  std::vector<double> expected(p.m * p.n * p.batch);
+  args.a = a.data();
+  args.b = b.data();
+  args.d = expected.data();
+  args.d_type = FACT_DTYPE_F64;
+  args.ldd = p.n;
+  args.stride_d = p.m * p.n;
+  args.steps[0].operand = bias_bits.data();
+  args.steps[3].operand = residual.data();
+  args.steps[6].operand = product_bits.data();
+  args.steps[7].operand = bias2.data();
+  // The host reference reads M×N operands row-major: give it row-major views when D is not.
+  std::vector<float> residual_rows(residual.size());
+  std::vector<uint16_t> product_rows(product_bits.size());
+  if (rc.d == Layout::ColumnMajor) {
+    for (int64_t l = 0; l < p.batch; ++l)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) {
+          const int64_t col = l * p.m * p.n + j * p.m + i, row = l * p.m * p.n + i * p.n + j;
+          residual_rows[row] = residual[col];
+          product_rows[row] = product_bits[col];
+        }
+    args.steps[3].operand = residual_rows.data();
+    args.steps[6].operand = product_rows.data();
+    args.steps[3].ld = args.steps[6].ld = p.n;
+  }
+  ASSERT_EQ(gemm::reference_gemm_host(args), FACT_OK);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - expected[i]));
+    scale = std::max(scale, std::abs(expected[i]));
+  }
+  EXPECT_GT(scale, 0.1);
+  EXPECT_LT(worst, 1e-12 * std::max(1.0, scale));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -206,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ReferenceCase{Layout::RowMajor, Layout::RowMajor, Layout::ColumnMajor, Activation::SiLU},
                       ReferenceCase{Layout::ColumnMajor, Layout::ColumnMajor, Layout::ColumnMajor, Activation::Sigmoid},
                       ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::LeakyReLU},
-                      ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::HardTanh},
+                      ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::Tanh},
                       ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::ReLU}));
 
 TEST(GpuKernels, CompareCountsUnwrittenNonFiniteAndError) {
@@ -225,8 +254,8 @@ TEST(GpuKernels, CompareCountsUnwrittenNonFiniteAndError) {
   out[11] = std::numeric_limits<float>::infinity();
   DeviceBuffer dref = upload(ref), dout = upload(out), sums(sizeof(ErrorSums));
   FACT_CUDA_CHECK(cudaMemset(sums.data(), 0, sizeof(ErrorSums)));
-  MatrixView view{dout.data(), ElementType::F32, n, 1, m * n};
-  launch_compare(view, dref.as<double>(), m, n, batch, sums.as<ErrorSums>(), nullptr);
+  gemm::MatrixView view{dout.data(), ElementType::F32, n, 1, m * n};
+  gemm::launch_compare(view, dref.as<double>(), m, n, batch, sums.as<ErrorSums>(), nullptr);
   ErrorSums host{};
   FACT_CUDA_CHECK(cudaMemcpy(&host, sums.data(), sizeof host, cudaMemcpyDeviceToHost));
   EXPECT_EQ(host.unwritten, 1u);

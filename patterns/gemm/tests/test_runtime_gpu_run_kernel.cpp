@@ -1,12 +1,14 @@
-// End to end: a kernel library built at test time (the FACT C ABI over cuBLAS SGEMM) loaded,
-// verified, timed and compared by run_kernel / run_kernel_command. Skipped without a CUDA
-// device or when the fixture cannot be compiled (the reason is printed).
+// End to end: a kernel library built at test time (the FACT C ABI v2 over cuBLAS SGEMM) loaded,
+// verified, timed and compared by run_kernel / run_kernel_command through the GEMM kind's
+// runtime. Skipped without a CUDA device or when the fixture cannot be compiled (the reason is
+// printed).
 #include <gtest/gtest.h>
 
 #include "fact/realize/kernel_spec.hpp"
 #include "fact/runtime/device_probe.hpp"
 #include "fact/runtime/run_kernel.hpp"
-#include "runtime_test_support.hpp"
+#include "patterns/gemm/realize/spec.hpp"
+#include "tests/cpp/runtime/runtime_test_support.hpp"
 
 namespace fact::runtime {
 namespace {
@@ -15,24 +17,31 @@ using test::ScratchDir;
 
 // mode 0: correct; 1: returns OK without computing; 2: refuses (FACT_ERR_CANNOT_IMPLEMENT).
 std::string sgemm_library_source(int mode) {
-  realize::KernelSpec spec;
+  gemm::GemmSpec spec;
   spec.a_dtype = spec.b_dtype = spec.d_dtype = graph::DType::Float32;
-  spec.a_layout = discover::Layout::RowMajor;
-  spec.b_layout = discover::Layout::ColumnMajor;
-  spec.math = realize::MathMode::Simt;
+  spec.a_layout = gemm::Layout::RowMajor;
+  spec.b_layout = gemm::Layout::ColumnMajor;
+  spec.math = gemm::MathMode::Simt;
   spec.batched = true;
-  nlohmann::json info = spec.to_json();
-  info["entry"] = "fact_test_sgemm";
+  const nlohmann::json info = {{"kind", "gemm"},
+                               {"abi_version", FACT_ABI_VERSION},
+                               {"entry", "fact_test_sgemm"},
+                               {"key", "test"},
+                               {"name", spec.name()},
+                               {"spec", spec.to_kernel_spec().to_json()}};
   return R"(#include <cublas_v2.h>
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
 #define MODE )" + std::to_string(mode) + R"(
 static cublasHandle_t handle() {
   static cublasHandle_t h = [] { cublasHandle_t x = nullptr; cublasCreate(&x); return x; }();
   return h;
 }
 extern "C" const char* fact_kernel_info(void) { return R"J()" + info.dump() + R"()J"; }
-extern "C" int fact_test_sgemm(const FactGemmArgs* a, void*, size_t* workspace, void* stream) {
-  if (!a || a->abi_version != FACT_ABI_VERSION) return FACT_ERR_INVALID_ARGS;
+extern "C" int fact_test_sgemm(const FactCallHeader* h, void*, size_t* workspace, void* stream) {
+  if (!h || h->abi_version != FACT_ABI_VERSION || h->kind != fact_kind_id("gemm") ||
+      h->size != sizeof(FactGemmArgs)) return FACT_ERR_INVALID_ARGS;
+  const FactGemmArgs* a = (const FactGemmArgs*)h;
+  if (a->num_steps != 0 || a->a_type != FACT_DTYPE_F32) return FACT_ERR_INVALID_ARGS;
   if (workspace) { *workspace = 0; return FACT_OK; }
   if (MODE == 2) return FACT_ERR_CANNOT_IMPLEMENT;
   if (MODE == 1) return FACT_OK;
@@ -63,7 +72,7 @@ class GpuRunKernel : public ::testing::Test {
     const std::string cuda = test::cuda_home();
     const std::string error = test::compile_shared_library(
         src, lib,
-        "-I" + test::source_dir() + "/include -I" + cuda + "/include -L" + cuda +
+        "-I" + test::source_dir() + " -I" + test::source_dir() + "/include -I" + cuda + "/include -L" + cuda +
             "/lib64 -Wl,-rpath," + cuda + "/lib64 -lcublas -lcudart");
     if (!error.empty()) skip_reason = error;
     return lib.string();

@@ -5,29 +5,44 @@
 #include <cublas_v2.h>
 #include <gtest/gtest.h>
 
-#include "fact/runtime/blas_baselines.hpp"
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_kernels.hpp"
-#include "fact/runtime/gemm_harness.hpp"
 #include "fact/runtime/timing.hpp"
-#include "fact/runtime/verifier.hpp"
-#include "runtime_test_support.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/runtime/blas_baselines.hpp"
+#include "patterns/gemm/runtime/gemm_harness.hpp"
+#include "patterns/gemm/runtime/verifier.hpp"
+#include "tests/cpp/runtime/runtime_test_support.hpp"
 
 namespace fact::runtime {
 namespace {
 
-using discover::Activation;
-using discover::Layout;
+using gemm::Activation;
+using gemm::Baseline;
+using gemm::BlasContext;
+using gemm::EpilogueOpSpec;
+using gemm::GemmCase;
+using gemm::GemmHarness;
+using gemm::GemmSpec;
+using gemm::Layout;
+using gemm::make_cublas_baseline;
+using gemm::make_cublaslt_baseline;
+using gemm::verify_gemm;
+using gemm::VerifyOutcome;
 using graph::DType;
-using Kind = discover::EpilogueStep::Kind;
+using Kind = gemm::EpilogueStep::Kind;
+
+gemm::GemmProblem sized(const char* size) {
+  return gemm::make_gemm_problem(gemm::parse_gemm_sizes(size), DType::Float32, "", "tn");
+}
 
 GemmCase fp32_case(PrecisionMode precision = PrecisionMode::Strict,
                    const char* size = "m=256,n=192,k=128") {
-  realize::KernelSpec spec;
+  GemmSpec spec;
   spec.a_dtype = spec.b_dtype = spec.d_dtype = DType::Float32;
-  spec.math = precision == PrecisionMode::Tf32 ? realize::MathMode::Tf32 : realize::MathMode::Simt;
+  spec.math = precision == PrecisionMode::Tf32 ? gemm::MathMode::Tf32 : gemm::MathMode::Simt;
   spec.batched = true;
-  return make_gemm_case(spec, parse_problem_size(size), precision);
+  return gemm::make_gemm_case(spec, sized(size), precision);
 }
 
 const CheckResult* failed_check(const VerifyOutcome& o) {
@@ -231,22 +246,22 @@ TEST_F(GpuVerifier, RefusalsAndErrors) {
   EXPECT_NE(o.error.find("FACT_ERR_LAUNCH"), std::string::npos);
 }
 
-GemmCase bf16_case(std::vector<realize::EpilogueOpSpec> epilogue, const char* size) {
-  realize::KernelSpec spec;
+GemmCase bf16_case(std::vector<EpilogueOpSpec> epilogue, const char* size) {
+  GemmSpec spec;
   spec.a_dtype = spec.b_dtype = spec.d_dtype = DType::BFloat16;
   spec.a_layout = Layout::RowMajor;
   spec.b_layout = Layout::ColumnMajor;
-  spec.math = realize::MathMode::Native;
+  spec.math = gemm::MathMode::Native;
   spec.batched = true;
   spec.epilogue = std::move(epilogue);
-  return make_gemm_case(spec, parse_problem_size(size), PrecisionMode::Native);
+  return gemm::make_gemm_case(spec, sized(size), PrecisionMode::Native);
 }
 
 TEST_F(GpuVerifier, CublasLtFusedEpiloguesPassNativeChecks) {
-  const realize::EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
-  const realize::EpilogueOpSpec relu{Kind::Activation, Activation::ReLU, DType::Unknown};
-  const realize::EpilogueOpSpec gelu{Kind::Activation, Activation::GeluTanh, DType::Unknown};
-  const realize::EpilogueOpSpec residual{Kind::Residual, Activation::Identity, DType::BFloat16};
+  const EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
+  const EpilogueOpSpec relu{Kind::Activation, Activation::ReLU, DType::Unknown};
+  const EpilogueOpSpec gelu{Kind::Activation, Activation::GeluTanh, DType::Unknown};
+  const EpilogueOpSpec residual{Kind::Residual, Activation::Identity, DType::BFloat16};
   for (const auto& epilogue : {std::vector{bias, relu}, std::vector{bias, gelu}, std::vector{residual, bias}}) {
     GemmHarness harness(bf16_case(epilogue, "m=512,n=384,k=256,batch=2"));
     harness.randomize_inputs(3);
@@ -257,9 +272,29 @@ TEST_F(GpuVerifier, CublasLtFusedEpiloguesPassNativeChecks) {
   }
 }
 
+// The `scalars` check changes every step's constant: a launcher that reads the residual's beta
+// from anywhere but its own step is caught there.
+TEST_F(GpuVerifier, IgnoringAStepsConstantFailsTheScalarsCheck) {
+  const EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
+  const EpilogueOpSpec residual{Kind::Residual, Activation::Identity, DType::BFloat16};
+  GemmHarness harness(bf16_case({residual, bias}, "m=256,n=256,k=128"));
+  harness.randomize_inputs(3);
+  const Baseline lt = make_cublaslt_baseline(*blas, harness.gemm_case(), harness.abi_args());
+  ASSERT_TRUE(lt.fused);
+  auto beta_one = [&](const FactGemmArgs& args, cudaStream_t stream) {
+    FactGemmArgs copy = args;
+    copy.steps[0].value = 1.0f;
+    return lt.launch(copy, stream);
+  };
+  const VerifyOutcome o = verify_gemm(harness, beta_one, 1);
+  EXPECT_EQ(o.status, RunStatus::Wrong);
+  ASSERT_NE(failed_check(o), nullptr);
+  EXPECT_EQ(failed_check(o)->name, "scalars");
+}
+
 TEST_F(GpuVerifier, UnfusedBaselinesAreCheckedAgainstWhatTheyCompute) {
-  const realize::EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
-  const realize::EpilogueOpSpec silu{Kind::Activation, Activation::SiLU, DType::Unknown};
+  const EpilogueOpSpec bias{Kind::Bias, Activation::Identity, DType::BFloat16};
+  const EpilogueOpSpec silu{Kind::Activation, Activation::SiLU, DType::Unknown};
   GemmHarness harness(bf16_case({bias, silu}, "m=256,n=128,k=64"));
   harness.randomize_inputs(4);
   const Baseline lt = make_cublaslt_baseline(*blas, harness.gemm_case(), harness.abi_args());

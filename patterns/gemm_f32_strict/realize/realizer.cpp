@@ -1,5 +1,8 @@
 // The strict-float32 pattern's realizer (fact/realize/realizer.hpp): float32 GEMMs whose
-// precision mode requires float32 accuracy (strict), on FACT's 3xTF32 kernels (render.hpp).
+// precision mode requires float32 accuracy (strict), on FACT's 3xTF32 kernels (render.hpp); and
+// float32 GEMMs in precision tf32 whose layout the CUTLASS TF32 kernels of patterns/gemm refuse
+// (anything but row-major A with column-major B: `x @ W`, `x.T @ W`, ...), on the same Hopper
+// mainloop with one TF32 product.
 #include <stdexcept>
 
 #include "fact/realize/realizer.hpp"
@@ -17,8 +20,13 @@ constexpr const char* kPattern = "gemm_f32_strict";
 // The problem class: the GEMM pattern's, re-targeted to this pattern.
 GemmSpec strict_class(const Problem& problem, const std::string& precision) {
   GemmSpec spec = spec_from_problem(gemm_problem_of(problem), precision);
-  if (spec.math != MathMode::Tf32x3) {
-    throw std::invalid_argument("not a float32-accurate (3xTF32) GEMM under precision '" + precision + "'");
+  if (spec.math == MathMode::Tf32) {
+    if (spec.a_layout == Layout::RowMajor && spec.b_layout == Layout::ColumnMajor) {
+      throw std::invalid_argument("TF32 with K-major operands runs on the CUTLASS TF32 kernels "
+                                  "(pattern gemm)");
+    }
+  } else if (spec.math != MathMode::Tf32x3) {
+    throw std::invalid_argument("not a float32 GEMM under precision '" + precision + "'");
   }
   spec.pattern = kPattern;
   return spec;

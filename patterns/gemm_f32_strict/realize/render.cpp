@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
 #include "patterns/gemm/realize/cutlass_names.hpp"
-#include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/kind/problem.hpp"
 #include "patterns/gemm/realize/render.hpp"
 #include "patterns/gemm_f32_strict/realize/render.hpp"
 
@@ -16,41 +18,25 @@ using realize::kKeyPlaceholder;
 
 namespace {
 
-constexpr const char* kTemplateIdentity = "gemm_f32_strict/2";  // 2: epilogue chains
+constexpr const char* kTemplateIdentity = "gemm_f32_strict/3";  // 3: ABI v2, one TF32 product
 constexpr int kFloatAlignment = 4;          // float elements in a 16-byte access
 constexpr int kSm90SharedMemoryBytes = 232448;  // opt-in dynamic shared memory per block, sm_90
 
 using Kind = EpilogueStep::Kind;
 
-// The epilogue steps after a leading Scale (which is alpha).
-std::vector<EpilogueOpSpec> steps_after_alpha(const GemmSpec& spec) {
-  std::vector<EpilogueOpSpec> steps = spec.epilogue;
-  if (!steps.empty() && steps.front().kind == Kind::Scale) steps.erase(steps.begin());
-  return steps;
-}
-
-// Both kernel families: alpha (a leading Scale), then bias, activation, residual (beta * C) and
-// multiply (* C) links in any order, float32 operands, one bias vector, C read once.
+// Both kernel families: the spec's steps as the kernel runs them (kernel_epilogue: leading
+// scales are alpha), float32 operands. The cooperative sm90 kernel takes any chain (scales and
+// adds anywhere, any number of biases, activations and M×N operands).
 std::optional<std::string> epilogue_unsupported_reason(const GemmSpec& spec) {
-  int biases = 0, sources = 0;
-  for (const auto& op : steps_after_alpha(spec)) {
-    switch (op.kind) {
-      case Kind::Scale:
-        return "a scale step after other epilogue steps has no run-time argument";
-      case Kind::Activation:
-        if (op.activation == Activation::Identity) return "an identity activation step";
-        break;
-      case Kind::Bias:
-        if (++biases > 1) return "two bias steps: a kernel reads one bias vector";
-        break;
-      case Kind::Residual:
-      case Kind::Multiply:
-        if (++sources > 1) return "two epilogue steps read C: a kernel reads C once";
-        break;
-    }
-    if (op.kind != Kind::Activation && op.operand_dtype != DType::Float32 &&
+  if (spec.epilogue.size() > FACT_GEMM_MAX_STEPS)
+    return std::to_string(spec.epilogue.size()) + " epilogue steps (a kernel takes at most " +
+           std::to_string(FACT_GEMM_MAX_STEPS) + ")";
+  for (const auto& op : spec.epilogue) {
+    if (op.kind == Kind::Activation && op.activation == Activation::Identity)
+      return "an identity activation step";
+    if (reads_operand(op.kind) && op.operand_dtype != DType::Float32 &&
         op.operand_dtype != DType::Unknown)
-      return "strict epilogue operands (bias, C) must be float32";
+      return "strict epilogue operands (bias, M×N tensors) must be float32";
   }
   return std::nullopt;
 }
@@ -58,23 +44,22 @@ std::optional<std::string> epilogue_unsupported_reason(const GemmSpec& spec) {
 // The multistage kernel's CUTLASS 2.x epilogue computes act(alpha * acc + beta * source) with
 // one source operand (C, or the bias vector read as a matrix with leading dimension 0).
 std::optional<std::string> sm80_epilogue_unsupported_reason(const GemmSpec& spec) {
-  const std::vector<EpilogueOpSpec> steps = steps_after_alpha(spec);
+  const std::vector<EpilogueOpSpec>& steps = spec.epilogue;
   size_t i = 0;
   if (i < steps.size() && (steps[i].kind == Kind::Bias || steps[i].kind == Kind::Residual)) ++i;
   if (i < steps.size() && steps[i].kind == Kind::Activation) ++i;
   if (i != steps.size())
     return "the multistage (sm80) strict kernel fuses [activation of] alpha * acc plus a bias or "
-           "beta * C, not both, no product with C (the cooperative sm90 kernel fuses any chain)";
+           "beta * C, not both, no scale, add or product with C after them (the cooperative sm90 "
+           "kernel fuses any chain)";
   return std::nullopt;
 }
 
-// The spec's chain as the type of patterns/gemm/gemm_epilogue.cuh, alpha folded in and
-// operands spelled float.
+// The spec's chain as the type of patterns/gemm/gemm_epilogue.cuh, operands spelled float.
 std::string chain_type(const GemmSpec& spec) {
   GemmSpec chain_spec = spec;
-  chain_spec.epilogue = steps_after_alpha(spec);
   for (auto& op : chain_spec.epilogue)
-    if (op.kind != Kind::Activation) op.operand_dtype = DType::Float32;
+    if (reads_operand(op.kind)) op.operand_dtype = DType::Float32;
   return gemm::epilogue_chain_type(chain_spec);
 }
 
@@ -103,16 +88,27 @@ std::optional<std::string> sm80_unsupported_reason(const GemmSpec& spec) {
 // C load stages, pipeline barriers, scheduler state). Measured with CUTLASS 4.2 (sizeof the
 // collective epilogue's SharedStorage, 256 x 128 tile): 34 KiB without C, 66 KiB when the chain
 // reads C (four float32 C stages of the 128 x 32 epilogue tile, D staged in the C buffers); a
-// bias row adds nothing measurable (it fits the alignment padding).
+// bias row adds nothing measurable (it fits the alignment padding), each further one a row of
+// the tile. M×N operands after the first are loaded straight into registers (no shared memory).
 long sm90_epilogue_bytes(const GemmSpec& spec) {
-  for (const auto& op : spec.epilogue)
-    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return 66 * 1024;
-  return 34 * 1024;
+  bool reads_c = false;
+  int biases = 0;
+  for (const auto& op : spec.epilogue) {
+    reads_c = reads_c || op.kind == Kind::Residual || op.kind == Kind::Multiply;
+    biases += op.kind == Kind::Bias;
+  }
+  const long rows = biases > 1 ? long(biases - 1) * std::max(spec.tile.m, spec.tile.n) * 4 : 0;
+  return (reads_c ? 66 * 1024 : 34 * 1024) + rows;
 }
 
-long sm90_stage_bytes(const Shape3& tile) {
-  return long(tile.m + 2 * tile.n) * tile.k * 4;  // A, B (hi in place), B lo
+// One pipeline stage: A and B, plus B's lo parts for 3xTF32.
+long sm90_stage_bytes(const GemmSpec& spec) {
+  const Shape3& tile = spec.tile;
+  const int b_buffers = spec.math == MathMode::Tf32 ? 1 : 2;
+  return long(tile.m + b_buffers * tile.n) * tile.k * 4;
 }
+
+int sm90_products(const GemmSpec& spec) { return spec.math == MathMode::Tf32 ? 1 : 3; }
 
 std::optional<std::string> sm90_unsupported_reason(const GemmSpec& spec) {
   if (spec.a_layout == Layout::ColumnMajor && spec.b_layout == Layout::RowMajor)
@@ -123,7 +119,7 @@ std::optional<std::string> sm90_unsupported_reason(const GemmSpec& spec) {
   if (t.n % 64 || t.n < 64) return "tile N must be a multiple of 64 (64 x 64 accumulator blocks)";
   if (long(t.m) * t.n > 256L * 128) return "accumulators exceed the consumer register budget";
   if (spec.stages < 2) return "the sm90 kernel needs at least 2 stages";
-  if (sm90_stage_bytes(t) * spec.stages + sm90_epilogue_bytes(spec) > kSm90SharedMemoryBytes)
+  if (sm90_stage_bytes(spec) * spec.stages + sm90_epilogue_bytes(spec) > kSm90SharedMemoryBytes)
     return "pipeline stages exceed shared memory";
   if (spec.cluster != Shape3{1, 1, 1}) return "the sm90 strict kernel runs without clusters";
   if (spec.split_k != 1) return "split-K slices are a launch argument (FactGemmArgs::split_k)";
@@ -140,7 +136,9 @@ std::string sm90_type_block(const GemmSpec& spec) {
       << ">, cute::Int<" << spec.tile.k << ">>,  // CTA tile of the kernel's (M, N, K)\n"
       << "    " << spec.stages << ",  // pipeline stages\n"
       << "    " << tile_scheduler_cpp(spec.scheduler) << ",  // tile scheduler\n"
-      << "    " << chain_type(spec) << ">;  // epilogue chain\n";
+      << "    " << chain_type(spec) << ",  // epilogue chain\n"
+      << "    " << sm90_products(spec) << ">;  // TF32 products per k-step ("
+      << (sm90_products(spec) == 3 ? "3xTF32: float32-accurate" : "one: precision tf32") << ")\n";
   return out.str();
 }
 
@@ -163,6 +161,7 @@ std::string sm80_type_block(const GemmSpec& spec) {
 std::string entry_block(const GemmSpec& spec) {
   const std::string entry(kEntryPlaceholder);
   nlohmann::json info = {
+      {"kind", kKindName},
       {"abi_version", FACT_ABI_VERSION},
       {"entry", entry},
       {"key", std::string(kKeyPlaceholder)},
@@ -170,14 +169,14 @@ std::string entry_block(const GemmSpec& spec) {
       {"pattern", spec.pattern},
       {"template", kTemplateIdentity},
       {"arch", "sm_90a"},
-      {"spec", spec.to_json()},
+      {"spec", spec.to_kernel_spec().to_json()},
   };
   const bool a_row = spec.a_layout == Layout::RowMajor;
   const bool b_row = spec.b_layout == Layout::RowMajor;
   std::ostringstream out;
   out << "\nextern \"C\" __attribute__((visibility(\"default\"))) int " << entry
-      << "(const FactGemmArgs* args, void* workspace, size_t* workspace_size, cudaStream_t stream) {\n"
-      << "  return FactKernel::run(args, workspace, workspace_size, stream);\n"
+      << "(const FactCallHeader* args, void* workspace, size_t* workspace_size, void* stream) {\n"
+      << "  return FactKernel::run(args, workspace, workspace_size, static_cast<cudaStream_t>(stream));\n"
       << "}\n\n"
       << "extern \"C\" __attribute__((visibility(\"default\"))) const char* fact_kernel_info(void) {\n"
       << "  return R\"FACT(" << info.dump() << ")FACT\";\n"
@@ -187,7 +186,8 @@ std::string entry_block(const GemmSpec& spec) {
       << "int main(int argc, char** argv) {\n"
       << "  return fact::strict_check::standalone_main<FactKernel::Chain>(argc, argv, " << entry
       << ", fact_kernel_info(), " << (a_row ? "true" : "false") << ", "
-      << (b_row ? "true" : "false") << ");\n"
+      << (b_row ? "true" : "false") << ", "
+      << (spec.mainloop == MainloopSchedule::Cooperative ? sm90_products(spec) : 3) << ");\n"
       << "}\n"
       << "#endif\n";
   return out.str();
@@ -201,11 +201,16 @@ void replace_all(std::string& text, std::string_view from, const std::string& to
 }  // namespace
 
 std::optional<std::string> f32_strict_unsupported_reason(const GemmSpec& spec) {
-  if (spec.math != MathMode::Tf32x3) return "math mode is not 3xtf32";
+  if (spec.math != MathMode::Tf32x3 && spec.math != MathMode::Tf32)
+    return "math mode is neither 3xtf32 nor tf32";
+  if (spec.math == MathMode::Tf32 && spec.mainloop != MainloopSchedule::Cooperative)
+    return "one TF32 product runs on the cooperative sm90 kernel only (the multistage kernel "
+           "computes 3xTF32)";
   if (spec.a_dtype != DType::Float32 || spec.b_dtype != DType::Float32 ||
       spec.d_dtype != DType::Float32 || spec.accumulate != DType::Float32)
     return "strict kernels take float32 A, B, D and accumulate in float32";
   if (spec.d_layout != Layout::RowMajor) return "D must be row-major";
+  if (spec.pattern != "gemm_f32_strict") return "pattern '" + spec.pattern + "' is not gemm_f32_strict";
   if (spec.align_a != kFloatAlignment || spec.align_b != kFloatAlignment ||
       spec.align_d != kFloatAlignment)
     return "strict kernels need 16-byte aligned operands (alignment 4)";
@@ -253,14 +258,17 @@ std::string render_f32_strict_source(const GemmSpec& spec) {
 std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem) {
   std::vector<GemmSpec> out;
   GemmSpec base = problem;
-  base.math = MathMode::Tf32x3;
+  const bool tf32 = problem.math == MathMode::Tf32;
+  base.math = tf32 ? MathMode::Tf32 : MathMode::Tf32x3;
   base.cluster = {1, 1, 1};
   base.split_k = 1;
   // Each tile at its stage count, or the deepest pipeline that fits beside the epilogue (a
-  // chain reading C takes 32 KiB more: one stage fewer).
+  // chain reading C takes 32 KiB more: one stage fewer). One TF32 product keeps no lo buffer of
+  // B: a stage is a third (256-row tiles) to a half smaller, so deeper pipelines fit.
   struct Sm90Choice { Shape3 tile; int stages; };
-  const Sm90Choice sm90_choices[] = {{{256, 128, 32}, 3}, {{128, 128, 32}, 4}, {{256, 64, 32}, 4}};
-  for (const auto& choice : sm90_choices) {
+  const Sm90Choice sm90_strict[] = {{{256, 128, 32}, 3}, {{128, 128, 32}, 4}, {{256, 64, 32}, 4}};
+  const Sm90Choice sm90_tf32[] = {{{256, 128, 32}, 4}, {{128, 128, 32}, 6}, {{256, 64, 32}, 5}};
+  for (const auto& choice : tf32 ? sm90_tf32 : sm90_strict) {
     for (TileScheduler scheduler : {TileScheduler::Persistent, TileScheduler::StreamK}) {
       GemmSpec s = base;
       s.mainloop = MainloopSchedule::Cooperative;
@@ -275,11 +283,15 @@ std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem) {
       }
     }
   }
+  // The portable kernel: 3xTF32 (more accurate than a tf32 problem asks; offered there only for
+  // the layout the sm90 kernel cannot run, A column-major with B row-major).
+  if (tf32 && !out.empty()) return out;
   struct Sm80Choice { Shape3 tile; int stages; };
   const Sm80Choice sm80_choices[] = {
       {{128, 128, 32}, 3}, {{128, 128, 16}, 4}, {{256, 64, 32}, 3}, {{128, 64, 32}, 4}};
   for (const auto& choice : sm80_choices) {
     GemmSpec s = base;
+    s.math = MathMode::Tf32x3;
     s.mainloop = MainloopSchedule::Multistage;
     s.epilogue_schedule = EpilogueSchedule::Auto;
     s.scheduler = TileScheduler::Persistent;

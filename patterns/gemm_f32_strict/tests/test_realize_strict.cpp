@@ -8,19 +8,25 @@
 #include <vector>
 #include <sstream>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
-#include "fact/build_info.hpp"
-#include "fact/realize/cutlass_names.hpp"
-#include "patterns/gemm_f32_strict/render_strict.hpp"
+#include "fact/realize/compile_command.hpp"
+#include "fact/realize/render.hpp"
+#include "patterns/gemm/kind/abi_names.hpp"
+#include "patterns/gemm/realize/cutlass_names.hpp"
+#include "patterns/gemm_f32_strict/realize/render.hpp"
 
-namespace fact::realize {
+namespace fact::strict {
 namespace {
 
 namespace fs = std::filesystem;
+using realize::RenderedKernel;
 
-KernelSpec strict_class(Layout a, Layout b) {
-  KernelSpec s;
+RenderedKernel render_kernel(const GemmSpec& spec) { return realize::render_kernel(spec.to_kernel_spec()); }
+
+GemmSpec strict_class(Layout a, Layout b) {
+  GemmSpec s;
   s.pattern = "gemm_f32_strict";
   s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
   s.a_layout = a;
@@ -30,16 +36,16 @@ KernelSpec strict_class(Layout a, Layout b) {
   return s;
 }
 
-KernelSpec sm80_tn_example() {
-  KernelSpec s = strict_class(Layout::RowMajor, Layout::ColumnMajor);
+GemmSpec sm80_tn_example() {
+  GemmSpec s = strict_class(Layout::RowMajor, Layout::ColumnMajor);
   s.mainloop = MainloopSchedule::Multistage;
   s.tile = {128, 128, 32};
   s.stages = 3;
   return s;
 }
 
-KernelSpec sm90_tn_example() {
-  KernelSpec s = strict_class(Layout::RowMajor, Layout::ColumnMajor);
+GemmSpec sm90_tn_example() {
+  GemmSpec s = strict_class(Layout::RowMajor, Layout::ColumnMajor);
   s.mainloop = MainloopSchedule::Cooperative;
   s.epilogue_schedule = EpilogueSchedule::TmaCooperative;
   s.tile = {256, 128, 32};
@@ -85,22 +91,28 @@ TEST(GemmF32Strict, CandidatesAreSupportedAndDistinct) {
 }
 
 TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
-  KernelSpec bf16 = sm80_tn_example();
+  GemmSpec bf16 = sm80_tn_example();
   bf16.a_dtype = bf16.b_dtype = DType::BFloat16;
   EXPECT_NE(f32_strict_unsupported_reason(bf16), std::nullopt);
 
-  KernelSpec tf32 = sm80_tn_example();
+  GemmSpec tf32 = sm80_tn_example();  // one TF32 product: the sm90 kernel only
   tf32.math = MathMode::Tf32;
   EXPECT_NE(f32_strict_unsupported_reason(tf32), std::nullopt);
+  tf32.mainloop = MainloopSchedule::Cooperative;
+  tf32.tile = {256, 128, 32};
+  tf32.stages = 4;  // no lo buffer of B: four 48 KiB stages fit
+  EXPECT_EQ(f32_strict_unsupported_reason(tf32), std::nullopt);
+  tf32.stages = 5;
+  EXPECT_NE(f32_strict_unsupported_reason(tf32), std::nullopt);
 
-  KernelSpec bias_residual = sm80_tn_example();  // two source operands: sm90 only
+  GemmSpec bias_residual = sm80_tn_example();  // two source operands: sm90 only
   bias_residual.epilogue = {bias_step(), residual_step()};
   EXPECT_NE(f32_strict_unsupported_reason(bias_residual), std::nullopt);
   EXPECT_THROW(render_f32_strict_source(bias_residual), RenderError);
-  KernelSpec residual_before_act = sm80_tn_example();
+  GemmSpec residual_before_act = sm80_tn_example();
   residual_before_act.epilogue = {gelu_tanh_step(), residual_step()};
   EXPECT_NE(f32_strict_unsupported_reason(residual_before_act), std::nullopt);
-  KernelSpec multiply = sm80_tn_example();
+  GemmSpec multiply = sm80_tn_example();
   multiply.epilogue = {{Kind::Multiply, Activation::Identity, DType::Float32}};
   EXPECT_NE(f32_strict_unsupported_reason(multiply), std::nullopt);
   multiply.mainloop = MainloopSchedule::Cooperative;
@@ -108,32 +120,37 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   multiply.stages = 2;
   EXPECT_EQ(f32_strict_unsupported_reason(multiply), std::nullopt);
 
-  KernelSpec bf16_bias = sm90_tn_example();
+  GemmSpec bf16_bias = sm90_tn_example();
   bf16_bias.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16}};
   EXPECT_NE(f32_strict_unsupported_reason(bf16_bias), std::nullopt);
-  KernelSpec two_biases = sm90_tn_example();
+  // ABI v2: the sm90 kernel fuses any chain (several biases, two M×N operands, scales anywhere).
+  GemmSpec two_biases = sm90_tn_example();
   two_biases.epilogue = {bias_step(), gelu_tanh_step(), bias_step()};
-  EXPECT_NE(f32_strict_unsupported_reason(two_biases), std::nullopt);
-  KernelSpec two_sources = sm90_tn_example();
+  EXPECT_EQ(f32_strict_unsupported_reason(two_biases), std::nullopt);
+  GemmSpec two_sources = sm90_tn_example();
+  two_sources.stages = 2;
   two_sources.epilogue = {residual_step(), {Kind::Multiply, Activation::Identity, DType::Float32}};
-  EXPECT_NE(f32_strict_unsupported_reason(two_sources), std::nullopt);
-  KernelSpec late_scale = sm90_tn_example();
+  EXPECT_EQ(f32_strict_unsupported_reason(two_sources), std::nullopt);
+  GemmSpec late_scale = sm90_tn_example();
   late_scale.epilogue = {bias_step(), {Kind::Scale, Activation::Identity, DType::Unknown}};
+  EXPECT_EQ(f32_strict_unsupported_reason(late_scale), std::nullopt);
+  late_scale.mainloop = MainloopSchedule::Multistage;  // the portable kernel's epilogue cannot
+  late_scale.tile = {128, 128, 32};
   EXPECT_NE(f32_strict_unsupported_reason(late_scale), std::nullopt);
-  KernelSpec identity = sm90_tn_example();
+  GemmSpec identity = sm90_tn_example();
   identity.epilogue = {{Kind::Activation, Activation::Identity, DType::Unknown}};
   EXPECT_NE(f32_strict_unsupported_reason(identity), std::nullopt);
 
-  KernelSpec col_d = sm80_tn_example();
+  GemmSpec col_d = sm80_tn_example();
   col_d.d_layout = Layout::ColumnMajor;
   EXPECT_NE(f32_strict_unsupported_reason(col_d), std::nullopt);
 
-  KernelSpec too_deep = sm80_tn_example();
+  GemmSpec too_deep = sm80_tn_example();
   too_deep.tile = {256, 128, 32};
   too_deep.stages = 6;  // 6 x 48 KiB of stages does not fit
   EXPECT_NE(f32_strict_unsupported_reason(too_deep), std::nullopt);
 
-  KernelSpec no_k_major = sm90_tn_example();
+  GemmSpec no_k_major = sm90_tn_example();
   no_k_major.a_layout = Layout::ColumnMajor;
   no_k_major.b_layout = Layout::RowMajor;
   EXPECT_NE(f32_strict_unsupported_reason(no_k_major), std::nullopt);
@@ -141,17 +158,17 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   no_k_major.tile = {128, 128, 32};
   EXPECT_EQ(f32_strict_unsupported_reason(no_k_major), std::nullopt);
 
-  KernelSpec sm90_deep = sm90_tn_example();
+  GemmSpec sm90_deep = sm90_tn_example();
   sm90_deep.stages = 4;  // 4 x 64 KiB
   EXPECT_NE(f32_strict_unsupported_reason(sm90_deep), std::nullopt);
 
-  KernelSpec residual_deep = sm90_tn_example();  // C stages take 32 KiB more epilogue
+  GemmSpec residual_deep = sm90_tn_example();  // C stages take 32 KiB more epilogue
   residual_deep.epilogue = {residual_step()};
   EXPECT_NE(f32_strict_unsupported_reason(residual_deep), std::nullopt);
   residual_deep.stages = 2;
   EXPECT_EQ(f32_strict_unsupported_reason(residual_deep), std::nullopt);
 
-  KernelSpec sm90_wide = sm90_tn_example();
+  GemmSpec sm90_wide = sm90_tn_example();
   sm90_wide.tile = {256, 256, 32};  // 256 accumulator registers per thread
   sm90_wide.stages = 2;
   EXPECT_NE(f32_strict_unsupported_reason(sm90_wide), std::nullopt);
@@ -170,8 +187,33 @@ TEST(GemmF32Strict, CandidatesCoverBothKernelFamilies) {
     EXPECT_EQ(c.mainloop, MainloopSchedule::Multistage) << c.name();
 }
 
+// Precision tf32 with a layout the CUTLASS TF32 kernels refuse: the Hopper kernel with one TF32
+// product (deeper pipelines: no lo buffer of B); A column-major with B row-major only on the
+// portable kernel (3xTF32).
+TEST(GemmF32Strict, Tf32CandidatesUseOneProduct) {
+  GemmSpec tt = strict_class(Layout::RowMajor, Layout::RowMajor);
+  tt.math = MathMode::Tf32;
+  const auto candidates = f32_strict_candidates(tt);
+  ASSERT_EQ(candidates.size(), 6u);
+  for (const auto& c : candidates) {
+    EXPECT_EQ(c.math, MathMode::Tf32) << c.name();
+    EXPECT_EQ(c.mainloop, MainloopSchedule::Cooperative) << c.name();
+    EXPECT_EQ(f32_strict_unsupported_reason(c), std::nullopt) << c.name();
+  }
+  EXPECT_EQ(candidates.front().stages, 4);  // 256 x 128: 3xTF32 fits 3
+  EXPECT_NE(candidates.front().name().find("_tf32"), std::string::npos);
+  GemmSpec nt = strict_class(Layout::ColumnMajor, Layout::RowMajor);
+  nt.math = MathMode::Tf32;
+  const auto portable = f32_strict_candidates(nt);
+  ASSERT_FALSE(portable.empty());
+  for (const auto& c : portable) {
+    EXPECT_EQ(c.mainloop, MainloopSchedule::Multistage) << c.name();
+    EXPECT_EQ(c.math, MathMode::Tf32x3) << c.name();
+  }
+}
+
 TEST(GemmF32Strict, RendersResidualEpilogue) {
-  KernelSpec residual = sm80_tn_example();
+  GemmSpec residual = sm80_tn_example();
   residual.epilogue.push_back({EpilogueStep::Kind::Residual, Activation::Identity, DType::Float32});
   ASSERT_EQ(f32_strict_unsupported_reason(residual), std::nullopt);
   std::string source = render_f32_strict_source(residual);
@@ -186,7 +228,7 @@ TEST(GemmF32Strict, RendersResidualEpilogue) {
 TEST(GemmF32Strict, SpaceAcceptsMinGptEpilogues) {
   for (const auto& epilogue : min_gpt_epilogues()) {
     for (Layout b : {Layout::ColumnMajor, Layout::RowMajor}) {  // nn.Linear, torch.matmul
-      KernelSpec problem = strict_class(Layout::RowMajor, b);
+      GemmSpec problem = strict_class(Layout::RowMajor, b);
       problem.epilogue = epilogue;
       const auto candidates = f32_strict_candidates(problem);
       int sm80 = 0, sm90 = 0;
@@ -204,85 +246,115 @@ TEST(GemmF32Strict, SpaceAcceptsMinGptEpilogues) {
 }
 
 // The chain is the gemm pattern's (gemm_epilogue.cuh) with float operands, innermost link last,
-// a leading Scale folded into alpha; tanh-GELU is the accurate one (no tanh.approx).
+// one link per step of the spec (leading scales are alpha already: kernel_epilogue); tanh-GELU
+// and tanh are the accurate ones (no tanh.approx).
 TEST(GemmF32Strict, RendersEpilogueChainDeterministically) {
-  KernelSpec spec = sm90_tn_example();
-  spec.epilogue = {{Kind::Scale, Activation::Identity, DType::Unknown}, bias_step(),
-                   gelu_tanh_step()};
+  GemmSpec spec = sm90_tn_example();
+  spec.epilogue = {bias_step(), {Kind::Scale, Activation::Identity, DType::Unknown},
+                   gelu_tanh_step(), {Kind::Activation, Activation::Tanh, DType::Unknown}};
   ASSERT_EQ(f32_strict_unsupported_reason(spec), std::nullopt);
   const std::string source = render_f32_strict_source(spec);
   EXPECT_EQ(source, render_f32_strict_source(spec));
-  EXPECT_NE(source.find("fact::gemm::epilogue::Activation<fact::gemm::epilogue::GeluTanhAccurate,\n"
+  EXPECT_NE(source.find("fact::gemm::epilogue::Activation<fact::gemm::epilogue::TanhAccurate,\n"
+                        "      fact::gemm::epilogue::Activation<fact::gemm::epilogue::GeluTanhAccurate,\n"
+                        "      fact::gemm::epilogue::Scale<\n"
                         "      fact::gemm::epilogue::ColumnBias<float,\n"
-                        "      fact::gemm::epilogue::ScaledAccumulator>>>;  // epilogue chain"),
+                        "      fact::gemm::epilogue::ScaledAccumulator>>>>,  // epilogue chain\n"
+                        "    3>;  // TF32 products per k-step (3xTF32: float32-accurate)"),
             std::string::npos)
       << source;
   EXPECT_EQ(source.find("GELU_taylor"), std::string::npos);
   EXPECT_NE(source.find("standalone_main<FactKernel::Chain>"), std::string::npos);
 
-  KernelSpec unknown_operand = spec;  // an operand dtype left Unknown reads float
-  unknown_operand.epilogue[1].operand_dtype = DType::Unknown;
+  GemmSpec unknown_operand = spec;  // an operand dtype left Unknown reads float
+  unknown_operand.epilogue[0].operand_dtype = DType::Unknown;
   EXPECT_NE(render_f32_strict_source(unknown_operand).find("ColumnBias<float,"), std::string::npos);
 
-  KernelSpec sm80 = sm80_tn_example();
-  sm80.epilogue = spec.epilogue;
+  GemmSpec sm80 = sm80_tn_example();
+  sm80.epilogue = {bias_step(), gelu_tanh_step()};
   EXPECT_NE(render_f32_strict_source(sm80).find("GeluTanhAccurate"), std::string::npos);
   EXPECT_NE(render_kernel(sm80).key, render_kernel(sm80_tn_example()).key);
 }
 
 TEST(GemmF32Strict, RenderKernelKeysTheRegisteredTemplate) {
-  const KernelSpec spec = sm80_tn_example();
+  const GemmSpec spec = sm80_tn_example();
   const RenderedKernel kernel = render_kernel(spec);
   EXPECT_EQ(kernel.entry_symbol, "fact_" + kernel.key.substr(0, 16));
   EXPECT_NE(kernel.source.find("int " + kernel.entry_symbol + "("), std::string::npos);
   EXPECT_EQ(kernel.source.find(kEntryPlaceholder), std::string::npos);
   EXPECT_EQ(kernel.source.find(kKeyPlaceholder), std::string::npos);
-  KernelSpec other = spec;
+  GemmSpec other = spec;
   other.stages = 4;
   EXPECT_NE(render_kernel(other).key, kernel.key);
 }
 
 // nn.Linear + tanh-GELU (the minGPT MLP's first GEMM) on the Hopper kernel.
-KernelSpec sm90_bias_gelu_tanh() {
-  KernelSpec s = sm90_tn_example();
+GemmSpec sm90_bias_gelu_tanh() {
+  GemmSpec s = sm90_tn_example();
   s.epilogue = {bias_step(), gelu_tanh_step()};
   return s;
 }
 
-KernelSpec sm80_bias_gelu_tanh() {
-  KernelSpec s = sm80_tn_example();
+GemmSpec sm80_bias_gelu_tanh() {
+  GemmSpec s = sm80_tn_example();
   s.epilogue = {bias_step(), gelu_tanh_step()};
   return s;
 }
 
 // torch.matmul + bias + residual: the transposed Hopper run (bias along the kernel's M); with
 // C loads in the epilogue two 256 x 128 stages fit.
-KernelSpec sm90_nn_bias_residual() {
-  KernelSpec s = sm90_tn_example();
+GemmSpec sm90_nn_bias_residual() {
+  GemmSpec s = sm90_tn_example();
   s.b_layout = Layout::RowMajor;
   s.epilogue = {bias_step(), residual_step()};
   s.stages = 2;
   return s;
 }
 
+// Issue 8's chains on the Hopper kernel: every step kind, two M×N operands (the second loaded
+// straight into registers), two activations; 128 x 128 tiles (at 256 x 128 this chain spills
+// 16 bytes).
+GemmSpec sm90_multi_step_chain() {
+  GemmSpec s = sm90_tn_example();
+  s.tile = {128, 128, 32};
+  s.stages = 3;
+  s.epilogue = {bias_step(), {Kind::Scale, Activation::Identity, DType::Unknown}, gelu_tanh_step(),
+                residual_step(), {Kind::Multiply, Activation::Identity, DType::Float32},
+                {Kind::Activation, Activation::Tanh, DType::Unknown}};
+  return s;
+}
+
+// Issue 8 failure 5: `x @ W + b` then GELU in precision tf32 (A and B row-major): the Hopper
+// mainloop with one TF32 product, four stages (no lo buffer of B), the transposed run.
+GemmSpec sm90_tt_tf32_bias_gelu() {
+  GemmSpec s = sm90_tn_example();
+  s.math = MathMode::Tf32;
+  s.b_layout = Layout::RowMajor;
+  s.stages = 4;
+  s.epilogue = {bias_step(), {Kind::Activation, Activation::GeluErf, DType::Unknown}};
+  return s;
+}
+
 // The variants committed under rendered/ (the GPU check in bench/strict_f32_notes.md builds
-// and runs each): the portable baseline and the Hopper kernel in each layout family.
-std::vector<KernelSpec> example_specs() {
-  KernelSpec tn = sm90_tn_example();
-  KernelSpec tn_stream_k = tn;
+// and runs each): the portable baseline and the Hopper kernel in each layout family, a long
+// chain, and one TF32 product with row-major B.
+std::vector<GemmSpec> example_specs() {
+  GemmSpec tn = sm90_tn_example();
+  GemmSpec tn_stream_k = tn;
   tn_stream_k.scheduler = TileScheduler::StreamK;
-  KernelSpec nn = tn;  // torch.matmul: runs as D^T = B^T A^T
+  GemmSpec nn = tn;  // torch.matmul: runs as D^T = B^T A^T
   nn.b_layout = Layout::RowMajor;
-  KernelSpec nt = tn;  // A column-major (register operand MN-major)
+  GemmSpec nt = tn;  // A column-major (register operand MN-major)
   nt.a_layout = Layout::ColumnMajor;
   return {sm80_tn_example(), tn, tn_stream_k, nn, nt, sm90_bias_gelu_tanh(),
-          sm80_bias_gelu_tanh(), sm90_nn_bias_residual()};
+          sm80_bias_gelu_tanh(), sm90_nn_bias_residual(), sm90_multi_step_chain(),
+          sm90_tt_tf32_bias_gelu()};
 }
 
 // Each committed example is exactly what the renderer writes for its spec
 // (FACT_UPDATE_RENDERED=1 rewrites them).
 TEST(GemmF32Strict, RenderedExamplesAreCurrent) {
-  for (const KernelSpec& spec : example_specs()) {
+  for (const GemmSpec& spec : example_specs()) {
     ASSERT_EQ(f32_strict_unsupported_reason(spec), std::nullopt) << spec.name();
     const std::string source = render_f32_strict_source(spec);
     const std::string header = spec.mainloop == MainloopSchedule::Cooperative
@@ -300,38 +372,84 @@ TEST(GemmF32Strict, RenderedExamplesAreCurrent) {
   }
 }
 
-// Compiles `spec`'s rendered source for sm_90a with nvcc and rejects ptxas's serialized-wgmma
-// and performance-loss warnings. `standalone`: with -DFACT_STANDALONE_MAIN (the checker's
-// main() and its reference kernels too).
-void expect_compiles(const KernelSpec& spec, bool standalone = false) {
+// Loads a built library and checks its ABI v2 exports (no GPU needed): the info JSON names kind
+// gemm, ABI version 2 and the spec; the entry accepts a well-formed size query's arguments and
+// refuses (FACT_ERR_INVALID_ARGS) another kind, a float16 A, another B layout, and steps of
+// another kind. Returns "" or the problem.
+std::string check_library(const fs::path& library, const RenderedKernel& kernel) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return std::string("dlopen failed: ") + dlerror();
+  std::string problem;
+  using Entry = int (*)(const FactCallHeader*, void*, size_t*, void*);
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
+  auto info = reinterpret_cast<FactKernelInfo>(dlsym(handle, "fact_kernel_info"));
+  if (!entry || !info) {
+    problem = "missing export";
+  } else {
+    const nlohmann::json j = nlohmann::json::parse(info());
+    if (j.at("kind") != "gemm" || j.at("abi_version") != FACT_ABI_VERSION) problem = "info: kind/ABI";
+    if (realize::KernelSpec::from_json(j.at("spec")) != kernel.spec) problem = "info: spec";
+    const GemmSpec spec = GemmSpec::of(kernel.spec);
+    FactGemmArgs good{};
+    good.header = {FACT_ABI_VERSION, fact_kind_id("gemm"), sizeof(FactGemmArgs), 0};
+    good.m = good.n = good.k = 128;
+    good.batch = 1;
+    good.a_type = good.b_type = good.d_type = FACT_DTYPE_F32;
+    good.a_layout = abi_layout(spec.a_layout);
+    good.b_layout = abi_layout(spec.b_layout);
+    good.lda = good.ldb = good.ldd = 128;
+    good.num_steps = static_cast<int32_t>(spec.epilogue.size());
+    for (size_t i = 0; i < spec.epilogue.size(); ++i) {
+      const EpilogueOpSpec& op = spec.epilogue[i];
+      good.steps[i].kind = abi_step_kind(op.kind);
+      if (op.kind == Kind::Activation) good.steps[i].activation = abi_activation(op.activation);
+      if (reads_operand(op.kind)) good.steps[i].operand_type = FACT_DTYPE_F32;
+      if (op.kind == Kind::Residual || op.kind == Kind::Multiply) good.steps[i].ld = 128;
+    }
+    size_t workspace = 0;
+    auto status = [&](const FactGemmArgs& a) { return entry(&a.header, nullptr, &workspace, nullptr); };
+    if (status(good) == FACT_ERR_INVALID_ARGS) problem = "a well-formed call refused";
+    FactGemmArgs bad = good;
+    bad.header.kind = fact_kind_id("attention");
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "another kind accepted";
+    bad = good;
+    bad.a_type = FACT_DTYPE_F16;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "a float16 A accepted";
+    bad = good;
+    bad.b_layout = 1 - bad.b_layout;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "another B layout accepted";
+    for (int i = 0; i < good.num_steps; ++i) {
+      bad = good;
+      bad.steps[i].kind = bad.steps[i].kind == FACT_STEP_SCALE ? FACT_STEP_ADD_SCALAR : FACT_STEP_SCALE;
+      if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "step " + std::to_string(i) + " not checked";
+    }
+  }
+  dlclose(handle);
+  return problem;
+}
+
+// Compiles `spec`'s rendered source for sm_90a with the engine's nvcc command (realize::
+// compile_kernel: -O3 -DNDEBUG, sm_90a, -Xptxas -v; C7510 and "Potential Performance Loss" fail
+// it) and rejects spills. `standalone`: with -DFACT_STANDALONE_MAIN (the checker's main() and
+// its reference kernels too).
+void expect_compiles(const GemmSpec& spec, bool standalone = false) {
+  realize::CompileOptions options = realize::default_compile_options();
+  options.standalone_main = standalone;
   const fs::path dir = fs::temp_directory_path() /
                        ("fact_strict_test_" + std::to_string(::getpid()) + "_" + spec.name());
-  fs::create_directories(dir);
-  {
-    std::ofstream(dir / "kernel.cu") << render_f32_strict_source(spec);
-  }
-  const std::string source_dir = FACT_SOURCE_DIR;
-  std::ostringstream cmd;
-  cmd << build_info::kNvcc << " -std=c++17 -O3 -DNDEBUG -Xcompiler=-fPIC -shared"
-      << " -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas -v"
-      << " -I" << source_dir << " -I" << source_dir << "/include"
-      << " -I" << build_info::kCutlassInclude << " -I" << build_info::kCutlassUtilInclude
-      << (standalone ? " -DFACT_STANDALONE_MAIN" : "") << " "
-      << (dir / "kernel.cu") << " -o " << (dir / "kernel.so") << " > " << (dir / "build.log")
-      << " 2>&1";
-  const int rc = std::system(cmd.str().c_str());
-  const std::string log = read_text(dir / "build.log");
-  EXPECT_EQ(rc, 0) << log;
-  EXPECT_TRUE(fs::exists(dir / "kernel.so"));
-  EXPECT_EQ(log.find("C7510"), std::string::npos) << log;
-  EXPECT_EQ(log.find("Potential Performance Loss"), std::string::npos) << log;
-  EXPECT_FALSE(std::regex_search(log, std::regex("[1-9][0-9]* bytes spill"))) << log;
+  const RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
+  const realize::CompileResult r = realize::compile_kernel(kernel, dir, options);
+  EXPECT_TRUE(r.ok) << spec.name() << ": " << r.reason << "\n" << r.log.substr(0, 20000);
+  if (r.ok && !standalone) EXPECT_EQ(check_library(r.output, kernel), "") << spec.name();
+  EXPECT_EQ(r.log.find("C7510"), std::string::npos) << r.log;
+  EXPECT_EQ(r.log.find("Potential Performance Loss"), std::string::npos) << r.log;
+  EXPECT_FALSE(std::regex_search(r.log, std::regex("[1-9][0-9]* bytes spill"))) << r.log;
+  std::cout << "[ compiled ] " << spec.name() << " in " << r.seconds << " s, " << r.usage.registers
+            << " registers\n";
   fs::remove_all(dir);
 }
 
-bool can_compile() {
-  return !std::string(build_info::kNvcc).empty() && !std::string(build_info::kCutlassInclude).empty();
-}
+bool can_compile() { return !realize::compile_unavailable_reason(realize::default_compile_options()); }
 
 // ~30 s of nvcc: the portable kernel with a bias + tanh-GELU epilogue (LinearCombinationGeneric).
 TEST(GemmF32Strict, PortableKernelCompilesForSm90a) {
@@ -339,11 +457,24 @@ TEST(GemmF32Strict, PortableKernelCompilesForSm90a) {
   expect_compiles(sm80_bias_gelu_tanh());
 }
 
+// ~35 s of nvcc: the Hopper kernel with a six-step chain (scale, two activations, residual and
+// product: two M×N operands), the chain also in the K-slice reduction.
+TEST(GemmF32Strict, HopperMultiStepChainCompilesForSm90a) {
+  if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
+  expect_compiles(sm90_multi_step_chain());
+}
+
+// ~40 s of nvcc: one TF32 product with A and B row-major (issue 8 failure 5).
+TEST(GemmF32Strict, HopperTf32RowMajorBCompilesForSm90a) {
+  if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
+  expect_compiles(sm90_tt_tf32_bias_gelu());
+}
+
 // 1 to 4 minutes of nvcc: runs when FACT_SLOW_TESTS is set.
 TEST(GemmF32Strict, HopperKernelCompilesForSm90a) {
   if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
   if (!std::getenv("FACT_SLOW_TESTS")) GTEST_SKIP() << "set FACT_SLOW_TESTS=1 to compile it";
-  KernelSpec transposed = sm90_tn_example();
+  GemmSpec transposed = sm90_tn_example();
   transposed.b_layout = Layout::RowMajor;  // runs as D^T = B^T A^T
   transposed.scheduler = TileScheduler::StreamK;
   expect_compiles(transposed);
@@ -358,4 +489,4 @@ TEST(GemmF32Strict, HopperBiasGeluKernelCompilesForSm90a) {
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::strict

@@ -1,28 +1,39 @@
-// Rendering: deterministic sources and keys, keys that change with everything they hash, the
-// entry point and info JSON, and specs the GEMM template refuses.
+// Rendering the GEMM template through the engine's render_kernel: deterministic sources and
+// keys, keys that change with everything they hash, the ABI v2 entry point and info JSON, and
+// specs the template refuses.
+#include <algorithm>
 #include <regex>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "fact/realize/realizer.hpp"
 #include "fact/realize/render.hpp"
-#include "patterns/gemm/kernel_gemm.hpp"
-#include "patterns/gemm/space.hpp"
+#include "patterns/gemm/realize/render.hpp"
+#include "patterns/gemm/realize/space.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
 
+using realize::CompileOptions;
+using realize::default_compile_options;
+using realize::RenderedKernel;
+using realize::RenderError;
 using Kind = EpilogueStep::Kind;
 
-KernelSpec bf16_spec() {
-  KernelSpec s;
+RenderedKernel render_kernel(const GemmSpec& s, const CompileOptions& options = default_compile_options()) {
+  return realize::render_kernel(s.to_kernel_spec(), options);
+}
+
+GemmSpec bf16_spec() {
+  GemmSpec s;
   s.tile = {128, 128, 64};
   s.mainloop = MainloopSchedule::Cooperative;
   return s;
 }
 
-KernelSpec bias_gelu_spec() {
-  KernelSpec s = bf16_spec();
+GemmSpec bias_gelu_spec() {
+  GemmSpec s = bf16_spec();
   s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
                 {Kind::Activation, Activation::GeluTanh, DType::Unknown}};
   return s;
@@ -51,8 +62,9 @@ TEST(Render, KeyIsSha256AndNamesTheEntryPoint) {
   EXPECT_NE(k.source.find("extern \"C\" FACT_EXPORT int " + k.entry_symbol + "("), std::string::npos);
   EXPECT_NE(k.source.find("const char* fact_kernel_info(void)"), std::string::npos);
   EXPECT_NE(k.source.find("// Kernel: " + bf16_spec().name()), std::string::npos);
-  EXPECT_EQ(k.source.find(kEntryPlaceholder), std::string::npos);
-  EXPECT_EQ(k.source.find(kKeyPlaceholder), std::string::npos);
+  EXPECT_EQ(k.source.find(realize::kEntryPlaceholder), std::string::npos);
+  EXPECT_EQ(k.source.find(realize::kKeyPlaceholder), std::string::npos);
+  EXPECT_NE(k.source.find("(const FactCallHeader* args, void* workspace"), std::string::npos);
   EXPECT_NE(k.source.find("#ifdef FACT_STANDALONE_MAIN"), std::string::npos);
 }
 
@@ -62,14 +74,16 @@ TEST(Render, InfoJsonCarriesSpecEntryAndKey) {
   EXPECT_EQ(info.at("entry"), k.entry_symbol);
   EXPECT_EQ(info.at("key"), k.key);
   EXPECT_EQ(info.at("name"), bias_gelu_spec().name());
-  EXPECT_EQ(info.at("abi_version"), 1);
-  EXPECT_EQ(KernelSpec::from_json(info.at("spec")), bias_gelu_spec());
+  EXPECT_EQ(info.at("kind"), "gemm");
+  EXPECT_EQ(info.at("abi_version"), FACT_ABI_VERSION);
+  // What KernelLibrary reads: the engine's KernelSpec JSON.
+  EXPECT_EQ(realize::KernelSpec::from_json(info.at("spec")), bias_gelu_spec().to_kernel_spec());
 }
 
 TEST(Render, DifferentSpecsGetDifferentKeys) {
   std::set<std::string> keys;
   SpaceOptions options;
-  const ParamSpace space = gemm::gemm_space(bias_gelu_spec(), options);
+  const GemmSpace space = gemm_space(bias_gelu_spec(), options);
   ASSERT_GE(space.candidates.size(), 20u);
   for (const auto& spec : space.candidates) {
     const RenderedKernel k = render_kernel(spec);
@@ -100,7 +114,7 @@ TEST(Render, SourceHoldsTheTypeChoices) {
   const RenderedKernel k = render_kernel(bias_gelu_spec());
   for (const char* expected :
        {"using ElementA = cutlass::bfloat16_t;", "using ElementC = void;",
-        "using ElementBias = cutlass::bfloat16_t;", "using LayoutA = cutlass::layout::RowMajor;",
+        "using LayoutA = cutlass::layout::RowMajor;",
         "using LayoutB = cutlass::layout::ColumnMajor;", "using TileShape = Shape<_128, _128, _64>;",
         "using ClusterShape = Shape<_1, _1, _1>;",
         "using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;",
@@ -117,7 +131,7 @@ TEST(Render, SourceHoldsTheTypeChoices) {
 }
 
 TEST(Render, AutoScheduleStaysAutoForTheBuilder) {
-  KernelSpec s = bf16_spec();
+  GemmSpec s = bf16_spec();
   s.mainloop = MainloopSchedule::Auto;
   s.tile = {64, 128, 64};
   const RenderedKernel k = render_kernel(s);
@@ -128,23 +142,34 @@ TEST(Render, AutoScheduleStaysAutoForTheBuilder) {
             std::string::npos);
 }
 
+// The first M×N operand is CUTLASS's C (ElementC); a second one is loaded by its own link.
 TEST(Render, ResidualAndMultiplyReadC) {
-  KernelSpec residual = bf16_spec();
+  GemmSpec residual = bf16_spec();
   residual.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16}};
   const RenderedKernel r = render_kernel(residual);
   EXPECT_NE(r.source.find("using ElementC = cutlass::bfloat16_t;"), std::string::npos);
   EXPECT_NE(r.source.find("fact::gemm::epilogue::Residual<cutlass::bfloat16_t"), std::string::npos);
 
-  KernelSpec swiglu = bf16_spec();
+  GemmSpec swiglu = bf16_spec();
   swiglu.epilogue = {{Kind::Multiply, Activation::Identity, DType::BFloat16}};
   const RenderedKernel m = render_kernel(swiglu);
-  EXPECT_NE(m.source.find("fact::gemm::epilogue::MultiplySource<cutlass::bfloat16_t"),
+  EXPECT_NE(m.source.find("fact::gemm::epilogue::Multiply<cutlass::bfloat16_t"),
             std::string::npos);
   EXPECT_NE(r.key, m.key);
+
+  GemmSpec both = bf16_spec();
+  both.epilogue = {{Kind::Multiply, Activation::Identity, DType::Float16},
+                   {Kind::Residual, Activation::Identity, DType::BFloat16}};
+  const RenderedKernel b = render_kernel(both);
+  EXPECT_NE(b.source.find("using ElementC = cutlass::half_t;"), std::string::npos) << b.source;
+  EXPECT_NE(b.source.find("fact::gemm::epilogue::Residual<cutlass::bfloat16_t,\n"
+                          "      fact::gemm::epilogue::Multiply<cutlass::half_t,"),
+            std::string::npos)
+      << b.source;
 }
 
-TEST(Render, Float32OutputsUseTheAccurateTanhGelu) {
-  KernelSpec s = bias_gelu_spec();
+TEST(Render, Float32OutputsUseTheAccurateTanhFunctors) {
+  GemmSpec s = bias_gelu_spec();
   s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
   s.align_a = s.align_b = s.align_d = 4;
   s.math = MathMode::Tf32;
@@ -154,10 +179,15 @@ TEST(Render, Float32OutputsUseTheAccurateTanhGelu) {
   EXPECT_NE(k.source.find("fact::gemm::epilogue::GeluTanhAccurate"), std::string::npos);
   EXPECT_EQ(k.source.find("GELU_taylor"), std::string::npos);
   EXPECT_NE(k.source.find("using ElementA = float;"), std::string::npos);
+  s.epilogue.push_back({Kind::Activation, Activation::Tanh, DType::Unknown});
+  EXPECT_NE(render_kernel(s).source.find("fact::gemm::epilogue::TanhAccurate"), std::string::npos);
+  GemmSpec bf16 = bias_gelu_spec();  // 16-bit outputs keep CUTLASS's tanh.approx functors
+  bf16.epilogue.push_back({Kind::Activation, Activation::Tanh, DType::Unknown});
+  EXPECT_NE(render_kernel(bf16).source.find("cutlass::epilogue::thread::Tanh,"), std::string::npos);
 }
 
 TEST(Render, ExplicitStagesUseStageCount) {
-  KernelSpec s = bf16_spec();
+  GemmSpec s = bf16_spec();
   s.stages = 4;
   const RenderedKernel k = render_kernel(s);
   EXPECT_NE(k.source.find("cutlass::gemm::collective::StageCount<4>"), std::string::npos);
@@ -165,7 +195,7 @@ TEST(Render, ExplicitStagesUseStageCount) {
 }
 
 TEST(Render, RefusesSpecsTheTemplateCannotInstantiate) {
-  auto expect_refused = [](KernelSpec s, const std::string& why) {
+  auto expect_refused = [](GemmSpec s, const std::string& why) {
     try {
       render_kernel(s);
       ADD_FAILURE() << "rendered " << s.name();
@@ -173,45 +203,58 @@ TEST(Render, RefusesSpecsTheTemplateCannotInstantiate) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  KernelSpec strict = bf16_spec();
+  GemmSpec strict = bf16_spec();
   strict.a_dtype = strict.b_dtype = strict.d_dtype = DType::Float32;
   strict.align_a = strict.align_b = strict.align_d = 4;
   strict.tile.k = 32;
   strict.math = MathMode::Tf32x3;
   expect_refused(strict, "3xtf32");
 
-  KernelSpec coop64 = bf16_spec();
+  GemmSpec coop64 = bf16_spec();
   coop64.tile.m = 64;
   expect_refused(coop64, "cooperative");
 
-  KernelSpec pingpong_streamk = bf16_spec();
+  GemmSpec pingpong_streamk = bf16_spec();
   pingpong_streamk.mainloop = MainloopSchedule::Pingpong;
   pingpong_streamk.scheduler = TileScheduler::StreamK;
   expect_refused(pingpong_streamk, "stream-K");
 
-  KernelSpec unaligned = bf16_spec();
+  GemmSpec unaligned = bf16_spec();
   unaligned.align_a = 4;
   expect_refused(unaligned, "16 bytes");
 
-  KernelSpec nosmem = bf16_spec();
+  GemmSpec nosmem = bf16_spec();
   nosmem.epilogue_schedule = EpilogueSchedule::NoSmem;
   expect_refused(nosmem, "NoSmem");
 
-  KernelSpec two_sources = bf16_spec();
-  two_sources.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16},
-                          {Kind::Multiply, Activation::Identity, DType::BFloat16}};
-  expect_refused(two_sources, "C is read once");
+  GemmSpec tf32_row_b = bf16_spec();  // gemm_f32_strict takes these (one TF32 product)
+  tf32_row_b.a_dtype = tf32_row_b.b_dtype = tf32_row_b.d_dtype = DType::Float32;
+  tf32_row_b.align_a = tf32_row_b.align_b = tf32_row_b.align_d = 4;
+  tf32_row_b.tile.k = 32;
+  tf32_row_b.math = MathMode::Tf32;
+  tf32_row_b.b_layout = Layout::RowMajor;
+  expect_refused(tf32_row_b, "gemm_f32_strict");
 
-  KernelSpec unknown = bf16_spec();
+  GemmSpec nine_steps = bf16_spec();
+  nine_steps.epilogue.assign(9, {Kind::Scale, Activation::Identity, DType::Unknown});
+  expect_refused(nine_steps, "at most 8");
+
+  GemmSpec unknown = bf16_spec();
   unknown.pattern = "no_such_pattern";
-  expect_refused(unknown, "no kernel template");
+  try {
+    render_kernel(unknown);
+    ADD_FAILURE() << "rendered a spec of an unknown pattern";
+  } catch (const RenderError&) {
+  }
 }
 
-TEST(Render, GemmTemplateIsRegistered) {
-  const auto names = registered_templates();
+TEST(Render, GemmRealizerIsRegistered) {
+  const auto names = realize::RealizerRegistry::global().patterns();
   EXPECT_NE(std::find(names.begin(), names.end(), "gemm"), names.end());
-  EXPECT_THROW(register_template("gemm", &gemm::render_gemm_template), std::logic_error);
+  const realize::Realizer* realizer = realize::RealizerRegistry::global().find("gemm");
+  ASSERT_NE(realizer, nullptr);
+  EXPECT_EQ(realizer->kind(), "gemm");
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm

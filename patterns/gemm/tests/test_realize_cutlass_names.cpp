@@ -1,5 +1,6 @@
-// Lookup tables: every token parses back, and every CUTLASS spelling names a type that exists in
-// the installed CUTLASS headers.
+// The GEMM pattern's lookup tables: every token parses back, and every CUTLASS spelling names a
+// type that exists in the installed CUTLASS headers (or, for FACT's own links and functors, in
+// gemm_epilogue.cuh).
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include "fact/realize/compile_command.hpp"
-#include "fact/realize/cutlass_names.hpp"
+#include "patterns/gemm/realize/cutlass_names.hpp"
 
-namespace fact::realize {
+namespace fact::gemm {
 namespace {
+
+using realize::CompileOptions;
+using realize::default_compile_options;
 
 using Kind = EpilogueStep::Kind;
 
@@ -43,11 +47,12 @@ TEST(CutlassNames, TokensRoundTrip) {
   }
   for (auto a : {Activation::Identity, Activation::ReLU, Activation::GeluErf, Activation::GeluTanh,
                  Activation::SiLU, Activation::Sigmoid, Activation::LeakyReLU,
-                 Activation::HardTanh}) {
+                 Activation::HardTanh, Activation::Tanh}) {
     EXPECT_EQ(parse_activation_token(activation_token(a)), a);
-    EXPECT_EQ(activation_token(a), discover::activation_name(a)) << "token differs from discovery's";
+    EXPECT_EQ(activation_token(a), activation_name(a)) << "token differs from the problem's";
   }
-  for (auto k : {Kind::Scale, Kind::Bias, Kind::Activation, Kind::Residual, Kind::Multiply}) {
+  for (auto k : {Kind::Scale, Kind::AddScalar, Kind::Bias, Kind::Activation, Kind::Residual,
+                 Kind::Multiply}) {
     EXPECT_EQ(parse_epilogue_kind_token(epilogue_kind_token(k)), k);
   }
 }
@@ -58,7 +63,6 @@ TEST(CutlassNames, UnknownTokensAndMissingSpellingsThrow) {
   EXPECT_THROW(dtype_cpp(DType::Bool), std::invalid_argument);
   EXPECT_THROW(activation_cpp(Activation::Identity, false), std::invalid_argument);
   EXPECT_THROW(mainloop_cpp(MainloopSchedule::Multistage), std::invalid_argument);
-  EXPECT_THROW(epilogue_link_cpp(Kind::Scale), std::invalid_argument);
 }
 
 TEST(CutlassNames, GemmSpellings) {
@@ -70,6 +74,9 @@ TEST(CutlassNames, GemmSpellings) {
   EXPECT_EQ(activation_cpp(Activation::GeluTanh, false), "cutlass::epilogue::thread::GELU_taylor");
   EXPECT_EQ(activation_cpp(Activation::GeluTanh, true), "fact::gemm::epilogue::GeluTanhAccurate");
   EXPECT_EQ(activation_cpp(Activation::ReLU, true), "cutlass::epilogue::thread::ReLu");
+  EXPECT_EQ(activation_cpp(Activation::Tanh, false), "cutlass::epilogue::thread::Tanh");
+  EXPECT_EQ(activation_cpp(Activation::Tanh, true), "fact::gemm::epilogue::TanhAccurate");
+  EXPECT_EQ(epilogue_link_cpp(Kind::Multiply), "fact::gemm::epilogue::Multiply");
 }
 
 // "a::b::Name" or "a::b::Enum::Value" -> the identifier to look for.
@@ -104,7 +111,7 @@ TEST(CutlassNames, SpellingsExistInTheInstalledHeaders) {
   }
   std::vector<std::string> spellings;
   for (auto a : {Activation::ReLU, Activation::GeluErf, Activation::GeluTanh, Activation::SiLU,
-                 Activation::Sigmoid, Activation::LeakyReLU, Activation::HardTanh}) {
+                 Activation::Sigmoid, Activation::LeakyReLU, Activation::HardTanh, Activation::Tanh}) {
     spellings.emplace_back(activation_cpp(a, false));
   }
   for (auto s : {MainloopSchedule::TmaWarpSpecialized, MainloopSchedule::Cooperative,
@@ -126,6 +133,18 @@ TEST(CutlassNames, SpellingsExistInTheInstalledHeaders) {
                           declarations.find("struct " + name + "\n") != std::string::npos;
     EXPECT_TRUE(declared) << spelling << " is not declared in the installed CUTLASS headers";
   }
+  // FACT's links and accurate functors: gemm_epilogue.cuh declares them.
+  const std::string links = read_all(options.fact_root / "patterns/gemm/gemm_epilogue.cuh");
+  ASSERT_FALSE(links.empty());
+  for (auto k : {Kind::Scale, Kind::AddScalar, Kind::Bias, Kind::Activation, Kind::Residual,
+                 Kind::Multiply}) {
+    const std::string name = last_component(epilogue_link_cpp(k));
+    EXPECT_NE(links.find("struct " + name + " "), std::string::npos) << epilogue_link_cpp(k);
+  }
+  for (auto a : {Activation::GeluTanh, Activation::Tanh}) {
+    const std::string name = last_component(activation_cpp(a, true));
+    EXPECT_NE(links.find("struct " + name + " {"), std::string::npos) << activation_cpp(a, true);
+  }
   const std::string raster = read_all(include / "cutlass/gemm/kernel/tile_scheduler_detail.hpp");
   for (auto r : {RasterOrder::Heuristic, RasterOrder::AlongM, RasterOrder::AlongN}) {
     EXPECT_NE(raster.find("enum class RasterOrderOptions"), std::string::npos);
@@ -134,4 +153,4 @@ TEST(CutlassNames, SpellingsExistInTheInstalledHeaders) {
 }
 
 }  // namespace
-}  // namespace fact::realize
+}  // namespace fact::gemm

@@ -1,0 +1,204 @@
+// The rendered CUTLASS kernels of issue 8's epilogues, compiled at test time and run through
+// the GEMM kind's runtime (run_kernel: the verification sequence against the float64 reference,
+// every step with its own constants, the `scalars` check changing each of them):
+//   (a) bias -> x * 0.5 -> hardtanh(-2, 2) -> gelu_erf, bf16 (issue 8 failure 1)
+//   (b) a residual and a product with two M×N operands in one kernel, bf16
+//   (c) two activations with parameters of their own, fp16 operands, float32 output
+//   (d) the strict 3xTF32 Hopper kernel with a six-step chain, float32, also on the K-sliced path
+//   (e) A and B row-major in precision tf32: one TF32 product on gemm_f32_strict's mainloop
+//       (issue 8 failure 5)
+// GPU tests: they skip (before compiling anything) without a CUDA device, and need a Hopper GPU
+// (sm_90a) to run the kernels; each compiles one kernel (30-60 s of nvcc).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <limits>
+
+#include "fact/realize/compile_command.hpp"
+#include "fact/realize/render.hpp"
+#include "fact/runtime/run_kernel.hpp"
+#include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/realize/spec.hpp"
+#include "tests/cpp/runtime/runtime_test_support.hpp"
+
+namespace fact::gemm {
+namespace {
+
+using Kind = EpilogueStep::Kind;
+using runtime::PrecisionMode;
+using runtime::RunReport;
+using runtime::RunStatus;
+
+EpilogueStep step(Kind kind, double value = 1.0, Activation act = Activation::Identity,
+                  double p0 = 0.0, double p1 = 0.0, DType operand = DType::Unknown) {
+  EpilogueStep s;
+  s.kind = kind;
+  s.value = value;
+  s.activation = act;
+  s.p0 = p0;
+  s.p1 = p1;
+  if (reads_operand(kind)) {
+    s.operand = "operand";
+    s.operand_dtype = operand;
+  }
+  return s;
+}
+
+class GpuEpilogueKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FACT_REQUIRE_GPU();
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (major != 9) GTEST_SKIP() << "the kernels are built for sm_90a: needs a Hopper GPU";
+    options_ = realize::default_compile_options();
+    if (auto why = realize::compile_unavailable_reason(options_)) GTEST_SKIP() << *why;
+  }
+
+  // Renders `spec`, compiles it, and runs `problem` through run_kernel in `precision` (every
+  // check, timing off); returns the report.
+  RunReport run(const GemmSpec& spec, const GemmProblem& problem, PrecisionMode precision,
+                const std::string& name) {
+    const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options_);
+    const realize::CompileResult built = realize::compile_kernel(kernel, dir_ / name, options_);
+    EXPECT_TRUE(built.ok) << built.reason << "\n" << built.log.substr(0, 4000);
+    if (!built.ok) return {};
+    EXPECT_EQ(built.log.find("C7510"), std::string::npos);
+    const std::filesystem::path problem_file = dir_ / (name + ".problem.json");
+    runtime::test::write_text(problem_file, problem_to_json(to_problem(problem)).dump());
+    runtime::RunKernelOptions o;
+    o.lib = built.output.string();
+    o.problem_json = problem_file.string();
+    o.precision = precision;
+    o.verify_only = true;
+    o.seed = 2026;
+    const RunReport report = runtime::run_kernel(o);
+    EXPECT_EQ(report.status, RunStatus::Ok) << report.error;
+    EXPECT_EQ(report.checks.size(), 5u);
+    if (report.rel_err) EXPECT_LE(*report.rel_err, report.tolerance);
+    return report;
+  }
+
+  runtime::test::ScratchDir dir_;
+  realize::CompileOptions options_;
+};
+
+TEST_F(GpuEpilogueKernels, IssueChainBf16) {
+  GemmProblem p = make_gemm_problem({1024, 768, 512, 1}, DType::BFloat16, "", "tn");
+  p.epilogue = {step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::BFloat16),
+                step(Kind::Scale, 0.5),
+                step(Kind::Activation, 1.0, Activation::HardTanh, -2.0, 2.0),
+                step(Kind::Activation, 1.0, Activation::GeluErf)};
+  GemmSpec s;
+  s.tile = {128, 128, 64};
+  s.cluster = {1, 2, 1};
+  s.mainloop = MainloopSchedule::Pingpong;
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                {Kind::Scale, Activation::Identity, DType::Unknown},
+                {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                {Kind::Activation, Activation::GeluErf, DType::Unknown}};
+  const RunReport r = run(s, p, PrecisionMode::Native, "issue_chain");
+  if (!r.problem.is_null() && r.problem.contains("epilogue")) {
+    EXPECT_EQ(r.problem.at("epilogue")[2].at("p0"), -2.0);  // the hardtanh keeps its own bounds
+    EXPECT_EQ(r.problem.at("epilogue")[2].at("p1"), 2.0);
+  }
+}
+
+TEST_F(GpuEpilogueKernels, ResidualAndMultiplyBf16) {
+  GemmProblem p = make_gemm_problem({512, 1024, 256, 2}, DType::BFloat16, "", "tn");
+  p.epilogue = {step(Kind::Residual, 0.75, Activation::Identity, 0, 0, DType::BFloat16),
+                step(Kind::Activation, 1.0, Activation::SiLU),
+                step(Kind::Multiply, 1.0, Activation::Identity, 0, 0, DType::BFloat16),
+                step(Kind::AddScalar, 0.25)};
+  GemmSpec s;
+  s.batched = true;
+  s.tile = {128, 256, 64};
+  s.cluster = {2, 1, 1};
+  s.mainloop = MainloopSchedule::Cooperative;
+  s.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16},
+                {Kind::Activation, Activation::SiLU, DType::Unknown},
+                {Kind::Multiply, Activation::Identity, DType::BFloat16},
+                {Kind::AddScalar, Activation::Identity, DType::Unknown}};
+  run(s, p, PrecisionMode::Native, "two_operands");
+}
+
+TEST_F(GpuEpilogueKernels, TwoParametrizedActivationsFp16ToFloat32) {
+  GemmProblem p = make_gemm_problem({640, 512, 384, 1}, DType::Float16, "", "tn");
+  p.d.dtype = DType::Float32;
+  p.epilogue = {step(Kind::Activation, 1.0, Activation::LeakyReLU, 0.125),
+                step(Kind::Activation, 1.0, Activation::HardTanh, -0.5,
+                     std::numeric_limits<double>::infinity()),
+                step(Kind::Activation, 1.0, Activation::Tanh),
+                step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::Float32)};
+  GemmSpec s;
+  s.a_dtype = s.b_dtype = DType::Float16;
+  s.d_dtype = DType::Float32;
+  s.align_d = 4;
+  s.tile = {64, 128, 64};
+  s.mainloop = MainloopSchedule::Pingpong;
+  s.epilogue = {{Kind::Activation, Activation::LeakyReLU, DType::Unknown},
+                {Kind::Activation, Activation::HardTanh, DType::Unknown},
+                {Kind::Activation, Activation::Tanh, DType::Unknown},
+                {Kind::Bias, Activation::Identity, DType::Float32}};
+  run(s, p, PrecisionMode::Native, "activations");
+}
+
+GemmSpec strict_chain_spec() {
+  GemmSpec s;
+  s.pattern = "gemm_f32_strict";
+  s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;
+  s.align_a = s.align_b = s.align_d = 4;
+  s.math = MathMode::Tf32x3;
+  s.mainloop = MainloopSchedule::Cooperative;
+  s.epilogue_schedule = EpilogueSchedule::TmaCooperative;
+  s.tile = {128, 128, 32};
+  s.stages = 3;
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::Float32},
+                {Kind::Scale, Activation::Identity, DType::Unknown},
+                {Kind::Activation, Activation::GeluTanh, DType::Unknown},
+                {Kind::Residual, Activation::Identity, DType::Float32},
+                {Kind::Multiply, Activation::Identity, DType::Float32},
+                {Kind::Activation, Activation::Tanh, DType::Unknown}};
+  return s;
+}
+
+GemmProblem strict_chain_problem(int64_t m, int64_t n, int64_t k) {
+  GemmProblem p = make_gemm_problem({m, n, k, 1}, DType::Float32, "", "tn");
+  p.epilogue = {step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::Float32),
+                step(Kind::Scale, 1.5), step(Kind::Activation, 1.0, Activation::GeluTanh),
+                step(Kind::Residual, -0.5, Activation::Identity, 0, 0, DType::Float32),
+                step(Kind::Multiply, 1.0, Activation::Identity, 0, 0, DType::Float32),
+                step(Kind::Activation, 1.0, Activation::Tanh)};
+  return p;
+}
+
+// Strict: 1e-5 against float64 and within 20x of cuBLAS SGEMM's own error; the second problem
+// has few output tiles and a deep K, so the persistent kernel runs K-slices and the reduction
+// applies the chain once.
+TEST_F(GpuEpilogueKernels, StrictMultiStepChain) {
+  const RunReport r = run(strict_chain_spec(), strict_chain_problem(1024, 512, 768),
+                          PrecisionMode::Strict, "strict_chain");
+  if (r.sgemm) EXPECT_TRUE(r.sgemm->within_limit);
+  run(strict_chain_spec(), strict_chain_problem(256, 256, 65536), PrecisionMode::Strict,
+      "strict_chain_k_sliced");
+}
+
+// `x @ W + b` then GELU in precision tf32 with A and B row-major: the tolerance of the tf32
+// contract (5e-3).
+TEST_F(GpuEpilogueKernels, Tf32RowMajorB) {
+  GemmProblem p = make_gemm_problem({1024, 1024, 1024, 1}, DType::Float32, "", "tt");
+  p.epilogue = {step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::Float32),
+                step(Kind::Activation, 1.0, Activation::GeluErf)};
+  GemmSpec s = strict_chain_spec();
+  s.math = MathMode::Tf32;
+  s.b_layout = Layout::RowMajor;
+  s.tile = {256, 128, 32};
+  s.stages = 4;
+  s.epilogue = {{Kind::Bias, Activation::Identity, DType::Float32},
+                {Kind::Activation, Activation::GeluErf, DType::Unknown}};
+  const RunReport r = run(s, p, PrecisionMode::Tf32, "tf32_row_major_b");
+  EXPECT_DOUBLE_EQ(r.tolerance, 5e-3);
+}
+
+}  // namespace
+}  // namespace fact::gemm

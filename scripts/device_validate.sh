@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call that checks a change to the engine on a Hopper GPU: build the engine with its
+# test suites (scripts/device_build.sh, tests on), run every C++ and Python test that needs the
+# GPU, then the GEMM benchmark suite with what is left of the call. Results and logs under $OUT:
+#   tests.log (ctest + pytest -m gpu), gemm-<device>-<date>-max<N>.json/.png (the suite),
+#   bench.log, tune-reports.tgz, device.json (the measured profile).
+# Usage (device tool, carry [".deps"]):
+#   bash scripts/device_validate.sh [TOTAL_SECONDS [MAX_CANDIDATES]]
+set -uo pipefail
+OUT=${OUT:-$PWD/out/device}
+mkdir -p "$OUT"
+TOTAL_SECONDS=${1:-560}
+MAX_CANDIDATES=${2:-8}
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+stamp() { echo "[$(elapsed)s] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device_build.sh"
+export PYTHONPATH=$PWD/python FACT_BUILD_TESTS=ON
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c \
+  'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; \
+  } 2>&1 | tee "$OUT/device.txt"
+
+stamp "configure + build the engine and its tests"
+python3 -m fact.native >"$OUT/native.log" 2>&1 &
+native_pid=$!
+fact_device_build "$OUT" || { stamp "engine build failed"; exit 1; }
+wait "$native_pid"
+export FACT_ENGINE=$PWD/build-device/fact
+
+stamp "device profile"
+./build-device/fact device --json "$OUT/device.json" 2>&1 | tail -3
+
+stamp "GPU tests: C++ (every test; the GPU ones run here) and pytest -m gpu"
+{
+  ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure 2>&1 | tail -60
+  timeout 240 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/python patterns 2>&1 | tail -40
+} >"$OUT/tests.log" 2>&1
+grep -E "tests passed|tests failed|passed|failed|error" "$OUT/tests.log" | tail -8
+
+left=$(( TOTAL_SECONDS - $(elapsed) - 30 ))
+if [ "$left" -gt 120 ]; then
+  stamp "GEMM suite, $MAX_CANDIDATES configurations per case, ${left}s"
+  timeout --signal=INT "$left" ./build-device/fact bench gemm -o "$OUT/results" --max-candidates "$MAX_CANDIDATES" \
+    --timeout 60 --tuning-cost none 2>&1 | grep -vE "ETA|^\s*$" >"$OUT/bench.log"
+  tail -25 "$OUT/bench.log"
+  cp "$OUT"/results/*.json "$OUT"/results/*.png "$OUT"/ 2>/dev/null
+  tar czf "$OUT/tune-reports.tgz" -C "$OUT/results" . 2>/dev/null
+  rm -rf "$OUT/results"
+else
+  stamp "no time left for the GEMM suite"
+fi
+stamp "done"
+ls -la "$OUT"
