@@ -103,7 +103,7 @@ class FactTools:
         graph = folder / "graph.json"
         try:
             proc = subprocess.run([sys.executable, "-m", "fact.capture", model_file, "-o", str(graph), "--dtype", dtype,
-                                   "--device", "meta"], capture_output=True, text=True, timeout=timeout,
+                                   "--device", "cpu" if self._gpu() else "cuda"], capture_output=True, text=True, timeout=timeout,
                                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep +
                                        os.environ.get("PYTHONPATH", "")})
         except subprocess.TimeoutExpired:
