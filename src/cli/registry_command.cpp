@@ -86,10 +86,8 @@ void show(const RegistryArgs& args) {
     std::cout << ": built into fact " << p.value("fact_version", std::string("?")) << " (registered rules and realizers)\n";
   } else {
     std::cout << "\n";
-    for (const char* key : {"by", "model", "endpoint", "attempt", "prompt_sha256", "log", "date", "task", "fact_version"}) {
-      if (p.contains(key) && !p.at(key).is_null()) {
-        std::cout << "          " << key << ": " << (p.at(key).is_string() ? p.at(key).get<std::string>() : p.at(key).dump()) << "\n";
-      }
+    for (const auto& [key, value] : p.items()) {
+      if (!value.is_null()) std::cout << "          " << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
     }
   }
   if (entry->has_template()) {
