@@ -146,3 +146,23 @@ def test_budgets_bound_the_loop(graph, agent_env, tmp_path):
     [match] = report["matches"]
     assert [a["outcome"] for a in match["attempts"]] == ["llm_error"] * 3
     assert "HTTP 500" in match["attempts"][0]["detail"] and match["status"] == "failed"
+
+
+def test_fact_optimize_agent_composes_the_agent_kernel(agent_env, tmp_path):
+    """`fact optimize --agent` end to end on the CPU path: the NEW match goes to the endpoint,
+    the kernel passes the gates, enters the registry, the plan REUSEs it and the package
+    composes it (verified against the subgraph it replaces)."""
+    engine_or_skip()
+    from fact import _engine
+    model = write_model(tmp_path)
+    with ScriptedLLM([code_reply(kernel("attention_correct.cpp"))]) as llm:
+        proc = subprocess.run([str(_engine.engine_path()), "optimize", f"{model}:TinyAttention", "-o",
+                               str(tmp_path / "out"), "--agent", "--agent-endpoint", llm.base_url,
+                               "--agent-model", "scripted"], capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 of 1 match(es) realized by agent kernels that passed every gate" in proc.stdout
+    assert "REUSE attention_causal: entry attention_causal/float32/host/" in proc.stdout
+    assert "1 replacement(s) composed" in proc.stdout
+    report = json.loads((tmp_path / "out" / "fact_tinyattention" / "report.json").read_text())
+    [composed] = report["composed"]
+    assert composed["verified"] and composed["implementation"] == "host kernels"
