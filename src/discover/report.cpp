@@ -35,7 +35,9 @@ std::string shape_cell(const Match& m) {
 std::string status_cell(const Match& m) {
   switch (m.status) {
     case MatchStatus::Accepted: return "accepted";
-    case MatchStatus::Pending: return "pending: " + m.reason;
+    case MatchStatus::Pending:
+      // A pending match the registry holds a kernel for is realized by that kernel.
+      return m.registry_entry.empty() ? "pending: " + m.reason : "registry kernel (no template)";
     case MatchStatus::Declined: return "declined (below)";
   }
   return "";

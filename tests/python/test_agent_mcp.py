@@ -107,3 +107,9 @@ def test_an_agent_drives_capture_to_build_over_stdio(agent_env, tmp_path):
     assert asyncio.run(session())
     names = [name for name, _, _ in transcript]
     assert names[:3] == ["capture_model", "inspect_graph", "discover"]
+    keep = os.environ.get("FACT_AGENT_TRANSCRIPT_DIR")
+    if keep:  # docs/agent.md quotes it
+        import json
+        os.makedirs(keep, exist_ok=True)
+        with open(os.path.join(keep, "mcp_session.json"), "w") as out:
+            json.dump([{"tool": n, "arguments": a, "result": r} for n, a, r in transcript], out, indent=1)

@@ -110,6 +110,15 @@ def test_the_loop_rejects_every_bad_reply_and_registers_the_correct_kernel(graph
     [replacement] = composed.fact_report.composed
     assert replacement.verified and replacement.implementation == "host kernels"
     torch.testing.assert_close(composed(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+    keep_transcript(tmp_path / "agent", "synthesis")
+
+
+def keep_transcript(folder, name: str) -> None:
+    """$FACT_AGENT_TRANSCRIPT_DIR set: keep the run's logs there (docs/agent.md quotes one)."""
+    import shutil
+    keep = os.environ.get("FACT_AGENT_TRANSCRIPT_DIR")
+    if keep:
+        shutil.copytree(folder, os.path.join(keep, name), dirs_exist_ok=True)
 
 
 def llm_user_text(request: dict) -> str:

@@ -17,7 +17,9 @@ extern "C" {
  *    "compile": bool, "tune": N (0: no tuning; N: configurations per kernel, GPU only),
  *    "patterns": ["mlp", ...] | null, "tuning_db": "<path>"|null (null: the default database),
  *    "device_profile": "<path>"|null, "jobs": N (0: all cores), "progress": bool,
- *    "inputs": [...] (copied into the plan), "device": "cuda"|"cpu"}
+ *    "inputs": [...] (copied into the plan), "device": "cuda"|"cpu",
+ *    "use_registry": bool (default true), "registry_dir": "<path>"|null (the pattern registry:
+ *    its verified kernels realize the matches they cover on the device's arch)}
  * On return *response_json (free with fact_engine_free) is
  *   {"status": "ok", "plan": "<out_dir>/plan.json", "summary": "..."} or
  *   {"status": "error", "error": "<one line>"}.

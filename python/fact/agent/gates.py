@@ -103,8 +103,8 @@ class GateReport:
 
 
 def _guarded(nbytes: int, device: str) -> torch.Tensor:
-    base = torch.full((nbytes + 2 * GUARD_BYTES,), GUARD_BYTE, dtype=torch.uint8, device=device)
-    return base
+    """A fresh allocation: GUARD_BYTES of guard, `nbytes` of tensor, GUARD_BYTES of guard."""
+    return torch.full((nbytes + 2 * GUARD_BYTES,), GUARD_BYTE, dtype=torch.uint8, device=device)
 
 
 def _extent_bytes(shape, stride, dtype) -> int:
@@ -186,7 +186,6 @@ def _child_run(library, call: dict, buffers: _Buffers, stream: Any, thread: bool
     """One call; the raw facts the parent judges."""
     image = _image(call, buffers)
     before_inputs = [b.clone() for b in buffers.input_bases]
-    before_outputs = [b.clone() for b in buffers.output_bases]
     size = library.workspace_size(ctypes.addressof(image))
     workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=buffers.device) if size else None
     status = [None]
@@ -219,7 +218,6 @@ def _child_run(library, call: dict, buffers: _Buffers, stream: Any, thread: bool
                            for b in [*buffers.input_bases, *buffers.output_bases]],
         "outputs": [o.detach().to("cpu").clone() for o in buffers.outputs],
         "poisoned": [_count_poison(o) for o in buffers.outputs],
-        "unused_before": len(before_outputs),
     }
 
 

@@ -97,7 +97,8 @@ class FactTools:
 
     def capture_model(self, model_file: str, dtype: str = "float32", timeout: float = 300.0) -> dict:
         """Capture a model file (path/to/model.py:ClassName, defining get_inputs() and optionally
-        get_init_inputs()) as FACT graph JSON; the model runs in a child process."""
+        get_init_inputs()) as FACT graph JSON, on the device it will run on; the model runs in a
+        child process."""
         folder = self.work / f"graph-{uuid.uuid4().hex[:8]}"
         folder.mkdir(parents=True)
         graph = folder / "graph.json"
@@ -298,9 +299,10 @@ class FactTools:
                 "checks": [{"name": ch["name"], "passed": ch["passed"], "detail": ch["detail"]} for ch in report.checks]}
 
     def tune(self, graph: str, match: str, max_candidates: int = 16, candidate: str | None = None) -> dict:
-        """Tune: a built-in template's match over its pruned parameter space (build, verify,
-        time each configuration on the GPU; the winner goes to the tuning database), or report an
-        agent candidate's timing (hand-written kernels have no parameter space)."""
+        """Tune: the graph's template matches over their pruned parameter spaces (`fact tune`:
+        build, verify, time each configuration on the GPU; the winners go to the tuning database,
+        which makes those matches REUSE), or report an agent candidate's timing (hand-written
+        kernels have no parameter space)."""
         if candidate is not None:
             c = self._candidate(candidate)
             if c.get("last_gates"):
