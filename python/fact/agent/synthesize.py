@@ -122,7 +122,7 @@ class _Log:
     def note(self, heading: str, text: str, fence: bool = False) -> None:
         with self.transcript.open("a") as out:
             out.write(f"### {heading}\n\n")
-            out.write(f"```\n{text}\n```\n\n" if fence else f"{text}\n\n")
+            out.write(f"~~~~\n{text}\n~~~~\n\n" if fence else f"{text}\n\n")
 
     def attempt(self, number: int, record: dict) -> str:
         path = self.folder / f"attempt-{number}.json"
