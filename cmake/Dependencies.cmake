@@ -43,9 +43,10 @@ endif()
 # --- CUTLASS headers ----------------------------------------------------------------------
 # Order: -DFACT_CUTLASS_DIR / $FACT_CUTLASS_DIR (a folder holding include/cutlass), then the
 # `nvidia-cutlass` package of the Python interpreter in use (cutlass_library/source).
+# The interpreter also becomes `fact optimize`'s default Python (the one with torch and `fact`).
+find_package(Python3 COMPONENTS Interpreter QUIET)
 set(FACT_CUTLASS_DIR "$ENV{FACT_CUTLASS_DIR}" CACHE PATH "CUTLASS source root (holds include/cutlass)")
 if(NOT FACT_CUTLASS_DIR)
-  find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_Interpreter_FOUND)
     execute_process(
       COMMAND ${Python3_EXECUTABLE} -c

@@ -22,8 +22,11 @@
  * `lse` (may be NULL): float32 log-sum-exp of each query row, natural log, including `scale`:
  * lse[b*lse_batch_stride + h*lse_head_stride + i]; the sequence stride is 1.
  *
- * Pointers are device pointers; element type (bf16 or fp16) and head dims are fixed by the kernel
- * (fact_kernel_info's spec) and checked in can_implement.
+ * `dtype` (FactDType) is the element type of Q, K, V and O: a kernel is built for one (bf16 or
+ * fp16, fact_kernel_info's spec) and answers FACT_ERR_INVALID_ARGS for another; the host reference
+ * (patterns/attention/kind/reference_host.hpp) reads and writes any of f32, f64, f16, bf16.
+ * Pointers are device pointers (host pointers for the host reference); head dims are fixed by the
+ * kernel and checked in can_implement.
  */
 #ifndef FACT_ATTENTION_ABI_H
 #define FACT_ATTENTION_ABI_H
@@ -54,6 +57,8 @@ typedef struct FactAttentionArgs {
   int32_t head_dim;      /* of Q and K */
   int32_t v_head_dim;    /* of V and O */
   int32_t causal;        /* FactAttentionMask */
+  int32_t dtype;         /* FactDType of Q, K, V and O */
+  int32_t reserved;      /* 0 */
   const void* q; int64_t q_batch_stride, q_seq_stride, q_head_stride; /* elements */
   const void* k; int64_t k_batch_stride, k_seq_stride, k_head_stride;
   const void* v; int64_t v_batch_stride, v_seq_stride, v_head_stride;
@@ -65,10 +70,14 @@ typedef struct FactAttentionArgs {
 
 #ifdef __cplusplus
 }  /* extern "C" */
-/* The layout is part of the ABI: mirrors (ctypes in bench_attention.py, the engine) check it. */
-static_assert(sizeof(FactAttentionArgs) == 208, "FactAttentionArgs layout changed: update every mirror");
-static_assert(offsetof(FactAttentionArgs, q) == 48, "FactAttentionArgs layout changed");
-static_assert(offsetof(FactAttentionArgs, lse) == 176, "FactAttentionArgs layout changed");
-static_assert(offsetof(FactAttentionArgs, scale) == 200, "FactAttentionArgs layout changed");
+/* The layout is part of the ABI: mirrors (ctypes in bench_attention.py, the engine's tests) check it. */
+static_assert(sizeof(FactAttentionArgs) == 216, "FactAttentionArgs layout changed: update every mirror");
+static_assert(offsetof(FactAttentionArgs, dtype) == 48, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, q) == 56, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, k) == 88, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, v) == 120, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, o) == 152, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, lse) == 184, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, scale) == 208, "FactAttentionArgs layout changed");
 #endif
 #endif /* FACT_ATTENTION_ABI_H */

@@ -39,10 +39,15 @@ struct Entry {
   static constexpr const char* dtype_name() {
     return std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16";
   }
+  // The FactDType of Q, K, V and O this kernel was built for.
+  static constexpr int32_t abi_dtype() {
+    return std::is_same_v<Element, cutlass::bfloat16_t> ? FACT_DTYPE_BF16 : FACT_DTYPE_F16;
+  }
 
   static size_t workspace_bytes() { return Cfg::kDynamicSchedule ? 16 : 0; }
 
-  // Header and argument sanity: FACT_ERR_INVALID_ARGS when malformed.
+  // Header and argument sanity: FACT_ERR_INVALID_ARGS when malformed (including a `dtype` other
+  // than the kernel's element type).
   static int check_args(FactCallHeader const* header, bool size_query) {
     if (header == nullptr) return FACT_ERR_INVALID_ARGS;
     if (header->abi_version != FACT_ABI_VERSION || header->kind != kKindId ||
@@ -59,7 +64,8 @@ struct Entry {
         a.causal != FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
       return FACT_ERR_INVALID_ARGS;
     }
-    if (!std::isfinite(a.scale) || a.sm_count < 0) return FACT_ERR_INVALID_ARGS;
+    if (!std::isfinite(a.scale) || a.sm_count < 0 || a.reserved != 0) return FACT_ERR_INVALID_ARGS;
+    if (a.dtype != abi_dtype()) return FACT_ERR_INVALID_ARGS;  // another element type than built for
     if (!size_query && (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.o == nullptr)) {
       return FACT_ERR_INVALID_ARGS;
     }

@@ -50,14 +50,17 @@ def _operand(prefix):
 class AttentionArgs(ctypes.Structure):  # mirrors patterns/attention/attention_abi.h
     _fields_ = ([("header", Header)] +
                 [(n, ctypes.c_int32) for n in ("batch", "heads", "kv_heads", "seq_q", "seq_k",
-                                               "head_dim", "v_head_dim", "causal")] +
+                                               "head_dim", "v_head_dim", "causal", "dtype",
+                                               "reserved")] +
                 _operand("q") + _operand("k") + _operand("v") + _operand("o") +
                 [("lse", ctypes.c_void_p), ("lse_batch_stride", ctypes.c_int64),
                  ("lse_head_stride", ctypes.c_int64), ("scale", ctypes.c_float),
                  ("sm_count", ctypes.c_int32)])
 
 
-assert ctypes.sizeof(AttentionArgs) == 208, ctypes.sizeof(AttentionArgs)
+assert ctypes.sizeof(AttentionArgs) == 216, ctypes.sizeof(AttentionArgs)
+assert AttentionArgs.q.offset == 56 and AttentionArgs.lse.offset == 184 and AttentionArgs.scale.offset == 208
+FACT_DTYPE = {"fp16": 2, "bf16": 3}  # FactDType (include/fact/runtime/fact_abi.h)
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(AttentionArgs), ctypes.c_void_p,
                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p)
 
@@ -189,6 +192,7 @@ def make_args(case, q, k, v, o, lse, scale):
     a.batch, a.heads, a.kv_heads = case["B"], case["H"], case["Hkv"]
     a.seq_q, a.seq_k, a.head_dim, a.v_head_dim = case["Sq"], case["Sk"], case["d"], case["d"]
     a.causal = case["mask"]
+    a.dtype = FACT_DTYPE[case["dtype"]]
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
         assert t.stride(3) == 1
         setattr(a, name, t.data_ptr())
@@ -286,6 +290,7 @@ def abi_checks(lib):
     results["wrong_version"] = status(lambda a: setattr(a.header, "abi_version", 1)) == 1
     results["wrong_kind"] = status(lambda a: setattr(a.header, "kind", fnv1a("gemm"))) == 1
     results["wrong_size"] = status(lambda a: setattr(a.header, "size", 200)) == 1
+    results["wrong_dtype"] = status(lambda a: setattr(a, "dtype", FACT_DTYPE["fp16" if lib.spec["dtype"] == "bf16" else "bf16"])) == 1
     results["null_q"] = status(lambda a: setattr(a, "q", None)) == 1
     results["bad_group"] = status(lambda a: setattr(a, "kv_heads", 3)) == 1
     results["head_dim_refused"] = status(lambda a: setattr(a, "head_dim", lib.spec["head_dim"] + 8)) == 2

@@ -2,11 +2,15 @@
 include/fact/engine/c_api.h, through ctypes) and, for callers that still chain commands, the
 `fact` executable.
 
-The executable: $FACT_ENGINE, the `fact` executable next to this interpreter (a pip install
-puts it in the environment's bin/), <repo>/build/fact, then `fact` on PATH.
+Installed (`pip install .`) copies come before a source tree's build/:
 
-The library (`libfact.so`): $FACT_ENGINE_LIBRARY, then next to the executable found as above
-($FACT_ENGINE's folder first), then <repo>/build/. The host reference (`fact_reference_call`,
+The executable: $FACT_ENGINE, the `fact` executable in this environment's scripts folder (a
+pip install puts it there: the environment's bin/, or next to this interpreter),
+<repo>/build/fact, then `fact` on PATH.
+
+The library (`libfact.so`): $FACT_ENGINE_LIBRARY (when set, that one or none), then inside this package (a pip install puts
+it there), then next to the executable found as above ($FACT_ENGINE's folder first), then
+<repo>/build/. The host reference (`fact_reference_call`,
 what `fact::launch` runs for CPU tensors) comes from $FACT_REFERENCE_LIBRARY when set (tests
 point it at a library of their own), else from that library.
 """
@@ -18,11 +22,13 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 
 LIBRARY_NAME = "libfact.dylib" if sys.platform == "darwin" else "libfact.so"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parents[1]
 
 
 class EngineNotFound(RuntimeError):
@@ -38,10 +44,11 @@ def engine_path() -> Path:
         if Path(env).is_file():
             return Path(env)
         tried.append(f"$FACT_ENGINE={env}")
-    beside_python = Path(sys.executable).parent / "fact"
-    if beside_python.is_file():
-        return beside_python
-    tried.append(str(beside_python))
+    for folder in _script_folders():
+        installed = folder / "fact"
+        if installed.is_file():
+            return installed
+        tried.append(str(installed))
     repo_build = _REPO_ROOT / "build" / "fact"
     if repo_build.is_file():
         return repo_build
@@ -51,6 +58,22 @@ def engine_path() -> Path:
         return Path(on_path)
     raise EngineNotFound("FACT engine not found (tried: " + ", ".join(tried) +
                          "); build it with `bash scripts/setup.sh` or `pip install .`")
+
+
+def _script_folders() -> list[Path]:
+    """Where a pip install puts console scripts for this interpreter: its scripts folder, and
+    the folder of the interpreter itself (a virtual environment's bin/)."""
+    folders = []
+    scripts = sysconfig.get_path("scripts")
+    if scripts:
+        folders.append(Path(scripts))
+    folders.append(Path(sys.executable).parent)
+    return list(dict.fromkeys(folders))
+
+
+def installed_library_path() -> Path:
+    """Where a pip install puts libfact: inside this package."""
+    return _PACKAGE_DIR / LIBRARY_NAME
 
 
 def run_engine(*args: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
@@ -66,10 +89,15 @@ def engine_library_path() -> Path:
     """Path of the engine library (libfact); raises EngineNotFound with what was tried."""
     tried: list[str] = []
     explicit = os.environ.get("FACT_ENGINE_LIBRARY")
-    if explicit:
+    if explicit:  # named explicitly: that one or none (no silent fall-back to another build)
         if Path(explicit).is_file():
             return Path(explicit)
-        tried.append(f"$FACT_ENGINE_LIBRARY={explicit}")
+        raise EngineNotFound(f"FACT engine library not found (tried: $FACT_ENGINE_LIBRARY={explicit}); "
+                             f"point $FACT_ENGINE_LIBRARY at libfact.so or unset it")
+    installed = installed_library_path()
+    if installed.is_file():
+        return installed
+    tried.append(str(installed))
     folders: list[Path] = []
     if os.environ.get("FACT_ENGINE"):
         folders.append(Path(os.environ["FACT_ENGINE"]).parent)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 import types
+from pathlib import Path
 from typing import Iterable
 
+from fact.console import RunLog, default_log_path, verbose_from_environment
 from fact.graph_capture import capture
 from fact.graph_writer import CaptureError
 from fact.model_file import DTYPES, build_from_model_file
@@ -28,15 +30,23 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                         help="convert floating parameters and inputs to this dtype")
     parser.add_argument("--device", default=None, help="meta, cpu, cuda, cuda:1, ...")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show third-party output (torch.export warnings) on the terminal")
+    parser.add_argument("--log", default=None,
+                        help="log file for third-party output (default: $FACT_LOG_DIR/capture.log, "
+                             "else logs/capture.log beside the graph)")
     args = parser.parse_args(None if argv is None else list(argv))
-    try:
-        model, inputs = build_from_model_file(args.model, args.dtype, args.device)
-        doc = capture(model, inputs, args.output)
-    except CaptureError as error:
-        print(f"fact.capture: error: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['values'])} values "
-          f"(capture: {doc['source']['capture']})")
+    log_path = Path(args.log) if args.log else default_log_path("capture", Path(args.output).resolve().parent)
+    with RunLog(log_path, verbose=args.verbose or verbose_from_environment(), title="fact.capture") as run:
+        try:
+            with run.step(f"capture {args.model}"):
+                model, inputs = build_from_model_file(args.model, args.dtype, args.device)
+                doc = capture(model, inputs, args.output)
+        except CaptureError as error:
+            run.say(f"fact.capture: error: {error} (full output: {log_path})", error=True)
+            return 1
+        run.say(f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['values'])} values "
+                f"(capture: {doc['source']['capture']})")
     return 0
 
 

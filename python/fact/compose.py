@@ -40,6 +40,7 @@ import torch.fx
 from fact import _engine, ops
 from fact import verify as checks
 from fact.graph_capture import capture
+from fact import graph_writer
 from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
@@ -472,6 +473,12 @@ def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[st
         redirect[node] = made[vid]
     kept = []
     for node in reversed(planned.nodes):
+        # Run-time metadata assertions (torch.export's _assert_tensor_metadata after a .to())
+        # read a replaced value and produce nothing: they go with it, as the capture drops them
+        # (fact.graph_writer), instead of keeping the replaced computation alive.
+        for user in list(node.users):
+            if not user.users and graph_writer.is_assertion(user):
+                graph.erase_node(user)
         if node.users:
             kept.append(node.name)
         else:
@@ -727,8 +734,12 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     # 2. Register the calls and verify each replacement against the subgraph it replaces.
     examples = {}
     if verify and candidates:
-        needed = {node for p in candidates for node in [*p.lifted.inputs, *p.values.values()]
-                  if checks.needs_example_value(node)}
+        needed = set()
+        for p in candidates:
+            read = checks.operand_nodes(p.values, [checks.CallToCheck(-1, c.label, c.operands, c.results)
+                                                   for c in p.calls])
+            needed |= {node for node in [*p.lifted.inputs, *p.values.values()]
+                       if checks.keeps_example_value(node, read)}
         try:
             examples = checks.example_values(graph_module, example_inputs, needed)
         except Exception as error:  # noqa: BLE001 - then those replacements cannot be checked

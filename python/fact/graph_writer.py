@@ -26,6 +26,11 @@ _ASSERTION_TARGETS = frozenset({
 })
 
 
+def is_assertion(node: torch.fx.Node) -> bool:
+    """A call that only checks metadata at run time and produces nothing (_ASSERTION_TARGETS)."""
+    return node.op == "call_function" and target_name(node.target) in _ASSERTION_TARGETS
+
+
 # Higher-order ops whose body is written in their place: grad mode does not change what an
 # inference graph computes. Other higher-order ops stay opaque nodes, their body as {"repr"}.
 _INLINED_WRAPPERS = frozenset({"higher_order.wrap_with_set_grad_enabled"})

@@ -13,6 +13,10 @@ On a CUDA GPU, in one process and on the same inputs:
     (Inductor for the remainder, as `load()` gives it).
 Writes <out>/e2e.json (DESIGN.md's results shape, suite "e2e") and <out>/e2e.md, prints the
 table. Without a CUDA GPU it says so and exits 0 having measured nothing.
+
+Quiet by default (fact.console): the terminal shows the stages with a progress line and the
+table; Inductor's autotuning output, compiler output and warnings go to the run's log,
+$FACT_LOG_DIR/measure.log or <out>/logs/measure.log. `-v` shows them on the terminal as well.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from fact.console import RunLog, default_log_path, verbose_from_environment
 from fact.timing import L2Flusher, TimingStats, time_cuda
 from fact.versions import collect_versions
 
@@ -98,18 +103,32 @@ def _timed(fn: Callable[[], object], warmup: int, iters: int, flusher: L2Flusher
         return time_cuda(fn, warmup, iters, flusher)
 
 
+def _no_progress(label: str, index: int, total: int):
+    return contextlib.nullcontext()
+
+
+VARIANT_LABELS = {"torch_eager": "eager PyTorch", "torch_compile": "torch.compile",
+                  "torch_compile_max_autotune": "torch.compile (max-autotune)", "fact": "FACT (composed)"}
+
+
 def measure(package_dir: Path, max_autotune: bool = True, warmup: int = 10, iters: int = 30,
-            flush_mb: int = 256, seed: int = 1234, log: Callable[[str], None] = print) -> dict:
-    """Verification and timing of the package on the current CUDA device (see the module doc)."""
+            flush_mb: int = 256, seed: int = 1234, log: Callable[[str], None] = print,
+            progress: Callable[[str, int, int], Any] = _no_progress) -> dict:
+    """Verification and timing of the package on the current CUDA device (see the module doc).
+    `log` receives FACT's lines; `progress(label, steps done, steps)` is entered around each
+    stage (fact.console.RunLog.step)."""
     from fact.package import build_packaged_model, load_package
 
     started = time.perf_counter()
-    model, inputs = build_packaged_model(package_dir, "cuda")
-    composed = load_package(package_dir, "cuda", inputs=inputs)
+    total = 4 + (1 if max_autotune else 0) + 1
+    with progress("load the package and compose it (verifies each replacement)", 0, total):
+        model, inputs = build_packaged_model(package_dir, "cuda")
+        composed = load_package(package_dir, "cuda", inputs=inputs)
     report = composed.fact_report
     log(f"composed: {len(report.composed)} replacement(s); remainder {report.remainder}; "
         f"runs {report.runs}")
-    check = verify(model, composed, inputs, seed)
+    with progress("float64 check on fresh inputs", 1, total):
+        check = verify(model, composed, inputs, seed)
     log(f"float64 check (seed {seed}): FACT rel_err {check['fact_rel_err']:.3g}, "
         f"PyTorch {check['torch_rel_err']:.3g}")
 
@@ -122,14 +141,16 @@ def measure(package_dir: Path, max_autotune: bool = True, warmup: int = 10, iter
         compiled_max = torch.compile(copy.deepcopy(model), mode="max-autotune")
         variants["torch_compile_max_autotune"] = lambda: compiled_max(*inputs)
     timings: dict[str, dict] = {}
-    for name, fn in variants.items():
+    for step, (name, fn) in enumerate(variants.items(), start=2):
+        what = "compile and time" if name.startswith("torch_compile") else "time"
         try:
-            log(f"timing {name} ...")
-            timings[name] = _timed(fn, warmup, iters, flusher).to_json()
+            with progress(f"{what} {VARIANT_LABELS.get(name, name)}", step, total):
+                timings[name] = _timed(fn, warmup, iters, flusher).to_json()
         except Exception as error:  # noqa: BLE001 - a baseline that fails is reported, not fatal
             timings[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
-    log("timing fact ...")
-    fact_stats = _timed(lambda: composed(*inputs), warmup, iters, flusher).to_json()
+            log(f"{name} failed: {timings[name]['error']}")
+    with progress(f"time {VARIANT_LABELS['fact']}", total - 1, total):
+        fact_stats = _timed(lambda: composed(*inputs), warmup, iters, flusher).to_json()
 
     baselines = {name: {"ms": t.get("median_ms"), "rel_err": None, **({"error": t["error"]} if "error" in t else {})}
                  for name, t in timings.items()}
@@ -191,6 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-max-autotune", action="store_true", help="skip torch.compile(mode='max-autotune')")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show third-party output (Inductor autotuning, compilers, warnings) "
+                             "on the terminal; it is always in the log")
+    parser.add_argument("--log", default=None,
+                        help="log file (default: $FACT_LOG_DIR/measure.log, else <out>/logs/measure.log)")
     args = parser.parse_args(None if argv is None else list(argv))
     package_dir = Path(args.package).resolve()
     if not torch.cuda.is_available():
@@ -198,12 +224,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out = Path(args.out) if args.out else package_dir.parent
     out.mkdir(parents=True, exist_ok=True)
-    doc = measure(package_dir, max_autotune=not args.no_max_autotune, warmup=args.warmup, iters=args.iters,
-                  log=lambda line: print(line, flush=True))
-    (out / "e2e.json").write_text(json.dumps(doc, indent=2) + "\n")
-    table = render_markdown(doc)
-    (out / "e2e.md").write_text(table)
-    print("\n" + table)
+    log_path = Path(args.log) if args.log else default_log_path("measure", out)
+    with RunLog(log_path, verbose=args.verbose or verbose_from_environment(), title="fact.measure") as run:
+        run.say(f"end-to-end check of {package_dir.name} (third-party output: {log_path})")
+        try:
+            doc = measure(package_dir, max_autotune=not args.no_max_autotune, warmup=args.warmup,
+                          iters=args.iters, log=run.say, progress=run.step)
+        except Exception as error:  # noqa: BLE001 - said on the terminal, traceback in the log
+            run.failed(error)
+            return 1
+        (out / "e2e.json").write_text(json.dumps(doc, indent=2) + "\n")
+        table = render_markdown(doc)
+        (out / "e2e.md").write_text(table)
+        run.say("\n" + table)
     return 0
 
 

@@ -38,9 +38,15 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def source_dir() -> Path:
-    """The checkout's root (holding src/torch_ext and include/); `$FACT_SOURCE_DIR` overrides."""
+    """The folder holding src/torch_ext and include/: `$FACT_SOURCE_DIR`, else the copy a pip
+    install bundles in this package (`_source/`), else the checkout's root."""
     explicit = os.environ.get("FACT_SOURCE_DIR")
-    return Path(explicit) if explicit else _PACKAGE_DIR.parents[1]
+    if explicit:
+        return Path(explicit)
+    bundled = _PACKAGE_DIR / "_source"
+    if (bundled / "src" / "torch_ext").is_dir():
+        return bundled
+    return _PACKAGE_DIR.parents[1]
 
 
 def source_files() -> list[Path]:

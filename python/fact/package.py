@@ -40,6 +40,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from fact.console import RunLog, default_log_path, verbose_from_environment
 from fact.compose import PRECISIONS, ComposedModule, FactReport, apply_plan, load_plan, plan
 from fact.graph_writer import CaptureError
 from fact.model_file import DTYPES, build_from_model_file, load_model_file
@@ -270,30 +271,41 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--patterns", default=None, help="comma list of rules/patterns to compose")
     parser.add_argument("--work-dir", default=None, help="plan folder when planning (default <out>/plan)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the weights")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show third-party output (compilers, warnings) on the terminal; "
+                             "it is always in the log")
+    parser.add_argument("--log", default=None,
+                        help="log file (default: $FACT_LOG_DIR/package.log, else <out>/logs/package.log)")
     args = parser.parse_args(None if argv is None else list(argv))
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     patterns = [p for p in args.patterns.split(",") if p] if args.patterns else None
-    try:
-        torch.manual_seed(args.seed)
-        model, inputs = build_from_model_file(args.model, args.dtype, device)
-        if args.plan is not None:
-            folder = Path(args.plan)
-            load_plan(folder)  # a clear error for a folder without a plan
-        else:
-            folder = Path(args.work_dir) if args.work_dir else Path(args.out) / "plan"
-            print(f"== plan: {args.model} ({args.precision or 'precision from the dtype'}, {device})",
-                  flush=True)
-            folder = plan(model, inputs, args.precision, work_dir=folder, patterns=patterns,
-                          tune=args.tune, compile_kernels=args.compile_kernels)
-        target = package_plan(args.model, folder, args.out, device=device, dtype=args.dtype,
-                              name=args.name, patterns=patterns, model=model, inputs=inputs,
-                              log=lambda text: print(text, flush=True))
-    except (CaptureError, FileNotFoundError, ValueError) as error:
-        print(f"fact.package: error: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote package {target} (import it with {target.name}.load(device=...); "
-          f"see {target / 'README.md'})")
+    log_path = Path(args.log) if args.log else default_log_path("package", Path(args.out))
+    with RunLog(log_path, verbose=args.verbose or verbose_from_environment(), title="fact.package") as run:
+        steps = 2 if args.plan is not None else 3
+        try:
+            with run.step("build the model file's module", 0, steps):
+                torch.manual_seed(args.seed)
+                model, inputs = build_from_model_file(args.model, args.dtype, device)
+            if args.plan is not None:
+                folder = Path(args.plan)
+                load_plan(folder)  # a clear error for a folder without a plan
+            else:
+                folder = Path(args.work_dir) if args.work_dir else Path(args.out) / "plan"
+                with run.step(f"plan {args.model} ({args.precision or 'precision from the dtype'}, "
+                              f"{device})", 1, steps):
+                    folder = plan(model, inputs, args.precision, work_dir=folder, patterns=patterns,
+                                  tune=args.tune, compile_kernels=args.compile_kernels)
+            with run.step(f"apply the plan on {device} (each replacement verified against the "
+                          f"subgraph it replaces) and write the package", steps - 1, steps):
+                target = package_plan(args.model, folder, args.out, device=device, dtype=args.dtype,
+                                      name=args.name, patterns=patterns, model=model, inputs=inputs,
+                                      log=run.say)
+        except (CaptureError, FileNotFoundError, ValueError) as error:
+            run.say(f"fact.package: error: {error} (full output: {log_path})", error=True)
+            return 1
+        run.say(f"wrote package {target} (import it with {target.name}.load(device=...); "
+                f"see {target / 'README.md'})")
     return 0
 
 

@@ -4,8 +4,10 @@ A replacement's captured nodes are lifted out of the exported graph into their o
 GraphModule (`lift`): its inputs are the values those nodes read from outside, its outputs the
 replacement's outputs. `check` runs that subgraph in float64 (PyTorch, on the inputs' device)
 as the reference, and the replacement's calls (`fact::launch_out`, results poisoned with NaN
-first) in the model's dtype on the same inputs: fresh random normal values for floating
-activations (seeded per replacement), the example values for integer and boolean ones, the
+first) in the model's dtype on the same inputs: fresh random normal values for the floating
+activations the calls read (seeded per replacement), the example values for integer and boolean
+ones and for activations no call reads (what the replacement assumes about those, e.g. that a
+mask the model computes from constants is causal, is tested on what the model computes), the
 real values of parameters, buffers and constants. Every output must be fully written, finite
 and within its call's tolerance (||out - ref|| / ||ref||). A kernel checked against a
 reference built from the same description could not catch a wrong description; this can.
@@ -150,6 +152,21 @@ def needs_example_value(node: torch.fx.Node) -> bool:
     return not (isinstance(meta, torch.Tensor) and meta.is_floating_point())
 
 
+def keeps_example_value(node: torch.fx.Node, operands: set) -> bool:
+    """needs_example_value, and also a floating activation that none of the replacement's calls
+    reads (`operands`: the nodes the calls take): the replacement assumes what the graph
+    computes for it (e.g. an additive causal mask the model builds from constants), so the check
+    gives it the value the model gives it, and tests that assumption on it."""
+    if node.op == "get_attr":
+        return False
+    return needs_example_value(node) or node not in operands
+
+
+def operand_nodes(values: dict, calls: Sequence["CallToCheck"]) -> set:
+    """The nodes of the exported graph that the calls read (`values`: value id -> node)."""
+    return {values[vid] for call in calls for vid in call.operands if vid in values}
+
+
 @dataclass
 class CallToCheck:
     id: int                      # registered fact::launch call
@@ -209,11 +226,12 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
     example value (for inputs that keep theirs)."""
     generator = torch.Generator().manual_seed(seed)
     given: dict[torch.fx.Node, Any] = {}
+    read = operand_nodes(values, calls)
     for node in list(dict.fromkeys([*lifted.inputs, *values.values()])):
         if node.op == "get_attr":
             value = _attribute(graph_module, node.target)
             given[node] = value.detach() if isinstance(value, torch.Tensor) else value
-        elif not needs_example_value(node):
+        elif not keeps_example_value(node, read):
             given[node] = random_like(node.meta["val"], device, generator)
         elif node in examples:
             given[node] = examples[node]

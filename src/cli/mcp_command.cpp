@@ -33,9 +33,12 @@ struct McpArgs {
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (!error) ::setenv("FACT_ENGINE", self.c_str(), 1);
-  std::string pythonpath = std::string(build_info::kSourceDir) + "/python";
-  if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) pythonpath += std::string(":") + existing;
-  ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+  // From a build folder the source tree's python/ is the front end (an installed fact has its own).
+  if (!error && fs::exists(self.parent_path() / "CMakeCache.txt", error)) {
+    std::string pythonpath = std::string(build_info::kSourceDir) + "/python";
+    if (const char* existing = std::getenv("PYTHONPATH"); existing && *existing) pythonpath += std::string(":") + existing;
+    ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+  }
   if (!args.registry_dir.empty()) ::setenv("FACT_REGISTRY_DIR", args.registry_dir.c_str(), 1);
   std::vector<std::string> argv = {python_executable(), "-m", "fact.agent.mcp_server"};
   if (!args.work_dir.empty()) {

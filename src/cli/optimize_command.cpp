@@ -10,15 +10,22 @@
 //             replacement verified against the subgraph it replaces (GPU, or CPU reference)
 //   measure   (GPU) python -m fact.measure: the package against the model in float64, and the
 //             speedup table against eager / torch.compile / max-autotune → <out>/e2e.{md,json}
-//   report    <out>/report.md + report.json, saying what ran, what was skipped and why
+//   report    <out>/report.md + report.json (compose/optimize_report.hpp: legend, kernels, roofline,
+//             tuning, end to end, skipped), then python -m fact.plots: PNG plots beside it, added
+//             to report.md, and report.html (one file, plots inlined)
 //
-// Stages that cannot run here are skipped with the reason printed, never silently.
+// Stages that cannot run here are skipped with the reason printed, never silently. Quiet by
+// default: the terminal shows FACT's stages, progress and tables; each Python stage's
+// third-party output (torch.export, Inductor autotuning, compilers, warnings) goes to
+// <out>/logs/<stage>.log, and everything this command prints also to <out>/logs/optimize.log.
+// -v shows the commands, the per-configuration tuning tables and the third-party output too.
 #include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -29,11 +36,13 @@
 #include <unistd.h>
 
 #include "fact/build_info.hpp"
+#include "fact/compose/optimize_report.hpp"
 #include "fact/discover/report.hpp"
 #include "fact/engine/engine.hpp"
 #include "fact/realize/tune_report.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/subprocess.hpp"
+#include "fact/util/table.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/python_module.hpp"
 
@@ -55,6 +64,7 @@ struct OptimizeArgs {
   bool no_compile = false;
   std::string package_name;  // empty: fact_<class>
   bool no_measure = false, no_max_autotune = false;
+  bool verbose = false;
   // --agent: NEW matches go to an LLM (python -m fact.agent.synthesize) before the plan.
   bool agent = false;
   std::string agent_endpoint, agent_model;
@@ -62,34 +72,83 @@ struct OptimizeArgs {
   double agent_seconds = 0;
 };
 
+// std::cout's characters to two buffers (the terminal and the run's log).
+class TeeBuffer : public std::streambuf {
+ public:
+  TeeBuffer(std::streambuf* first, std::streambuf* second) : first_(first), second_(second) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    first_->sputc(ch);
+    second_->sputc(ch);
+    return c;
+  }
+  std::streamsize xsputn(const char* text, std::streamsize n) override {
+    first_->sputn(text, n);
+    second_->sputn(text, n);
+    return n;
+  }
+  int sync() override { return (first_->pubsync() == 0 && second_->pubsync() == 0) ? 0 : -1; }
+
+ private:
+  std::streambuf* first_;
+  std::streambuf* second_;
+};
+
+// While alive: std::cout also goes to <logs>/optimize.log, and detail() is a stream that reaches
+// the log always and the terminal only with -v.
+class RunOutput {
+ public:
+  RunOutput(const fs::path& logs_dir, bool verbose)
+      : file_((fs::create_directories(logs_dir), logs_dir / "optimize.log"), std::ios::app),
+        terminal_(std::cout.rdbuf()),
+        tee_(terminal_, file_.rdbuf()),
+        detail_(verbose ? static_cast<std::streambuf*>(&tee_) : file_.rdbuf()) {
+    std::cout.rdbuf(&tee_);
+  }
+  ~RunOutput() {
+    std::cout.flush();
+    std::cout.rdbuf(terminal_);
+  }
+  RunOutput(const RunOutput&) = delete;
+  RunOutput& operator=(const RunOutput&) = delete;
+  std::ostream& detail() { return detail_; }
+
+ private:
+  std::ofstream file_;
+  std::streambuf* terminal_;
+  TeeBuffer tee_;
+  std::ostream detail_;
+};
+
+RunOutput* g_output = nullptr;  // the current run's, for detail output
+
+std::ostream& detail() { return g_output ? g_output->detail() : std::cout; }
+
+// `python -m <module>` for a stage of this run (python_module.hpp), its third-party output in
+// <logs>/<stage>.log.
+util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
+                                      const std::vector<std::string>& module_args,
+                                      const fs::path& logs_dir, bool verbose) {
+  detail() << std::flush;
+  return cli::run_python_module(stage, module, module_args, PythonStep{logs_dir, verbose});
+}
+
 // Captures on the device the package runs on (cuda, else cpu), not on meta: the graph the plan
 // names must be the one fact.package exports there, and meta kernels give some ops other output
 // strides (SDPA: [B, H, T, D]-contiguous on meta, [B, T, H, D] from the CPU and CUDA kernels),
 // so a later `.contiguous()` is a node on meta and none on the device, and every replacement
 // reading it was declined at apply time. The package builds the model there anyway.
-void capture(const OptimizeArgs& args, const fs::path& graph_path, const std::string& device) {
+void capture(const OptimizeArgs& args, const fs::path& graph_path, const fs::path& logs,
+             const std::string& device) {
   const util::ProcessResult result = run_python_module(
       "capture", "fact.capture",
-      {args.model, "-o", graph_path.string(), "--dtype", args.dtype, "--device", device});
+      {args.model, "-o", graph_path.string(), "--dtype", args.dtype, "--device", device}, logs, args.verbose);
   if (!result.succeeded())
     throw std::runtime_error("capture of " + args.model + " failed (" + result.describe() +
-                             "); see the message above");
-}
-
-// The planned signature (plan.json's "inputs", docs/plan.md) of the captured example inputs:
-// {"shape", "dtype": "torch.<dtype>"} per graph input, as fact.compose writes it. The package
-// applies the plan only to inputs with this signature; left empty, it applied nothing.
-nlohmann::json captured_inputs(const fs::path& graph_path) {
-  const nlohmann::json graph = nlohmann::json::parse(util::read_file(graph_path));
-  nlohmann::json inputs = nlohmann::json::array();
-  for (const auto& id : graph.at("inputs")) {
-    for (const auto& value : graph.at("values")) {
-      if (value.value("id", "") != id.get<std::string>()) continue;
-      inputs.push_back({{"shape", value.at("shape")}, {"dtype", "torch." + value.value("dtype", "")}});
-      break;
-    }
-  }
-  return inputs;
+                             "); see the message above and " + (logs / "capture.log").string());
 }
 
 std::string default_package_name(const std::string& model) {
@@ -116,11 +175,12 @@ PackageOutcome write_package(const OptimizeArgs& args, const fs::path& plan_dir,
   const util::ProcessResult result = run_python_module(
       "package", "fact.package",
       {args.model, "--plan", plan_dir.string(), "-o", out_dir.string(), "--name", name, "--dtype",
-       args.dtype, "--device", on_gpu ? "cuda" : "cpu"});
+       args.dtype, "--device", on_gpu ? "cuda" : "cpu"},
+      out_dir / "logs", args.verbose);
   outcome.path = out_dir / name;
   if (!result.succeeded()) {
     outcome.note = "not written: python -m fact.package failed (" + result.describe() +
-                   "); see the message above";
+                   "); see the message above and " + (out_dir / "logs" / "package.log").string();
     return outcome;
   }
   outcome.written = true;
@@ -138,9 +198,11 @@ PackageOutcome write_package(const OptimizeArgs& args, const fs::path& plan_dir,
 std::string measure_end_to_end(const OptimizeArgs& args, const fs::path& out_dir, const PackageOutcome& package) {
   std::vector<std::string> module_args = {package.path.string(), "-o", out_dir.string()};
   if (args.no_max_autotune) module_args.push_back("--no-max-autotune");
-  const util::ProcessResult result = run_python_module("end to end", "fact.measure", module_args);
+  const util::ProcessResult result =
+      run_python_module("end to end", "fact.measure", module_args, out_dir / "logs", args.verbose);
   if (!result.succeeded())
-    return "End-to-end measurement failed (" + result.describe() + "); see the console output.\n";
+    return "End-to-end measurement failed (" + result.describe() + "); see " +
+           (out_dir / "logs" / "measure.log").string() + ".\n";
   try {
     return util::read_file(out_dir / "e2e.md");
   } catch (const std::exception& e) {
@@ -148,113 +210,95 @@ std::string measure_end_to_end(const OptimizeArgs& args, const fs::path& out_dir
   }
 }
 
-std::string fmt_ms(std::optional<double> ms) {
-  if (!ms) return "-";
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(4) << *ms;
-  return s.str();
+// The planned signature (docs/plan.md "inputs") of the captured graph's inputs, as
+// fact.compose spells the example inputs it is given: [{"shape": [...], "dtype": "torch.<dtype>"}].
+// Without it the package would find its inputs differ from the plan's and compose nothing.
+nlohmann::json planned_signature(const fs::path& graph_path) {
+  const nlohmann::json graph = nlohmann::json::parse(util::read_file(graph_path));
+  std::map<std::string, nlohmann::json> values;
+  for (const auto& v : graph.at("values")) values[v.at("id").get<std::string>()] = v;
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& id : graph.at("inputs")) {
+    const nlohmann::json& v = values.at(id.get<std::string>());
+    inputs.push_back({{"shape", v.at("shape")}, {"dtype", "torch." + v.at("dtype").get<std::string>()}});
+  }
+  return inputs;
 }
 
-// One row per kernel call of the plan: label, problem, build status, configuration or reason.
-struct KernelRow {
-  std::string label, rule, problem, key, build, detail;
-};
+// The kernel table for the terminal: the full problem and configuration (nothing is cut).
+void print_kernel_table(const std::vector<compose::KernelRow>& rows, std::ostream& os) {
+  os << "\n== realize: " << rows.size() << " kernel call(s)\n";
+  util::Table table({{"#", util::Table::Align::Right}, {"kernel problem"}, {"key"}, {"build"},
+                     {"configuration / reason"}});
+  for (const compose::KernelRow& r : rows)
+    table.add_row({r.label, r.problem, r.key.empty() ? "-" : r.key, r.build, r.detail});
+  os << table.render();
+}
 
-std::vector<KernelRow> kernel_rows(const nlohmann::json& plan) {
-  std::vector<KernelRow> rows;
-  const nlohmann::json& kernels = plan.at("kernels");
-  for (const auto& r : plan.at("replacements")) {
-    if (r.value("status", "") != "planned" && r.value("status", "") != "failed") continue;
-    for (const auto& call : r.at("calls")) {
-      KernelRow row;
-      row.label = call.value("label", "");
-      row.rule = r.value("rule", "");
-      row.problem = call.value("summary", "");
-      const std::string key = call.value("kernel", "");
-      row.key = key.substr(0, 12);
-      if (key.empty() || !kernels.contains(key)) {
-        row.build = "not realized";
-        row.detail = r.value("reason", "");
-      } else {
-        const auto& k = kernels.at(key);
-        row.build = k.value("status", "");
-        row.detail = k.contains("reason") ? k.value("reason", "") : k.value("name", "");
-        if (call.value("config_source", "default") != "default") row.detail += " (" + call.value("config_source", "") + ")";
+// The plan call label of a tuned call ("3a gemm_bias 65536x..." -> "3a").
+std::string label_of(const engine::TunedCall& t) { return t.label.substr(0, t.label.find(' ')); }
+
+std::vector<compose::TuningRow> tuning_rows(const std::vector<engine::TunedCall>& tuned) {
+  std::vector<compose::TuningRow> rows;
+  for (const engine::TunedCall& t : tuned) {
+    compose::TuningRow row;
+    row.label = label_of(t);
+    row.summary = t.label.find(' ') == std::string::npos ? "" : t.label.substr(t.label.find(' ') + 1);
+    row.error = t.error;
+    if (t.result && t.result->ok()) {
+      const realize::CandidateOutcome& best = *t.result->best;
+      row.config = best.config;
+      row.origin = t.result->origin;
+      if (best.ms) row.ms = best.ms->median;
+      row.rel_err = best.rel_err;
+      if (const realize::BaselineMeasurement* base = realize::reference_baseline(*t.result)) {
+        row.baseline = base->name;
+        row.baseline_ms = base->ms;
       }
-      rows.push_back(std::move(row));
     }
+    rows.push_back(std::move(row));
   }
   return rows;
 }
 
-void print_kernel_table(const std::vector<KernelRow>& rows, std::ostream& os) {
-  os << "\n== realize: " << rows.size() << " kernel call(s)\n";
-  os << std::left << std::setw(5) << "#" << std::setw(48) << "kernel problem" << std::setw(14) << "key"
-     << std::setw(14) << "build" << "configuration / reason\n";
-  for (const KernelRow& r : rows) {
-    os << std::left << std::setw(5) << r.label << std::setw(48) << r.problem << std::setw(14)
-       << (r.key.empty() ? "-" : r.key) << std::setw(14) << r.build << r.detail << "\n";
+std::map<std::string, compose::Measurement> measured_times(const std::vector<engine::TunedCall>& tuned) {
+  std::map<std::string, compose::Measurement> times;
+  for (const engine::TunedCall& t : tuned) {
+    if (!t.result || !t.result->ok() || !t.result->best->ms) continue;
+    times[label_of(t)] = {t.result->best->ms->median * 1e-3,
+                          t.result->origin == "sweep" ? "tuned in this run" : "tuning (" + t.result->origin + ")"};
+  }
+  return times;
+}
+
+// One line per tuned call for the terminal (the full tables go to the log, and with -v here).
+void print_tuning(const std::vector<engine::TunedCall>& tuned) {
+  if (tuned.empty()) return;
+  std::cout << "\n== tune\n";
+  for (const engine::TunedCall& t : tuned) {
+    detail() << "\n-- tune " << t.label << "\n";
+    if (t.result) detail() << realize::format_tune_table(*t.result);
+    std::cout << "  " << t.label << ": ";
+    if (!t.result || !t.result->ok()) {
+      std::cout << "not tuned: " << (t.error.empty() ? "no configuration verified" : t.error) << "\n";
+      continue;
+    }
+    const realize::CandidateOutcome& best = *t.result->best;
+    std::cout << best.config;
+    if (best.ms) std::cout << " " << std::fixed << std::setprecision(4) << best.ms->median << " ms";
+    if (const realize::BaselineMeasurement* base = realize::reference_baseline(*t.result); base && base->ms && best.ms)
+      std::cout << ", " << std::setprecision(2) << *base->ms / best.ms->median << "x vs " << base->name;
+    std::cout << std::defaultfloat << " (" << t.result->origin << ")\n";
   }
 }
 
-void write_report(const OptimizeArgs& args, const std::string& precision, const fs::path& out_dir,
-                  const std::string& discovery_table, const std::vector<KernelRow>& rows,
-                  const std::vector<engine::TunedCall>& tuned, const PackageOutcome& package,
-                  const std::string& end_to_end, const std::vector<std::string>& skipped) {
-  std::ostringstream md;
-  md << "# FACT optimize report: `" << args.model << "`\n\n"
-     << "- dtype: " << args.dtype << "\n- precision mode: **" << precision << "**\n"
-     << "- fact " << build_info::kVersion << ", CUTLASS " << build_info::kCutlassVersion << "\n\n"
-     << "## Discovery\n\n```\n" << discovery_table << "```\n\n## Kernels\n\n"
-     << "| # | match | problem | key | build | configuration / reason |\n|---|---|---|---|---|---|\n";
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const KernelRow& r : rows) {
-    md << "| " << r.label << " | " << r.rule << " | " << r.problem << " | `" << r.key << "` | " << r.build
-       << " | " << r.detail << " |\n";
-    kernels.push_back({{"label", r.label}, {"rule", r.rule}, {"problem", r.problem}, {"key", r.key},
-                       {"build", r.build}, {"detail", r.detail}});
-  }
-  nlohmann::json tuning = nlohmann::json::array();
-  if (!tuned.empty()) {
-    md << "\n## Tuning (verified against float64; baselines measured in the same run)\n\n"
-       << "| call | best configuration | ms | rel. err | baseline | baseline ms | speedup |\n"
-       << "|---|---|---|---|---|---|---|\n";
-    for (const engine::TunedCall& t : tuned) {
-      if (!t.result || !t.result->ok()) {
-        md << "| " << t.label << " | not tuned: " << (t.error.empty() ? "no candidate verified" : t.error)
-           << " | | | | | |\n";
-        tuning.push_back({{"call", t.label}, {"error", t.error}});
-        continue;
-      }
-      const realize::CandidateOutcome& best = *t.result->best;
-      const realize::BaselineMeasurement* base = realize::reference_baseline(*t.result);
-      const std::optional<double> ms = best.ms ? std::optional<double>(best.ms->median) : std::nullopt;
-      md << "| " << t.label << " | " << best.config << " | " << fmt_ms(ms) << " | "
-         << (best.rel_err ? std::to_string(*best.rel_err) : "-") << " | "
-         << (base ? base->name : "-") << " | " << fmt_ms(base ? base->ms : std::nullopt) << " | ";
-      if (base && base->ms && ms) md << std::fixed << std::setprecision(2) << *base->ms / *ms << "x";
-      md << " |\n";
-      nlohmann::json entry = t.result->to_json();
-      entry["call"] = t.label;
-      tuning.push_back(std::move(entry));
-    }
-  }
-  md << "\n## Composed module (Python package)\n\n" << package.note << "\n";
-  if (package.written)
-    md << "\nPer replacement (calls, configuration, tuned or default, verification error against "
-       << "the subgraph it replaces): `" << package.path.filename().string() << "/report.json`.\n";
-  if (!end_to_end.empty()) md << "\n" << end_to_end << "\nData: `e2e.json`.\n";
-  if (!skipped.empty()) {
-    md << "\n## Skipped\n\n";
-    for (const std::string& s : skipped) md << "- " << s << "\n";
-  }
-  util::write_file_atomically(out_dir / "report.md", md.str());
-  nlohmann::json doc = {{"model", args.model},   {"dtype", args.dtype}, {"precision", precision},
-                        {"kernels", kernels},    {"tuning", tuning},    {"skipped", skipped},
-                        {"package", {{"written", package.written}, {"path", package.path.string()},
-                                     {"note", package.note}}},
-                        {"cutlass", build_info::kCutlassVersion}};
-  util::write_file_atomically(out_dir / "report.json", doc.dump(2) + "\n");
+// python -m fact.plots <out>: PNG plots beside report.md, a "Plots" section added to it, and
+// report.html. Returns why not, or nullopt when it ran.
+std::optional<std::string> draw_plots(const OptimizeArgs& args, const fs::path& out_dir) {
+  const util::ProcessResult result =
+      run_python_module("report", "fact.plots", {out_dir.string()}, out_dir / "logs", args.verbose);
+  if (result.succeeded()) return std::nullopt;
+  return "python -m fact.plots failed (" + result.describe() + "); see " + (out_dir / "logs" / "plots.log").string();
 }
 
 // torch's dtype name for the spellings users type: bf16 -> bfloat16, fp16 -> float16, ...
@@ -270,11 +314,20 @@ void run(OptimizeArgs args) {
   args.dtype = torch_dtype(args.dtype);
   const fs::path out_dir = args.out_dir;
   fs::create_directories(out_dir);
+  const fs::path logs = out_dir / "logs";
+  RunOutput output(logs, args.verbose);
+  g_output = &output;
+  struct Reset {
+    ~Reset() { g_output = nullptr; }
+  } reset;
+  std::cout << "fact optimize " << args.model << " (" << args.dtype << ") -> " << out_dir.string()
+            << "/\nthird-party output (torch.export, Inductor, compilers, warnings): " << logs.string()
+            << "/" << (args.verbose ? "" : "  (-v shows it here too)") << "\n";
 
   // 1. capture (Python)
   const fs::path graph_path = out_dir / "graph.json";
   const std::optional<std::string> no_gpu = engine::gpu_unavailable_reason();
-  capture(args, graph_path, no_gpu ? "cpu" : "cuda");
+  capture(args, graph_path, logs, no_gpu ? "cpu" : "cuda");
 
   std::vector<std::string> skipped;
 
@@ -289,7 +342,7 @@ void run(OptimizeArgs args) {
     if (args.agent_attempts > 0) agent_args.insert(agent_args.end(), {"--attempts", std::to_string(args.agent_attempts)});
     if (args.agent_max_tokens > 0) agent_args.insert(agent_args.end(), {"--max-tokens", std::to_string(args.agent_max_tokens)});
     if (args.agent_seconds > 0) agent_args.insert(agent_args.end(), {"--seconds", std::to_string(args.agent_seconds)});
-    const util::ProcessResult agent = run_python_module("agent", "fact.agent.synthesize", agent_args);
+    const util::ProcessResult agent = run_python_module("agent", "fact.agent.synthesize", agent_args, logs, args.verbose);
     if (!agent.succeeded()) skipped.push_back("agent: python -m fact.agent.synthesize failed (" + agent.describe() + ")");
   }
 
@@ -297,7 +350,6 @@ void run(OptimizeArgs args) {
   engine::PlanRequest request;
   request.graph = graph_path;
   request.out_dir = out_dir / "plan";
-  request.inputs = captured_inputs(graph_path);
   request.precision = args.precision;
   request.compile = !args.no_compile;
   if (args.no_compile) skipped.push_back("compilation: --no-compile was given");
@@ -308,17 +360,14 @@ void run(OptimizeArgs args) {
   request.jobs = args.jobs;
   request.progress = isatty(STDERR_FILENO) != 0;
   request.device = no_gpu ? "cpu" : "cuda";
-  std::cout << "\n== plan (engine)\n" << std::flush;
+  request.inputs = planned_signature(graph_path);
+  std::cout << "\n== plan (engine: discover" << (request.tune ? ", tune" : "") << ", realize)\n" << std::flush;
   const engine::PlanResult plan = engine::make_plan(request);
   const std::string precision = plan.options.precision;
   const std::string table = discover::discovery_table(plan.discovery, plan.captured, plan.options);
   std::cout << "\n== discover (precision mode: " << precision << ")\n" << table;
-  for (const auto& t : plan.tuning) {
-    std::cout << "\n== tune " << t.label << "\n";
-    if (t.result) std::cout << realize::format_tune_table(*t.result);
-    if (!t.error.empty()) std::cout << "  not tuned: " << t.error << "\n";
-  }
-  const std::vector<KernelRow> rows = kernel_rows(plan.plan);
+  print_tuning(plan.tuning);
+  const std::vector<compose::KernelRow> rows = compose::kernel_rows(plan.plan);
   print_kernel_table(rows, std::cout);
   for (const auto& s : plan.skipped) {
     if (s.rfind("compilation: not asked", 0) != 0) skipped.push_back(s);
@@ -326,6 +375,9 @@ void run(OptimizeArgs args) {
   if (no_gpu && !args.no_tune) skipped.push_back("auto-tuning: " + *no_gpu);
   const bool compiled = std::any_of(plan.realized.kernels.begin(), plan.realized.kernels.end(),
                                     [](const realize::RealizedKernel& k) { return k.status == "built" || k.status == "cached"; });
+  const std::vector<compose::RooflinePoint> roofline =
+      compose::roofline_points(plan.plan, plan.options.device, precision, measured_times(plan.tuning));
+  std::cout << "\n== roofline (" << plan.options.device.name << ")\n" << compose::roofline_table(roofline);
 
   // 3. the composed module as a Python package
   const PackageOutcome package = write_package(args, request.out_dir, out_dir, !no_gpu, compiled);
@@ -344,14 +396,70 @@ void run(OptimizeArgs args) {
     end_to_end = measure_end_to_end(args, out_dir, package);
   }
 
-  write_report(args, precision, out_dir, table, rows, plan.tuning, package, end_to_end, skipped);
+  // 5. the report, then its plots and HTML form
+  compose::OptimizeReport report;
+  report.model = args.model;
+  report.dtype = args.dtype;
+  report.precision = precision;
+  report.fact_version = build_info::kVersion;
+  report.cutlass_version = build_info::kCutlassVersion;
+  report.device = plan.options.device;
+  report.device_measured = report.device.name.find("(defaults)") == std::string::npos;
+  report.device_profile_path = report.device_measured ? default_device_profile_path().string() : "";
+  report.discovery_table = table;
+  report.kernels = rows;
+  report.roofline = roofline;
+  report.tuning = tuning_rows(plan.tuning);
+  report.package_note = package.note;
+  if (package.written) report.package_name = package.path.filename().string();
+  report.end_to_end = end_to_end;
+  report.skipped = skipped;
+  report.logs_dir = "logs";
+  util::write_file_atomically(out_dir / "report.md", compose::render_optimize_report(report));
+
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const compose::KernelRow& r : rows) {
+    kernels.push_back({{"label", r.label}, {"rule", r.rule}, {"classification", r.classification},
+                       {"problem", r.problem}, {"key", r.key}, {"build", r.build}, {"detail", r.detail}});
+  }
+  nlohmann::json tuning = nlohmann::json::array();
+  for (const engine::TunedCall& t : plan.tuning) {
+    nlohmann::json entry = t.result ? t.result->to_json() : nlohmann::json::object();
+    entry["call"] = label_of(t);
+    entry["label"] = t.label;
+    if (!t.error.empty()) entry["error"] = t.error;
+    tuning.push_back(std::move(entry));
+  }
+  nlohmann::json points = nlohmann::json::array();
+  for (const compose::RooflinePoint& p : roofline) points.push_back(p.to_json());
+  nlohmann::json doc = {{"schema", "fact.optimize_report/1"},
+                        {"model", args.model},
+                        {"dtype", args.dtype},
+                        {"precision", precision},
+                        {"device_profile", device_profile_to_json(plan.options.device)},
+                        {"device_profile_measured", report.device_measured},
+                        {"kernels", kernels},
+                        {"roofline", points},
+                        {"tuning", tuning},
+                        {"skipped", skipped},
+                        {"e2e", end_to_end.empty() ? nlohmann::json(nullptr) : nlohmann::json("e2e.json")},
+                        {"package", {{"written", package.written}, {"path", package.path.string()},
+                                     {"note", package.note}}},
+                        {"cutlass", build_info::kCutlassVersion}};
+  util::write_file_atomically(out_dir / "report.json", doc.dump(2) + "\n");
+  if (auto why_not = draw_plots(args, out_dir)) {
+    std::ofstream(out_dir / "report.md", std::ios::app) << "\n## Plots\n\nNot drawn: " << *why_not << "\n";
+    std::cout << "plots: " << *why_not << "\n";
+  }
+
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n== skipped\n";
   for (const std::string& s : skipped) std::cout << "  - " << s << "\n";
   std::cout << "\npackage: " << package.note << "\n";
-  std::cout << "\nwrote " << (out_dir / "report.md").string() << " ("
-            << std::fixed << std::setprecision(0) << seconds << " s)\n";
+  std::cout << "\nwrote " << (out_dir / "report.md").string();
+  if (fs::exists(out_dir / "report.html")) std::cout << " and " << (out_dir / "report.html").string();
+  std::cout << " (" << std::fixed << std::setprecision(0) << seconds << " s); logs: " << logs.string() << "/\n";
   size_t failed = 0;
   for (const auto& k : plan.realized.kernels) failed += k.status == "failed" ? 1 : 0;
   if (failed != 0)
@@ -399,6 +507,9 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--agent-seconds", args->agent_seconds, "Wall-clock budget per NEW match (default 600)");
   cmd->add_option("--package-name", args->package_name,
                   "Name of the Python package written into the output folder (default fact_<class>)");
+  cmd->add_flag("-v,--verbose", args->verbose,
+                "Also show the commands, every tuned configuration and third-party output (torch.export, "
+                "Inductor autotuning, compilers, warnings); always in <out>/logs/");
   cmd->callback([args] { run(*args); });
 }
 

@@ -1,7 +1,9 @@
 // Python steps of CLI commands (`fact optimize`, `fact bench conformance`): `python -m <module>`
-// with this source tree's python/ first on PYTHONPATH and FACT_ENGINE naming this executable,
-// so the Python side's engine calls come back to this build.
+// with FACT_ENGINE naming this executable (so the Python side's engine calls come back to this
+// build) and, for a `fact` run from its build folder, the source tree's python/ first on
+// PYTHONPATH (an installed `fact` uses the installed package).
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -9,13 +11,18 @@
 
 namespace fact::cli {
 
-// $FACT_PYTHON, else the python3 beside the `fact` executable (a virtual environment's bin/),
-// else python3 on PATH.
+// The interpreter the engine was built with (util::python_interpreter: $FACT_PYTHON first).
 std::string python_executable();
 
-// Runs `python -m <module> <module_args>` after printing "== <stage>: <command line>" (nothing
-// when `stage` is empty); its output goes to this process's stdout/stderr.
+struct PythonStep {
+  std::filesystem::path logs_dir;  // FACT_LOG_DIR for the child's fact.console (empty: unset)
+  bool verbose = false;            // FACT_VERBOSE=1, and the command line printed
+};
+
+// Prints "== <stage>" (and the command line with step.verbose), then runs
+// `python -m <module> <module_args>`; its output goes to this process's stdout/stderr.
 util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
-                                      const std::vector<std::string>& module_args);
+                                      const std::vector<std::string>& module_args,
+                                      const PythonStep& step = {});
 
 }  // namespace fact::cli

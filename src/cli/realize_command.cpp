@@ -16,6 +16,7 @@
 #include "fact/graph/graph_json.hpp"
 #include "fact/realize/realize_matches.hpp"
 #include "fact/realize/tuning_db.hpp"
+#include "fact/util/table.hpp"
 #include "src/cli/commands.hpp"
 
 namespace fact::cli {
@@ -35,33 +36,40 @@ struct RealizeArgs {
   bool reuse_bucket = false;
 };
 
-std::string shorten(const std::string& text, size_t width) {
-  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+// The discovery table's label of a call: "3", or "1a"/"1b" for a match of several calls.
+std::string call_label(const std::vector<discover::Match>& matches, const realize::RealizedCall& c) {
+  std::string label = std::to_string(c.match + 1);
+  if (c.match < matches.size() && matches[c.match].problems.size() > 1) label += static_cast<char>('a' + c.call);
+  return label;
 }
 
-void print_summary(const realize::RealizeResult& result, const std::string& precision,
-                   const std::string& out_dir, size_t accepted_matches) {
+// One row per call (the discovery table's labels), full names: nothing is cut.
+void print_summary(const realize::RealizeResult& result, const std::vector<discover::Match>& matches,
+                   const std::string& precision, const std::string& out_dir, size_t accepted_matches) {
   std::cout << "realize: " << accepted_matches << " accepted match(es), " << result.calls.size()
             << " call(s), " << result.kernels.size() << " kernel(s), precision " << precision
-            << " -> " << out_dir << "/\n";
-  for (const auto& k : result.kernels) {
-    std::cout << "  " << std::left << std::setw(72) << shorten(k.kernel.spec.name(), 72) << " "
-              << k.kernel.entry_symbol << "  " << std::setw(14) << k.status;
-    if (k.status != "rendered") {
-      std::cout << std::fixed << std::setprecision(1) << k.compile_seconds << " s";
-    }
-    std::cout << "\n";
-    if (!k.reason.empty()) std::cout << "      " << k.reason << "\n";
-  }
+            << " -> " << out_dir << "/\n\n";
+  util::Table table({{"#", util::Table::Align::Right}, {"problem"}, {"kernel"}, {"entry"}, {"status"},
+                     {"compile s", util::Table::Align::Right}, {"configuration"}});
   for (const auto& c : result.calls) {
-    const std::string label = "  match " + std::to_string(c.match + 1) + " call " + std::to_string(c.call + 1);
+    const std::string problem = c.match < matches.size() && c.call < matches[c.match].problems.size()
+                                    ? problem_summary(matches[c.match].problems[c.call]) : "";
     if (!c.error.empty()) {
-      std::cout << label << ": not realized: " << c.error << "\n";
-    } else if (c.config_source != "default") {
-      std::cout << label << ": tuned configuration from the " << c.config_source << " ("
-                << c.tuned.value("shape", std::string()) << ")\n";
+      table.add_row({call_label(matches, c), problem, "-", "-", "not realized", "", c.error});
+      continue;
     }
-    if (!c.tuning_note.empty()) std::cout << label << ": " << c.tuning_note << "\n";
+    const realize::RealizedKernel* k = result.kernel(c.kernel_key);
+    std::string source = c.config_source == "default" ? "default" : "tuned (" + c.config_source;
+    if (c.config_source != "default") source += ", " + c.tuned.value("shape", std::string()) + ")";
+    if (!c.tuning_note.empty()) source += "; " + c.tuning_note;
+    table.add_row({call_label(matches, c), problem, k ? k->kernel.spec.name() : c.kernel_key,
+                   k ? k->kernel.entry_symbol : "-", k ? k->status : "?",
+                   k && k->status != "rendered" ? util::format_fixed(k->compile_seconds, 1) : "",
+                   source});
+  }
+  std::cout << table.render();
+  for (const auto& k : result.kernels) {
+    if (!k.reason.empty()) std::cout << k.kernel.spec.name() << ": " << k.reason << "\n";
   }
   std::cout << "manifest: " << out_dir << "/manifest.json\n";
 }
@@ -100,7 +108,7 @@ int run(const RealizeArgs& args) {
     }
   }
   const realize::RealizeResult result = realize::realize_matches(discovery.matches, options);
-  print_summary(result, discover_options.precision, out_dir, accepted);
+  print_summary(result, discovery.matches, discover_options.precision, out_dir, accepted);
   return result.failed_compiles() > 0 ? 1 : 0;
 }
 

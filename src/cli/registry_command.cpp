@@ -168,7 +168,7 @@ void admit(const std::string& op, const RegistryArgs& args) {
     module_args.push_back("--dir");
     module_args.push_back(args.dir);
   }
-  const util::ProcessResult result = run_python_module("", "fact.agent.admit", module_args);
+  const util::ProcessResult result = run_python_module("gates", "fact.agent.admit", module_args);
   if (!result.succeeded()) exit_unless_ok(result.exit_code > 0 ? result.exit_code : 1);
 }
 

@@ -32,13 +32,21 @@ std::string shape_cell(const Match& m) {
   return "-";
 }
 
+// Estimated savings below this print as 0.0 µs.
+constexpr double kNoSavingUs = 0.05;
+
+bool accepted_without_saving(const Match& m) {
+  return m.status == MatchStatus::Accepted && m.est_saved_us() < kNoSavingUs;
+}
+
 std::string status_cell(const Match& m) {
   switch (m.status) {
-    case MatchStatus::Accepted: return "accepted";
+    case MatchStatus::Accepted: return accepted_without_saving(m) ? "accepted (no est. saving: note)" : "accepted";
     case MatchStatus::Pending:
-      // A pending match the registry holds a kernel for is realized by that kernel.
+      // A pending or declined match the registry holds a kernel for is realized by that kernel.
       return m.registry_entry.empty() ? "pending: " + m.reason : "registry kernel (no template)";
-    case MatchStatus::Declined: return "declined (below)";
+    case MatchStatus::Declined:
+      return m.registry_entry.empty() ? "declined (below)" : "registry kernel (template declined, below)";
   }
   return "";
 }
@@ -60,6 +68,27 @@ Totals accepted_totals(const Discovery& d) {
 }
 
 }  // namespace
+
+std::string discovery_legend(const DiscoverOptions& options) {
+  std::ostringstream out;
+  out << "before/after/saved µs: PyTorch's time for the covered nodes, FACT's kernel(s), their "
+      << "difference; roofline estimates from the device profile (" << options.device.name
+      << "), not measurements.\n"
+      ;
+  if (options.registry.empty()) {
+    out << "class: REUSE = a tuned configuration for this exact problem is in the tuning database; "
+        << "ADAPT = a FACT template covers it, built for this shape (default configuration, tuned on a "
+        << "GPU); NEW = no template yet (reported, left to PyTorch).\n";
+  } else {
+    out << "class, against the pattern registry " << options.registry << " on " << options.arch
+        << ": REUSE = an entry covers it as is (a kernel verified on this exact subgraph and shape, or a "
+        << "template with a tuned configuration for every call); ADAPT = an entry covers it with new "
+        << "parameters (a template without stored tuning, or a kernel verified on other shapes: the gates run "
+        << "again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact optimize "
+        << "--agent, fact mcp). Why, per match: below.\n";
+  }
+  return out.str();
+}
 
 std::string discovery_table(const Discovery& d, const graph::Graph& captured,
                             const DiscoverOptions& options) {
@@ -107,6 +136,17 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
       << format_fixed(t.before - t.after, 1) << " µs";
   if (t.after > 0) out << ", " << format_fixed(t.before / t.after, 2) << "x on the covered nodes";
   out << ")\n";
+  out << discovery_legend(options);
+  std::string ties;
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    if (accepted_without_saving(d.matches[i])) ties += (ties.empty() ? "#" : ", #") + std::to_string(i + 1);
+  }
+  if (!ties.empty()) {
+    out << "note: " << ties << " save(s) no time by the estimate: FACT's kernel and PyTorch's reach the same "
+        << "roofline (nothing is fused that PyTorch does not fuse already). Accepted so that a measurement "
+        << "decides: on a GPU, tuning times FACT's kernel against cuBLAS/cuBLASLt in the same run, and the "
+        << "composed module falls back to torch.compile of the original unless it is faster.\n";
+  }
   for (size_t i = 0; i < d.matches.size(); ++i) {
     const Match& m = d.matches[i];
     if (m.status != MatchStatus::Declined) continue;
@@ -114,12 +154,6 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
         << "\n";
   }
   if (!options.registry.empty()) {
-    out << "\nclasses, against the pattern registry " << options.registry << " on " << options.arch
-        << ":\n  REUSE  an entry covers it as is (a kernel verified on this exact subgraph and shape, or a "
-           "template with a tuned configuration for every call)\n  ADAPT  an entry covers it with new "
-           "parameters (a template without stored tuning, or a kernel verified on other shapes: the gates "
-           "run again)\n  NEW    nothing in the registry realizes it: left to PyTorch, or to an agent "
-           "(fact optimize --agent, fact mcp)\n";
     for (size_t i = 0; i < d.matches.size(); ++i) {
       const Match& m = d.matches[i];
       if (m.classification_reason.empty()) continue;

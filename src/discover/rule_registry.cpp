@@ -92,9 +92,12 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
       if (!result) continue;
       bool overlaps = false;
       for (const auto& id : result->claims) overlaps = overlaps || claimed.count(id) != 0;
-      if (overlaps || result->claims.empty() || intermediates_escape(canonical, *result)) continue;
+      // A declined result that claims nothing is a report (what was recognized and why it is
+      // not replaced); it keeps the nodes its rule names and leaves them to other rules.
+      const bool report_only = result->claims.empty() && result->match.status == MatchStatus::Declined;
+      if (overlaps || (result->claims.empty() && !report_only) || intermediates_escape(canonical, *result)) continue;
       if (result->match.pattern.empty()) result->match.pattern = rule->pattern;
-      result->match.nodes = covered_captured_nodes(canonical, result->claims);
+      if (!report_only) result->match.nodes = covered_captured_nodes(canonical, result->claims);
       result->match.outputs = result->outputs;
       claimed.insert(result->claims.begin(), result->claims.end());
       results.push_back(std::move(*result));

@@ -102,7 +102,9 @@ std::vector<SourcedMatch> realize_from_registry(discover::Discovery& planned, co
   const registry::Registry reg(request.registry_dir.value_or(registry::default_registry_dir()));
   for (size_t i = 0; i < planned.matches.size(); ++i) {
     discover::Match& m = planned.matches[i];
-    if (m.status == discover::MatchStatus::Declined || !compose::selected(m, request.patterns)) continue;
+    // Declined and pending matches too: a verified kernel realizes what no template takes (a
+    // match that overlaps another is left to PyTorch by the executor, with the reason).
+    if (!compose::selected(m, request.patterns) || m.nodes.empty() || m.outputs.empty()) continue;
     const std::optional<registry::Entry> entry = registry::plannable_source(m, reg, arch);
     if (!entry) continue;
     const json& source = entry->doc.at("source");
@@ -203,13 +205,32 @@ discover::DiscoverOptions discover_options(const DiscoverSettings& request, cons
   return options;
 }
 
+std::string insufficient_driver_reason(bool driver_loads, int driver_version, int runtime_version) {
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
+  if (!driver_loads) return "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)";
+  if (driver_version <= 0) return "the NVIDIA driver on this machine does not work (it reports no CUDA version)";
+  return "the NVIDIA driver on this machine supports CUDA " + version(driver_version) +
+         ", older than this engine's CUDA runtime " + version(runtime_version) + " (update the driver)";
+}
+
+bool cuda_driver_loads() {
+  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver == nullptr) return false;
+  ::dlclose(driver);
+  return true;
+}
+
 std::optional<std::string> gpu_unavailable_reason() {
 #ifdef FACT_HAVE_CUDA
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) return "no CUDA GPU on this machine";
   if (err == cudaErrorInsufficientDriver) {
-    return std::string("no usable NVIDIA driver on this machine (") + cudaGetErrorString(err) + ")";
+    // The runtime says "insufficient" also when there is no driver at all: tell the two apart.
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    return insufficient_driver_reason(cuda_driver_loads(), driver, runtime);
   }
   if (err != cudaSuccess) return std::string("no CUDA GPU usable (") + cudaGetErrorString(err) + ")";
   cudaDeviceProp prop{};

@@ -162,14 +162,7 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir)
 }
 
 std::optional<std::string> run_plot_script(const std::string& script, const std::vector<std::string>& args) {
-  std::string python;
-  if (const char* chosen = std::getenv("FACT_PYTHON"); chosen && *chosen) {
-    python = chosen;
-  } else if (auto found = util::find_executable("python3")) {
-    python = found->string();
-  } else {
-    return std::string("no python3 found (plot skipped)");
-  }
+  const std::string python = util::python_interpreter();
   fs::path source_dir = build_info::kSourceDir;
   if (const char* overridden = std::getenv("FACT_SOURCE_DIR"); overridden && *overridden) source_dir = overridden;
   fs::path script_path = source_dir / "bench" / script;

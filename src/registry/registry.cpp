@@ -349,7 +349,7 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
       // no semantics for this match: only templates can cover it
     }
   }
-  if (!templates.empty() && m.status != discover::MatchStatus::Pending) {
+  if (!templates.empty() && m.status == discover::MatchStatus::Accepted) {
     const Entry* e = templates.front();
     const bool tuned = m.status == discover::MatchStatus::Accepted && !m.problems.empty() && options.key_of &&
                        std::all_of(m.problems.begin(), m.problems.end(), [&](const Problem& p) {
@@ -368,6 +368,9 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
             ""};
   if (m.status == discover::MatchStatus::Pending)
     return {Classification::New, "no template realizes " + m.rule + " and the registry has no kernel for " + where, ""};
+  if (m.status == discover::MatchStatus::Declined && !templates.empty())
+    return {Classification::New, "the template declines it (" + m.reason + ") and the registry has no kernel for " + where,
+            ""};
   return {Classification::New, "no registry entry for " + where, ""};
 }
 

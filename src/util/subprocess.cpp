@@ -1,5 +1,7 @@
 #include "fact/util/subprocess.hpp"
 
+#include "fact/build_info.hpp"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -232,6 +234,18 @@ std::filesystem::path current_executable() {
   auto path = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return "/proc/self/exe";
   return path;
+}
+
+std::string python_interpreter() {
+  if (const char* chosen = std::getenv("FACT_PYTHON"); chosen && *chosen) return chosen;
+  for (const char* name : {"python3", "python"}) {
+    const std::filesystem::path beside = current_executable().parent_path() / name;
+    if (::access(beside.c_str(), X_OK) == 0) return beside.string();
+  }
+  const std::string configured = build_info::kPythonExecutable;
+  if (!configured.empty() && ::access(configured.c_str(), X_OK) == 0) return configured;
+  if (auto found = find_executable("python3")) return found->string();
+  return "python3";
 }
 
 std::string tail_of_file(const std::filesystem::path& path, size_t max_lines) {

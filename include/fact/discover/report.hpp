@@ -11,9 +11,14 @@ namespace fact::discover {
 // A header line (module, capture, node counts, precision, device profile), one row per match
 // (#, match, pattern, nodes covered, shape (the kind's: MxNxK for a GEMM), dtype, est. before / after /
 // saved in µs, classification, status) with one sub-row per kernel when a match has several,
-// a totals line, then one line per declined match with its reason.
+// a totals line, the legend (discovery_legend), a note naming accepted matches that save no
+// estimated time and why they stay accepted, then one line per declined match with its reason.
 std::string discovery_table(const Discovery& discovery, const graph::Graph& captured,
                             const DiscoverOptions& options);
+
+// Two lines: what before/after/saved µs are (roofline estimates from the device profile) and
+// what REUSE / ADAPT / NEW mean.
+std::string discovery_legend(const DiscoverOptions& options);
 
 // {"schema": "fact.discovery/1", "source": captured.source, "precision", "device": {profile},
 //  "matches": [match_to_json...], "totals": {"est_before_us", "est_after_us", "est_saved_us"}}

@@ -159,7 +159,8 @@ struct RuleRegistrar {
 // canonical node is claimed by at most one match; a result whose intermediate values are read
 // outside its claims (or are graph outputs) other than its `outputs` is discarded. Each
 // result's Match::nodes lists the captured nodes covered (the claims' origins, in canonical
-// order).
+// order). A declined result with no claims is kept as a report: it replaces nothing, claims
+// nothing (other rules may match its nodes) and keeps the Match::nodes its rule set.
 std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverOptions& options,
                                   const std::vector<const Rule*>& rules);
 

@@ -86,6 +86,13 @@ PlanResult make_plan(const PlanRequest& request);
 // nullopt when a Hopper GPU is usable.
 std::optional<std::string> gpu_unavailable_reason();
 
+// The reason gpu_unavailable_reason gives when the CUDA runtime reports an insufficient driver,
+// which it also does when no driver is installed: `driver_loads` (libcuda.so.1 loads),
+// the driver's and the runtime's CUDA versions (1000 * major + 10 * minor; 0 = none).
+std::string insufficient_driver_reason(bool driver_loads, int driver_version, int runtime_version);
+// Whether the NVIDIA driver library (libcuda.so.1) can be loaded in this process.
+bool cuda_driver_loads();
+
 // The `fact` executable the tuner starts for each candidate run: $FACT_ENGINE, else the `fact`
 // beside the library or executable this code is in.
 std::filesystem::path engine_executable();

@@ -28,8 +28,8 @@ std::string format_tune_table(const TuneResult& result);
 // Writes tune-<problem>.{md,csv,json} (and .png when possible) into `dir`.
 TuneReportFiles write_tune_report(const TuneResult& result, const std::filesystem::path& dir);
 
-// Runs `python3 <FACT source>/bench/<script> args...` ($FACT_PYTHON overrides the
-// interpreter, $FACT_SOURCE_DIR the source folder). Returns nullopt on success, else why not
+// Runs `<python> <FACT source>/bench/<script> args...` (util::python_interpreter(): $FACT_PYTHON,
+// else FACT's environment; $FACT_SOURCE_DIR overrides the source folder). Returns nullopt on success, else why not
 // (no python, no matplotlib, script failed).
 std::optional<std::string> run_plot_script(const std::string& script, const std::vector<std::string>& args);
 

@@ -116,8 +116,8 @@ std::vector<Entry> covering(const std::vector<Entry>& entries, const std::string
 //          configuration for every call (options.tuned_keys);
 //   ADAPT  a source entry verified on the same computation at other shapes (same structure
 //          hash), or a built-in template realizes the match with new parameters;
-//   NEW    nothing in the registry realizes it (no entry; or the rule's match is pending and
-//          no source entry computes it).
+//   NEW    nothing in the registry realizes it: no entry; or the rule's match is pending (no
+//          template) or declined (its template cannot take it) and no source entry computes it.
 // The reason says which entry and why, in words for the report.
 discover::DiscoverOptions::Classified classify(const discover::Match& match, const graph::Graph& captured,
                                                const std::vector<Entry>& candidates,

@@ -54,6 +54,12 @@ std::optional<std::filesystem::path> find_executable(std::string_view name);
 // The running program (/proc/self/exe, resolved).
 std::filesystem::path current_executable();
 
+// The Python interpreter FACT's Python stages (capture, package, plots) run in: $FACT_PYTHON;
+// else python3 beside the running executable (a `pip install`'s environment bin/, or Python
+// itself when libfact is loaded in process); else the interpreter this build was configured
+// with (the environment holding torch and `fact`) while it exists; else python3 on PATH.
+std::string python_interpreter();
+
 // The last `max_lines` lines of a text file (empty when unreadable).
 std::string tail_of_file(const std::filesystem::path& path, size_t max_lines = 40);
 

@@ -1,77 +1,140 @@
-// The "attention" problem kind: softmax(q·kᵀ·scale + mask)·v as fact.attention describes it
-// (discover/canonicalize.hpp). Discovery ranks and reports attention through it.
+// The "attention" problem kind: softmax(scale · q·kᵀ + mask)·v as fact.attention describes it
+// (discover/canonicalize.hpp, kind/problem.hpp). Registered here; nothing outside this folder
+// knows the kind.
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "fact/problem/problem.hpp"
 #include "fact/runtime/precision.hpp"
+#include "patterns/attention/kind/pack.hpp"
+#include "patterns/attention/kind/problem.hpp"
+#include "patterns/attention/kind/reference_host.hpp"
 
 namespace fact::attention {
 namespace {
 
-double number(const nlohmann::json& desc, const char* key, double fallback) {
-  auto it = desc.find(key);
-  return it != desc.end() && it->is_number() ? it->get<double>() : fallback;
+// "b=4,h=32,kvh=8,s=2048,skv=2048,d=128,causal" (also batch=, heads=, kv_heads=, seq=, kv_seq=,
+// head_dim=, mask=none|causal|causal_top_left|causal_bottom_right, scale=); nullopt when the
+// words do not name heads and a head dim (another kind's problem).
+std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std::string>& words) {
+  auto found = words.find("problem");
+  if (found == words.end()) return std::nullopt;
+  std::map<std::string, std::string> fields;
+  std::string text = found->second;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    if (!item.empty()) {
+      const size_t eq = item.find('=');
+      fields[item.substr(0, eq)] = eq == std::string::npos ? "1" : item.substr(eq + 1);
+    }
+    start = comma + 1;
+  }
+  auto pick = [&](std::initializer_list<const char*> names) -> std::optional<std::string> {
+    for (const char* n : names) {
+      if (auto it = fields.find(n); it != fields.end()) return it->second;
+    }
+    return std::nullopt;
+  };
+  const auto heads = pick({"h", "heads"});
+  const auto dim = pick({"d", "head_dim"});
+  if (!heads || !dim) return std::nullopt;
+  auto number = [&](std::initializer_list<const char*> names, std::optional<int64_t> fallback) {
+    auto text = pick(names);
+    if (!text) {
+      if (!fallback) throw std::invalid_argument("attention problem '" + found->second + "' has no " + *names.begin());
+      return *fallback;
+    }
+    try {
+      size_t used = 0;
+      const int64_t v = std::stoll(*text, &used);
+      if (used != text->size() || v <= 0) throw std::invalid_argument("");
+      return v;
+    } catch (const std::exception&) {
+      throw std::invalid_argument("attention problem: '" + *text + "' is not a positive integer");
+    }
+  };
+  AttentionProblem p;
+  p.batch = number({"b", "batch"}, 1);
+  p.heads = number({"h", "heads"}, std::nullopt);
+  p.kv_heads = number({"kvh", "kv_heads"}, p.heads);
+  p.seq = number({"s", "seq"}, std::nullopt);
+  p.kv_seq = number({"skv", "kv_seq"}, p.seq);
+  p.head_dim = number({"d", "head_dim"}, std::nullopt);
+  p.v_head_dim = number({"dv", "v_head_dim"}, p.head_dim);
+  const std::string mask = pick({"mask"}).value_or(fields.count("causal") ? "causal" : "none");
+  if (mask == "causal") {
+    p.mask = MaskKind::CausalTopLeft;
+  } else if (auto kind = parse_mask_kind(mask)) {
+    p.mask = *kind;
+  } else {
+    throw std::invalid_argument("attention problem: unknown mask '" + mask + "'");
+  }
+  auto dtype_word = words.find("dtype");
+  const std::string dtype = dtype_word == words.end() || dtype_word->second.empty() ? "bf16" : dtype_word->second;
+  if (dtype == "bf16" || dtype == "bfloat16") {
+    p.dtype = DType::BFloat16;
+  } else if (dtype == "fp16" || dtype == "f16" || dtype == "float16") {
+    p.dtype = DType::Float16;
+  } else if (dtype == "fp32" || dtype == "f32" || dtype == "float32") {
+    p.dtype = DType::Float32;
+  } else {
+    throw std::invalid_argument("attention problem: unknown dtype '" + dtype + "'");
+  }
+  p.softmax_dtype = p.dtype;
+  p.scale = 1.0 / std::sqrt(double(p.head_dim));
+  if (auto s = pick({"scale"})) p.scale = std::stod(*s);
+  p.mask_evidence = "command line";
+  return attention_problem_to_json(p);
 }
 
 class AttentionKind final : public ProblemKind {
  public:
-  std::string name() const override { return "attention"; }
+  std::string name() const override { return kKindName; }
 
   std::string fusion(const nlohmann::json& desc) const override {
-    return desc.value("causal", false) ? "attention_causal" : "attention";
+    return attention_problem_from_json(desc).fusion_name();
   }
   std::string shape(const nlohmann::json& desc) const override {
-    const auto i = [&](const char* key) { return std::to_string(int64_t(number(desc, key, 0))); };
-    std::string text = i("batch") + "x" + i("heads");
-    if (number(desc, "kv_heads", 0) != number(desc, "heads", 0)) text += "/" + i("kv_heads");
-    text += "x" + i("seq");
-    if (number(desc, "kv_seq", 0) != number(desc, "seq", 0)) text += "/" + i("kv_seq");
-    return text + "xd" + i("head_dim");
+    return attention_problem_from_json(desc).shape_string();
   }
   graph::DType dtype(const nlohmann::json& desc) const override {
     return graph::parse_dtype(desc.value("dtype", std::string()));
   }
-  double flops(const nlohmann::json& desc) const override {
-    const double batch = number(desc, "batch", 1), heads = number(desc, "heads", 1);
-    const double seq = number(desc, "seq", 0), kv_seq = number(desc, "kv_seq", 0);
-    const double dim = number(desc, "head_dim", 0), v_dim = number(desc, "v_head_dim", dim);
-    double flops = 2.0 * batch * heads * seq * kv_seq * (dim + v_dim);
-    if (desc.value("causal", false)) flops *= 0.5;
-    return flops;
-  }
+  double flops(const nlohmann::json& desc) const override { return attention_problem_from_json(desc).flops(); }
   double min_bytes(const nlohmann::json& desc) const override {
-    const double batch = number(desc, "batch", 1), heads = number(desc, "heads", 1);
-    const double kv_heads = number(desc, "kv_heads", heads);
-    const double seq = number(desc, "seq", 0), kv_seq = number(desc, "kv_seq", 0);
-    const double dim = number(desc, "head_dim", 0), v_dim = number(desc, "v_head_dim", dim);
-    const int bytes = std::max(graph::dtype_bytes(dtype(desc)), 1);
-    return bytes * batch *
-           (heads * seq * dim + kv_heads * kv_seq * (dim + v_dim) + heads * seq * v_dim);
+    return attention_problem_from_json(desc).min_bytes();
   }
   double fused_seconds(const nlohmann::json& desc, const DeviceProfile& device,
                        const std::string& precision) const override {
-    const graph::DType t = dtype(desc);
-    const bool half = t == graph::DType::BFloat16 || t == graph::DType::Float16;
+    const AttentionProblem p = attention_problem_from_json(desc);
+    const bool half = p.dtype == graph::DType::BFloat16 || p.dtype == graph::DType::Float16;
     const double rate = half ? device.bf16_flops
                              : (precision == "tf32" ? device.tf32_flops : device.tf32_flops / 3.0);
-    return roofline_seconds(flops(desc), rate, min_bytes(desc), device);
+    return roofline_seconds(p.flops(), rate, p.min_bytes(), device);
   }
   std::vector<int64_t> tuning_dims(const nlohmann::json& desc) const override {
-    return {int64_t(number(desc, "batch", 1)), int64_t(number(desc, "heads", 1)),
-            int64_t(number(desc, "seq", 0)), int64_t(number(desc, "kv_seq", 0)),
-            int64_t(number(desc, "head_dim", 0))};
+    const AttentionProblem p = attention_problem_from_json(desc);
+    return {p.batch, p.heads, p.kv_heads, p.seq, p.kv_seq};
   }
   double tolerance(const nlohmann::json& desc, const std::string& precision) const override {
     return runtime::tolerance_for(runtime::parse_precision(precision), dtype(desc));
   }
-  ArgImage pack(const nlohmann::json&, const graph::Graph&) const override {
-    throw std::invalid_argument("no kernel realizes attention yet");
+  ArgImage pack(const nlohmann::json& desc, const graph::Graph& captured) const override {
+    return pack_attention(attention_problem_from_json(desc), captured);
   }
-  int reference(const FactCallHeader*) const override { return FACT_ERR_INVALID_ARGS; }
+  int reference(const FactCallHeader* args) const override {
+    if (args->size != sizeof(FactAttentionArgs)) return FACT_ERR_INVALID_ARGS;
+    FactAttentionArgs copy;
+    std::memcpy(&copy, args, sizeof(copy));
+    return reference_attention_host(copy);
+  }
   std::optional<nlohmann::json> from_command_line(
-      const std::map<std::string, std::string>&) const override {
-    return std::nullopt;
+      const std::map<std::string, std::string>& words) const override {
+    return parse_command_line(words);
   }
 };
 

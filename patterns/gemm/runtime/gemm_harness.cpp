@@ -102,7 +102,9 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
   r.batch = p.batch;
   r.a = view_of(a, p.a.dtype, p.a.layout, p.a.ld, p.a.batch_stride);
   r.b = view_of(b, p.b.dtype, p.b.layout, p.b.ld, p.b.batch_stride);
-  r.alpha = p.alpha;
+  // The constants as the call carries them: FactGemmArgs holds float32 (a reference in the
+  // problem's double constants would differ from what every kernel computes by their rounding).
+  r.alpha = static_cast<float>(p.alpha);
   r.out = out;
   if (p.epilogue.size() > static_cast<size_t>(kMaxReferenceSteps)) {
     throw std::invalid_argument("epilogue has more than " + std::to_string(kMaxReferenceSteps) +
@@ -113,9 +115,9 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
     RefEpilogueStep& s = r.steps[r.step_count++];
     s.kind = ref_kind(step.kind);
     s.activation = ref_activation(step.activation);
-    s.value = step.value;
-    s.p0 = step.p0;
-    s.p1 = step.p1;
+    s.value = static_cast<float>(step.value);
+    s.p0 = static_cast<float>(step.p0);
+    s.p1 = static_cast<float>(step.p1);
     if (step.kind == Kind::Bias) {
       s.operand.data = operands[i];
       s.operand.type = element_type(step.operand_dtype);

@@ -194,8 +194,16 @@ def registry_examples(task: dict, entries: list[dict], k: int = 3) -> list[Examp
         if score >= 3:
             ranked.append((score, entry))
     ranked.sort(key=lambda item: -item[0])
+    # Kernels with sources first; one built-in template at most (its realizers, not code).
+    chosen, templates = [], 0
+    for score, entry in ranked:
+        is_template = not (isinstance(entry.get("source"), dict) and entry["source"].get("text"))
+        if is_template and templates >= 1:
+            continue
+        templates += is_template
+        chosen.append((score, entry))
     out = []
-    for score, entry in ranked[:k]:
+    for score, entry in chosen[:k]:
         text = entry.get("source", {}).get("text", "") if isinstance(entry.get("source"), dict) else ""
         excerpt = text[:4000] if text else json_brief(entry.get("template", {}))
         out.append(Example("registry", entry.get("id", ""), f"{entry.get('id')} ({entry.get('origin')})", score, excerpt))
@@ -209,6 +217,6 @@ def json_brief(doc: dict) -> str:
 
 def retrieve(task: dict, registry_entries: list[dict], k: int = 5) -> list[Example]:
     """The most relevant vetted examples for an agent task: registry kernels, then CUTLASS."""
-    found = registry_examples(task, registry_entries, k=min(3, k))
+    found = registry_examples(task, registry_entries, k=min(2, k))
     found += cutlass_examples(task_query(task), k=max(k - len(found), 1))
     return found[:k]

@@ -38,9 +38,15 @@ TEST(Report, TableListsMatchesKernelsAndDeclines) {
   const std::string text = discovery_table(d, g, options);
   EXPECT_NE(text.find("MinGPTBlock (torch.export), 34 captured nodes"), std::string::npos);
   EXPECT_NE(text.find("precision native"), std::string::npos);
-  EXPECT_NE(text.find("pending: no template yet (attention issue)"), std::string::npos);
-  EXPECT_NE(text.find("declined #2 gemm_bias_gelu_tanh [linear_2..mul_4 (9)]: float32 GEMMs need"),
+  EXPECT_NE(text.find("declined #4 attention_causal [split..contiguous (17)]: float32 attention"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("declined #1 gemm_bias_gelu_tanh [linear_2..mul_4 (9)]: float32 GEMMs need"),
             std::string::npos);
+  // The legend explains the class column and the µs columns.
+  EXPECT_NE(text.find("class: REUSE = a tuned configuration"), std::string::npos) << text;
+  EXPECT_NE(text.find("ADAPT = a FACT template covers it"), std::string::npos);
+  EXPECT_NE(text.find("NEW = no template yet"), std::string::npos);
+  EXPECT_NE(text.find("roofline estimates from the device profile (H100 SXM (defaults))"), std::string::npos);
 
   options.precision = "strict";
   d = discover(g, options);
@@ -48,7 +54,31 @@ TEST(Report, TableListsMatchesKernelsAndDeclines) {
   EXPECT_NE(strict.find("1a    gemm_bias_gelu_tanh"), std::string::npos) << strict;
   EXPECT_NE(strict.find("1b    gemm_bias_residual"), std::string::npos);
   EXPECT_NE(strict.find("fp32 (3xTF32)"), std::string::npos);
-  EXPECT_EQ(strict.find("declined #"), std::string::npos);
+  EXPECT_EQ(strict.find("declined #"), strict.find("declined #4 attention_causal"));  // only the attention
+}
+
+// A match accepted with no estimated saving says so, and the note says why it stays accepted.
+TEST(Report, AcceptedMatchWithoutSavingIsExplained) {
+  auto g = testing::load_fixture("mingpt_block_bf16.json");
+  DiscoverOptions options;
+  auto d = discover(g, options);
+  const std::string text = discovery_table(d, g, options);
+  size_t tie = d.matches.size();
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    if (d.matches[i].status == MatchStatus::Accepted && d.matches[i].est_saved_us() < 0.05) tie = i;
+  }
+  ASSERT_LT(tie, d.matches.size()) << "the bf16 block's plain gemm_bias saves nothing by the estimate\n" << text;
+  EXPECT_NE(text.find("accepted (no est. saving: note)"), std::string::npos) << text;
+  EXPECT_NE(text.find("note: #" + std::to_string(tie + 1) + " save(s) no time by the estimate"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("unless it is faster"), std::string::npos);
+}
+
+TEST(Report, DiscoveryJsonTotals) {
+  auto g = testing::load_fixture("mingpt_block_fp32.json");
+  DiscoverOptions options;
+  options.precision = "strict";
+  auto d = discover(g, options);
 
   const auto j = discovery_to_json(d, g, options);
   EXPECT_EQ(j["schema"], "fact.discovery/1");

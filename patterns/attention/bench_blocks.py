@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Blocks end to end on the GPU, with each pattern's share: the packages `fact optimize` wrote
+(one per block and dtype) against PyTorch in the same process, on the same inputs.
+
+For each package (in the order given), variants in this order, each skipped (and recorded as
+skipped) when the time budget would not allow it:
+  torch_eager                  the block as written
+  fact                         the package composed as users load it (fact.package.load_package:
+                               every planned replacement, Inductor for the remainder)
+  torch_compile                torch.compile(model)
+  torch_compile_max_autotune   torch.compile(model, mode="max-autotune") (its compile takes a minute)
+  fact_attention_only          the package with patterns=["attention"]
+  fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu"]
+Every FACT variant is verified first: the composed module and the original against the
+original run in float64 on fresh inputs (fact.measure.verify), ‖out − ref‖ / ‖ref‖; apply_plan
+also checked each replacement against the subgraph it replaces. FACT variants run with
+speed_guard=False (the composed module itself is timed, never its fallback). Timing:
+fact.timing.time_cuda (CUDA events, warm-up, L2 flushed before each run, median and p10–p90).
+
+Writes <out-dir>/blocks-<device>-<date>.json in DESIGN.md's results shape (suite "blocks"; one
+case per package: fact_ms, rel_err, baselines, speedup, config, plus "ablation" with each
+pattern's share and "left_to_pytorch"), rewritten after every variant (the cases of an earlier
+run of the same day and device are kept: a later call adds its packages), and prints a short
+table of every case last.
+
+Usage: PYTHONPATH=python python3 patterns/attention/bench_blocks.py --package DIR [--package DIR ...]
+           [--out-dir DIR] [--time-budget SECONDS] [--iters N]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from fact.measure import _fresh_like, _relative_error, float64_in_place
+from fact.package import build_packaged_model, load_package
+from fact.timing import L2Flusher, time_device
+from fact.versions import collect_versions
+
+GEMM_PATTERNS = ["gemm", "mlp", "swiglu"]
+# Seconds each variant is expected to take at most (compile included; on an H200 the minGPT
+# block's first torch.compile call took 5.5 s, max-autotune's 67 s, a fact.optimize with the
+# Inductor remainder 48 s: bench/results/compose-nvidia-h200-2026-11-22-part1.md); a variant
+# starts only when this much of the budget is left.
+EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
+                    "fact_attention_only": 45, "fact_gemms_only": 45}
+BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def first_line(error: BaseException) -> str:
+    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0][:300]
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.started = time.perf_counter()
+        self.device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+        self.date = time.strftime("%Y-%m-%d", time.gmtime())
+        self.path = Path(args.out_dir) / f"blocks-{slug(self.device)}-{self.date}.json"
+        self.doc = {"suite": "blocks", "date": self.date, "device": self.device,
+                    "versions": collect_versions(torch.device(args.device)),
+                    "cases": [], "notes": []}
+        if self.path.is_file():  # a run of the same day and device: its cases stay, ours are added
+            try:
+                earlier = json.loads(self.path.read_text())
+                if earlier.get("suite") == "blocks" and earlier.get("device") == self.device:
+                    self.doc["cases"] = earlier.get("cases", [])
+                    self.doc["notes"] = earlier.get("notes", [])
+            except (OSError, ValueError):
+                pass
+
+    def left(self) -> float:
+        return self.args.time_budget - (time.perf_counter() - self.started)
+
+    def log(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f}s] {text}", flush=True)
+
+    def save(self) -> None:
+        self.doc["seconds"] = time.perf_counter() - self.started
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.doc, indent=2) + "\n")
+
+
+def composed_summary(report) -> list[str]:
+    return [f"{entry.label} {entry.rule}: " + ", ".join(f"{call.summary} [{call.kernel or call.config}]"
+                                                        for call in entry.calls)
+            for entry in report.composed]
+
+
+def run_package(run: Run, package: Path) -> None:
+    meta = json.loads((package / "package.json").read_text())
+    device = torch.device(run.args.device)
+    model, inputs = build_packaged_model(package, run.args.device)
+    dtype = str(meta.get("dtype") or next(p.dtype for p in model.parameters())).replace("torch.", "")
+    name = f"{meta.get('class_name', package.name)}_{dtype}"
+    case = {"name": name, "precision": None, "status": "partial", "fact_ms": None, "rel_err": None,
+            "baselines": {}, "speedup": {}, "config": "", "ablation": {}, "timing": {},
+            "left_to_pytorch": [], "skipped": {}, "package": str(package),
+            "shape": [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)]}
+    run.doc["cases"].append(case)
+    flusher = L2Flusher(run.args.flush_mb if device.type == "cuda" else 0, device)
+    iters, warmup = run.args.iters, run.args.warmup
+    # The float64 reference on fresh inputs (a new seed, full size), once: every variant's
+    # error is measured against it (fact.measure's check).
+    fresh = _fresh_like(inputs, run.args.seed)
+    wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in fresh)
+    with torch.no_grad(), float64_in_place(model):
+        reference = model(*wide)
+
+    def error_of(fn) -> float:
+        with torch.no_grad():
+            return _relative_error(fn(*fresh), reference)
+
+    def timed(fn):
+        with torch.no_grad():
+            return time_device(fn, device, warmup, iters, flusher).to_json()
+
+    def fact_variant(key: str, patterns):
+        composed = load_package(package, run.args.device, inputs=inputs, patterns=patterns, speed_guard=False)
+        report = composed.fact_report
+        check = {"seed": run.args.seed, "fact_rel_err": error_of(composed), "torch_rel_err": error_of(model)}
+        stats = timed(lambda: composed(*inputs))
+        entry = {"ms": stats["median_ms"], "rel_err": check["fact_rel_err"], "torch_rel_err": check["torch_rel_err"],
+                 "patterns": patterns, "composed": composed_summary(report),
+                 "verified": all(e.verified for e in report.composed), "remainder": report.remainder,
+                 "runs": report.runs}
+        case["timing"][key] = stats
+        case["precision"] = report.precision
+        if key == "fact":
+            case["fact_ms"] = stats["median_ms"]
+            case["rel_err"] = check["fact_rel_err"]
+            case["verification"] = check
+            case["config"] = "; ".join(f"{call.summary}: {call.kernel or call.config}"
+                                       for e in report.composed for call in e.calls)
+            case["left_to_pytorch"] = [f"{item.what}: {item.reason}" for item in report.left_to_pytorch]
+            case["ablation"]["all"] = entry
+        else:
+            case["ablation"][key.removeprefix("fact_")] = entry
+        del composed
+        return stats
+
+    errors: dict[str, float] = {}
+
+    def baseline(key: str, mode):
+        fn = (lambda *xs: model(*xs)) if key == "torch_eager" else _compiled(model, inputs, mode)
+        errors[key] = error_of(fn)
+        return timed(lambda: fn(*inputs))
+
+    variants = {
+        "torch_eager": lambda: baseline("torch_eager", None),
+        "fact": lambda: fact_variant("fact", None),
+        "torch_compile": lambda: baseline("torch_compile", None),
+        "torch_compile_max_autotune": lambda: baseline("torch_compile_max_autotune", "max-autotune"),
+        "fact_attention_only": lambda: fact_variant("fact_attention_only", ["attention"]),
+        "fact_gemms_only": lambda: fact_variant("fact_gemms_only", GEMM_PATTERNS),
+    }
+    for key, measure in variants.items():
+        if run.left() < EXPECTED_SECONDS[key]:
+            case["skipped"][key] = f"time budget: {run.left():.0f}s left, about {EXPECTED_SECONDS[key]}s needed"
+            run.log(f"{name}: {key} skipped ({case['skipped'][key]})")
+            continue
+        run.log(f"{name}: {key} ...")
+        try:
+            stats = measure()
+            if key in BASELINE_NAMES:
+                case["timing"][key] = stats
+                case["baselines"][key] = {"ms": stats["median_ms"], "rel_err": errors.get(key)}
+            run.log(f"{name}: {key} {stats['median_ms']:.3f} ms")
+        except Exception as error:  # noqa: BLE001 - a variant that fails is recorded, not fatal
+            case["skipped"][key] = f"failed: {first_line(error)}"
+            run.log(f"{name}: {key} failed: {first_line(error)}")
+            traceback.print_exc()
+        finally:
+            gc.collect()
+            torch.cuda.empty_cache()
+        finish(case)
+        run.save()
+    case["status"] = "ok" if case["fact_ms"] and case["rel_err"] is not None else "incomplete"
+    finish(case)
+    run.save()
+
+
+def _compiled(model, inputs, mode):
+    compiled = torch.compile(copy.deepcopy(model), mode=mode)
+    with torch.no_grad():
+        compiled(*inputs)  # compile outside the timed runs
+    return compiled
+
+
+def finish(case: dict) -> None:
+    """Speedups of FACT against each baseline, and each pattern's share against eager."""
+    if case["fact_ms"]:
+        case["speedup"] = {k: b["ms"] / case["fact_ms"] for k, b in case["baselines"].items() if b.get("ms")}
+    eager = case["baselines"].get("torch_eager", {}).get("ms")
+    for entry in case["ablation"].values():
+        if eager:
+            entry["speedup_vs_eager"] = eager / entry["ms"]
+    # Each pattern's share of the time FACT saves over eager (attention only and GEMMs only need
+    # not add up to all: the remainders Inductor compiles differ).
+    if eager and "all" in case["ablation"]:
+        saved = eager - case["ablation"]["all"]["ms"]
+        for key, entry in case["ablation"].items():
+            if key != "all" and saved > 0:
+                entry["share_of_saving"] = (eager - entry["ms"]) / saved
+
+
+def table(doc: dict) -> str:
+    lines = [f"blocks on {doc['device']} ({doc['date']}):"]
+    for case in doc["cases"]:
+        lines.append(f"  {case['name']} ({case['precision']}), shape {case['shape']}, FACT rel_err vs float64 "
+                     f"{case['rel_err'] if case['rel_err'] is None else format(case['rel_err'], '.2e')}")
+        rows = [("torch eager", case["baselines"].get("torch_eager", {}).get("ms")),
+                ("torch.compile", case["baselines"].get("torch_compile", {}).get("ms")),
+                ("torch.compile max-autotune", case["baselines"].get("torch_compile_max_autotune", {}).get("ms")),
+                ("FACT (all patterns)", case["fact_ms"]),
+                ("FACT attention only", case["ablation"].get("attention_only", {}).get("ms")),
+                ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms"))]
+        for label, ms in rows:
+            if ms is None:
+                lines.append(f"    {label:<28}        -")
+                continue
+            ratio = f"  FACT x{ms / case['fact_ms']:.2f}" if case["fact_ms"] and label.startswith("torch") else ""
+            lines.append(f"    {label:<28} {ms:8.3f} ms{ratio}")
+        for key, why in case["skipped"].items():
+            lines.append(f"    ({key}: {why})")
+        for item in case["left_to_pytorch"]:
+            lines.append(f"    left to PyTorch: {item}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--package", action="append", required=True, help="a package fact optimize wrote")
+    parser.add_argument("--out-dir", default="bench/results")
+    parser.add_argument("--time-budget", type=float, default=480.0)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--flush-mb", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("bench_blocks: no CUDA GPU here: nothing measured")
+        return 0
+    run = Run(args)
+    for package in args.package:
+        package = Path(package)
+        if not (package / "package.json").is_file():
+            run.doc["notes"].append(f"{package}: no package.json (fact optimize failed?)")
+            continue
+        try:
+            run_package(run, package)
+        except Exception as error:  # noqa: BLE001
+            run.doc["notes"].append(f"{package}: {first_line(error)}")
+            traceback.print_exc()
+        run.save()
+    run.save()
+    print(table(run.doc))
+    print(f"wrote {run.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

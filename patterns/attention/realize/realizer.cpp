@@ -1,0 +1,54 @@
+// The attention pattern's realizer (fact/realize/realizer.hpp): bf16/fp16 attention in
+// precision native as FACT's own sm_90a FMHA (fmha_sm90.cuh). Declines with the same reasons
+// discovery gives (kind/problem.hpp's attention_decline_reason).
+#include "fact/realize/realizer.hpp"
+#include "fact/realize/cutlass_names.hpp"
+#include "patterns/attention/realize/spec.hpp"
+
+namespace fact::attention {
+namespace {
+
+class AttentionRealizer final : public realize::Realizer {
+ public:
+  std::string pattern() const override { return "attention"; }
+  std::string kind() const override { return kKindName; }
+
+  std::optional<std::string> declines(const Problem& problem, const std::string& precision) const override {
+    try {
+      const AttentionProblem p = attention_problem_of(problem);
+      if (auto why = attention_decline_reason(p, precision)) return why;
+      if (auto error = attention_spec_error(default_spec(p))) return error;
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::nullopt;
+  }
+  realize::KernelSpec problem_class(const Problem& problem, const std::string& precision) const override {
+    const AttentionProblem p = attention_problem_of(problem);
+    if (auto why = attention_decline_reason(p, precision)) throw std::invalid_argument(*why);
+    return default_spec(p).to_kernel_spec();
+  }
+  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem&,
+                            const realize::SpaceOptions& options) const override {
+    return attention_space(AttentionSpec::of(problem_class), options);
+  }
+  realize::KernelTemplate render(const realize::KernelSpec& spec) const override {
+    return render_attention_template(AttentionSpec::of(spec));
+  }
+  // "bf16|d96|causal": what a tuned choice is valid for besides the sizes.
+  std::string class_token(const realize::KernelSpec& problem_class) const override {
+    const AttentionSpec s = AttentionSpec::of(problem_class);
+    return std::string(realize::dtype_token(s.dtype)) + "|d" + std::to_string(s.head_dim) + "|" +
+           (s.causal ? "causal" : "nomask");
+  }
+  std::string family(const realize::KernelSpec& spec) const override {
+    const AttentionSpec s = AttentionSpec::of(spec);
+    return std::string(s.pingpong ? "pingpong" : "cooperative") + "/" + (s.dynamic_schedule ? "dynamic" : "static") +
+           "/" + (s.persistent ? "persistent" : "grid") + "/n" + std::to_string(s.block_n);
+  }
+};
+
+const realize::RealizerRegistrar kAttentionRealizer{std::make_unique<AttentionRealizer>()};
+
+}  // namespace
+}  // namespace fact::attention

@@ -1,0 +1,60 @@
+// The attention pattern's parameter space: the measured best configuration first, then one
+// change at a time (patterns/attention/KERNEL.md's alternatives), pruned by the template's
+// rules (attention_spec_error: shared memory, Q stages with O in the Q buffer, ...).
+#include <set>
+
+#include "patterns/attention/realize/spec.hpp"
+
+namespace fact::attention {
+
+realize::ParamSpace attention_space(const AttentionSpec& problem_class, const realize::SpaceOptions& options) {
+  AttentionProblem p;
+  p.dtype = problem_class.dtype;
+  p.head_dim = p.v_head_dim = problem_class.head_dim;
+  p.mask = problem_class.causal ? MaskKind::CausalTopLeft : MaskKind::None;
+  const AttentionSpec base = default_spec(p);
+
+  std::vector<AttentionSpec> configs{base};
+  auto vary = [&](auto change) {
+    AttentionSpec s = base;
+    change(s);
+    configs.push_back(s);
+  };
+  // Ping-pong of the consumer warpgroups (2-7% behind cooperative in every measured shape, kept
+  // for the tuner), with and without the deferred PV wait; KERNEL.md's ping-pong instances use
+  // L2 sections and two Q stages.
+  vary([](AttentionSpec& s) { s.pingpong = true; s.tile_order = 0; s.q_stages = 2; });
+  vary([](AttentionSpec& s) { s.pingpong = true; s.defer_pv_wait = true; s.tile_order = 0; s.q_stages = 2; });
+  vary([](AttentionSpec& s) { s.tile_order = 1 - s.tile_order; });
+  vary([](AttentionSpec& s) { s.dynamic_schedule = false; });
+  vary([](AttentionSpec& s) { s.q_stages = 3 - s.q_stages; });
+  vary([](AttentionSpec& s) { ++s.stages; });
+  vary([](AttentionSpec& s) { --s.stages; });
+  vary([](AttentionSpec& s) { s.defer_pv_wait = true; });
+  vary([](AttentionSpec& s) { s.dynamic_schedule = false; s.persistent = false; });
+  if (options.exhaustive) {
+    // Not measured yet: 64-key blocks with deeper rings, O staged in the Q buffer.
+    for (int stages : {4, 6}) vary([&](AttentionSpec& s) { s.block_n = 64; s.stages = stages; });
+    vary([](AttentionSpec& s) { s.o_alias_q = true; s.q_stages = 1; ++s.stages; });
+    for (int l2 : {25, 60}) vary([&](AttentionSpec& s) { s.l2_percent = l2; });
+    if (base.head_dim <= 64) vary([](AttentionSpec& s) { s.block_m = 192; });
+  }
+
+  realize::ParamSpace space;
+  std::set<std::string> seen;
+  for (const AttentionSpec& s : configs) {
+    if (!seen.insert(s.name()).second) continue;
+    if (auto why = attention_spec_error(s)) {
+      space.pruned.push_back({s.to_kernel_spec(), *why});
+    } else if (s.block_m == 192 && s.head_dim > 64) {
+      space.pruned.push_back({s.to_kernel_spec(), "3 consumer warpgroups spill above head dim 64"});
+    } else if (static_cast<int>(space.candidates.size()) >= options.max_candidates) {
+      space.pruned.push_back({s.to_kernel_spec(), "over the cap of " + std::to_string(options.max_candidates) + " candidates"});
+    } else {
+      space.candidates.push_back(s.to_kernel_spec());
+    }
+  }
+  return space;
+}
+
+}  // namespace fact::attention

@@ -1,0 +1,164 @@
+#include "patterns/attention/realize/spec.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "fact/realize/cutlass_names.hpp"
+
+namespace fact::attention {
+
+namespace {
+
+using nlohmann::json;
+
+const json& field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) throw std::invalid_argument(std::string("attention spec: missing field '") + key + "'");
+  return *it;
+}
+
+int int_field(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_number_integer()) throw std::invalid_argument(std::string("attention spec: '") + key + "' is not an integer");
+  return v.get<int>();
+}
+
+bool bool_field(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_boolean()) throw std::invalid_argument(std::string("attention spec: '") + key + "' is not a boolean");
+  return v.get<bool>();
+}
+
+int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+std::string AttentionSpec::name() const {
+  std::string n = "attn_" + std::string(realize::dtype_token(dtype) == "f16" ? "fp16" : realize::dtype_token(dtype)) +
+                  "_d" + std::to_string(head_dim) + (causal ? "_causal" : "_noncausal") + "_m" +
+                  std::to_string(block_m) + "n" + std::to_string(block_n) + "s" + std::to_string(stages) +
+                  (pingpong ? "_pp" : "_coop") + (dynamic_schedule ? "_dyn" : "_static");
+  if (defer_pv_wait) n += "_defer";
+  n += "_q" + std::to_string(q_stages) + "_o" + std::to_string(tile_order);
+  if (!persistent) n += "_np";
+  if (o_alias_q) n += "_oq";
+  if (l2_percent != 40) n += "_l2" + std::to_string(l2_percent);
+  return n;
+}
+
+json AttentionSpec::to_json() const {
+  return {{"dtype", realize::dtype_token(dtype)},
+          {"head_dim", head_dim},
+          {"v_head_dim", head_dim},
+          {"causal", causal},
+          {"block_m", block_m},
+          {"block_n", block_n},
+          {"stages", stages},
+          {"schedule", pingpong ? "pingpong" : "cooperative"},
+          {"scheduler", dynamic_schedule ? "dynamic" : "static"},
+          {"persistent", persistent},
+          {"defer_pv_wait", defer_pv_wait},
+          {"q_stages", q_stages},
+          {"l2_percent", l2_percent},
+          {"tile_order", tile_order},
+          {"o_alias_q", o_alias_q}};
+}
+
+AttentionSpec AttentionSpec::from_json(const json& j) {
+  if (!j.is_object()) throw std::invalid_argument("attention spec: expected a JSON object");
+  AttentionSpec s;
+  const json& dtype = field(j, "dtype");
+  if (!dtype.is_string()) throw std::invalid_argument("attention spec: 'dtype' is not a string");
+  s.dtype = realize::parse_dtype_token(dtype.get<std::string>());
+  s.head_dim = int_field(j, "head_dim");
+  if (j.contains("v_head_dim") && int_field(j, "v_head_dim") != s.head_dim) {
+    throw std::invalid_argument("attention spec: v_head_dim differs from head_dim (one head dim per kernel)");
+  }
+  s.causal = bool_field(j, "causal");
+  s.block_m = int_field(j, "block_m");
+  s.block_n = int_field(j, "block_n");
+  s.stages = int_field(j, "stages");
+  const json& schedule = field(j, "schedule");
+  if (schedule != "pingpong" && schedule != "cooperative") {
+    throw std::invalid_argument("attention spec: schedule is 'pingpong' or 'cooperative'");
+  }
+  s.pingpong = schedule == "pingpong";
+  const json& scheduler = field(j, "scheduler");
+  if (scheduler != "dynamic" && scheduler != "static") {
+    throw std::invalid_argument("attention spec: scheduler is 'dynamic' or 'static'");
+  }
+  s.dynamic_schedule = scheduler == "dynamic";
+  s.persistent = bool_field(j, "persistent");
+  s.defer_pv_wait = bool_field(j, "defer_pv_wait");
+  s.q_stages = int_field(j, "q_stages");
+  s.l2_percent = int_field(j, "l2_percent");
+  s.tile_order = int_field(j, "tile_order");
+  s.o_alias_q = bool_field(j, "o_alias_q");
+  return s;
+}
+
+realize::KernelSpec AttentionSpec::to_kernel_spec() const {
+  return realize::KernelSpec(kKindName, "attention", name(), to_json());
+}
+
+AttentionSpec AttentionSpec::of(const realize::KernelSpec& spec) {
+  if (spec.kind() != kKindName) {
+    throw std::invalid_argument("expected an attention kernel spec, not one of kind '" + spec.kind() + "'");
+  }
+  return from_json(spec.params());
+}
+
+int shared_memory_bytes(const AttentionSpec& s) {
+  const int element = 2;
+  const int warpgroups = s.block_m / 64;
+  const int q = round_up(s.block_m * s.head_dim * element * s.q_stages, 1024);
+  const int k = round_up(s.block_n * s.head_dim * element * s.stages, 1024);
+  const int v = k;
+  const int o = s.o_alias_q ? 0 : round_up(64 * s.head_dim * element * warpgroups, 1024);
+  const int barriers = 8 * (2 * s.q_stages + 4 * s.stages) + 8;
+  return q + k + v + o + round_up(barriers, 8) + 1024;
+}
+
+std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
+  if (s.dtype != DType::BFloat16 && s.dtype != DType::Float16) {
+    return "dtype " + std::string(graph::dtype_name(s.dtype)) + " (the kernel is bf16 or fp16)";
+  }
+  if (s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > 256) return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 16 up to 256";
+  if (s.block_m % 64 != 0 || s.block_m < 64 || s.block_m > 192) return "tile M " + std::to_string(s.block_m) + " (64, 128 or 192)";
+  if (s.block_n % 16 != 0 || s.block_n <= 0 || s.block_n > 256) return "tile N " + std::to_string(s.block_n) + " (a multiple of 16 up to 256)";
+  if (s.stages < 1 || s.stages > 8) return "stages " + std::to_string(s.stages);
+  if (s.q_stages < 1 || s.q_stages > 2) return "Q stages " + std::to_string(s.q_stages) + " (1 or 2)";
+  if (s.o_alias_q && s.q_stages != 1) return "O can share the Q buffer only with one Q stage";
+  if (s.dynamic_schedule && !s.persistent) return "a dynamic schedule needs a persistent grid";
+  if (s.tile_order != 0 && s.tile_order != 1) return "tile order " + std::to_string(s.tile_order) + " (0 or 1)";
+  if (s.l2_percent <= 0 || s.l2_percent > 100) return "L2 share " + std::to_string(s.l2_percent) + "%";
+  if (s.pingpong && s.block_m / 64 < 2) return "ping-pong needs two consumer warpgroups (tile M >= 128)";
+  const int smem = shared_memory_bytes(s);
+  if (smem > kSharedMemoryLimit) {
+    return "shared memory " + std::to_string(smem / 1024) + " KiB over the " + std::to_string(kSharedMemoryLimit / 1024) +
+           " KiB an sm90 CTA can use";
+  }
+  return std::nullopt;
+}
+
+AttentionSpec default_spec(const AttentionProblem& p) {
+  AttentionSpec s;
+  s.dtype = p.dtype;
+  s.head_dim = static_cast<int>(p.head_dim);
+  s.causal = p.mask != MaskKind::None;
+  if (s.head_dim >= 128) {
+    s.stages = 2;
+    s.q_stages = s.causal ? 1 : 2;
+    s.tile_order = s.causal ? 0 : 1;
+  } else {
+    s.stages = 3;
+    s.q_stages = 2;
+    s.tile_order = 1;
+  }
+  // Larger head dims than measured: fewer stages until it fits.
+  while (attention_spec_error(s) && s.stages > 1) --s.stages;
+  if (attention_spec_error(s) && s.q_stages == 2) s.q_stages = 1;
+  return s;
+}
+
+}  // namespace fact::attention

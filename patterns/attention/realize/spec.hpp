@@ -1,0 +1,76 @@
+// AttentionSpec: the attention pattern's frozen description of one kernel instantiation (the
+// parameters of its realize::KernelSpec, and exactly the template parameters of
+// fact::attention::Config in fmha_sm90.cuh), the single source of truth for rendering, naming
+// and caching (DESIGN.md rule 3). The parameter space (space.cpp), the renderer (render.cpp)
+// and the realizer (realizer.cpp) read it.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fact/realize/kernel_spec.hpp"
+#include "fact/realize/param_space.hpp"
+#include "fact/realize/render.hpp"
+#include "patterns/attention/kind/problem.hpp"
+
+namespace fact::attention {
+
+struct AttentionSpec {
+  // Problem class (one kernel serves every size and stride it can implement).
+  DType dtype = DType::BFloat16;  // Q, K, V, O: bf16 or fp16; float32 accumulation and softmax
+  int head_dim = 128;             // of Q, K, V and O (the kernel has one)
+  bool causal = true;             // built for causal masks (either alignment) or for none
+  // Tuning parameters (Config's template parameters).
+  int block_m = 128;              // query rows per CTA tile: 64 per consumer warpgroup
+  int block_n = 128;              // keys per block
+  int stages = 2;                 // K/V ring depth
+  bool pingpong = false;          // consumer warpgroups take turns issuing GEMMs (else cooperative)
+  bool dynamic_schedule = true;   // atomic tile counter in the workspace (else static stride)
+  bool persistent = true;         // one CTA per SM (else one CTA per tile)
+  bool defer_pv_wait = false;     // PV(n) waited at the next step, P double-buffered
+  int q_stages = 2;               // Q buffers (2: the next tile's Q loads early)
+  int l2_percent = 40;            // share of L2 one section's K and V may fill
+  int tile_order = 1;             // 0: L2 sections, longest first; 1: head-major
+  bool o_alias_q = false;         // O staged in the Q buffer (frees shared memory for stages)
+
+  bool operator==(const AttentionSpec&) const = default;
+
+  // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling, plus "_defer",
+  // "_np" (not persistent), "_oq" (O in the Q buffer) and "_l2<percent>" when not 40).
+  std::string name() const;
+  nlohmann::json to_json() const;
+  // Throws std::invalid_argument naming a missing or malformed field.
+  static AttentionSpec from_json(const nlohmann::json& j);
+  realize::KernelSpec to_kernel_spec() const;       // kind "attention", pattern "attention"
+  static AttentionSpec of(const realize::KernelSpec& spec);  // throws for another kind
+};
+
+// Bytes of shared memory the kernel asks for (fmha_sm90.cuh's SharedStorage + 1 KB for the
+// 1024-byte alignment of the base), and the per-CTA limit on sm90.
+int shared_memory_bytes(const AttentionSpec& spec);
+inline constexpr int kSharedMemoryLimit = 227 * 1024;
+
+// Why the template cannot instantiate `spec` (nullopt: it can): dtype, head dim, tile shapes,
+// warpgroups, Q stages with O in the Q buffer, a dynamic schedule without a persistent grid,
+// shared memory over the limit. render_kernel refuses such a spec.
+std::optional<std::string> attention_spec_error(const AttentionSpec& spec);
+
+// The problem class of `p` with the default configuration for its head dim and mask: the
+// configurations patterns/attention/KERNEL.md measured best on an H100 (d128 causal: 2 stages,
+// one Q stage, L2 sections; d128 non-causal: 2 stages, head-major; d64/80/96: 3 stages,
+// head-major; all cooperative, dynamic longest-first schedule, persistent).
+AttentionSpec default_spec(const AttentionProblem& p);
+
+// The configurations worth compiling for `problem_class` (its dtype, head dim and mask),
+// pruned, best first: the default, then ping-pong, the other tile order, the static schedule,
+// the other Q ring depth, one stage more or less, the deferred PV wait, and (exhaustive only)
+// 64-key blocks with deeper rings and O in the Q buffer.
+realize::ParamSpace attention_space(const AttentionSpec& problem_class, const realize::SpaceOptions& options);
+
+// The rendered instance: Config alias, the C entry fact_<key> and fact_kernel_info (kind
+// "attention", abi_version, the KernelSpec JSON). Throws RenderError for an invalid spec.
+realize::KernelTemplate render_attention_template(const AttentionSpec& spec);
+
+}  // namespace fact::attention

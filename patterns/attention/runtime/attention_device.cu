@@ -1,0 +1,232 @@
+#include "patterns/attention/runtime/attention_device.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace fact::attention::device {
+
+namespace {
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("launching ") + what + " failed: " + cudaGetErrorName(err) + ": " +
+                             cudaGetErrorString(err));
+  }
+}
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 4096 ? (blocks < 1 ? 1 : blocks) : 4096);
+}
+
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+__device__ __forceinline__ double load(const void* base, int64_t i, Element type) {
+  if (type == Element::BF16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
+  return double(__half2float(static_cast<const __half*>(base)[i]));
+}
+
+__device__ __forceinline__ uint16_t bits(const void* base, int64_t i) { return static_cast<const uint16_t*>(base)[i]; }
+
+__device__ __forceinline__ uint16_t poison(Element type) { return type == Element::BF16 ? kPoisonBF16 : kPoisonF16; }
+
+__global__ void fill_uniform_kernel(void* data, Element type, int64_t count, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t h = mix(seed * 0x9E3779B97F4A7C15ull + uint64_t(i));
+    const float u = float(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    const float x = (2.0f * u - 1.0f) * scale;
+    if (type == Element::BF16) {
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16(x);
+    } else {
+      static_cast<__half*>(data)[i] = __float2half(x);
+    }
+  }
+}
+
+__global__ void fill_poison_kernel(uint16_t* data, uint16_t pattern, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    data[i] = pattern;
+  }
+}
+
+__global__ void count_kernel(const uint16_t* data, uint16_t pattern, int64_t count, unsigned long long* counter) {
+  unsigned long long n = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    n += data[i] != pattern ? 1 : 0;
+  }
+  if (n) atomicAdd(counter, n);
+}
+
+__global__ void checksum_kernel(const unsigned char* data, size_t bytes, unsigned long long* sum) {
+  unsigned long long s = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x) {
+    s += mix((uint64_t(i) << 8) ^ data[i]);
+  }
+  atomicAdd(sum, s);
+}
+
+__global__ void spin_kernel(int64_t nanoseconds) {
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (int64_t(now - start) < nanoseconds);
+}
+
+// One block per (b, h, i) query row.
+__global__ void reference_kernel(Problem p, Element type, const void* q, View qv, const void* k, View kv, const void* v,
+                                 View vv, double* ref) {
+  extern __shared__ double shared[];
+  double* qrow = shared;                   // head_dim
+  double* scores = shared + p.head_dim;    // kv_seq
+  __shared__ double reduce[32];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row % p.seq;
+  const int64_t h = (row / p.seq) % p.heads;
+  const int64_t b = row / (p.seq * p.heads);
+  const int64_t kh = h / (p.heads / p.kv_heads);
+  const int64_t q_row = qv.offset + b * qv.batch_stride + h * qv.head_stride + i * qv.seq_stride;
+  for (int64_t e = threadIdx.x; e < p.head_dim; e += blockDim.x) qrow[e] = load(q, q_row + e, type);
+  __syncthreads();
+  int64_t visible = p.kv_seq;
+  if (p.mask == 1) visible = i + 1;
+  if (p.mask == 2) visible = i + 1 + p.kv_seq - p.seq;
+  visible = visible < 0 ? 0 : (visible > p.kv_seq ? p.kv_seq : visible);
+  double local_max = -1.0 / 0.0;
+  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
+    const int64_t k_row = kv.offset + b * kv.batch_stride + kh * kv.head_stride + j * kv.seq_stride;
+    double dot = 0;
+    for (int64_t e = 0; e < p.head_dim; ++e) dot += qrow[e] * load(k, k_row + e, type);
+    scores[j] = dot * p.scale;
+    local_max = fmax(local_max, scores[j]);
+  }
+  // Block max.
+  for (int o = 16; o > 0; o /= 2) local_max = fmax(local_max, __shfl_xor_sync(0xffffffffu, local_max, o));
+  if (threadIdx.x % 32 == 0) reduce[threadIdx.x / 32] = local_max;
+  __syncthreads();
+  double m = -1.0 / 0.0;
+  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) m = fmax(m, reduce[w]);
+  __syncthreads();
+  double local_sum = 0;
+  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
+    scores[j] = exp(scores[j] - m);
+    local_sum += scores[j];
+  }
+  for (int o = 16; o > 0; o /= 2) local_sum += __shfl_xor_sync(0xffffffffu, local_sum, o);
+  if (threadIdx.x % 32 == 0) reduce[threadIdx.x / 32] = local_sum;
+  __syncthreads();
+  double sum = 0;
+  for (int w = 0; w < (blockDim.x + 31) / 32; ++w) sum += reduce[w];
+  const int64_t out_row = ((b * p.heads + h) * p.seq + i) * p.v_head_dim;
+  for (int64_t e = threadIdx.x; e < p.v_head_dim; e += blockDim.x) {
+    double acc = 0;
+    for (int64_t j = 0; j < visible; ++j) {
+      acc += scores[j] * load(v, vv.offset + b * vv.batch_stride + kh * vv.head_stride + j * vv.seq_stride + e, type);
+    }
+    ref[out_row + e] = visible > 0 && sum > 0 ? acc / sum : 0.0;
+  }
+}
+
+__global__ void compare_kernel(Problem p, Element type, const void* o, View ov, const double* ref, Sums* sums) {
+  const int64_t count = p.batch * p.heads * p.seq * p.v_head_dim;
+  const uint16_t pattern = poison(type);
+  double sq = 0, sq_ref = 0, max_abs = 0;
+  unsigned long long unwritten = 0, nonfinite = 0, written = 0;
+  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < count; n += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = n % p.v_head_dim;
+    const int64_t i = (n / p.v_head_dim) % p.seq;
+    const int64_t h = (n / (p.v_head_dim * p.seq)) % p.heads;
+    const int64_t b = n / (p.v_head_dim * p.seq * p.heads);
+    const int64_t at = ov.offset + b * ov.batch_stride + h * ov.head_stride + i * ov.seq_stride + e;
+    const double want = ref[n];
+    sq_ref += want * want;
+    if (bits(o, at) == pattern) {
+      ++unwritten;
+      continue;
+    }
+    ++written;
+    const double got = load(o, at, type);
+    if (!isfinite(got)) {
+      ++nonfinite;
+      continue;
+    }
+    const double d = got - want;
+    sq += d * d;
+    max_abs = fmax(max_abs, fabs(d));
+  }
+  atomicAdd(&sums->sum_sq_diff, sq);
+  atomicAdd(&sums->sum_sq_ref, sq_ref);
+  if (unwritten) atomicAdd(&sums->unwritten, unwritten);
+  if (nonfinite) atomicAdd(&sums->nonfinite, nonfinite);
+  if (written) atomicAdd(&sums->written, written);
+  // max of non-negative doubles: their bit patterns order like unsigned integers.
+  atomicMax(reinterpret_cast<unsigned long long*>(&sums->max_abs_diff), __double_as_longlong(max_abs));
+}
+
+}  // namespace
+
+void fill_uniform(void* data, Element type, int64_t count, uint64_t seed, float scale, cudaStream_t stream) {
+  if (count <= 0) return;
+  fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, type, count, seed, scale);
+  check_launch("fill_uniform");
+}
+
+void fill_poison(void* data, Element type, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  fill_poison_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<uint16_t*>(data),
+                                                                  type == Element::BF16 ? kPoisonBF16 : kPoisonF16, count);
+  check_launch("fill_poison");
+}
+
+void count_not_poison(const void* data, Element type, int64_t count, unsigned long long* counter, cudaStream_t stream) {
+  if (count <= 0) return;
+  count_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const uint16_t*>(data),
+                                                            type == Element::BF16 ? kPoisonBF16 : kPoisonF16, count, counter);
+  check_launch("count_not_poison");
+}
+
+void checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream) {
+  if (bytes == 0) return;
+  checksum_kernel<<<blocks_for(int64_t(bytes)), kThreads, 0, stream>>>(static_cast<const unsigned char*>(data), bytes, sum);
+  check_launch("checksum");
+}
+
+void spin(int64_t nanoseconds, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
+  check_launch("spin");
+}
+
+void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v, View vv,
+               double* ref, cudaStream_t stream) {
+  const int64_t rows = p.batch * p.heads * p.seq;
+  const size_t smem = size_t(p.head_dim + p.kv_seq) * sizeof(double);
+  if (smem > 48 * 1024) {
+    if (cudaFuncSetAttribute(reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
+      check_launch("the reference's shared memory");
+    }
+  }
+  if (rows > 0x7fffffff) throw std::runtime_error("reference: too many query rows for one grid");
+  reference_kernel<<<unsigned(rows), 128, smem, stream>>>(p, type, q, qv, k, kv, v, vv, ref);
+  check_launch("reference");
+}
+
+void compare(const Problem& p, Element type, const void* o, View ov, const double* ref, Sums* sums, cudaStream_t stream) {
+  const int64_t count = p.batch * p.heads * p.seq * p.v_head_dim;
+  compare_kernel<<<blocks_for(count), kThreads, 0, stream>>>(p, type, o, ov, ref, sums);
+  check_launch("compare");
+}
+
+}  // namespace fact::attention::device

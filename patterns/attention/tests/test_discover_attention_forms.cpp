@@ -1,0 +1,315 @@
+// fact.attention around its core: Q/K/V read in place from a fused projection (split, unbind,
+// slice) or behind repeat_kv, a scale applied to q first, the head merge written by the kernel,
+// and the masks and dropouts it takes or declines with a reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fact/discover/canonicalize.hpp"
+#include "fact/discover/discover.hpp"
+#include "tests/cpp/discover/discover_test_util.hpp"
+
+namespace fact::discover {
+namespace {
+
+using graph::C;
+using graph::DType;
+using graph::GraphBuilder;
+using graph::OpOptions;
+using graph::T;
+using graph::TensorDesc;
+using graph::ValueId;
+using testing::find_target;
+using V = std::vector<int64_t>;
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+OpOptions named(const std::string& id, std::optional<V> stride = std::nullopt) {
+  OpOptions o;
+  o.id = id;
+  o.stride = stride;
+  return o;
+}
+
+// timm's Attention: qkv(x).reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0),
+// q * scale, q @ kᵀ, softmax, dropout (eval), @ v, transpose(1, 2).reshape(B, N, C), proj.
+TEST(AttentionForms, TimmUnbindScaledQueryAndHeadMerge) {
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {2, 16, 256});
+  auto w = b.parameter("w_qkv", {768, 256});
+  auto qkv = b.op("aten.linear.default", {T(x), T(w)}, {2, 16, 768}, named("qkv"));
+  auto r = b.op("aten.reshape.default", {T(qkv), C(V{2, 16, 3, 4, 64})}, {2, 16, 3, 4, 64});
+  auto p = b.op("aten.permute.default", {T(r), C(V{2, 0, 3, 1, 4})}, {3, 2, 4, 16, 64},
+                named("permute", V{256, 12288, 64, 768, 1}));
+  const TensorDesc piece{{2, 4, 16, 64}, {12288, 64, 768, 1}, DType::BFloat16, "cpu"};
+  auto qkv3 = b.multi_op("aten.unbind.int", {T(p)}, {piece, piece, piece}, "unbind");
+  auto q = b.op("aten.mul.Tensor", {T(qkv3[0]), C(0.125)}, {2, 4, 16, 64}, named("q_scaled", V{4096, 64, 256, 1}));
+  auto kt = b.op("aten.transpose.int", {T(qkv3[1]), C(-2), C(-1)}, {2, 4, 64, 16}, named("kt", V{12288, 64, 1, 768}));
+  auto s = b.op("aten.matmul.default", {T(q), T(kt)}, {2, 4, 16, 16});
+  auto probs = b.op("aten.softmax.int", {T(s), C(-1)}, {2, 4, 16, 16});
+  auto drop = b.op("aten.dropout.default", {T(probs), C(0.1), C(false)}, {2, 4, 16, 16});
+  auto y = b.op("aten.matmul.default", {T(drop), T(qkv3[2])}, {2, 4, 16, 64});
+  auto yt = b.op("aten.transpose.int", {T(y), C(1), C(2)}, {2, 16, 4, 64}, named("yt", V{4096, 64, 1024, 1}));
+  auto merged = b.op("aten.reshape.default", {T(yt), C(V{2, 16, 256})}, {2, 16, 256}, named("merged"));
+  auto wo = b.parameter("w_proj", {256, 256});
+  auto out = b.op("aten.linear.default", {T(merged), T(wo)}, {2, 16, 256});
+  auto g = canonicalize(b.finish({out}));
+  const auto* node = find_target(g, "fact.attention");
+  ASSERT_NE(node, nullptr);
+  const auto& a = node->attrs;
+  for (const char* t : {"q", "k", "v"}) EXPECT_EQ(a[t]["value"], "qkv") << t;
+  EXPECT_EQ(a["q"]["offset"], 0);
+  EXPECT_EQ(a["k"]["offset"], 256);
+  EXPECT_EQ(a["v"]["offset"], 512);
+  EXPECT_EQ(a["q"]["stride"], (V{12288, 64, 768, 1}));
+  EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);  // q * 0.125 folded in
+  EXPECT_EQ(a["mask_kind"], "none");
+  EXPECT_EQ(a["unsupported"], "");                    // dropout in eval mode is the identity
+  EXPECT_EQ(node->outputs.front(), merged);
+  EXPECT_EQ(a["out"]["stride"], (V{4096, 64, 256, 1}));
+  // Everything between the two projections is one node.
+  EXPECT_EQ(g.nodes().size(), 3u);
+}
+
+// transformers' eager Llama attention: separate projections, repeat_kv by expand + reshape,
+// an additive causal mask built with full(min).triu(1), softmax in float32.
+TEST(AttentionForms, RepeatKvExpandReshapeAndAdditiveCausalMask) {
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {1, 32, 512});
+  auto q = b.op("aten.view.default", {T(b.input("q_proj", {1, 32, 512})), C(V{1, 32, 8, 64})}, {1, 32, 8, 64});
+  auto qt = b.op("aten.transpose.int", {T(q), C(1), C(2)}, {1, 8, 32, 64}, named("qt", V{16384, 64, 512, 1}));
+  auto kv_in = b.input("k_proj", {1, 32, 128});
+  auto kview = b.op("aten.view.default", {T(kv_in), C(V{1, 32, 2, 64})}, {1, 32, 2, 64});
+  auto kh = b.op("aten.transpose.int", {T(kview), C(1), C(2)}, {1, 2, 32, 64}, named("kh", V{4096, 64, 128, 1}));
+  auto ku = b.op("aten.unsqueeze.default", {T(kh), C(2)}, {1, 2, 1, 32, 64}, named("ku", V{4096, 64, 4096, 128, 1}));
+  auto ke = b.op("aten.expand.default", {T(ku), C(V{1, 2, 4, 32, 64})}, {1, 2, 4, 32, 64},
+                 named("ke", V{4096, 64, 0, 128, 1}));
+  auto k = b.op("aten.reshape.default", {T(ke), C(V{1, 8, 32, 64})}, {1, 8, 32, 64}, named("k_rep"));
+  auto vv = b.input("v_proj", {1, 32, 128});
+  auto vview = b.op("aten.view.default", {T(vv), C(V{1, 32, 2, 64})}, {1, 32, 2, 64});
+  auto vh = b.op("aten.transpose.int", {T(vview), C(1), C(2)}, {1, 2, 32, 64}, named("vh", V{4096, 64, 128, 1}));
+  auto vu = b.op("aten.unsqueeze.default", {T(vh), C(2)}, {1, 2, 1, 32, 64}, named("vu", V{4096, 64, 4096, 128, 1}));
+  auto ve = b.op("aten.expand.default", {T(vu), C(V{1, 2, 4, 32, 64})}, {1, 2, 4, 32, 64},
+                 named("ve", V{4096, 64, 0, 128, 1}));
+  auto v = b.op("aten.reshape.default", {T(ve), C(V{1, 8, 32, 64})}, {1, 8, 32, 64}, named("v_rep"));
+  auto kt = b.op("aten.transpose.int", {T(k), C(2), C(3)}, {1, 8, 64, 32}, named("kt", V{16384, 2048, 1, 64}));
+  auto s = b.op("aten.matmul.default", {T(qt), T(kt)}, {1, 8, 32, 32});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {1, 8, 32, 32});
+  OpOptions full = named("full");
+  auto fm = b.op("aten.full.default", {C(V{32, 32}), C(-3.3895313892515355e+38)}, {32, 32}, full);
+  auto triu = b.op("aten.triu.default", {T(fm), C(1)}, {32, 32});
+  auto mask = b.op("aten.unsqueeze.default", {T(triu), C(0)}, {1, 32, 32});
+  auto added = b.op("aten.add.Tensor", {T(scaled), T(mask)}, {1, 8, 32, 32});
+  auto f32 = b.op("aten._to_copy.default", {T(added)}, {1, 8, 32, 32}, OpOptions{.dtype = DType::Float32});
+  auto probs = b.op("aten.softmax.int", {T(f32), C(-1)}, {1, 8, 32, 32});
+  auto back = b.op("aten._to_copy.default", {T(probs)}, {1, 8, 32, 32}, OpOptions{.dtype = DType::BFloat16});
+  auto y = b.op("aten.matmul.default", {T(back), T(v)}, {1, 8, 32, 64});
+  (void)x;
+  auto g = canonicalize(b.finish({y}));
+  const auto* node = find_target(g, "fact.attention");
+  ASSERT_NE(node, nullptr);
+  const auto& a = node->attrs;
+  EXPECT_EQ(a["heads"], 8);
+  EXPECT_EQ(a["kv_heads"], 2);
+  EXPECT_EQ(a["k"]["value"], "k_proj");  // behind the expand + reshape copy: the projection itself
+  EXPECT_EQ(a["v"]["value"], "v_proj");
+  EXPECT_EQ(a["k"]["stride"], (V{4096, 64, 128, 1}));
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(a["unsupported"], "");
+  EXPECT_EQ(a["softmax_dtype"], "float32");
+  EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+// The pieces of the attention core on [1, 2, 8, 64] q/k/v inputs, with `mask_node` applied to
+// the scaled scores; returns the captured (not canonicalized) graph.
+graph::Graph with_mask(const std::function<ValueId(GraphBuilder&, const ValueId&)>& mask_node, int64_t seq = 8,
+                       int64_t kv_seq = 8, bool dropout_train = false) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {1, 2, seq, 64});
+  auto k = b.input("k", {1, 2, kv_seq, 64});
+  auto v = b.input("v", {1, 2, kv_seq, 64});
+  auto kt = b.op("aten.transpose.int", {T(k), C(-2), C(-1)}, {1, 2, 64, kv_seq}, named("kt", V{2 * kv_seq * 64, kv_seq * 64, 1, 64}));
+  auto s = b.op("aten.matmul.default", {T(q), T(kt)}, {1, 2, seq, kv_seq});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {1, 2, seq, kv_seq});
+  auto masked = mask_node(b, scaled);
+  auto probs = b.op("aten.softmax.int", {T(masked), C(-1)}, {1, 2, seq, kv_seq});
+  if (dropout_train) probs = b.op("aten.dropout.default", {T(probs), C(0.1), C(true)}, {1, 2, seq, kv_seq});
+  auto y = b.op("aten.matmul.default", {T(probs), T(v)}, {1, 2, seq, 64});
+  return b.finish({y});
+}
+
+const nlohmann::json& attrs_of(const graph::Graph& g) {
+  const auto* node = find_target(g, "fact.attention");
+  if (node == nullptr) throw std::runtime_error("no fact.attention");
+  return node->attrs;
+}
+
+// The attention a rewritten graph holds.
+nlohmann::json accepted(const graph::Graph& captured) { return attrs_of(canonicalize(captured)); }
+
+// A decomposed attention no kernel computes: left as GEMMs by canonicalization, reported by
+// discovery as declined; returns that match.
+Match declined(const graph::Graph& captured) {
+  EXPECT_EQ(find_target(canonicalize(captured), "fact.attention"), nullptr);
+  for (const auto& m : discover(captured).matches) {
+    if (m.pattern == "attention") return m;
+  }
+  throw std::runtime_error("no attention match");
+}
+
+TEST(AttentionForms, BooleanBufferKeptWhereTrueAsNeoXWritesIt) {
+  // torch.where(bias[:, :, :T, :T], scores, finfo.min): a bool tril buffer, visible where True.
+  auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
+    auto bias = b.buffer("bias", {1, 1, 32, 32}, DType::Bool);
+    auto s1 = b.op("aten.slice.Tensor", {T(bias), C(2), C(0), C(8)}, {1, 1, 8, 32}, named("s1", V{1024, 1024, 32, 1}));
+    auto s2 = b.op("aten.slice.Tensor", {T(s1), C(3), C(0), C(8)}, {1, 1, 8, 8}, named("s2", V{1024, 1024, 32, 1}));
+    auto fill = b.scalar_constant("min_value", -3.3895313892515355e+38);
+    return b.op("aten.where.self", {T(s2), T(scores), T(fill)}, {1, 2, 8, 8}, OpOptions{.dtype = DType::BFloat16});
+  });
+  const auto a = accepted(g);
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_NE(a["causal_evidence"].get<std::string>().find("buffer 'bias' assumed"), std::string::npos);
+  EXPECT_EQ(a["unsupported"], "");
+}
+
+TEST(AttentionForms, WhereFillingWhereTrueIsTheOtherPolarity) {
+  // where(triu(ones, 1), -inf, scores): hidden where True.
+  auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
+    auto ones = b.op("aten.ones.default", {C(V{8, 8})}, {8, 8}, OpOptions{.dtype = DType::Bool});
+    auto future = b.op("aten.triu.default", {T(ones), C(1)}, {8, 8});
+    auto fill = b.scalar_constant("neg_inf", kMinusInf);
+    return b.op("aten.where.self", {T(future), T(fill), T(scores)}, {1, 2, 8, 8}, OpOptions{.dtype = DType::BFloat16});
+  });
+  EXPECT_EQ(accepted(g)["mask_kind"], "causal_top_left");
+}
+
+TEST(AttentionForms, AntiCausalTriangleIsDeclined) {
+  // masked_fill(tril(ones), -inf) hides the past: not a mask the kernel computes.
+  auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
+    auto ones = b.op("aten.ones.default", {C(V{8, 8})}, {8, 8}, OpOptions{.dtype = DType::Bool});
+    auto past = b.op("aten.tril.default", {T(ones)}, {8, 8});
+    return b.op("aten.masked_fill.Scalar", {T(scores), T(past), C(kMinusInf)}, {1, 2, 8, 8});
+  });
+  const Match m = declined(g);
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_NE(m.reason.find("neither causal nor empty"), std::string::npos) << m.reason;
+}
+
+TEST(AttentionForms, SlidingWindowIsDeclinedWithItsWidth) {
+  auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
+    auto ones = b.op("aten.ones.default", {C(V{8, 8})}, {8, 8}, OpOptions{.dtype = DType::Bool});
+    auto lower = b.op("aten.tril.default", {T(ones)}, {8, 8});
+    auto band = b.op("aten.triu.default", {T(lower), C(-2)}, {8, 8});
+    auto hidden = b.op("aten.logical_not.default", {T(band)}, {8, 8});
+    return b.op("aten.masked_fill.Scalar", {T(scores), T(hidden), C(kMinusInf)}, {1, 2, 8, 8});
+  });
+  const Match m = declined(g);
+  EXPECT_NE(m.reason.find("sliding-window mask (window 3)"), std::string::npos) << m.reason;
+}
+
+TEST(AttentionForms, BottomRightCausalWhenQueriesAreFewerThanKeys) {
+  // tril(ones(Tq, Tk), diagonal=Tk-Tq): the last query sees every key.
+  auto g = with_mask(
+      [](GraphBuilder& b, const ValueId& scores) {
+        auto ones = b.op("aten.ones.default", {C(V{4, 8})}, {4, 8}, OpOptions{.dtype = DType::Bool});
+        auto visible = b.op("aten.tril.default", {T(ones), C(4)}, {4, 8});
+        auto hidden = b.op("aten.logical_not.default", {T(visible)}, {4, 8});
+        return b.op("aten.masked_fill.Scalar", {T(scores), T(hidden), C(kMinusInf)}, {1, 2, 4, 8});
+      },
+      4, 8);
+  EXPECT_EQ(accepted(g)["mask_kind"], "causal_bottom_right");
+}
+
+TEST(AttentionForms, DropoutInTrainingModeIsDeclined) {
+  auto g = with_mask([](GraphBuilder&, const ValueId& scores) { return scores; }, 8, 8, /*dropout_train=*/true);
+  EXPECT_NE(declined(g).reason.find("dropout p=0.1"), std::string::npos);
+}
+
+TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 8, 16, 128});
+  auto k = b.input("k", {2, 2, 16, 128});
+  auto v = b.input("v", {2, 2, 16, 128});
+  OpOptions options;
+  options.kwargs["is_causal"] = C(true);
+  options.kwargs["enable_gqa"] = C(true);
+  options.stride = V{16384, 128, 1024, 1};  // SDPA returns [B, T, H, D] memory order
+  auto y = b.op("aten.scaled_dot_product_attention.default", {T(q), T(k), T(v)}, {2, 8, 16, 128}, options);
+  auto yt = b.op("aten.transpose.int", {T(y), C(1), C(2)}, {2, 16, 8, 128}, named("yt", V{16384, 1024, 128, 1}));
+  auto merged = b.op("aten.reshape.default", {T(yt), C(V{2, 16, 1024})}, {2, 16, 1024}, named("merged"));
+  auto g = canonicalize(b.finish({merged}));
+  // The kernel writes the merged [B, T, H·D] tensor, which is what the graph returns.
+  const auto& a = attrs_of(g);
+  EXPECT_EQ(a["kv_heads"], 2);
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(a["out"]["value"], merged);
+  EXPECT_EQ(a["out"]["stride"], (V{16384, 128, 1024, 1}));
+  EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+// lucidrains-style: einsum("bhqd,bhkd->bhqk") * scale, masked_fill_(triu(ones, 1)), softmax,
+// einsum("bhqk,bhkd->bhqd").
+TEST(AttentionForms, EinsumProducts) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 64});
+  auto k = b.input("k", {2, 4, 16, 64});
+  auto v = b.input("v", {2, 4, 16, 64});
+  auto s = b.op("aten.einsum.default", {C("bhqd,bhkd->bhqk"), graph::TL({q, k})}, {2, 4, 16, 16});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {2, 4, 16, 16});
+  auto ones = b.op("aten.ones.default", {C(V{16, 16})}, {16, 16}, OpOptions{.dtype = DType::Bool});
+  auto future = b.op("aten.triu_.default", {T(ones), C(1)}, {16, 16});
+  auto masked = b.op("aten.masked_fill_.Scalar", {T(scaled), T(future), C(-3.3895313892515355e+38)}, {2, 4, 16, 16});
+  auto probs = b.op("aten.softmax.int", {T(masked), C(-1)}, {2, 4, 16, 16});
+  auto y = b.op("aten.einsum.default", {C("bhqk,bhkd->bhqd"), graph::TL({probs, v})}, {2, 4, 16, 64});
+  auto g = canonicalize(b.finish({y}));
+  const auto& a = attrs_of(g);
+  EXPECT_EQ(a["q"]["value"], "q");
+  EXPECT_EQ(a["k"]["value"], "k");
+  EXPECT_EQ(a["k"]["stride"], (V{4096, 1024, 64, 1}));
+  EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+TEST(AttentionForms, EinsumWithAnotherEquationIsNotAttention) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 64});
+  auto k = b.input("k", {2, 4, 16, 64});
+  auto v = b.input("v", {2, 4, 16, 64});
+  // q·kᵀ over the wrong dims ("bhqd,bhkd->bhqd" is not a product of these shapes' kind).
+  auto s = b.op("aten.einsum.default", {C("bhdq,bhdk->bhqk"), graph::TL({q, k})}, {2, 4, 64, 64});
+  auto probs = b.op("aten.softmax.int", {T(s), C(-1)}, {2, 4, 64, 64});
+  auto y = b.op("aten.einsum.default", {C("bhqk,bhkd->bhqd"), graph::TL({probs, v})}, {2, 4, 64, 64});
+  auto g = canonicalize(b.finish({y}));
+  EXPECT_EQ(find_target(g, "fact.attention"), nullptr);
+}
+
+TEST(AttentionForms, AScaleOnVIsNotTheSoftmaxScale) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {1, 2, 8, 64});
+  auto k = b.input("k", {1, 2, 8, 64});
+  auto v = b.input("v", {1, 2, 8, 64});
+  auto kt = b.op("aten.transpose.int", {T(k), C(-2), C(-1)}, {1, 2, 64, 8}, named("kt", V{1024, 512, 1, 64}));
+  auto s = b.op("aten.matmul.default", {T(q), T(kt)}, {1, 2, 8, 8});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {1, 2, 8, 8});
+  auto probs = b.op("aten.softmax.int", {T(scaled), C(-1)}, {1, 2, 8, 8});
+  auto v2 = b.op("aten.mul.Tensor", {T(v), C(2.0)}, {1, 2, 8, 64}, named("v2"));
+  auto y = b.op("aten.matmul.default", {T(probs), T(v2)}, {1, 2, 8, 64});
+  auto g = canonicalize(b.finish({y}));
+  const auto& a = attrs_of(g);
+  EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);
+  EXPECT_EQ(a["v"]["value"], "v2");  // the scaled v is read; its scale stays PyTorch's
+}
+
+TEST(AttentionForms, SdpaDropoutIsDeclined) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 64});
+  auto y = b.op("aten.scaled_dot_product_attention.default", {T(q), T(q), T(q), C(nullptr), C(0.1)},
+                {2, 4, 16, 64});
+  auto g = canonicalize(b.finish({y}));
+  EXPECT_NE(attrs_of(g)["unsupported"].get<std::string>().find("dropout_p=0.1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fact::discover

@@ -1,0 +1,294 @@
+// The attention kind: its argument image (pack) and its float64 host reference, which together
+// are what the CPU path of a composed module runs, checked against a direct float64 attention
+// (scores matrix, masked with -inf, softmax, weighted sum) on fused-QKV operands, GQA, causal
+// masks of both alignments, tails and merged-head output strides.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fact/graph/graph_builder.hpp"
+#include "fact/problem/problem.hpp"
+#include "patterns/attention/attention_abi.h"
+#include "patterns/attention/kind/pack.hpp"
+#include "patterns/attention/kind/problem.hpp"
+#include "patterns/attention/kind/reference_host.hpp"
+
+namespace fact::attention {
+namespace {
+
+using graph::DType;
+
+struct Case {
+  int64_t batch = 2, heads = 4, kv_heads = 4, seq = 5, kv_seq = 5, dim = 8;
+  MaskKind mask = MaskKind::CausalTopLeft;
+  bool fused = true;  // Q, K, V pieces of one [B, T, (H + 2 Hkv) D] projection (seq == kv_seq)
+};
+
+// The problem's views and a graph holding its values: "qkv" (fused) or "q", "k", "v"
+// ([B, T, H, D] row-major, or for K/V [B, Tk, Hkv, D]), and "o" [B, T, H·D] (merged heads).
+struct Built {
+  AttentionProblem problem;
+  graph::Graph graph;
+};
+
+Built build(const Case& c, DType dtype) {
+  Built out;
+  AttentionProblem& p = out.problem;
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.kv_heads = c.kv_heads;
+  p.seq = c.seq;
+  p.kv_seq = c.kv_seq;
+  p.head_dim = p.v_head_dim = c.dim;
+  p.dtype = p.softmax_dtype = dtype;
+  p.mask = c.mask;
+  p.scale = 1.0 / std::sqrt(double(c.dim));
+  graph::GraphBuilder b(dtype);
+  const int64_t d = c.dim;
+  if (c.fused) {
+    const int64_t width = (c.heads + 2 * c.kv_heads) * d;
+    b.input("qkv", {c.batch, c.seq, width});
+    p.q = {"qkv", {c.batch, c.heads, c.seq, d}, {c.seq * width, d, width, 1}, 0};
+    p.k = {"qkv", {c.batch, c.kv_heads, c.seq, d}, {c.seq * width, d, width, 1}, c.heads * d};
+    p.v = {"qkv", {c.batch, c.kv_heads, c.seq, d}, {c.seq * width, d, width, 1}, (c.heads + c.kv_heads) * d};
+  } else {
+    b.input("q", {c.batch, c.seq, c.heads, d});
+    b.input("k", {c.batch, c.kv_seq, c.kv_heads, d});
+    b.input("v", {c.batch, c.kv_seq, c.kv_heads, d});
+    p.q = {"q", {c.batch, c.heads, c.seq, d}, {c.seq * c.heads * d, d, c.heads * d, 1}, 0};
+    p.k = {"k", {c.batch, c.kv_heads, c.kv_seq, d}, {c.kv_seq * c.kv_heads * d, d, c.kv_heads * d, 1}, 0};
+    p.v = {"v", {c.batch, c.kv_heads, c.kv_seq, d}, {c.kv_seq * c.kv_heads * d, d, c.kv_heads * d, 1}, 0};
+  }
+  const auto o = b.op("aten.attention_stand_in", {graph::T(p.q.value)}, {c.batch, c.seq, c.heads * d},
+                      graph::OpOptions{.id = "o"});
+  p.o = {o, {c.batch, c.heads, c.seq, d}, {c.seq * c.heads * d, d, c.heads * d, 1}, 0};
+  out.graph = b.finish({o});
+  return out;
+}
+
+// Reads a view element [b, h, t, e] of a float64 buffer.
+double at(const std::vector<double>& data, const TensorView& v, int64_t b, int64_t h, int64_t t, int64_t e) {
+  return data[v.offset + b * v.stride[0] + h * v.stride[1] + t * v.stride[2] + e * v.stride[3]];
+}
+
+// softmax(scale · q kᵀ masked with -inf) v, written as [B, T, H, D].
+std::vector<double> direct(const AttentionProblem& p, const std::vector<double>& qd, const std::vector<double>& kd,
+                           const std::vector<double>& vd) {
+  std::vector<double> out(p.batch * p.seq * p.heads * p.head_dim, 0.0);
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t i = 0; i < p.seq; ++i) {
+        std::vector<double> s(p.kv_seq);
+        for (int64_t j = 0; j < p.kv_seq; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < p.head_dim; ++e) dot += at(qd, p.q, b, h, i, e) * at(kd, p.k, b, h / group, j, e);
+          s[j] = dot * double(static_cast<float>(p.scale));  // the ABI carries the scale as a float
+          const bool hidden = (p.mask == MaskKind::CausalTopLeft && j > i) ||
+                              (p.mask == MaskKind::CausalBottomRight && j > i + p.kv_seq - p.seq);
+          if (hidden) s[j] = -std::numeric_limits<double>::infinity();
+        }
+        double m = -std::numeric_limits<double>::infinity();
+        for (double x : s) m = std::max(m, x);
+        if (std::isinf(m)) continue;  // no visible key: O = 0
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - m));
+        for (int64_t e = 0; e < p.head_dim; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < p.kv_seq; ++j) acc += s[j] / sum * at(vd, p.v, b, h / group, j, e);
+          out[((b * p.seq + i) * p.heads + h) * p.head_dim + e] = acc;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+size_t numel(const graph::Graph& g, const std::string& value) { return static_cast<size_t>(g.value(value).desc.numel()); }
+
+// Packs the problem, runs the host reference on float64 buffers, compares with direct().
+void check_case(const Case& c) {
+  Built built = build(c, DType::Float64);
+  const AttentionProblem& p = built.problem;
+  const ArgImage image = pack_attention(p, built.graph);
+  std::map<std::string, std::vector<double>> data;
+  for (const auto& operand : image.operands) data[operand.value] = random_values(numel(built.graph, operand.value), 7);
+  std::vector<const void*> operands;
+  std::vector<int> bytes;
+  for (const auto& operand : image.operands) {
+    operands.push_back(data[operand.value].data());
+    bytes.push_back(8);
+  }
+  ASSERT_EQ(image.results.size(), 1u);
+  std::vector<double> o(numel(built.graph, "o"), std::nan(""));
+  const std::vector<uint8_t> args = bind_addresses(image, operands, {o.data()}, bytes, {8});
+  ASSERT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(args.data())), FACT_OK);
+  const std::vector<double> want = direct(p, data[p.q.value], data[p.k.value], data[p.v.value]);
+  ASSERT_EQ(o.size(), want.size());
+  for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], want[i], 1e-12) << "element " << i;
+}
+
+TEST(AttentionKind, FusedQkvCausalMergedHeads) { check_case({}); }
+
+TEST(AttentionKind, NoMask) { check_case({.mask = MaskKind::None}); }
+
+TEST(AttentionKind, GroupedQueryHeadsFused) { check_case({.heads = 8, .kv_heads = 2}); }
+
+TEST(AttentionKind, TailsAndBothCausalAlignments) {
+  for (MaskKind mask : {MaskKind::CausalTopLeft, MaskKind::CausalBottomRight, MaskKind::None}) {
+    check_case({.batch = 1, .heads = 2, .kv_heads = 1, .seq = 7, .kv_seq = 11, .dim = 5, .mask = mask, .fused = false});
+    // More queries than keys: bottom-right leaves the first rows without a visible key (O = 0).
+    check_case({.batch = 1, .heads = 2, .kv_heads = 2, .seq = 9, .kv_seq = 4, .dim = 3, .mask = mask, .fused = false});
+  }
+}
+
+TEST(AttentionKind, ImageLayout) {
+  Case c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  Built built = build(c, DType::BFloat16);
+  const ArgImage image = pack_attention(built.problem, built.graph);
+  ASSERT_EQ(image.bytes.size(), sizeof(FactAttentionArgs));
+  FactAttentionArgs a;
+  std::memcpy(&a, image.bytes.data(), sizeof(a));
+  EXPECT_EQ(a.header.kind, fact_kind_id("attention"));
+  EXPECT_EQ(a.heads, 8);
+  EXPECT_EQ(a.kv_heads, 2);
+  EXPECT_EQ(a.causal, FACT_ATTN_MASK_CAUSAL_TOP_LEFT);
+  EXPECT_EQ(a.dtype, FACT_DTYPE_BF16);
+  EXPECT_EQ(a.reserved, 0);
+  const int64_t width = (8 + 2 * 2) * 8;
+  EXPECT_EQ(a.q_seq_stride, width);
+  EXPECT_EQ(a.q_head_stride, 8);
+  EXPECT_EQ(a.q_batch_stride, 5 * width);
+  // Merged heads: O is [B, T, H·D]: seq stride H·D, head stride D.
+  EXPECT_EQ(a.o_batch_stride, 5 * 8 * 8);
+  EXPECT_EQ(a.o_seq_stride, 8 * 8);
+  EXPECT_EQ(a.o_head_stride, 8);
+  // One operand (the fused projection) addressed three times at the pieces' offsets.
+  ASSERT_EQ(image.operands.size(), 1u);
+  ASSERT_EQ(image.pointers.size(), 4u);
+  EXPECT_EQ(image.pointers[0].offset, offsetof(FactAttentionArgs, q));
+  EXPECT_EQ(image.pointers[1].element_offset, 8 * 8);
+  EXPECT_EQ(image.pointers[2].element_offset, (8 + 2) * 8);
+  EXPECT_EQ(image.pointers[3].from, PointerSlot::From::Result);
+  EXPECT_EQ(image.results[0].shape, (std::vector<int64_t>{2, 5, 64}));
+}
+
+TEST(AttentionKind, RefusesViewsOutsideTheirValue) {
+  Built built = build({}, DType::BFloat16);
+  built.problem.v.offset += 8;  // past the end of the fused projection
+  EXPECT_THROW(pack_attention(built.problem, built.graph), std::invalid_argument);
+}
+
+TEST(AttentionKind, RoundsOnceToTheOutputType) {
+  // bf16 operands: the reference reads them as stored and rounds the float64 result once.
+  Case c;
+  c.fused = false;
+  Built built = build(c, DType::BFloat16);
+  const ArgImage image = pack_attention(built.problem, built.graph);
+  std::map<std::string, std::vector<uint16_t>> data;
+  std::map<std::string, std::vector<double>> wide;
+  for (const auto& operand : image.operands) {
+    const auto values = random_values(numel(built.graph, operand.value), 3);
+    for (double v : values) {
+      float f = static_cast<float>(v);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      bits &= 0xFFFF0000u;  // exactly representable in bf16
+      std::memcpy(&f, &bits, 4);
+      data[operand.value].push_back(static_cast<uint16_t>(bits >> 16));
+      wide[operand.value].push_back(f);
+    }
+  }
+  std::vector<const void*> operands;
+  for (const auto& operand : image.operands) operands.push_back(data[operand.value].data());
+  std::vector<uint16_t> o(numel(built.graph, "o"), 0x7FC5);
+  const auto args = bind_addresses(image, operands, {o.data()}, {2, 2, 2}, {2});
+  ASSERT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(args.data())), FACT_OK);
+  const auto want = direct(built.problem, wide["q"], wide["k"], wide["v"]);
+  for (size_t i = 0; i < o.size(); ++i) {
+    const uint32_t bits = uint32_t(o[i]) << 16;
+    float got;
+    std::memcpy(&got, &bits, 4);
+    ASSERT_NEAR(got, want[i], std::abs(want[i]) * (1.0 / 256) + 1e-30) << i;
+  }
+}
+
+TEST(AttentionKind, ReferenceRefusesMalformedArguments) {
+  Built built = build({}, DType::Float32);
+  FactAttentionArgs a = attention_args(built.problem);
+  EXPECT_EQ(reference_attention_host(a), FACT_ERR_INVALID_ARGS);  // null pointers
+  std::vector<float> buffer(4096);
+  a.q = a.k = a.v = buffer.data();
+  a.o = buffer.data();
+  EXPECT_EQ(reference_attention_host(a), FACT_OK);
+  FactAttentionArgs bad = a;
+  bad.kv_heads = 3;
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+  bad = a;
+  bad.dtype = FACT_DTYPE_NONE;
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+  bad = a;
+  bad.causal = 7;
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+  bad = a;
+  bad.header.size = 208;
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+}
+
+TEST(AttentionKind, DeclineReasons) {
+  Built built = build({}, DType::BFloat16);
+  AttentionProblem p = built.problem;
+  p.head_dim = p.v_head_dim = 64;
+  p.q.shape[3] = p.k.shape[3] = p.v.shape[3] = p.o.shape[3] = 64;
+  EXPECT_EQ(attention_decline_reason(p, "native"), std::nullopt);
+  AttentionProblem f = p;
+  f.dtype = DType::Float32;
+  EXPECT_NE(attention_decline_reason(f, "strict")->find("float32"), std::string::npos);
+  AttentionProblem d = p;
+  d.head_dim = d.v_head_dim = 48;
+  EXPECT_NE(attention_decline_reason(d, "native")->find("head dim 48"), std::string::npos);
+  AttentionProblem s = p;
+  s.q.stride[2] = 100;  // 200 bytes: not a multiple of 16
+  EXPECT_NE(attention_decline_reason(s, "native")->find("16 bytes"), std::string::npos);
+  AttentionProblem u = p;
+  u.unsupported = "mask: a sliding window";
+  EXPECT_EQ(*attention_decline_reason(u, "native"), "mask: a sliding window");
+}
+
+TEST(AttentionKind, JsonRoundTripAndKindQueries) {
+  Built built = build({.heads = 8, .kv_heads = 2}, DType::BFloat16);
+  const Problem problem = to_problem(built.problem);
+  const AttentionProblem back = attention_problem_of(problem);
+  EXPECT_EQ(back.q, built.problem.q);
+  EXPECT_EQ(back.k, built.problem.k);
+  EXPECT_EQ(back.o, built.problem.o);
+  EXPECT_EQ(back.mask, MaskKind::CausalTopLeft);
+  const ProblemKind& kind = kind_of(problem);
+  EXPECT_EQ(kind.fusion(problem.desc), "attention_causal");
+  EXPECT_EQ(kind.shape(problem.desc), "2x8/2x5xd8");
+  EXPECT_DOUBLE_EQ(kind.flops(problem.desc), 0.5 * 2 * 2 * 8 * 5 * 5 * 16);
+  EXPECT_DOUBLE_EQ(kind.tolerance(problem.desc, "native"), 2e-2);
+  const auto words = kind.from_command_line({{"problem", "b=4,h=32,kvh=8,s=2048,d=128,causal"}, {"dtype", "bf16"}});
+  ASSERT_TRUE(words.has_value());
+  const AttentionProblem cli = attention_problem_from_json(*words);
+  EXPECT_EQ(cli.kv_heads, 8);
+  EXPECT_EQ(cli.mask, MaskKind::CausalTopLeft);
+  EXPECT_FALSE(kind.from_command_line({{"problem", "m=128,n=128,k=64"}}).has_value());
+}
+
+}  // namespace
+}  // namespace fact::attention

@@ -1,0 +1,181 @@
+// The attention realizer: which problems it takes (the discovery's reasons otherwise), the
+// default configuration per head dim (KERNEL.md's measured best), the parameter space, and the
+// rendered instance (type choices only, content-keyed entry, fact_kernel_info with the spec).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fact/discover/discover.hpp"
+#include "fact/graph/graph_json.hpp"
+#include "fact/realize/realize_matches.hpp"
+#include "fact/realize/realizer.hpp"
+#include "fact/realize/render.hpp"
+#include "patterns/attention/realize/spec.hpp"
+
+namespace fact::attention {
+namespace {
+
+// The attention problem discovery finds in the captured minGPT block (bf16, d96, causal).
+Problem mingpt_attention(const char* file = "mingpt_block_bf16.json") {
+  const auto g = graph::load_graph(std::string(FACT_SOURCE_DIR) + "/tests/data/graphs/" + file);
+  const auto d = discover::discover(g);
+  for (const auto& m : d.matches) {
+    if (m.pattern == "attention") return m.problems.at(0);
+  }
+  throw std::runtime_error("no attention match");
+}
+
+const realize::Realizer& realizer() {
+  const realize::Realizer* r = realize::RealizerRegistry::global().find("attention");
+  if (r == nullptr) throw std::runtime_error("no attention realizer");
+  return *r;
+}
+
+TEST(AttentionRealizer, TakesTheMinGptAttentionWithTheMeasuredBestConfiguration) {
+  const Problem problem = mingpt_attention();
+  EXPECT_EQ(realizer().declines(problem, "native"), std::nullopt);
+  EXPECT_EQ(&realize::RealizerRegistry::global().for_problem(problem, "native"), &realizer());
+  const realize::KernelSpec spec = realizer().problem_class(problem, "native");
+  EXPECT_EQ(spec.kind(), "attention");
+  EXPECT_EQ(spec.pattern(), "attention");
+  // patterns/attention/instances/attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1.cu
+  EXPECT_EQ(spec.name(), "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1");
+  EXPECT_EQ(realizer().class_token(spec), "bf16|d96|causal");
+  EXPECT_EQ(realizer().family(spec), "cooperative/dynamic/persistent/n128");
+}
+
+TEST(AttentionRealizer, DefaultsPerHeadDimFollowKernelMd) {
+  AttentionProblem p;
+  p.dtype = DType::BFloat16;
+  p.mask = MaskKind::CausalTopLeft;
+  p.head_dim = p.v_head_dim = 128;
+  EXPECT_EQ(default_spec(p).name(), "attn_bf16_d128_causal_m128n128s2_coop_dyn_q1_o0");
+  p.mask = MaskKind::None;
+  EXPECT_EQ(default_spec(p).name(), "attn_bf16_d128_noncausal_m128n128s2_coop_dyn_q2_o1");
+  p.mask = MaskKind::CausalBottomRight;
+  p.head_dim = p.v_head_dim = 64;
+  EXPECT_EQ(default_spec(p).name(), "attn_bf16_d64_causal_m128n128s3_coop_dyn_q2_o1");
+  p.dtype = DType::Float16;
+  p.head_dim = p.v_head_dim = 128;
+  EXPECT_EQ(default_spec(p).name(), "attn_fp16_d128_causal_m128n128s2_coop_dyn_q1_o0");
+  for (int d : {64, 80, 96, 128}) {
+    p.head_dim = p.v_head_dim = d;
+    EXPECT_EQ(attention_spec_error(default_spec(p)), std::nullopt) << d;
+    EXPECT_LE(shared_memory_bytes(default_spec(p)), kSharedMemoryLimit) << d;
+  }
+}
+
+TEST(AttentionRealizer, DeclinesWithTheDiscoveryReasons) {
+  Problem f32 = mingpt_attention("mingpt_block_fp32.json");
+  auto why = realizer().declines(f32, "strict");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("float32 attention"), std::string::npos);
+  Problem odd = mingpt_attention();
+  odd.desc["head_dim"] = odd.desc["v_head_dim"] = 48;
+  why = realizer().declines(odd, "native");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("head dim 48"), std::string::npos);
+  EXPECT_THROW(realizer().problem_class(odd, "native"), std::invalid_argument);
+}
+
+TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
+  const Problem problem = mingpt_attention();
+  const realize::KernelSpec cls = realizer().problem_class(problem, "native");
+  const realize::ParamSpace space = realizer().space(cls, problem, {});
+  ASSERT_GE(space.candidates.size(), 5u);
+  EXPECT_EQ(space.candidates.front(), cls);
+  std::set<std::string> names, families;
+  for (const auto& c : space.candidates) {
+    EXPECT_TRUE(names.insert(c.name()).second) << c.name();
+    families.insert(realizer().family(c));
+    const AttentionSpec s = AttentionSpec::of(c);
+    EXPECT_EQ(attention_spec_error(s), std::nullopt) << c.name();
+    EXPECT_EQ(s.head_dim, 96);
+    EXPECT_TRUE(s.causal);
+  }
+  EXPECT_GE(families.size(), 3u);  // cooperative / ping-pong, dynamic / static, persistent or not
+  for (const auto& p : space.pruned) EXPECT_FALSE(p.reason.empty()) << p.spec.name();
+  // d96 with 4 stages does not fit: pruned for shared memory.
+  bool smem = false;
+  for (const auto& p : space.pruned) smem = smem || p.reason.find("shared memory") != std::string::npos;
+  EXPECT_TRUE(smem);
+  realize::SpaceOptions all;
+  all.exhaustive = true;
+  EXPECT_GT(realizer().space(cls, problem, all).candidates.size(), space.candidates.size());
+}
+
+TEST(AttentionRealizer, SpecJsonRoundTripAndErrors) {
+  AttentionSpec s;
+  s.head_dim = 80;
+  s.pingpong = true;
+  s.defer_pv_wait = true;
+  EXPECT_EQ(AttentionSpec::from_json(s.to_json()), s);
+  EXPECT_EQ(AttentionSpec::of(s.to_kernel_spec()), s);
+  AttentionSpec bad = s;
+  bad.o_alias_q = true;
+  bad.q_stages = 2;
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  bad = s;
+  bad.dynamic_schedule = true;
+  bad.persistent = false;
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  nlohmann::json j = s.to_json();
+  j.erase("stages");
+  EXPECT_THROW(AttentionSpec::from_json(j), std::invalid_argument);
+}
+
+TEST(AttentionRealizer, RendersTypeChoicesWithAContentKey) {
+  const Problem problem = mingpt_attention();
+  const realize::KernelSpec spec = realizer().problem_class(problem, "native");
+  realize::CompileOptions options = realize::default_compile_options();
+  options.fact_root = FACT_SOURCE_DIR;
+  const realize::RenderedKernel kernel = realize::render_kernel(spec, options);
+  EXPECT_EQ(kernel.entry_symbol, "fact_" + kernel.key.substr(0, 16));
+  EXPECT_NE(kernel.source.find("#include \"patterns/attention/attention_entry.cuh\""), std::string::npos);
+  EXPECT_NE(kernel.source.find("fact::attention::Config<\n    cutlass::bfloat16_t"), std::string::npos) << kernel.source;
+  EXPECT_NE(kernel.source.find("/*head_dim=*/96"), std::string::npos);
+  EXPECT_NE(kernel.source.find("extern \"C\" FACT_EXPORT int " + kernel.entry_symbol + "("), std::string::npos);
+  EXPECT_EQ(kernel.source.find("FACT_ENTRY_SYMBOL"), std::string::npos);
+  // fact_kernel_info: kind, ABI version, entry, key and the KernelSpec a loader reads back.
+  const size_t open = kernel.source.find("R\"fact_json(") + 12;
+  const size_t close = kernel.source.find(")fact_json\"");
+  const nlohmann::json info = nlohmann::json::parse(kernel.source.substr(open, close - open));
+  EXPECT_EQ(info["kind"], "attention");
+  EXPECT_EQ(info["abi_version"], 2);
+  EXPECT_EQ(info["entry"], kernel.entry_symbol);
+  EXPECT_EQ(info["key"], kernel.key);
+  EXPECT_EQ(realize::KernelSpec::from_json(info["spec"]), spec);
+  // Same spec, same key; another configuration, another key.
+  EXPECT_EQ(realize::render_kernel(spec, options).key, kernel.key);
+  AttentionSpec other = AttentionSpec::of(spec);
+  other.pingpong = true;
+  EXPECT_NE(realize::render_kernel(other.to_kernel_spec(), options).key, kernel.key);
+  AttentionSpec broken = other;
+  broken.stages = 6;  // 6 stages of 128 keys at d96 do not fit
+  EXPECT_THROW(realize::render_kernel(broken.to_kernel_spec(), options), realize::RenderError);
+}
+
+TEST(AttentionRealizer, RealizeMatchesRendersTheMinGptAttention) {
+  const auto g = graph::load_graph(std::string(FACT_SOURCE_DIR) + "/tests/data/graphs/mingpt_block_bf16.json");
+  discover::DiscoverOptions options;
+  options.precision = "native";
+  const auto d = discover::discover(g, options);
+  realize::RealizeOptions realize_options;
+  realize_options.precision = "native";
+  realize_options.out_dir = std::filesystem::path(::testing::TempDir()) / "fact_attention_realize";
+  realize_options.show_progress = false;
+  realize_options.compile_options.fact_root = FACT_SOURCE_DIR;
+  const auto result = realize::realize_matches(d.matches, realize_options);
+  bool found = false;
+  for (const auto& k : result.kernels) {
+    if (k.kernel.spec.kind() != "attention") continue;
+    found = true;
+    EXPECT_EQ(k.status, "rendered");
+    EXPECT_TRUE(std::filesystem::exists(k.source_file));
+  }
+  EXPECT_TRUE(found);
+  for (const auto& call : result.calls) EXPECT_TRUE(call.error.empty()) << call.error;
+}
+
+}  // namespace
+}  // namespace fact::attention

@@ -1,0 +1,119 @@
+// GPU: the rendered attention kernel through the attention KindRuntime (`fact run-kernel`'s
+// path and the tuner's): built with nvcc at test time, verified against the float64 GPU
+// reference (fresh inputs, other stream, re-poison, another scale) on minGPT's fused-QKV layout
+// with merged-head output and on a dense GQA problem, then timed. Skipped without a CUDA
+// device, nvcc or the CUTLASS headers (the reason is printed).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "fact/realize/compile_command.hpp"
+#include "fact/realize/render.hpp"
+#include "fact/runtime/device_buffer.hpp"
+#include "fact/runtime/run_kernel.hpp"
+#include "patterns/attention/kind/problem.hpp"
+#include "patterns/attention/realize/spec.hpp"
+
+namespace fact::attention {
+namespace {
+
+namespace fs = std::filesystem;
+
+class GpuAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (runtime::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU test not run";
+    options_ = realize::default_compile_options();
+    if (auto why = realize::compile_unavailable_reason(options_)) GTEST_SKIP() << *why;
+  }
+
+  // Builds the default kernel for `p` into a scratch folder; returns the library.
+  fs::path build(const AttentionProblem& p, const std::string& name) {
+    const realize::RenderedKernel kernel = realize::render_kernel(default_spec(p).to_kernel_spec(), options_);
+    const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_gpu_" + name);
+    fs::remove_all(dir);
+    const realize::CompileResult r = realize::compile_kernel(kernel, dir, options_);
+    EXPECT_TRUE(r.ok) << r.reason << "\n" << r.log.substr(0, 10000);
+    return r.output;
+  }
+
+  runtime::RunReport run(const fs::path& lib, const AttentionProblem& p) {
+    const fs::path problem = fs::path(::testing::TempDir()) / "fact_attention_problem.json";
+    std::ofstream(problem) << problem_to_json(to_problem(p)).dump();
+    runtime::RunKernelOptions o;
+    o.lib = lib.string();
+    o.problem_json = problem.string();
+    o.precision = runtime::PrecisionMode::Native;
+    o.seed = 11;
+    o.timing.warmup_runs = 2;
+    o.timing.min_runs = 10;
+    o.timing.min_time_s = 0.0;
+    return runtime::run_kernel(o);
+  }
+
+  realize::CompileOptions options_;
+};
+
+TEST_F(GpuAttention, MinGptFusedQkvMergedHeads) {
+  AttentionProblem p;
+  p.batch = 4;
+  p.heads = 8;
+  p.kv_heads = 8;
+  p.seq = p.kv_seq = 333;  // a tail
+  p.head_dim = p.v_head_dim = 96;
+  p.dtype = p.softmax_dtype = graph::DType::BFloat16;
+  p.mask = MaskKind::CausalTopLeft;
+  p.scale = 1.0 / std::sqrt(96.0);
+  const int64_t c = 768, t = p.seq;
+  p.q = {"linear", {4, 8, t, 96}, {t * 3 * c, 96, 3 * c, 1}, 0};
+  p.k = {"linear", {4, 8, t, 96}, {t * 3 * c, 96, 3 * c, 1}, c};
+  p.v = {"linear", {4, 8, t, 96}, {t * 3 * c, 96, 3 * c, 1}, 2 * c};
+  p.o = {"contiguous", {4, 8, t, 96}, {t * c, 96, c, 1}, 0};
+  const runtime::RunReport r = run(build(p, "mingpt"), p);
+  EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
+  ASSERT_EQ(r.checks.size(), 5u);
+  for (const auto& check : r.checks) {
+    EXPECT_TRUE(check.passed) << check.name << ": " << check.failure;
+    EXPECT_EQ(check.unwritten, 0);
+    EXPECT_EQ(check.out_of_bounds, 0);
+  }
+  ASSERT_TRUE(r.rel_err.has_value());
+  EXPECT_LT(*r.rel_err, 1e-2);
+  ASSERT_TRUE(r.ms.has_value());
+  EXPECT_GT(r.ms->median, 0.0);
+}
+
+TEST_F(GpuAttention, DenseGroupedQueryHeadsFromTheCommandLine) {
+  runtime::RunKernelOptions o;
+  AttentionProblem p;
+  p.dtype = graph::DType::BFloat16;
+  p.head_dim = p.v_head_dim = 128;
+  p.mask = MaskKind::CausalTopLeft;
+  o.lib = build(p, "gqa").string();
+  o.problem = "b=2,h=16,kvh=4,s=1000,d=128,causal";
+  o.kind = "attention";
+  o.precision = runtime::PrecisionMode::Native;
+  o.verify_only = true;
+  const runtime::RunReport r = runtime::run_kernel(o);
+  EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
+  EXPECT_EQ(r.problem["kv_heads"], 4);
+}
+
+TEST_F(GpuAttention, AKernelBuiltForAnotherHeadDimCannotImplement) {
+  AttentionProblem p;
+  p.dtype = graph::DType::BFloat16;
+  p.head_dim = p.v_head_dim = 64;
+  p.mask = MaskKind::CausalTopLeft;
+  runtime::RunKernelOptions o;
+  o.lib = build(p, "d64").string();
+  o.problem = "b=1,h=2,s=128,d=128,causal";
+  o.kind = "attention";
+  o.precision = runtime::PrecisionMode::Native;
+  const runtime::RunReport r = runtime::run_kernel(o);
+  EXPECT_EQ(r.status, runtime::RunStatus::CannotImplement) << r.error;
+}
+
+}  // namespace
+}  // namespace fact::attention
