@@ -638,6 +638,9 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
 
     def done(composed: ComposedModule) -> ComposedModule:
         report.op_implementation = ops.describe_implementation(device.type)
+        if any(entry.implementation == "host kernels" for entry in report.composed):
+            report.op_implementation += "; host kernel libraries (registry kernels for the CPU path) for the " \
+                                        "replacements marked 'host kernels'"
         if report_path is not None:
             Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
         return composed

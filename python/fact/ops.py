@@ -435,8 +435,6 @@ def describe_implementation(device_type: str = "cuda") -> str:
     if device_type == "cuda":
         return native.describe()
     if device_type == "cpu":
-        if any(call.host for call in _calls):
-            return "host kernel libraries (agent kernels for the CPU path) and the host reference"
         try:
             where = str(_engine.reference_library_path())
         except _engine.EngineNotFound as error:

@@ -80,12 +80,12 @@ std::string discovery_legend(const DiscoverOptions& options) {
         << "ADAPT = a FACT template covers it, built for this shape (default configuration, tuned on a "
         << "GPU); NEW = no template yet (reported, left to PyTorch).\n";
   } else {
-    out << "class, against the pattern registry " << options.registry << " on " << options.arch
-        << ": REUSE = an entry covers it as is (a kernel verified on this exact subgraph and shape, or a "
-        << "template with a tuned configuration for every call); ADAPT = an entry covers it with new "
-        << "parameters (a template without stored tuning, or a kernel verified on other shapes: the gates run "
-        << "again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact optimize "
-        << "--agent, fact mcp). Why, per match: below.\n";
+    out << "class: REUSE = an entry of the pattern registry covers it as is (a kernel verified on this exact "
+        << "subgraph and shape, or a template with a tuned configuration for every call); ADAPT = an entry covers "
+        << "it with new parameters (a template without stored tuning, or a kernel verified on other shapes: the "
+        << "gates run again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact "
+        << "optimize --agent, fact mcp). Registry " << options.registry << " on " << options.arch
+        << "; why, per match: below.\n";
   }
   return out.str();
 }

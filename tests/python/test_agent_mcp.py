@@ -58,7 +58,7 @@ def test_an_agent_drives_capture_to_build_over_stdio(agent_env, tmp_path):
             by_rule = {m["rule"]: m for m in found["matches"]}
             assert by_rule["attention_causal"]["classification"] == "NEW"
             assert by_rule["gemm_bias"]["classification"] == "ADAPT"
-            assert "class, against the pattern registry" in found["table"]
+            assert "class: REUSE = an entry of the pattern registry" in found["table"]
             label = by_rule["attention_causal"]["label"]
             task = await call("get_task", graph=graph, match=label, arch="host")
             assert task["semantics"] == ["scaled_dot_product_attention = aten.scaled_dot_product_attention.default"
