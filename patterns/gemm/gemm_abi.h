@@ -1,6 +1,7 @@
 /* The GEMM kind's argument struct (FACT C ABI version 2, docs/abi.md):
  *
- *   D[l] = epilogue(alpha · A[l] · B[l]),  A: M×K, B: K×N, D: M×N,  l < batch
+ *   D[o, l] = epilogue(alpha · A[o, l] · B[o, l]),  A: M×K, B: K×N, D: M×N,
+ *             l < batch (the kernel's batch mode), o < outer_batch (a second batch mode)
  *
  * The epilogue is data: `steps[0..num_steps)` applied in order to alpha·A·B, each with its own
  * constants and operand. A kernel is compiled for one sequence of step kinds (and activations);
@@ -30,7 +31,7 @@ typedef enum FactLayout {
 typedef enum FactGemmStepKind {
   FACT_STEP_SCALE = 1,      /* x *= value */
   FACT_STEP_ADD_SCALAR = 2, /* x += value */
-  FACT_STEP_BIAS = 3,       /* x += operand[n]            (a length-N vector; batch_stride per batch) */
+  FACT_STEP_BIAS = 3,       /* x += value · operand[n]    (a length-N vector; batch_stride per batch) */
   FACT_STEP_ACTIVATION = 4, /* x = act(x; p0, p1) */
   FACT_STEP_RESIDUAL = 5,   /* x += value · operand[m, n] (an M×N tensor in D's layout) */
   FACT_STEP_MULTIPLY = 6,   /* x *= operand[m, n]         (an M×N tensor in D's layout) */
@@ -51,29 +52,67 @@ typedef enum FactActivation {
 typedef struct FactGemmStep {
   int32_t kind;          /* FactGemmStepKind */
   int32_t activation;    /* FactActivation for ACTIVATION steps, else 0 */
-  float value;           /* SCALE factor, ADD_SCALAR addend, RESIDUAL beta; else 0 */
+  float value;           /* SCALE factor, ADD_SCALAR addend, RESIDUAL beta, BIAS multiplier
+                            (addmm's beta; 1 for a plain bias); else 0 */
   float p0, p1;          /* ACTIVATION parameters; else 0 */
   int32_t operand_type;  /* FactDType of `operand` (BIAS, RESIDUAL, MULTIPLY), else 0 */
   const void* operand;   /* BIAS vector, RESIDUAL / MULTIPLY tensor; else NULL */
   int64_t ld;            /* RESIDUAL / MULTIPLY: leading dimension in D's layout; else 0 */
   int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY: elements between batches (0 = shared) */
+  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY: elements between outer batches */
 } FactGemmStep;
 
 typedef struct FactGemmArgs {
   FactCallHeader header;     /* {FACT_ABI_VERSION, fact_kind_id("gemm"), sizeof(FactGemmArgs), 0} */
   int64_t m, n, k, batch;
+  int64_t outer_batch;             /* the second batch mode (>= 1; 0 reads as 1) */
   int32_t a_type, b_type, d_type;  /* FactDType of A, B, D (a kernel checks them against its build) */
   int32_t a_layout, b_layout;      /* FactLayout of A (M×K) and B (K×N); D is row-major */
   int32_t reserved;                /* 0 */
-  const void* a; int64_t lda, stride_a;
-  const void* b; int64_t ldb, stride_b;
-  void* d;       int64_t ldd, stride_d;
+  const void* a; int64_t lda, stride_a, outer_stride_a;
+  const void* b; int64_t ldb, stride_b, outer_stride_b;
+  void* d;       int64_t ldd, stride_d, outer_stride_d;
   float alpha;               /* scale of A·B */
   int32_t split_k;           /* split-K slices for split-K kernels (>= 1; 0 = the kernel's own) */
   int32_t sm_count;          /* SMs for persistent kernels; 0 = all */
   int32_t num_steps;         /* entries of `steps` in use */
   FactGemmStep steps[FACT_GEMM_MAX_STEPS];
 } FactGemmArgs;
+
+/* Bytes of one element of a FactDType (0 for NONE / unknown). */
+static inline int64_t fact_gemm_dtype_bytes(int32_t type) {
+  return type == FACT_DTYPE_F32 ? 4 : type == FACT_DTYPE_F64 ? 8
+         : (type == FACT_DTYPE_F16 || type == FACT_DTYPE_BF16) ? 2 : 0;
+}
+
+/* The outer batches a call runs (outer_batch, 0 read as 1). */
+static inline int64_t fact_gemm_outer_count(const FactGemmArgs* args) {
+  return args->outer_batch > 1 ? args->outer_batch : 1;
+}
+
+static inline const void* fact_gemm_advance(const void* p, int64_t elements, int32_t type) {
+  return p ? (const void*)((const char*)p + elements * fact_gemm_dtype_bytes(type)) : p;
+}
+
+/* The call of outer batch `o` of `args`: A, B, D and every step's operand advanced by o outer
+ * strides, outer_batch 1 and outer strides 0; everything else as in `args` (NULL pointers stay
+ * NULL, as in a size query). */
+static inline FactGemmArgs fact_gemm_outer_slice(const FactGemmArgs* args, int64_t o) {
+  FactGemmArgs s = *args;
+  int i;
+  s.outer_batch = 1;
+  s.a = fact_gemm_advance(args->a, o * args->outer_stride_a, args->a_type);
+  s.b = fact_gemm_advance(args->b, o * args->outer_stride_b, args->b_type);
+  s.d = (void*)fact_gemm_advance(args->d, o * args->outer_stride_d, args->d_type);
+  s.outer_stride_a = s.outer_stride_b = s.outer_stride_d = 0;
+  for (i = 0; i < FACT_GEMM_MAX_STEPS && i < args->num_steps; ++i) {
+    s.steps[i].operand = fact_gemm_advance(args->steps[i].operand,
+                                           o * args->steps[i].outer_batch_stride,
+                                           args->steps[i].operand_type);
+    s.steps[i].outer_batch_stride = 0;
+  }
+  return s;
+}
 
 #ifdef __cplusplus
 }

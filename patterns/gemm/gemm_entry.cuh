@@ -17,7 +17,10 @@
 //
 // run<Kernel>() implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h): header, dtype, layout and
 // epilogue-step checks against the build, size query, can_implement, launch; it returns a
-// FactStatus and never throws.
+// FactStatus and never throws. A call with two batch modes (outer_batch > 1) runs as
+// outer_batch launches of the kernel on the stream, launch o on fact_gemm_outer_slice(args, o)
+// (the kernel's own batch mode L is `batch`); they share the workspace, which the stream
+// orders.
 //
 // With -DFACT_STANDALONE_MAIN a rendered source also defines main(), which calls
 // standalone_main<Kernel>(): random inputs, one launch, a naive device reference, a status line.
@@ -175,6 +178,7 @@ int check_arguments(const FactCallHeader* header, bool size_query, const FactGem
       status != FACT_OK) {
     return status;
   }
+  if (int status = epilogue::check_outer_batch(args, size_query); status != FACT_OK) return status;
   if (size_query) return FACT_OK;
   if (!args.a || !args.b || !args.d) return FACT_ERR_INVALID_ARGS;
   if (!detail::aligned_16(args.a) || !detail::aligned_16(args.b) || !detail::aligned_16(args.d)) {
@@ -262,23 +266,29 @@ int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
       (void)cudaGetLastError();
       return FACT_ERR_LAUNCH;
     }
-    typename Gemm::Arguments arguments = make_arguments<Kernel>(*args, device);
-    const size_t needed = Gemm::get_workspace_size(arguments);
-    if (size_query) {
-      *workspace_size = needed;
-      return FACT_OK;
+    // One launch per outer batch; the slices differ only in their pointers (aligned alike:
+    // check_outer_batch), so can_implement and the workspace size are those of every slice.
+    const int64_t outer = fact_gemm_outer_count(args);
+    for (int64_t o = 0; o < outer; ++o) {
+      const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
+      typename Gemm::Arguments arguments = make_arguments<Kernel>(slice, device);
+      const size_t needed = Gemm::get_workspace_size(arguments);
+      if (size_query) {
+        *workspace_size = needed;
+        return FACT_OK;
+      }
+      if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) {
+        return FACT_ERR_CANNOT_IMPLEMENT;
+      }
+      if (needed > 0 && workspace == nullptr) return FACT_ERR_WORKSPACE;
+      if (GemmKernel::initialize_workspace(arguments, workspace, stream) !=
+          cutlass::Status::kSuccess) {
+        return FACT_ERR_INITIALIZE;
+      }
+      typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(arguments, workspace);
+      if (!detail::ensure_shared_memory_attribute<Kernel>(device)) return FACT_ERR_INITIALIZE;
+      if (Gemm::run(params, stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
     }
-    if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) {
-      return FACT_ERR_CANNOT_IMPLEMENT;
-    }
-    if (needed > 0 && workspace == nullptr) return FACT_ERR_WORKSPACE;
-    if (GemmKernel::initialize_workspace(arguments, workspace, stream) !=
-        cutlass::Status::kSuccess) {
-      return FACT_ERR_INITIALIZE;
-    }
-    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(arguments, workspace);
-    if (!detail::ensure_shared_memory_attribute<Kernel>(device)) return FACT_ERR_INITIALIZE;
-    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
     return FACT_OK;
   } catch (...) {
     return FACT_ERR_INTERNAL;
@@ -353,9 +363,11 @@ __global__ void gather_output(FactGemmArgs args, bool row_major, float* out) {
 
 }  // namespace standalone
 
-// Usage: <binary> [m n k batch]. Prints one line: name, status, workspace, time, rel_err.
-// Every step gets its own constants (scale 0.75, add 0.25, residual beta 0.5, leaky slope 0.1,
-// clamp [-0.5, 0.5]) and operand (random values). Returns 0 when the kernel ran and matched the
+// Usage: <binary> [m n k batch outer]. Prints one line: name, status, workspace, time, rel_err.
+// Every step gets its own constants (scale 0.75, add 0.25, bias multiplier 1.25, residual beta
+// 0.5, leaky slope 0.1, clamp [-0.5, 0.5]) and operand (random values). With outer > 1 the
+// operands are [batch][outer][rows][cols] in memory (the kernel's batch mode the outer one in
+// memory, as a permuted 4-D matmul has it): the call runs outer launches. Returns 0 when the kernel ran and matched the
 // reference (rel_err below the tolerance of the operand type), 1 otherwise.
 template <class Kernel, class Entry>
 int standalone_main(int argc, char** argv, Entry entry) {
@@ -367,11 +379,13 @@ int standalone_main(int argc, char** argv, Entry entry) {
   const int64_t n = argc > 2 ? std::atoll(argv[2]) : 512;
   const int64_t k = argc > 3 ? std::atoll(argv[3]) : 512;
   const int64_t batch = argc > 4 ? std::atoll(argv[4]) : 1;
+  const int64_t outer = argc > 5 ? std::atoll(argv[5]) : 1;
+  const int64_t batches = batch * outer;
   constexpr bool row_d = detail::is_row_major<typename Kernel::LayoutD>();
 
   FactGemmArgs args{};
   args.header = {FACT_ABI_VERSION, fact_kind_id(FACT_GEMM_KIND_NAME), sizeof(FactGemmArgs), 0};
-  args.m = m; args.n = n; args.k = k; args.batch = batch;
+  args.m = m; args.n = n; args.k = k; args.batch = batch; args.outer_batch = outer;
   args.a_type = epilogue::detail::dtype_id<ElementA>();
   args.b_type = epilogue::detail::dtype_id<ElementB>();
   args.d_type = epilogue::detail::dtype_id<ElementD>();
@@ -380,7 +394,8 @@ int standalone_main(int argc, char** argv, Entry entry) {
   args.lda = detail::min_leading<typename Kernel::LayoutA>(m, k);
   args.ldb = detail::min_leading<typename Kernel::LayoutB>(k, n);
   args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, n);
-  args.stride_a = m * k; args.stride_b = k * n; args.stride_d = m * n;
+  args.stride_a = outer * m * k; args.stride_b = outer * k * n; args.stride_d = outer * m * n;
+  args.outer_stride_a = m * k; args.outer_stride_b = k * n; args.outer_stride_d = m * n;
   args.alpha = 1.0f;
   args.split_k = 0; args.sm_count = 0;
   args.num_steps = Chain::kSteps;
@@ -388,9 +403,9 @@ int standalone_main(int argc, char** argv, Entry entry) {
 
   standalone::Buffer a, b, d;
   standalone::Buffer operands[FACT_GEMM_MAX_STEPS];
-  bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batch), 1, 1.0f) &&
-            standalone::fill_random<ElementB>(b, size_t(k * n * batch), 2, 1.0f) &&
-            standalone::fill_random<ElementD>(d, size_t(m * n * batch), 3, 1.0f);
+  bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batches), 1, 1.0f) &&
+            standalone::fill_random<ElementB>(b, size_t(k * n * batches), 2, 1.0f) &&
+            standalone::fill_random<ElementD>(d, size_t(m * n * batches), 3, 1.0f);
   args.a = a.device; args.b = b.device; args.d = d.device;
   for (int i = 0; i < Chain::kSteps; ++i) {
     FactGemmStep& step = args.steps[i];
@@ -402,17 +417,22 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.p1 = 0.5f;
         break;
       case FACT_STEP_BIAS:
-        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type, size_t(n), 10 + i);
+        // One vector per outer batch, shared by the kernel's batches.
+        step.value = 1.25f;
+        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                 size_t(n * outer), 10 + i);
         step.operand = operands[i].device;
+        step.outer_batch_stride = n;
         break;
       case FACT_STEP_RESIDUAL:
       case FACT_STEP_MULTIPLY:
         step.value = step.kind == FACT_STEP_RESIDUAL ? 0.5f : 0.0f;
         ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
-                                                 size_t(m * n * batch), 10 + i);
+                                                 size_t(m * n * batches), 10 + i);
         step.operand = operands[i].device;
         step.ld = row_d ? n : m;
-        step.batch_stride = m * n;
+        step.batch_stride = outer * m * n;
+        step.outer_batch_stride = m * n;
         break;
       default: break;
     }
@@ -450,12 +470,15 @@ int standalone_main(int argc, char** argv, Entry entry) {
   if (status == FACT_OK && sync == cudaSuccess) {
     float* reference = nullptr;
     float* output = nullptr;
-    const size_t count = size_t(m * n * batch);
+    const size_t count = size_t(m * n * batches);
     cudaMalloc(&reference, count * sizeof(float));
     cudaMalloc(&output, count * sizeof(float));
     const dim3 grid(unsigned((n + 127) / 128), unsigned(m), unsigned(batch));
-    standalone::reference_kernel<Kernel><<<grid, 128>>>(args, reference);
-    standalone::gather_output<ElementD><<<grid, 128>>>(args, row_d, output);
+    for (int64_t o = 0; o < outer; ++o) {  // the reference of each outer batch's slice
+      const FactGemmArgs slice = fact_gemm_outer_slice(&args, o);
+      standalone::reference_kernel<Kernel><<<grid, 128>>>(slice, reference + o * batch * m * n);
+      standalone::gather_output<ElementD><<<grid, 128>>>(slice, row_d, output + o * batch * m * n);
+    }
     std::vector<float> ref_host(count), out_host(count);
     cudaMemcpy(ref_host.data(), reference, count * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(out_host.data(), output, count * sizeof(float), cudaMemcpyDeviceToHost);
@@ -471,9 +494,10 @@ int standalone_main(int argc, char** argv, Entry entry) {
   }
   if (workspace) cudaFree(workspace);
   const double tolerance = sizeof(ElementA) == 4 ? 5e-3 : 2e-2;
-  std::printf("%s m=%lld n=%lld k=%lld batch=%lld status=%d cuda=%s workspace=%zu ms=%.4f "
-              "rel_err=%.3e steps=%d source_step=%d\n",
-              Kernel::kName, (long long)m, (long long)n, (long long)k, (long long)batch, status,
+  std::printf("%s m=%lld n=%lld k=%lld batch=%lld outer=%lld status=%d cuda=%s workspace=%zu "
+              "ms=%.4f rel_err=%.3e steps=%d source_step=%d\n",
+              Kernel::kName, (long long)m, (long long)n, (long long)k, (long long)batch,
+              (long long)outer, status,
               cudaGetErrorString(sync), workspace_bytes, ms, rel_err, Chain::kSteps,
               Chain::kSourceStep);
   return (status == FACT_OK && sync == cudaSuccess && rel_err >= 0.0 && rel_err < tolerance) ? 0

@@ -25,7 +25,7 @@
 //   check_operands<Config>(args, size_query)   leading dimensions, batch strides; and, unless a
 //                                    size query, null pointers and alignment of every operand
 // Links: ScaledAccumulator (alpha · acc), Scale (x · value), AddScalar (x + value),
-// ColumnBias<E> (x + bias[n], any number of them), Activation<Fn> (x = Fn(x; p0, p1)),
+// ColumnBias<E> (x + value · bias[n], any number of them), Activation<Fn> (x = Fn(x; p0, p1)),
 // Residual<E> (x + value · C_i[m, n]) and Multiply<E> (x · C_i[m, n]). The first M×N operand of a
 // chain (innermost) is read through CUTLASS's source (C) fetch: TMA into shared memory, pipelined
 // with the mainloop; every further one through Sm90AuxLoad<0>, which loads the thread's fragment
@@ -378,18 +378,19 @@ struct AddScalar : detail::LinkBase<Prev> {
   }
 };
 
-// x + bias[n]: a length-N vector per batch (batch_stride 0: one for every batch); bias[m] under
-// a Config with kBiasAlongM. A chain may hold several.
+// x + value · bias[n]: a length-N vector per batch (batch_stride 0: one for every batch), scaled
+// by the step's value (1 for a plain bias, addmm's beta otherwise); bias[m] under a Config with
+// kBiasAlongM. A chain may hold several.
 template <class ElementBias, class Prev>
 struct ColumnBias : detail::LinkBase<Prev> {
   using Base = detail::LinkBase<Prev>;
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
-      detail::fusion::Sm90Compute<cutlass::plus, ElementOut, typename Cfg::ElementCompute,
-                                  Cfg::kRound>,
-      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>,
-      detail::BiasBroadcast<Cfg, ElementBias>>;
+      detail::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut,
+                                  typename Cfg::ElementCompute, Cfg::kRound>,
+      detail::Scalar<Cfg>, detail::BiasBroadcast<Cfg, ElementBias>,
+      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
 
   template <class Cfg, class ElementOut>
   static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
@@ -397,8 +398,9 @@ struct ColumnBias : detail::LinkBase<Prev> {
                                       detail::ColumnVectorStride>;
     Stride stride{};
     cute::get<2>(stride) = Base::step(args).batch_stride;
-    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
+    return {detail::scalar_arguments<Cfg>(Base::step(args).value),
             {static_cast<const ElementBias*>(Base::step(args).operand), ElementBias(0), stride},
+            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
             {}};
   }
 
@@ -406,9 +408,9 @@ struct ColumnBias : detail::LinkBase<Prev> {
   CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
                                              int64_t n, int64_t l) {
     const FactGemmStep& s = Base::step(args);
-    return Prev::template reference<Cfg>(args, accumulator, m, n, l) +
-           detail::load_as_float<ElementBias>(s.operand,
-                                              l * s.batch_stride + (Cfg::kBiasAlongM ? m : n));
+    return s.value * detail::load_as_float<ElementBias>(
+                         s.operand, l * s.batch_stride + (Cfg::kBiasAlongM ? m : n)) +
+           Prev::template reference<Cfg>(args, accumulator, m, n, l);
   }
 
   static bool matches(const FactGemmArgs& args) {
@@ -619,6 +621,36 @@ template <class Chain, class Cfg>
 int check_chain(const FactGemmArgs& args, bool size_query) {
   if (args.num_steps != Chain::kSteps || !Chain::matches(args)) return FACT_ERR_INVALID_ARGS;
   return Chain::template check_operands<Cfg>(args, size_query);
+}
+
+// The second batch mode (gemm_abi.h: the entries run it as outer_batch launches, each on the
+// call fact_gemm_outer_slice() makes): FACT_ERR_INVALID_ARGS for a negative count or stride;
+// unless a size query, FACT_ERR_CANNOT_IMPLEMENT when an outer stride would move a pointer off
+// 16-byte alignment (TMA and the 16-byte operand loads need it in every slice). Checked before
+// the first launch, so a call is refused whole or run whole.
+inline int check_outer_batch(const FactGemmArgs& args, bool size_query) {
+  if (args.outer_batch < 0 || args.outer_stride_a < 0 || args.outer_stride_b < 0 ||
+      args.outer_stride_d < 0) {
+    return FACT_ERR_INVALID_ARGS;
+  }
+  for (int i = 0; i < args.num_steps && i < FACT_GEMM_MAX_STEPS; ++i) {
+    if (args.steps[i].outer_batch_stride < 0) return FACT_ERR_INVALID_ARGS;
+  }
+  if (size_query || fact_gemm_outer_count(&args) == 1) return FACT_OK;
+  auto aligned = [](int64_t elements, int32_t type) {
+    return (elements * fact_gemm_dtype_bytes(type)) % 16 == 0;
+  };
+  if (!aligned(args.outer_stride_a, args.a_type) || !aligned(args.outer_stride_b, args.b_type) ||
+      !aligned(args.outer_stride_d, args.d_type)) {
+    return FACT_ERR_CANNOT_IMPLEMENT;
+  }
+  for (int i = 0; i < args.num_steps && i < FACT_GEMM_MAX_STEPS; ++i) {
+    const FactGemmStep& step = args.steps[i];
+    if (step.operand != nullptr && !aligned(step.outer_batch_stride, step.operand_type)) {
+      return FACT_ERR_CANNOT_IMPLEMENT;
+    }
+  }
+  return FACT_OK;
 }
 
 }  // namespace fact::gemm::epilogue

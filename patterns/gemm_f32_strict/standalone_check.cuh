@@ -230,7 +230,8 @@ FactGemmArgs make_args(const Problem& p, int split_k) {
         step.ld = p.shape.n;
         step.batch_stride = int64_t(p.d_count());
         break;
-      default: break;  // a bias: one vector for every batch
+      case FACT_STEP_BIAS: step.value = 1.5f; break;  // one vector for every batch, scaled
+      default: break;
     }
   }
   return args;

@@ -12,7 +12,8 @@
 //   validate_arguments<Chain>   the argument checks of both kernels (ONE place): the ABI header
 //                               (version, kind, size), dtypes (float32) and layouts, the
 //                               epilogue steps against the chain, sizes, leading dimensions,
-//                               null pointers, 16-byte alignment of every operand the chain reads.
+//                               the second batch mode's strides, null pointers, 16-byte
+//                               alignment of every operand the chain reads.
 //   AccumulatorOr<Chain>        (sm90) the EVT root of the Hopper kernel: the chain's value, or
 //                               the raw float32 accumulator when the run writes K-slice
 //                               partials (the chain is then applied once, after the sum).
@@ -64,6 +65,7 @@ int validate_arguments(const FactCallHeader* header, bool size_query, bool a_row
     return FACT_ERR_INVALID_ARGS;
   if (int status = chain::check_chain<Chain, ProblemConfig>(*args, size_query); status != FACT_OK)
     return status;
+  if (int status = chain::check_outer_batch(*args, size_query); status != FACT_OK) return status;
   if (args->m > INT32_MAX || args->n > INT32_MAX || args->k > INT32_MAX || args->batch > INT32_MAX)
     return FACT_ERR_CANNOT_IMPLEMENT;
   if (size_query) return FACT_OK;

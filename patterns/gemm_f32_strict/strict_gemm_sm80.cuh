@@ -9,8 +9,9 @@
 //   LinearCombinationGeneric computes, act(alpha * acc + beta * source):
 //     ScaledAccumulator                                alpha * acc
 //     Residual<float, ScaledAccumulator>               alpha * acc + beta * C
-//     ColumnBias<float, ScaledAccumulator>             alpha * acc + bias (source: the bias
-//                                                      vector as a C with leading dimension 0)
+//     ColumnBias<float, ScaledAccumulator>             alpha * acc + value * bias (source: the
+//                                                      bias vector as a C with leading
+//                                                      dimension 0, beta its step's value)
 //   and any of these inside one Activation<Fn, ...>. Other chains (bias and residual together,
 //   a residual before the activation's input, a product with C) do not compile here; the
 //   parameter space (kernel_strict.cpp) refuses them for this kernel with the reason.
@@ -21,7 +22,8 @@
 //     checks can_implement, initializes and launches on `stream`.
 //   - returns a FactStatus, never throws.
 // Batches (args->batch > 1) run as one launch in GemmUniversal's kBatched mode; batch strides of
-// 0 broadcast an operand. A single GEMM with args->split_k > 1 runs as serial split-K (kGemm mode
+// 0 broadcast an operand. A second batch mode (args->outer_batch > 1) runs as one launch per
+// outer batch, each on fact_gemm_outer_slice(args, o) (gemm_abi.h). A single GEMM with args->split_k > 1 runs as serial split-K (kGemm mode
 // with that many K slices, reduced in place through a semaphore in the workspace); split_k <= 1
 // lets the kernel choose the slices from the tile count and the SM count.
 // Alignment: pointers 16-byte aligned, leading dimensions and batch strides multiples of 4.
@@ -125,12 +127,10 @@ struct Sm80StrictGemm {
 
   static constexpr int kActivationStep = Sm80EpilogueOf<Chain>::kActivationStep;
 
-  // The epilogue's parameters: alpha, beta (the residual step's value) and the activation
+  // The epilogue's parameters: alpha, beta (the residual or bias step's value) and the activation
   // step's (LeakyReLU's slope from its p0, Clamp's bounds from its p0 / p1).
   static typename EpilogueOp::Params epilogue_params(const FactGemmArgs* args) {
-    const float beta = kSource == Sm80Source::kResidual ? args->steps[0].value
-                       : kSource == Sm80Source::kBias  ? 1.0f
-                                                       : 0.0f;
+    const float beta = kSource != Sm80Source::kNone ? args->steps[0].value : 0.0f;
     typename EpilogueOp::Params params(args->alpha, beta);
     using FnArguments = typename cutlass::epilogue::thread::GenericActivationTraits<
         ActivationFn<float>>::Arguments;
@@ -169,18 +169,24 @@ struct Sm80StrictGemm {
     if (int status = validate_arguments<Chain>(header, size_query, kRowMajorA, kRowMajorB, &args);
         status != FACT_OK)
       return status;
-    typename Gemm::Arguments arguments = make_arguments(args);
-    if (size_query) {
-      *workspace_size = Gemm::get_workspace_size(arguments);
-      return FACT_OK;
+    // One launch per outer batch (the slices differ only in their pointers, aligned alike).
+    const int64_t outer = fact_gemm_outer_count(args);
+    for (int64_t o = 0; o < outer; ++o) {
+      const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
+      typename Gemm::Arguments arguments = make_arguments(&slice);
+      if (size_query) {
+        *workspace_size = Gemm::get_workspace_size(arguments);
+        return FACT_OK;
+      }
+      if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
+      if (Gemm::get_workspace_size(arguments) > 0 && !workspace) return FACT_ERR_WORKSPACE;
+      Gemm gemm;
+      if (gemm.initialize(arguments, workspace, stream) != cutlass::Status::kSuccess)
+        return FACT_ERR_INITIALIZE;
+      if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+      if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
     }
-    if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
-    if (Gemm::get_workspace_size(arguments) > 0 && !workspace) return FACT_ERR_WORKSPACE;
-    Gemm gemm;
-    if (gemm.initialize(arguments, workspace, stream) != cutlass::Status::kSuccess)
-      return FACT_ERR_INITIALIZE;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
-    return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
+    return FACT_OK;
     } catch (...) {
       return FACT_ERR_INTERNAL;
     }

@@ -653,34 +653,49 @@ struct Sm90StrictGemm {
       int sm_count = args->sm_count > 0
                          ? int(args->sm_count)
                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-      const LaunchPlan p = plan(args, sm_count);
-      const size_t partial_bytes =
-          p.slices > 1 ? round_up(size_t(p.slices) * size_t(args->m) * size_t(args->n) * sizeof(float)) : 0;
-      float* partials = reinterpret_cast<float*>(workspace);
-      void* gemm_workspace = workspace ? static_cast<char*>(workspace) + partial_bytes : nullptr;
-      typename Gemm::Arguments arguments = make_arguments(args, p, partials, device, sm_count);
-      const size_t needed = partial_bytes + Gemm::get_workspace_size(arguments);
-      if (size_query) {
-        *workspace_size = needed;
-        return FACT_OK;
+      // One run per outer batch (the slices differ only in their pointers, aligned alike), in
+      // order on the stream, sharing the workspace.
+      const int64_t outer = fact_gemm_outer_count(args);
+      for (int64_t o = 0; o < outer; ++o) {
+        const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
+        const int status = run_slice(&slice, workspace, workspace_size, stream, device, sm_count);
+        if (status != FACT_OK || size_query) return status;
       }
-      if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
-      if (needed > 0 && !workspace) return FACT_ERR_WORKSPACE;
-      Gemm gemm;
-      if (gemm.initialize(arguments, gemm_workspace, stream) != cutlass::Status::kSuccess)
-        return FACT_ERR_INITIALIZE;
-      if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
-      if (p.slices > 1) {
-        const int64_t count = args->m * args->n;
-        const int threads = 256;
-        const int64_t blocks = (count + threads - 1) / threads;
-        reduce_k_slices<Chain><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
-            partials, p.slices, *args);
-      }
-      return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
+      return FACT_OK;
     } catch (...) {
       return FACT_ERR_INTERNAL;
     }
+  }
+
+  // One launch (and its K-slice reduction) for the call of one outer batch.
+  static int run_slice(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
+                       cudaStream_t stream, int device, int sm_count) {
+    const bool size_query = workspace_size != nullptr;
+    const LaunchPlan p = plan(args, sm_count);
+    const size_t partial_bytes =
+        p.slices > 1 ? round_up(size_t(p.slices) * size_t(args->m) * size_t(args->n) * sizeof(float)) : 0;
+    float* partials = reinterpret_cast<float*>(workspace);
+    void* gemm_workspace = workspace ? static_cast<char*>(workspace) + partial_bytes : nullptr;
+    typename Gemm::Arguments arguments = make_arguments(args, p, partials, device, sm_count);
+    const size_t needed = partial_bytes + Gemm::get_workspace_size(arguments);
+    if (size_query) {
+      *workspace_size = needed;
+      return FACT_OK;
+    }
+    if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
+    if (needed > 0 && !workspace) return FACT_ERR_WORKSPACE;
+    Gemm gemm;
+    if (gemm.initialize(arguments, gemm_workspace, stream) != cutlass::Status::kSuccess)
+      return FACT_ERR_INITIALIZE;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+    if (p.slices > 1) {
+      const int64_t count = args->m * args->n;
+      const int threads = 256;
+      const int64_t blocks = (count + threads - 1) / threads;
+      reduce_k_slices<Chain><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
+          partials, p.slices, *args);
+    }
+    return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
   }
 };
 

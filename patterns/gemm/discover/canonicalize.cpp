@@ -1,8 +1,12 @@
 // fact.gemm: matmul-family ATen ops with the view-like ops around them (see canonicalize.hpp).
+#include <algorithm>
+#include <cctype>
+#include <map>
 #include <numeric>
 
 #include "fact/discover/canonicalize.hpp"
 #include "patterns/gemm/discover/canonicalize.hpp"
+#include "patterns/gemm/discover/chain.hpp"
 #include "patterns/gemm/kind/problem.hpp"
 #include "fact/discover/rule.hpp"
 #include "fact/discover/strided_view.hpp"
@@ -21,13 +25,128 @@ using graph::ValueId;
 using nlohmann::json;
 
 const std::vector<std::string> kMatmulOps{"aten.linear", "aten.addmm", "aten.baddbmm",
-                                          "aten.mm",     "aten.bmm",   "aten.matmul"};
+                                          "aten.mm",     "aten.bmm",   "aten.matmul",
+                                          "aten.einsum"};
+
+// A two-operand einsum that is a (batched) matrix product: the output's indices are batch
+// indices, then M indices (A's only), then N indices (B's only); K indices are in A and B and
+// not in the output. "bhqd,bhkd->bhqk": batch [b, h], M [q], N [k], K [d].
+struct EinsumPlan {
+  std::string a, b, out;                      // index letters per dim
+  std::string batch, m, n, k;                 // letters of each role, in output (K: A's) order
+  std::string equation;
+};
+
+std::optional<EinsumPlan> plan_einsum(std::string equation) {
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  const auto arrow = equation.find("->");
+  const auto comma = equation.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos || comma > arrow) return std::nullopt;
+  EinsumPlan p;
+  p.equation = equation;
+  p.a = equation.substr(0, comma);
+  p.b = equation.substr(comma + 1, arrow - comma - 1);
+  p.out = equation.substr(arrow + 2);
+  if (p.b.find(',') != std::string::npos) return std::nullopt;  // three or more operands
+  auto letters_ok = [](const std::string& s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (!std::isalpha(static_cast<unsigned char>(s[i]))) return false;  // "...", digits
+      if (s.find(s[i], i + 1) != std::string::npos) return false;      // a diagonal
+    }
+    return true;
+  };
+  if (!letters_ok(p.a) || !letters_ok(p.b) || !letters_ok(p.out)) return std::nullopt;
+  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  for (char c : p.out) {
+    if (!in(p.a, c) && !in(p.b, c)) return std::nullopt;
+  }
+  for (char c : p.a) {
+    if (in(p.b, c) && !in(p.out, c)) p.k += c;
+    if (!in(p.b, c) && !in(p.out, c)) return std::nullopt;  // a sum over one operand
+  }
+  for (char c : p.b) {
+    if (!in(p.a, c) && !in(p.out, c)) return std::nullopt;
+  }
+  // The output ends in B-only (N) indices, after A-only (M) ones; the rest are batch indices.
+  size_t end = p.out.size();
+  while (end > 0 && in(p.b, p.out[end - 1]) && !in(p.a, p.out[end - 1])) --end;
+  p.n = p.out.substr(end);
+  size_t mid = end;
+  while (mid > 0 && in(p.a, p.out[mid - 1]) && !in(p.b, p.out[mid - 1])) --mid;
+  p.m = p.out.substr(mid, end - mid);
+  p.batch = p.out.substr(0, mid);
+  if (p.m.empty() || p.n.empty() || p.k.empty()) return std::nullopt;  // no matrix product
+  return p;
+}
+
+// The operand (letters `letters`, viewed as `v`) as the product reads it: its batch dims in
+// the plan's order (size 1 / absent: broadcast, stride 0), then the `rows` letters merged into
+// one dim, then the `cols` letters merged. `sizes`: every letter's size. nullopt with `why` set
+// when a merged group does not collapse into one stride (the product would need a copy).
+std::optional<StridedView> einsum_view(const StridedView& v, const std::string& letters,
+                                       const EinsumPlan& plan, const std::string& rows,
+                                       const std::string& cols,
+                                       const std::map<char, int64_t>& sizes, std::string* why) {
+  if (v.rank() != letters.size()) return std::nullopt;
+  StridedView out;
+  for (char c : plan.batch) {
+    const auto at = letters.find(c);
+    out.shape.push_back(sizes.at(c));
+    out.stride.push_back(at == std::string::npos || v.shape[at] == 1 ? 0 : v.stride[at]);
+  }
+  for (const std::string* group : {&rows, &cols}) {
+    StridedView merged;
+    int64_t size = 1;
+    for (char c : *group) {
+      const auto at = letters.find(c);
+      merged.shape.push_back(v.shape[at]);
+      merged.stride.push_back(v.stride[at]);
+      size *= v.shape[at];
+    }
+    const auto stride = collapse_dims(merged, 0, merged.rank());
+    if (!stride) {
+      if (why != nullptr && why->empty()) {
+        *why = "einsum '" + plan.equation + "': dims [" + std::string(group->begin(), group->end()) +
+               "] of " + shape_text(v.shape) + " with strides " + shape_text(v.stride) +
+               " do not collapse into one " + (group == &rows ? "row" : "column") +
+               " stride (the product needs a copy)";
+      }
+      return std::nullopt;
+    }
+    out.shape.push_back(size);
+    out.stride.push_back(size == 1 ? 1 : *stride);
+  }
+  return out;
+}
+
+// The letters' sizes from both operands (a batch letter of size 1 in one broadcasts); nullopt
+// when they disagree.
+std::optional<std::map<char, int64_t>> einsum_sizes(const EinsumPlan& plan, const StridedView& a,
+                                                    const StridedView& b) {
+  if (a.rank() != plan.a.size() || b.rank() != plan.b.size()) return std::nullopt;
+  std::map<char, int64_t> sizes;
+  auto add = [&](const std::string& letters, const StridedView& v) {
+    for (size_t i = 0; i < letters.size(); ++i) {
+      auto [it, fresh] = sizes.emplace(letters[i], v.shape[i]);
+      if (fresh || it->second == v.shape[i] || v.shape[i] == 1) continue;
+      if (it->second != 1 || plan.batch.find(letters[i]) == std::string::npos) return false;
+      it->second = v.shape[i];
+    }
+    return true;
+  };
+  if (!add(plan.a, a) || !add(plan.b, b)) return std::nullopt;
+  for (char c : plan.k) {
+    if (a.shape[plan.a.find(c)] != b.shape[plan.b.find(c)]) return std::nullopt;
+  }
+  return sizes;
+}
 
 struct MatmulCall {
   ValueId a, b;
   std::optional<ValueId> bias;
   double alpha = 1.0, beta = 1.0;
   bool b_is_weight = false;  // aten.linear: B = weightᵀ
+  std::optional<EinsumPlan> einsum;
 };
 
 std::optional<ValueId> tensor_argument(const Node& n, size_t index, const char* name) {
@@ -63,6 +182,18 @@ std::optional<MatmulCall> read_call(const Node& n) {
   } else if (target_in(n, {"aten.mm", "aten.bmm", "aten.matmul"})) {
     a = tensor_argument(n, 0, "self");
     b = tensor_argument(n, 1, target_is(n, "aten.matmul") ? "other" : "mat2");
+  } else if (target_is(n, "aten.einsum")) {
+    const Arg* equation = detail::argument(n, 0, "equation");
+    const Arg* operands = detail::argument(n, 1, "tensors");
+    if (equation == nullptr || operands == nullptr || !equation->constant.is_string() ||
+        operands->kind != Arg::Kind::TensorList || operands->tensors.size() != 2 ||
+        !operands->tensors[0] || !operands->tensors[1]) {
+      return std::nullopt;
+    }
+    call.einsum = plan_einsum(equation->constant.get<std::string>());
+    if (!call.einsum) return std::nullopt;
+    a = *operands->tensors[0];
+    b = *operands->tensors[1];
   }
   if (!a || !b) return std::nullopt;
   call.a = *a;
@@ -111,15 +242,88 @@ struct OperandForm {
   Layout layout = Layout::RowMajor;
   int64_t ld = 0;
   int64_t batch_stride = 0;
+  int64_t outer_batch_stride = 0;
 };
 
 struct GemmForm {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t outer_batch = 1;  // a second batch mode (two_batch_modes)
   std::vector<int64_t> batch_shape;
   bool folded_m = false;
   OperandForm a, b;
+  int64_t d_batch_stride = 0, d_outer_batch_stride = 0;  // D: dense [batch dims][M][N]
+  std::vector<int> dim_modes;  // per batch dim: 0 kernel batch, 1 outer, -1 size 1 / folded
   std::string unsupported;
 };
+
+// Runs of consecutive batch dims [first, last) of `v` that one stride walks (dims of size 1
+// ignored): 0 for none, 1 when they collapse (collapse_dims), 2 for two batch modes, ...
+size_t batch_runs(const StridedView& v, size_t first, size_t last) {
+  size_t runs = 0;
+  int64_t run_stride = 0, run_size = 0;  // innermost stride and total size of the open run
+  for (size_t i = last; i-- > first;) {
+    if (v.shape[i] == 1) continue;
+    if (runs > 0 && v.stride[i] == run_stride * run_size) {
+      run_size *= v.shape[i];
+      continue;
+    }
+    ++runs;
+    run_stride = v.stride[i];
+    run_size = v.shape[i];
+  }
+  return runs;
+}
+
+// Two batch modes: the batch dims (aligned for A and B, broadcast dims at stride 0) grouped
+// into runs of consecutive dims that A, B and the dense output D each walk with one stride.
+// Two runs become the kernel's batch mode (the larger run; the inner one on a tie) and an
+// outer mode the kernel's entry loops over (gemm_abi.h). nullopt for more than two runs.
+struct BatchModes {
+  int64_t batch = 1, outer = 1;
+  OperandForm a, b;  // batch strides only
+  int64_t d = 0, d_outer = 0;
+  std::vector<int> dim_modes;  // per batch dim: 0 batch, 1 outer, -1 size 1
+};
+std::optional<BatchModes> two_batch_modes(const StridedView& aa, const StridedView& ba, size_t nb,
+                                          int64_t mn) {
+  struct Run {
+    int64_t size, a, b, d;  // total size; strides of the run's innermost dim
+  };
+  std::vector<Run> runs;  // innermost first
+  std::vector<int> run_of(nb, -1);
+  int64_t d_stride = mn;
+  for (size_t i = nb; i-- > 0;) {
+    const int64_t size = aa.shape[i];
+    const int64_t d = d_stride;
+    d_stride *= size;
+    if (size == 1) continue;
+    if (!runs.empty()) {
+      Run& run = runs.back();
+      if (aa.stride[i] == run.a * run.size && ba.stride[i] == run.b * run.size) {
+        run.size *= size;  // D is dense: its strides always chain
+        run_of[i] = int(runs.size()) - 1;
+        continue;
+      }
+    }
+    runs.push_back({size, aa.stride[i], ba.stride[i], d});
+    run_of[i] = int(runs.size()) - 1;
+  }
+  if (runs.size() != 2) return std::nullopt;
+  const int kernel_run = runs[0].size >= runs[1].size ? 0 : 1;
+  const Run& inner = runs[kernel_run];
+  const Run& outer = runs[1 - kernel_run];
+  BatchModes modes;
+  for (int r : run_of) modes.dim_modes.push_back(r < 0 ? -1 : (r == kernel_run ? 0 : 1));
+  modes.batch = inner.size;
+  modes.outer = outer.size;
+  modes.a.batch_stride = inner.a;
+  modes.a.outer_batch_stride = outer.a;
+  modes.b.batch_stride = inner.b;
+  modes.b.outer_batch_stride = outer.b;
+  modes.d = inner.d;
+  modes.d_outer = outer.d;
+  return modes;
+}
 
 // A (…×M×K) times B (…×K×N), batch dims broadcast as torch.matmul does. nullopt when the
 // shapes do not multiply; `unsupported` set when they do but cannot be read in place.
@@ -176,6 +380,7 @@ std::optional<GemmForm> gemm_form(const StridedView& a, const StridedView& b) {
         form.folded_m = true;
         form.m *= batch;
         form.batch = 1;
+        form.dim_modes.assign(nb, -1);
         form.a = {layout->layout, layout->ld, 0};
         form.b.batch_stride = 0;
         return form;
@@ -183,33 +388,48 @@ std::optional<GemmForm> gemm_form(const StridedView& a, const StridedView& b) {
     }
   }
   form.batch = batch;
+  form.d_batch_stride = batch > 1 ? form.m * form.n : 0;
+  for (int64_t size : form.batch_shape) form.dim_modes.push_back(size == 1 ? -1 : 0);
   const auto a_batch = collapse_dims(aa, 0, nb);
   const auto a_layout = trailing_layout(aa);
   if (form.unsupported.empty() && !a_layout) {
     form.unsupported = describe("A", a) + " has no unit stride in its last two dims (not " +
                        "expressible with a leading dimension)";
   }
-  if (form.unsupported.empty() && !a_batch) {
-    form.unsupported = describe("A", a) + ": batch dims " + shape_text(form.batch_shape) +
-                       " do not collapse into one batch stride";
-  }
-  if (form.unsupported.empty() && !b_batch) {
-    form.unsupported = describe("B", b) + ": batch dims " + shape_text(form.batch_shape) +
-                       " do not collapse into one batch stride";
-  }
-  if (a_layout) form.a = {a_layout->layout, a_layout->ld, batch > 1 ? a_batch.value_or(0) : 0};
+  if (a_layout) form.a = {a_layout->layout, a_layout->ld, batch > 1 ? a_batch.value_or(0) : 0, 0};
   if (batch == 1) form.b.batch_stride = 0;
+  if (form.unsupported.empty() && (!a_batch || !b_batch)) {
+    // The batch dims need two strides (heads split from a fused projection, a transposed
+    // batch, a GQA expand): two batch modes when they group into two runs.
+    if (auto modes = two_batch_modes(aa, ba, nb, form.m * form.n)) {
+      form.batch = modes->batch;
+      form.outer_batch = modes->outer;
+      form.a.batch_stride = modes->a.batch_stride;
+      form.a.outer_batch_stride = modes->a.outer_batch_stride;
+      form.b.batch_stride = modes->b.batch_stride;
+      form.b.outer_batch_stride = modes->b.outer_batch_stride;
+      form.d_batch_stride = modes->d;
+      form.d_outer_batch_stride = modes->d_outer;
+      form.dim_modes = modes->dim_modes;
+    } else {
+      form.unsupported = "operands " + describe("A", a).substr(8) + " and " +
+                         describe("B", b).substr(8) + ": batch dims " +
+                         shape_text(form.batch_shape) +
+                         " need more than two batch strides (a kernel takes two batch modes)";
+    }
+  }
   return form;
 }
 
+// An operand view the kernels can read: a leading dimension, and batch dims that one stride or
+// two (two batch modes) walk, or (A) that fold into M.
 bool accept_a(const StridedView& v) {
   if (v.rank() < 2 || !trailing_layout(v)) return false;
-  return collapse_dims(v, 0, v.rank() - 2).has_value() ||
-         collapse_dims(v, 0, v.rank() - 1).has_value();
+  return batch_runs(v, 0, v.rank() - 2) <= 2 || collapse_dims(v, 0, v.rank() - 1).has_value();
 }
 
 bool accept_b(const StridedView& v) {
-  return v.rank() >= 2 && trailing_layout(v) && collapse_dims(v, 0, v.rank() - 2).has_value();
+  return v.rank() >= 2 && trailing_layout(v) && batch_runs(v, 0, v.rank() - 2) <= 2;
 }
 
 bool accept_weight(const StridedView& v) {
@@ -223,21 +443,30 @@ json operand_json(const Graph& g, const TracedOperand& t, const StridedView& log
           {"layout", layout_name(form.layout)},
           {"ld", form.ld},
           {"batch_stride", form.batch_stride},
+          {"outer_batch_stride", form.outer_batch_stride},
           {"shape", logical.shape},
           {"stride", logical.stride}};
 }
 
-// The bias of linear / addmm / baddbmm: a length-N vector or a full output-shaped matrix.
+// The bias of linear / addmm / baddbmm: a length-N vector broadcast over the rows (one for every
+// batch, or one per batch: baddbmm's [B, 1, N], ALiBi's slopes), or a full output-shaped matrix.
 json bias_json(const Graph& g, const ValueId& bias, double beta, const GemmForm& form,
                const std::vector<int64_t>& output_shape, std::string& unsupported) {
   const auto& desc = g.value(bias).desc;
   json j = {{"value", bias}, {"dtype", graph::dtype_name(desc.dtype)}, {"beta", beta}};
   const int64_t r = desc.rank();
-  bool row = r >= 1 && desc.shape[r - 1] == form.n && (desc.stride[r - 1] == 1 || form.n == 1);
-  for (int64_t i = 0; row && i + 1 < r; ++i) row = desc.shape[i] == 1;
-  if (row) {
-    j["broadcast"] = "row";
-    return j;
+  const bool along_n = r >= 1 && desc.shape[r - 1] == form.n && (desc.stride[r - 1] == 1 || form.n == 1);
+  const bool over_rows = r < 2 || desc.shape[r - 2] == 1;
+  if (along_n && over_rows) {
+    BatchDims dims{form.batch_shape, form.dim_modes};
+    const std::vector<int64_t> shape(desc.shape.begin(), desc.shape.end() - std::min<int64_t>(r, 2));
+    const std::vector<int64_t> stride(desc.stride.begin(), desc.stride.end() - std::min<int64_t>(r, 2));
+    if (auto strides = batch_mode_strides(dims, shape, stride)) {
+      j["broadcast"] = "row";
+      j["batch_stride"] = strides->first;
+      j["outer_batch_stride"] = strides->second;
+      return j;
+    }
   }
   if (desc.shape == output_shape && desc.is_contiguous()) {
     j["broadcast"] = "full";
@@ -246,7 +475,7 @@ json bias_json(const Graph& g, const ValueId& bias, double beta, const GemmForm&
   if (unsupported.empty()) {
     unsupported = "bias " + shape_text(desc.shape) + " with strides " + shape_text(desc.stride) +
                   " is neither a length-" + std::to_string(form.n) +
-                  " vector nor a contiguous output-shaped matrix";
+                  " vector (per batch or shared) nor a contiguous output-shaped matrix";
   }
   j["broadcast"] = "unsupported";
   return j;
@@ -277,14 +506,61 @@ void canonicalize_one(Graph& g, const Node& node) {
   const auto call = read_call(node);
   if (!call || node.outputs.size() != 1) return;
   if (!g.has_value(call->a) || !g.has_value(call->b)) return;
-  if (g.value(call->a).desc.rank() < 2 || g.value(call->b).desc.rank() < 2) return;
+  const EinsumPlan* einsum = call->einsum ? &*call->einsum : nullptr;
+  if (!einsum && (g.value(call->a).desc.rank() < 2 || g.value(call->b).desc.rank() < 2)) return;
+  std::map<char, int64_t> sizes;
+  if (einsum) {
+    auto found = einsum_sizes(*einsum, view_of(g.value(call->a).desc), view_of(g.value(call->b).desc));
+    if (!found) return;
+    sizes = std::move(*found);
+  }
+  // The operands as the product reads them ([batch..., M, K] and [batch..., K, N]).
+  auto logical_a = [&](const StridedView& v, std::string* why) -> std::optional<StridedView> {
+    if (!einsum) return v;
+    return einsum_view(v, einsum->a, *einsum, einsum->m, einsum->k, sizes, why);
+  };
+  auto logical_b = [&](const StridedView& v, std::string* why) -> std::optional<StridedView> {
+    if (einsum) return einsum_view(v, einsum->b, *einsum, einsum->k, einsum->n, sizes, why);
+    return call->b_is_weight ? transpose_last_two(v) : v;
+  };
 
-  const TracedOperand ta = trace_operand(g, call->a, accept_a);
-  const TracedOperand tb = trace_operand(g, call->b, call->b_is_weight ? accept_weight : accept_b);
-  const StridedView b_logical = call->b_is_weight ? transpose_last_two(tb.view) : tb.view;
+  const TracedOperand ta = trace_operand(g, call->a, [&](const StridedView& v) {
+    const auto logical = logical_a(v, nullptr);
+    return logical && accept_a(*logical);
+  });
+  const TracedOperand tb = trace_operand(g, call->b, [&](const StridedView& v) {
+    if (call->b_is_weight) return accept_weight(v);
+    const auto logical = logical_b(v, nullptr);
+    return logical && accept_b(*logical);
+  });
   if (call->b_is_weight && tb.view.rank() != 2) return;
-  auto form = gemm_form(ta.view, b_logical);
+  std::string why;
+  auto a_view = logical_a(ta.view, &why);
+  auto b_view = logical_b(tb.view, &why);
+  if (!a_view || !b_view) {
+    if (why.empty()) return;
+    // An einsum whose contraction needs a copy: a fact.gemm that declines with the reason, on
+    // placeholder (compact) views of the product's sizes.
+    auto compact = [&](const std::string& batch, int64_t rows, int64_t cols) {
+      StridedView v;
+      for (char c : batch) v.shape.push_back(sizes.at(c));
+      v.shape.push_back(rows);
+      v.shape.push_back(cols);
+      v.stride.assign(v.shape.size(), 1);
+      for (size_t i = v.shape.size() - 1; i-- > 0;) v.stride[i] = v.stride[i + 1] * v.shape[i + 1];
+      return v;
+    };
+    auto product = [&](const std::string& letters) {
+      int64_t size = 1;
+      for (char c : letters) size *= sizes.at(c);
+      return size;
+    };
+    a_view = compact(einsum->batch, product(einsum->m), product(einsum->k));
+    b_view = compact(einsum->batch, product(einsum->k), product(einsum->n));
+  }
+  auto form = gemm_form(*a_view, *b_view);
   if (!form) return;
+  if (!why.empty()) form->unsupported = why;
 
   ValueId out = node.outputs.front();
   const auto output_reshapes = absorb_output_reshapes(g, out);
@@ -297,21 +573,29 @@ void canonicalize_one(Graph& g, const Node& node) {
   attrs["n"] = form->n;
   attrs["k"] = form->k;
   attrs["batch"] = form->batch;
+  attrs["outer_batch"] = form->outer_batch;
   std::vector<int64_t> batch_shape = form->batch_shape;
   if (!form->folded_m && out_desc.rank() >= 2) {
     std::vector<int64_t> leading(out_desc.shape.begin(), out_desc.shape.end() - 2);
     const int64_t count = std::accumulate(leading.begin(), leading.end(), int64_t{1},
                                           std::multiplies<>());
-    if (count == form->batch && out_desc.shape[out_desc.rank() - 2] == form->m) batch_shape = leading;
+    if (count == form->batch * form->outer_batch &&
+        out_desc.shape[out_desc.rank() - 2] == form->m) {
+      batch_shape = leading;
+    }
   }
   attrs["batch_shape"] = batch_shape;
   attrs["folded_m"] = form->folded_m;
+  attrs["batch_dims"] = {{"shape", form->batch_shape}, {"modes", form->dim_modes}};
   attrs["output_shape"] = out_desc.shape;
   attrs["dtype"] = graph::dtype_name(out_desc.dtype);
   attrs["alpha"] = call->alpha;
-  attrs["a"] = operand_json(g, ta, ta.view, form->a);
-  attrs["b"] = operand_json(g, tb, b_logical, form->b);
-  attrs["d"] = {{"ld", form->n}, {"batch_stride", form->batch > 1 ? form->m * form->n : 0}};
+  attrs["a"] = operand_json(g, ta, *a_view, form->a);
+  attrs["b"] = operand_json(g, tb, *b_view, form->b);
+  if (einsum) attrs["equation"] = einsum->equation;
+  attrs["d"] = {{"ld", form->n},
+                {"batch_stride", form->d_batch_stride},
+                {"outer_batch_stride", form->d_outer_batch_stride}};
   std::string unsupported = form->unsupported;
   attrs["bias"] = nullptr;
   std::vector<Arg> args{Arg::of_tensor(ta.source), Arg::of_tensor(tb.source)};

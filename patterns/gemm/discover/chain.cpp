@@ -1,11 +1,13 @@
 #include "patterns/gemm/discover/chain.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <stdexcept>
 
 #include "fact/discover/graph_rewrite.hpp"
 #include "fact/discover/rule.hpp"
+#include "fact/discover/strided_view.hpp"
 
 namespace fact::gemm {
 
@@ -30,22 +32,71 @@ GemmOperand operand_from_attrs(const json& o) {
   operand.layout = o.at("layout").get<std::string>() == "col" ? Layout::ColumnMajor : Layout::RowMajor;
   operand.ld = o.at("ld").get<int64_t>();
   operand.batch_stride = o.at("batch_stride").get<int64_t>();
+  operand.outer_batch_stride = o.value("outer_batch_stride", int64_t{0});
   return operand;
 }
 
 const graph::TensorDesc& desc_of(const Graph& g, const ValueId& id) { return g.value(id).desc; }
 
-bool is_row_vector(const graph::TensorDesc& d, int64_t n) {
-  const int64_t r = d.rank();
-  if (r < 1 || d.shape[r - 1] != n || (d.stride[r - 1] != 1 && n != 1)) return false;
-  for (int64_t i = 0; i + 1 < r; ++i) {
-    if (d.shape[i] != 1) return false;
-  }
-  return true;
-}
-
 bool is_full_operand(const graph::TensorDesc& d, const graph::TensorDesc& acc) {
   return d.shape == acc.shape && d.is_contiguous() && graph::is_floating(d.dtype);
+}
+
+// The batch strides (batch, outer batch) of an epilogue operand `d` whose dims before its last
+// two are batch dims: (0, 0) when they are all 1 (one operand for every batch); per batch when
+// the accumulator `acc` is laid out like the product ([batch dims][M][N], rows not folded) and
+// the operand's batch dims broadcast to the product's (batch_mode_strides).
+std::optional<std::pair<int64_t, int64_t>> operand_batch_strides(const GemmChain& chain,
+                                                                 const graph::TensorDesc& acc,
+                                                                 const graph::TensorDesc& d) {
+  const int64_t lead = std::max<int64_t>(d.rank() - 2, 0);
+  const std::vector<int64_t> shape(d.shape.begin(), d.shape.begin() + lead);
+  const std::vector<int64_t> stride(d.stride.begin(), d.stride.begin() + lead);
+  if (std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s == 1; })) {
+    return std::make_pair(int64_t{0}, int64_t{0});
+  }
+  const BatchDims& dims = chain.batch_dims;
+  const GemmProblem& p = chain.problem;
+  const int64_t r = acc.rank();
+  if (r != int64_t(dims.shape.size()) + 2 || acc.shape[r - 2] != p.m || acc.shape[r - 1] != p.n ||
+      !std::equal(dims.shape.begin(), dims.shape.end(), acc.shape.begin())) {
+    return std::nullopt;
+  }
+  return batch_mode_strides(dims, shape, stride);
+}
+
+// A length-N vector along the rows of the output (shape [..., 1, N] or [N]), shared by every
+// batch or one per batch: its batch strides.
+std::optional<std::pair<int64_t, int64_t>> row_vector_strides(const GemmChain& chain,
+                                                              const graph::TensorDesc& acc,
+                                                              const graph::TensorDesc& d) {
+  const int64_t r = d.rank();
+  const int64_t n = chain.problem.n;
+  if (r < 1 || d.shape[r - 1] != n || (d.stride[r - 1] != 1 && n != 1)) return std::nullopt;
+  if (r >= 2 && d.shape[r - 2] != 1) return std::nullopt;
+  if (!graph::is_floating(d.dtype)) return std::nullopt;
+  if (r == 1) return std::make_pair(int64_t{0}, int64_t{0});
+  return operand_batch_strides(chain, acc, d);
+}
+
+// An M×N operand read in place with a leading dimension (row-major: unit stride along N) whose
+// batch dims broadcast to the product's (an additive attention mask [1, 1, T, T] or [B, 1, T, T]
+// added to [B, H, T, T] scores): its leading dimension and batch strides.
+struct MatrixOperand {
+  int64_t ld = 0, batch_stride = 0, outer_batch_stride = 0;
+};
+std::optional<MatrixOperand> broadcast_matrix(const GemmChain& chain, const graph::TensorDesc& acc,
+                                              const graph::TensorDesc& d) {
+  const int64_t r = d.rank();
+  const GemmProblem& p = chain.problem;
+  if (r < 2 || !graph::is_floating(d.dtype)) return std::nullopt;
+  if (d.shape[r - 2] != p.m || d.shape[r - 1] != p.n) return std::nullopt;
+  if (d.stride[r - 1] != 1 && p.n != 1) return std::nullopt;
+  const int64_t ld = p.m == 1 ? p.n : d.stride[r - 2];
+  if (ld < p.n) return std::nullopt;
+  auto strides = operand_batch_strides(chain, acc, d);
+  if (!strides) return std::nullopt;
+  return MatrixOperand{ld, strides->first, strides->second};
 }
 
 std::optional<double> alpha_of(const Graph& g, const Node& node) {
@@ -63,10 +114,12 @@ std::string next_role(const GemmChain& chain, const std::string& base) {
   }
 }
 
-// A full M×N operand read like D: row-major, leading dimension N, one matrix per batch.
+// A full M×N operand read like D: row-major, leading dimension N, D's batch strides in both
+// batch modes (a contiguous tensor of the output's shape).
 void set_full_operand(EpilogueStep& step, const GemmChain& chain) {
   step.operand_ld = chain.problem.n;
-  step.operand_batch_stride = chain.problem.batch > 1 ? chain.problem.m * chain.problem.n : 0;
+  step.operand_batch_stride = chain.problem.d.batch_stride;
+  step.operand_outer_batch_stride = chain.problem.d.outer_batch_stride;
 }
 
 // One kind of epilogue step: a pattern rooted at the reader of the accumulator (role "acc",
@@ -126,11 +179,14 @@ const std::vector<StepRule>& step_rules() {
                    if (bias == b.values.at("acc")) return false;
                    if (alpha_of(g, node) != std::optional<double>(1.0)) return false;
                    const auto& d = desc_of(g, bias);
-                   if (!is_row_vector(d, chain.problem.n) || !graph::is_floating(d.dtype)) return false;
+                   const auto strides = row_vector_strides(chain, desc_of(g, chain.output), d);
+                   if (!strides) return false;
                    EpilogueStep step;
                    step.kind = EpilogueStep::Kind::Bias;
                    step.operand = bias;
                    step.operand_dtype = d.dtype;
+                   step.operand_batch_stride = strides->first;
+                   step.operand_outer_batch_stride = strides->second;
                    chain.roles[next_role(chain, "bias")] = bias;
                    chain.problem.epilogue.push_back(step);
                    return true;
@@ -139,7 +195,11 @@ const std::vector<StepRule>& step_rules() {
                  [](const Graph& g, const Node& node, const Binding& b, GemmChain& chain, const EpilogueOptions&) {
                    const ValueId& residual = b.values.at("operand");
                    if (residual == b.values.at("acc")) return false;
-                   if (!is_full_operand(desc_of(g, residual), desc_of(g, chain.output))) return false;
+                   const auto& acc = desc_of(g, chain.output);
+                   const bool full = is_full_operand(desc_of(g, residual), acc);
+                   const auto broadcast =
+                       full ? std::nullopt : broadcast_matrix(chain, acc, desc_of(g, residual));
+                   if (!full && !broadcast) return false;
                    auto alpha = alpha_of(g, node);
                    if (!alpha) return false;
                    const bool acc_first = tensor_args(node).front() == b.values.at("acc");
@@ -162,6 +222,11 @@ const std::vector<StepRule>& step_rules() {
                    step.operand = residual;
                    step.operand_dtype = desc_of(g, residual).dtype;
                    set_full_operand(step, chain);
+                   if (broadcast) {
+                     step.operand_ld = broadcast->ld;
+                     step.operand_batch_stride = broadcast->batch_stride;
+                     step.operand_outer_batch_stride = broadcast->outer_batch_stride;
+                   }
                    chain.roles[next_role(chain, "residual")] = residual;
                    chain.problem.epilogue.push_back(step);
                    return true;
@@ -194,6 +259,43 @@ void set_output(const Graph& g, GemmChain& chain, const ValueId& out) {
 
 }  // namespace
 
+BatchDims batch_dims_of(const Node& gemm) {
+  BatchDims dims;
+  if (!gemm.attrs.contains("batch_dims")) return dims;
+  const json& j = gemm.attrs.at("batch_dims");
+  dims.shape = j.at("shape").get<std::vector<int64_t>>();
+  dims.modes = j.at("modes").get<std::vector<int>>();
+  return dims;
+}
+
+std::optional<std::pair<int64_t, int64_t>> batch_mode_strides(const BatchDims& dims,
+                                                              const std::vector<int64_t>& shape,
+                                                              const std::vector<int64_t>& stride) {
+  const size_t nb = dims.shape.size();
+  if (dims.modes.size() != nb || stride.size() != shape.size()) return std::nullopt;
+  for (size_t i = 0; i + nb < shape.size(); ++i) {
+    if (shape[i] != 1) return std::nullopt;  // more batch dims than the product has
+  }
+  discover::StridedView mode[2];
+  for (size_t i = 0; i < nb; ++i) {
+    const size_t from_end = nb - i;  // this dim's position counted from the last batch dim
+    const bool present = from_end <= shape.size();
+    const int64_t size = present ? shape[shape.size() - from_end] : 1;
+    const int64_t step = present && size != 1 ? stride[shape.size() - from_end] : 0;
+    if (size != 1 && size != dims.shape[i]) return std::nullopt;
+    if (dims.modes[i] < 0) {
+      if (size != 1 && dims.shape[i] != 1) return std::nullopt;  // varies over rows folded into M
+      continue;
+    }
+    mode[dims.modes[i]].shape.push_back(dims.shape[i]);
+    mode[dims.modes[i]].stride.push_back(step);
+  }
+  const auto inner = discover::collapse_dims(mode[0], 0, mode[0].rank());
+  const auto outer = discover::collapse_dims(mode[1], 0, mode[1].rank());
+  if (!inner || !outer) return std::nullopt;
+  return std::make_pair(*inner, *outer);
+}
+
 GemmChain gemm_chain_from_node(const Graph& g, const Node& gemm) {
   if (gemm.target != "fact.gemm" || gemm.outputs.size() != 1)
     throw std::invalid_argument("node '" + gemm.id + "' is not a fact.gemm");
@@ -204,20 +306,24 @@ GemmChain gemm_chain_from_node(const Graph& g, const Node& gemm) {
   p.n = attrs.at("n").get<int64_t>();
   p.k = attrs.at("k").get<int64_t>();
   p.batch = attrs.at("batch").get<int64_t>();
+  p.outer_batch = attrs.value("outer_batch", int64_t{1});
   p.alpha = attrs.value("alpha", 1.0);
   p.a = operand_from_attrs(attrs.at("a"));
   p.b = operand_from_attrs(attrs.at("b"));
   p.d.layout = Layout::RowMajor;
   p.d.ld = attrs.at("d").at("ld").get<int64_t>();
   p.d.batch_stride = attrs.at("d").at("batch_stride").get<int64_t>();
+  p.d.outer_batch_stride = attrs.at("d").value("outer_batch_stride", int64_t{0});
   p.accumulate = p.a.dtype == graph::DType::Float64 ? graph::DType::Float64 : graph::DType::Float32;
+  chain.batch_dims = batch_dims_of(gemm);
   chain.nodes = {gemm.id};
   chain.roles["input"] = p.a.value;
   chain.roles["weight"] = p.b.value;
   chain.unsupported = attrs.value("unsupported", std::string());
   set_output(g, chain, gemm.outputs.front());
   const json& bias = attrs.at("bias");
-  if (!bias.is_null()) {
+  // beta = 0 ignores the input (NaN and inf in it included), as torch.addmm does.
+  if (!bias.is_null() && bias.value("beta", 1.0) != 0.0) {
     EpilogueStep step;
     step.operand = bias.at("value").get<std::string>();
     step.operand_dtype = graph::parse_dtype(bias.at("dtype").get<std::string>());
@@ -229,10 +335,12 @@ GemmChain gemm_chain_from_node(const Graph& g, const Node& gemm) {
       set_full_operand(step, chain);
       chain.roles["residual"] = step.operand;
     } else {
+      // beta · bias[n] (addmm's beta; 1 for linear), one vector per batch or shared.
       step.kind = EpilogueStep::Kind::Bias;
+      step.value = beta;
+      step.operand_batch_stride = bias.value("batch_stride", int64_t{0});
+      step.operand_outer_batch_stride = bias.value("outer_batch_stride", int64_t{0});
       chain.roles["bias"] = step.operand;
-      if (beta != 1.0 && chain.unsupported.empty())
-        chain.unsupported = "addmm with beta=" + std::to_string(beta) + " on a vector bias";
     }
     p.epilogue.push_back(step);
   }

@@ -19,6 +19,23 @@ using discover::DiscoverOptions;
 using discover::RuleContext;
 using discover::RuleResult;
 
+// How the batch dims of a fact.gemm's output map onto its problem's batch modes (attrs
+// "batch_dims": {"shape", "modes"}): per dim of `shape` (the broadcast batch dims of A and B),
+// 0 for the kernel's batch mode, 1 for the outer one, -1 for a dim of size 1 or one folded into M.
+struct BatchDims {
+  std::vector<int64_t> shape;
+  std::vector<int> modes;
+};
+BatchDims batch_dims_of(const graph::Node& gemm);
+
+// The strides (batch, outer batch) with which a tensor whose batch dims are `shape` / `stride`
+// (right-aligned to dims.shape; a missing or size-1 dim is broadcast) is read in each batch
+// mode; nullopt when a dim's size is neither 1 nor the batch dim's, when the tensor varies over
+// a dim folded into M, or when its dims of one mode do not collapse into one stride.
+std::optional<std::pair<int64_t, int64_t>> batch_mode_strides(const BatchDims& dims,
+                                                              const std::vector<int64_t>& shape,
+                                                              const std::vector<int64_t>& stride);
+
 struct GemmChain {
   GemmProblem problem;
   std::vector<graph::NodeId> nodes;  // canonical nodes: the fact.gemm, then the absorbed steps
@@ -27,6 +44,7 @@ struct GemmChain {
   // kind gets "_2", ...).
   std::map<std::string, graph::ValueId> roles;
   std::string unsupported;           // fact.gemm attrs.unsupported (layout), empty when readable
+  BatchDims batch_dims;              // fact.gemm attrs.batch_dims: per-batch epilogue operands
 };
 
 // The problem a fact.gemm node describes: operands, layouts, leading dims, batch strides,
@@ -42,9 +60,11 @@ struct EpilogueOptions {
 };
 
 // Absorbs, while the chain's output has exactly one reader (and is not a graph output), the
-// reader when it is an epilogue step: bias add (a length-N vector), activation
-// (fact.activation, fact.gelu_tanh, fact.gelu_erf), residual add or subtract (a contiguous
-// tensor of the output's shape, on either side), scale (fact.scale), add of a constant
+// reader when it is an epilogue step: bias add (a length-N vector along the rows, shared or one
+// per batch: [B, 1, 1, N] over [B, H, M, N]), activation (fact.activation, fact.gelu_tanh,
+// fact.gelu_erf), residual add or subtract (a contiguous tensor of the output's shape, or an M×N
+// matrix with a leading dimension whose batch dims broadcast to the product's: an additive mask
+// [1, 1, M, N]; on either side), scale (fact.scale), add of a constant
 // (fact.add_scalar), and multiply by a tensor of the output's shape; in any order, each as
 // often as it occurs, up to options.max_steps, never a node in options.claimed. Updates
 // problem.epilogue, problem.d, nodes, output and roles.

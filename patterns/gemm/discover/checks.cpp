@@ -48,6 +48,31 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
     if (auto r = misaligned("batch stride of A", p.a.batch_stride, align, t)) return r;
     if (auto r = misaligned("batch stride of B", p.b.batch_stride, align, t)) return r;
   }
+  if (p.outer_batch > 1) {
+    if (auto r = misaligned("outer batch stride of A", p.a.outer_batch_stride, align, t)) return r;
+    if (auto r = misaligned("outer batch stride of B", p.b.outer_batch_stride, align, t)) return r;
+  }
+  // Epilogue operands: biases are read in 16-byte vectors per batch, further M×N operands
+  // straight into registers with 16-byte vectors (gemm_epilogue.cuh).
+  for (const auto& step : p.epilogue) {
+    const int operand_bytes = graph::dtype_bytes(step.operand_dtype);
+    if (!reads_operand(step.kind) || operand_bytes == 0) continue;
+    const int64_t v = kTmaAlignmentBytes / operand_bytes;
+    const std::string what = std::string(epilogue_kind_name(step.kind)) + " operand";
+    const DType ot = step.operand_dtype;
+    if (step.kind != EpilogueStep::Kind::Bias) {
+      if (auto r = misaligned((what + " ld").c_str(), step.operand_ld, v, ot)) return r;
+    }
+    if (p.batch > 1) {
+      if (auto r = misaligned((what + " batch stride").c_str(), step.operand_batch_stride, v, ot))
+        return r;
+    }
+    if (p.outer_batch > 1) {
+      if (auto r = misaligned((what + " outer batch stride").c_str(),
+                              step.operand_outer_batch_stride, v, ot))
+        return r;
+    }
+  }
   return std::nullopt;
 }
 
@@ -66,6 +91,8 @@ std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& ch
                                       const DiscoverOptions& options) {
   const GemmProblem& p = chain.problem;
   if (!chain.unsupported.empty()) return "layout: " + chain.unsupported;
+  // x[:, None] * y[None, :] spelled as a matmul (RoPE's frequencies times positions).
+  if (p.k == 1) return "an outer product (K=1) is not worth a GEMM kernel";
   if (p.a.dtype != p.b.dtype) {
     return "operand dtypes differ (A " + std::string(graph::dtype_name(p.a.dtype)) + ", B " +
            std::string(graph::dtype_name(p.b.dtype)) + ")";
@@ -74,8 +101,11 @@ std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& ch
   if (t != DType::BFloat16 && t != DType::Float16 && t != DType::Float32)
     return "dtype " + std::string(graph::dtype_name(t)) + " has no template";
   if (math_mode(t, options.precision).empty()) {
-    return "float32 GEMMs need --precision strict (3xTF32) or tf32; '" + options.precision +
-           "' is for bf16/fp16 models";
+    if (options.precision == "native") {
+      return "a float32 GEMM in a native run stays PyTorch's (precision 'native' runs the "
+             "model's bf16/fp16 GEMMs; float32 ones run with --precision strict or tf32)";
+    }
+    return "float32 GEMMs need --precision strict (3xTF32) or tf32, not '" + options.precision + "'";
   }
   if (p.epilogue.size() > FACT_GEMM_MAX_STEPS) {
     return "epilogue of " + std::to_string(p.epilogue.size()) + " steps (a kernel takes at most " +

@@ -18,6 +18,7 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
   args.n = p.n;
   args.k = p.k;
   args.batch = p.batch;
+  args.outer_batch = p.outer_batch;
   args.a_type = abi_dtype(p.a.dtype);
   args.b_type = abi_dtype(p.b.dtype);
   args.d_type = abi_dtype(p.d.dtype);
@@ -25,10 +26,13 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
   args.b_layout = abi_layout(p.b.layout);
   args.lda = p.a.ld;
   args.stride_a = p.a.batch_stride;
+  args.outer_stride_a = p.a.outer_batch_stride;
   args.ldb = p.b.ld;
   args.stride_b = p.b.batch_stride;
+  args.outer_stride_b = p.b.outer_batch_stride;
   args.ldd = p.d.ld;
   args.stride_d = p.d.batch_stride;
+  args.outer_stride_d = p.d.outer_batch_stride;
   const KernelEpilogue epilogue = kernel_epilogue(p);
   if (epilogue.steps.size() > FACT_GEMM_MAX_STEPS) {
     throw std::invalid_argument("epilogue of " + std::to_string(epilogue.steps.size()) +
@@ -49,13 +53,14 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
       out.p1 = static_cast<float>(step.p1);
     }
     if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
-        step.kind == EpilogueStep::Kind::Residual) {
+        step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Bias) {
       out.value = static_cast<float>(step.value);
     }
     if (reads_operand(step.kind)) {
       out.operand_type = abi_dtype(step.operand_dtype);
       out.ld = step.operand_ld;
       out.batch_stride = step.operand_batch_stride;
+      out.outer_batch_stride = step.operand_outer_batch_stride;
     }
   }
   return args;
@@ -69,8 +74,15 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
     throw std::invalid_argument("output '" + p.d.value + "' is not a value of the captured graph");
   }
   const graph::TensorDesc& d = captured.value(p.d.value).desc;
-  if (!d.is_contiguous() || d.numel() != p.batch * p.m * p.n || p.d.ld != p.n ||
-      (p.batch > 1 && p.d.batch_stride != p.m * p.n)) {
+  // Dense row-major: [outer_batch][batch][M][N], or (two batch modes whose kernel mode is the
+  // outer one in memory) [batch][outer_batch][M][N]; either way every element once.
+  const int64_t mn = p.m * p.n;
+  const bool batch_major = (p.batch == 1 || p.d.batch_stride == mn) &&
+                           (p.outer_batch == 1 || p.d.outer_batch_stride == p.batch * mn);
+  const bool outer_major = (p.outer_batch == 1 || p.d.outer_batch_stride == mn) &&
+                           (p.batch == 1 || p.d.batch_stride == p.outer_batch * mn);
+  const bool dense_batches = batch_major || outer_major;
+  if (!d.is_contiguous() || d.numel() != p.batches() * mn || p.d.ld != p.n || !dense_batches) {
     throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
                                 " is not a dense row-major " + p.shape_string() + " tensor");
   }

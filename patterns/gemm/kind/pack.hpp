@@ -12,7 +12,8 @@ FactGemmArgs gemm_args(const GemmProblem& p);
 
 // The argument image of `p`: operands A, B and every epilogue operand (graph values, deduplicated),
 // one result D with the shape and strides `captured` gives it. Throws std::invalid_argument when
-// D is not a dense row-major batch×M×N tensor in `captured`, or an operand has no graph value.
+// D is not a dense row-major tensor of every batch's M×N matrix in `captured` (batches in
+// either mode order), or an operand has no graph value.
 ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured);
 
 }  // namespace fact::gemm

@@ -42,18 +42,27 @@ constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 6> kEpilog
     {EpilogueStep::Kind::Multiply, "mul"},
 }};
 
-double operand_bytes(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch) {
-  const int64_t copies = operand.batch_stride == 0 ? 1 : batch;
-  return double(rows) * double(cols) * double(copies) * graph::dtype_bytes(operand.dtype);
+// Distinct matrices an operand holds over both batch modes (a zero stride shares one).
+double copies(int64_t batch_stride, int64_t outer_batch_stride, int64_t batch, int64_t outer_batch) {
+  return double(batch_stride == 0 ? 1 : batch) * double(outer_batch_stride == 0 ? 1 : outer_batch);
 }
 
-json operand_to_json(const GemmOperand& o) {
-  return {{"value", o.value},
-          {"dtype", graph::dtype_name(o.dtype)},
-          {"layout", layout_name(o.layout)},
-          {"ld", o.ld},
-          {"batch_stride", o.batch_stride},
-          {"offset", o.offset}};
+double operand_bytes(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch,
+                     int64_t outer_batch) {
+  return double(rows) * double(cols) *
+         copies(operand.batch_stride, operand.outer_batch_stride, batch, outer_batch) *
+         graph::dtype_bytes(operand.dtype);
+}
+
+json operand_to_json(const GemmOperand& o, bool two_modes) {
+  json j = {{"value", o.value},
+            {"dtype", graph::dtype_name(o.dtype)},
+            {"layout", layout_name(o.layout)},
+            {"ld", o.ld},
+            {"batch_stride", o.batch_stride},
+            {"offset", o.offset}};
+  if (two_modes) j["outer_batch_stride"] = o.outer_batch_stride;
+  return j;
 }
 
 GemmOperand operand_from_json(const json& j, const std::string& where) {
@@ -66,6 +75,8 @@ GemmOperand operand_from_json(const json& j, const std::string& where) {
   else throw std::invalid_argument(where + ".layout: expected \"row\" or \"col\"");
   o.ld = int_field(j, "ld", where);
   o.batch_stride = j.contains("batch_stride") ? int_field(j, "batch_stride", where) : 0;
+  o.outer_batch_stride =
+      j.contains("outer_batch_stride") ? int_field(j, "outer_batch_stride", where) : 0;
   o.offset = j.contains("offset") ? int_field(j, "offset", where) : 0;
   return o;
 }
@@ -109,20 +120,22 @@ bool reads_operand(EpilogueStep::Kind k) {
 }
 
 double GemmProblem::min_bytes() const {
-  double bytes = operand_bytes(a, m, k, batch) + operand_bytes(b, k, n, batch) +
-                 operand_bytes(d, m, n, batch);
+  double bytes = operand_bytes(a, m, k, batch, outer_batch) +
+                 operand_bytes(b, k, n, batch, outer_batch) +
+                 operand_bytes(d, m, n, batch, outer_batch);
   for (const auto& step : epilogue) {
     const int bytes_per = graph::dtype_bytes(step.operand_dtype);
-    const double copies = step.operand_batch_stride == 0 ? 1.0 : double(batch);
-    if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * copies;
+    const double held = copies(step.operand_batch_stride, step.operand_outer_batch_stride, batch,
+                               outer_batch);
+    if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * held;
     if (step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Multiply)
-      bytes += double(m) * double(n) * copies * bytes_per;
+      bytes += double(m) * double(n) * held * bytes_per;
   }
   return bytes;
 }
 
 std::string GemmProblem::fusion_name() const {
-  std::string name = batch > 1 ? "bgemm" : "gemm";
+  std::string name = batches() > 1 ? "bgemm" : "gemm";
   for (const auto& step : epilogue) {
     name += '_';
     name += step.kind == EpilogueStep::Kind::Activation ? activation_name(step.activation)
@@ -133,9 +146,10 @@ std::string GemmProblem::fusion_name() const {
 
 std::string GemmProblem::shape_string() const {
   std::ostringstream out;
-  if (batch > 1) out << batch << "x(";
+  if (outer_batch > 1) out << outer_batch << 'x';
+  if (batches() > 1) out << batch << "x(";
   out << m << 'x' << n << 'x' << k;
-  if (batch > 1) out << ')';
+  if (batches() > 1) out << ')';
   return out.str();
 }
 
@@ -156,6 +170,7 @@ KernelEpilogue kernel_epilogue(const GemmProblem& p) {
 }
 
 json gemm_problem_to_json(const GemmProblem& p) {
+  const bool two_modes = p.outer_batch != 1;
   json epilogue = json::array();
   for (const auto& step : p.epilogue) {
     json s = {{"kind", epilogue_kind_name(step.kind)}};
@@ -165,7 +180,8 @@ json gemm_problem_to_json(const GemmProblem& p) {
       s["p1"] = number(step.p1);
     }
     if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
-        step.kind == EpilogueStep::Kind::Residual) {
+        step.kind == EpilogueStep::Kind::Residual ||
+        (step.kind == EpilogueStep::Kind::Bias && step.value != 1.0)) {
       s["value"] = number(step.value);
     }
     if (!step.operand.empty()) {
@@ -173,21 +189,24 @@ json gemm_problem_to_json(const GemmProblem& p) {
       s["operand_dtype"] = graph::dtype_name(step.operand_dtype);
       s["operand_ld"] = step.operand_ld;
       s["operand_batch_stride"] = step.operand_batch_stride;
+      if (two_modes) s["operand_outer_batch_stride"] = step.operand_outer_batch_stride;
     }
     epilogue.push_back(std::move(s));
   }
-  return {{"fusion", p.fusion_name()},
-          {"shape", p.shape_string()},
-          {"m", p.m},
-          {"n", p.n},
-          {"k", p.k},
-          {"batch", p.batch},
-          {"alpha", number(p.alpha)},
-          {"accumulate", graph::dtype_name(p.accumulate)},
-          {"a", operand_to_json(p.a)},
-          {"b", operand_to_json(p.b)},
-          {"d", operand_to_json(p.d)},
-          {"epilogue", std::move(epilogue)}};
+  json j = {{"fusion", p.fusion_name()},
+            {"shape", p.shape_string()},
+            {"m", p.m},
+            {"n", p.n},
+            {"k", p.k},
+            {"batch", p.batch},
+            {"alpha", number(p.alpha)},
+            {"accumulate", graph::dtype_name(p.accumulate)},
+            {"a", operand_to_json(p.a, two_modes)},
+            {"b", operand_to_json(p.b, two_modes)},
+            {"d", operand_to_json(p.d, two_modes)},
+            {"epilogue", std::move(epilogue)}};
+  if (two_modes) j["outer_batch"] = p.outer_batch;
+  return j;
 }
 
 GemmProblem gemm_problem_from_json(const json& j) {
@@ -197,6 +216,9 @@ GemmProblem gemm_problem_from_json(const json& j) {
   p.n = int_field(j, "n", where);
   p.k = int_field(j, "k", where);
   p.batch = j.contains("batch") ? int_field(j, "batch", where) : 1;
+  p.outer_batch = j.contains("outer_batch") ? int_field(j, "outer_batch", where) : 1;
+  if (p.batch < 1 || p.outer_batch < 1)
+    throw std::invalid_argument(where + ".batch / outer_batch: expected >= 1");
   p.alpha = number_field(j, "alpha", where, 1.0);
   if (j.contains("accumulate")) p.accumulate = dtype_field(j, "accumulate", where);
   p.a = operand_from_json(field(j, "a", where), where + ".a");
@@ -223,6 +245,7 @@ GemmProblem gemm_problem_from_json(const json& j) {
       step.operand_dtype = dtype_field(steps[i], "operand_dtype", at);
       step.operand_ld = steps[i].value("operand_ld", int64_t{0});
       step.operand_batch_stride = steps[i].value("operand_batch_stride", int64_t{0});
+      step.operand_outer_batch_stride = steps[i].value("operand_outer_batch_stride", int64_t{0});
       p.epilogue.push_back(std::move(step));
     }
   }

@@ -1,5 +1,6 @@
-// The GEMM kind's problem: D[l] = epilogue(alpha · A[l] · B[l]), A: M×K, B: K×N, D: M×N,
-// l < batch. Discovery builds it (chain.hpp), realization turns it into kernels
+// The GEMM kind's problem: D[o, l] = epilogue(alpha · A[o, l] · B[o, l]), A: M×K, B: K×N,
+// D: M×N, l < batch (the kernel's batch mode), o < outer_batch (a second batch mode: the batch
+// dims of a 4-D matmul whose operands need two strides, gemm_abi.h). Discovery builds it (chain.hpp), realization turns it into kernels
 // (realize/spec_from_problem.hpp), kind.cpp tells the engine's stages about it, and the ABI
 // struct it becomes is gemm_abi.h. Its names (step kinds, activations) have one table, in
 // problem.cpp.
@@ -33,6 +34,7 @@ struct GemmOperand {
   int64_t ld = 0;            // leading dimension in elements
   int64_t batch_stride = 0;  // elements between batches; 0 = broadcast over the batch
   int64_t offset = 0;        // elements from the value's first element to the operand's
+  int64_t outer_batch_stride = 0;  // elements between outer batches (the second batch mode)
 };
 
 enum class Activation { Identity, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh };
@@ -46,19 +48,21 @@ struct EpilogueStep {
   enum class Kind {
     Scale,       // x *= value
     AddScalar,   // x += value
-    Bias,        // x += bias[n]                     (operand: length-N vector)
+    Bias,        // x += value * bias[n]             (operand: length-N vector; value 1, or
+                 //                                   addmm's beta)
     Activation,  // x = act(x; p0, p1)              (leaky slope / clamp bounds)
     Residual,    // x += value * C[m, n]            (operand: M×N tensor; value = beta)
     Multiply,    // x *= C[m, n]                     (operand: M×N tensor)
   };
   Kind kind = Kind::Scale;
   Activation activation = Activation::Identity;
-  double value = 1.0;  // Scale factor, AddScalar addend, or beta for Residual
+  double value = 1.0;  // Scale factor, AddScalar addend, beta for Residual, multiplier for Bias
   double p0 = 0.0, p1 = 0.0;
   graph::ValueId operand;  // Bias / Residual / Multiply
   DType operand_dtype = DType::Unknown;
   int64_t operand_ld = 0;            // Residual / Multiply: leading dimension (row-major)
   int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply: elements between batches
+  int64_t operand_outer_batch_stride = 0;  // the same between outer batches
 };
 std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
@@ -66,18 +70,22 @@ bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t outer_batch = 1;       // the second batch mode (1: none)
   GemmOperand a, b;
   GemmOperand d;                 // output (RowMajor M×N)
   DType accumulate = DType::Float32;
   double alpha = 1.0;
   std::vector<EpilogueStep> epilogue;
 
-  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+  // Every batch of both modes: batch · outer_batch.
+  int64_t batches() const { return batch * outer_batch; }
+  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batches()); }
   // Bytes that must cross device memory once: A, B, D and every epilogue operand.
   double min_bytes() const;
   // "gemm_bias_gelu_tanh": "gemm" or "bgemm" followed by the epilogue step names.
   std::string fusion_name() const;
-  // "65536x3072x768" or "128x(512x2048x1024)"
+  // "65536x3072x768", "128x(512x2048x1024)", or with two batch modes "2x8x(128x128x64)"
+  // (outer_batch x batch x (M x N x K)).
   std::string shape_string() const;
 };
 
@@ -94,7 +102,9 @@ KernelEpilogue kernel_epilogue(const GemmProblem& p);
 // "problem"): {"m","n","k","batch","alpha","accumulate","fusion","shape","a":{operand},"b":..,
 // "d":.., "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype",
 // "operand_ld","operand_batch_stride"}]}, operand = {"value","dtype","layout":"row"|"col","ld",
-// "batch_stride","offset"}. Non-finite numbers (clamp bounds) are written as the strings "inf" /
+// "batch_stride","offset"}. With two batch modes (outer_batch > 1) also "outer_batch", each
+// operand's "outer_batch_stride" and each operand step's "operand_outer_batch_stride" (absent:
+// 1 and 0). Non-finite numbers (clamp bounds) are written as the strings "inf" /
 // "-inf" / "nan". from_json throws std::invalid_argument naming the field when one is missing
 // or malformed.
 nlohmann::json gemm_problem_to_json(const GemmProblem& p);

@@ -30,12 +30,13 @@ Layout parse_layout_letter(char letter, std::string_view whole) {
 }
 
 GemmOperand compact_operand(graph::DType dtype, Layout layout, int64_t rows, int64_t cols,
-                                      int64_t batch) {
+                                      int64_t batch, int64_t outer_batch) {
   GemmOperand operand;
   operand.dtype = dtype;
   operand.layout = layout;
   operand.ld = layout == Layout::RowMajor ? cols : rows;
   operand.batch_stride = batch > 1 ? rows * cols : 0;
+  operand.outer_batch_stride = outer_batch > 1 ? batch * rows * cols : 0;
   return operand;
 }
 
@@ -58,12 +59,14 @@ GemmSizes parse_gemm_sizes(std::string_view text) {
     else if (key == "n") sizes.n = number;
     else if (key == "k") sizes.k = number;
     else if (key == "batch" || key == "b") sizes.batch = number;
-    else throw std::invalid_argument("problem: unknown key '" + key + "' (m, n, k, batch)");
+    else if (key == "outer" || key == "outer_batch") sizes.outer_batch = number;
+    else throw std::invalid_argument("problem: unknown key '" + key + "' (m, n, k, batch, outer)");
   }
   for (auto [name, value] : {std::pair{"m", sizes.m}, std::pair{"n", sizes.n}, std::pair{"k", sizes.k}}) {
     if (value < 1) throw std::invalid_argument(std::string("problem: ") + name + " missing or < 1");
   }
   if (sizes.batch < 1) throw std::invalid_argument("problem: batch < 1");
+  if (sizes.outer_batch < 1) throw std::invalid_argument("problem: outer < 1");
   return sizes;
 }
 
@@ -86,9 +89,11 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
   problem.n = sizes.n;
   problem.k = sizes.k;
   problem.batch = sizes.batch;
-  problem.a = compact_operand(dtype, parse_layout_letter(layouts[0], layouts), sizes.m, sizes.k, sizes.batch);
-  problem.b = compact_operand(dtype, parse_layout_letter(layouts[1], layouts), sizes.k, sizes.n, sizes.batch);
-  problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n, sizes.batch);
+  problem.outer_batch = sizes.outer_batch;
+  const int64_t batch = sizes.batch, outer = sizes.outer_batch;
+  problem.a = compact_operand(dtype, parse_layout_letter(layouts[0], layouts), sizes.m, sizes.k, batch, outer);
+  problem.b = compact_operand(dtype, parse_layout_letter(layouts[1], layouts), sizes.k, sizes.n, batch, outer);
+  problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n, batch, outer);
   problem.accumulate = graph::DType::Float32;
   problem.alpha = 1.0;
   for (const std::string& token : split_commas(epilogue)) {
@@ -102,7 +107,8 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       step.value = 1.0;
       step.operand_dtype = dtype;
       step.operand_ld = sizes.n;
-      step.operand_batch_stride = sizes.batch > 1 ? sizes.m * sizes.n : 0;
+      step.operand_batch_stride = problem.d.batch_stride;
+      step.operand_outer_batch_stride = problem.d.outer_batch_stride;
     } else if (token == "scale" || token == "add") {
       // A constant after the GEMM (a leading one folds into alpha): 0.5 and 1.0 stand in for
       // the model's constant, which the call carries at run time.

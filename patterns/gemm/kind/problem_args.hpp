@@ -12,11 +12,13 @@ namespace fact::gemm {
 
 struct GemmSizes {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t outer_batch = 1;  // a second batch mode ("outer=")
   bool operator==(const GemmSizes&) const = default;
 };
 
-// "m=4096,n=4096,k=4096[,batch=8]" (any order). Throws std::invalid_argument naming the bad
-// token: unknown or repeated key, non-integer value, m/n/k missing or < 1, batch < 1.
+// "m=4096,n=4096,k=4096[,batch=8][,outer=2]" (any order; outer: a second batch mode). Throws
+// std::invalid_argument naming the bad token: unknown or repeated key, non-integer value, m/n/k
+// missing or < 1, batch or outer < 1.
 GemmSizes parse_gemm_sizes(std::string_view text);
 
 // "bf16"/"bfloat16", "fp16"/"f16"/"float16", "fp32"/"f32"/"float32". Throws
@@ -31,7 +33,8 @@ std::string default_precision_for(graph::DType dtype);
 // epilogue steps of `epilogue`: a comma list of "bias" (length-N vector), "residual" (beta 1),
 // "mul", "scale" (x0.5), "add" (+1.0), and activation names ("relu", "gelu_tanh", ...); empty or "none" for a plain GEMM.
 // `layouts`: two letters for A and B, 't' row-major, 'n' column-major ("tn": an nn.Linear).
-// Leading dimensions and batch strides are those of compact tensors. Throws
+// Leading dimensions and batch strides are those of compact tensors ([outer][batch][rows][cols]
+// with two batch modes). Throws
 // std::invalid_argument for an unknown token.
 GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::string_view epilogue,
                                         std::string_view layouts = "tn");

@@ -120,49 +120,63 @@ int reference_gemm_host(const FactGemmArgs& args) {
     if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_MULTIPLY) return FACT_ERR_INVALID_ARGS;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
   }
+  if (args.outer_batch < 0) return FACT_ERR_INVALID_ARGS;
   const int64_t m = args.m, n = args.n, k = args.k;
+  const int64_t outer_batches = args.outer_batch > 1 ? args.outer_batch : 1;
   const bool a_row = args.a_layout == FACT_ROW_MAJOR;
   const bool b_row = args.b_layout == FACT_ROW_MAJOR;
   std::vector<double> a_row_major(static_cast<size_t>(m * k));
   std::vector<double> b_col_major(static_cast<size_t>(k * n));
-  for (int64_t l = 0; l < args.batch; ++l) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const int64_t at = l * args.stride_a + (a_row ? i * args.lda + kk : kk * args.lda + i);
-        a_row_major[static_cast<size_t>(i * k + kk)] = load(args.a, at, args.a_type);
+  for (int64_t o = 0; o < outer_batches; ++o) {
+    for (int64_t l = 0; l < args.batch; ++l) {
+      // Element offsets of batch (o, l) of every operand.
+      const int64_t a0 = o * args.outer_stride_a + l * args.stride_a;
+      const int64_t b0 = o * args.outer_stride_b + l * args.stride_b;
+      const int64_t d0 = o * args.outer_stride_d + l * args.stride_d;
+      int64_t step0[FACT_GEMM_MAX_STEPS];
+      for (int s = 0; s < args.num_steps; ++s) {
+        step0[s] = o * args.steps[s].outer_batch_stride + l * args.steps[s].batch_stride;
       }
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const int64_t at = l * args.stride_b + (b_row ? kk * args.ldb + j : j * args.ldb + kk);
-        b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
-      }
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
-      for (int64_t j = 0; j < n; ++j) {
-        const double* b_j = &b_col_major[static_cast<size_t>(j * k)];
-        double acc = 0.0;
-        for (int64_t kk = 0; kk < k; ++kk) acc += a_i[kk] * b_j[kk];
-        double x = double(args.alpha) * acc;
-        for (int s = 0; s < args.num_steps; ++s) {
-          const FactGemmStep& step = args.steps[s];
-          switch (step.kind) {
-            case FACT_STEP_SCALE: x *= step.value; break;
-            case FACT_STEP_ADD_SCALAR: x += step.value; break;
-            case FACT_STEP_BIAS: x += load(step.operand, l * step.batch_stride + j, step.operand_type); break;
-            case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
-            case FACT_STEP_RESIDUAL:
-              x += double(step.value) *
-                   load(step.operand, l * step.batch_stride + i * step.ld + j, step.operand_type);
-              break;
-            case FACT_STEP_MULTIPLY:
-              x *= load(step.operand, l * step.batch_stride + i * step.ld + j, step.operand_type);
-              break;
-            default: return FACT_ERR_INVALID_ARGS;
-          }
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const int64_t at = a0 + (a_row ? i * args.lda + kk : kk * args.lda + i);
+          a_row_major[static_cast<size_t>(i * k + kk)] = load(args.a, at, args.a_type);
         }
-        store(args.d, l * args.stride_d + i * args.ldd + j, args.d_type, x);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const int64_t at = b0 + (b_row ? kk * args.ldb + j : j * args.ldb + kk);
+          b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
+        for (int64_t j = 0; j < n; ++j) {
+          const double* b_j = &b_col_major[static_cast<size_t>(j * k)];
+          double acc = 0.0;
+          for (int64_t kk = 0; kk < k; ++kk) acc += a_i[kk] * b_j[kk];
+          double x = double(args.alpha) * acc;
+          for (int s = 0; s < args.num_steps; ++s) {
+            const FactGemmStep& step = args.steps[s];
+            switch (step.kind) {
+              case FACT_STEP_SCALE: x *= step.value; break;
+              case FACT_STEP_ADD_SCALAR: x += step.value; break;
+              case FACT_STEP_BIAS:
+                x += double(step.value) * load(step.operand, step0[s] + j, step.operand_type);
+                break;
+              case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
+              case FACT_STEP_RESIDUAL:
+                x += double(step.value) *
+                     load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                break;
+              case FACT_STEP_MULTIPLY:
+                x *= load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                break;
+              default: return FACT_ERR_INVALID_ARGS;
+            }
+          }
+          store(args.d, d0 + i * args.ldd + j, args.d_type, x);
+        }
       }
     }
   }

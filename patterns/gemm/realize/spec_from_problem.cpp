@@ -27,14 +27,15 @@ MathMode math_mode_for(DType operand_dtype, std::string_view precision) {
 }
 
 int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols,
-                      int64_t batch) {
+                      int64_t batch, int64_t outer_batch) {
   const int bytes = graph::dtype_bytes(operand.dtype);
   if (bytes <= 0) return 1;
   const int64_t extent = operand.layout == Layout::RowMajor ? cols : rows;
   int alignment = 16 / bytes;
   auto divides_all = [&](int a) {
     return extent % a == 0 && operand.ld % a == 0 &&
-           (batch <= 1 || operand.batch_stride % a == 0);
+           (batch <= 1 || operand.batch_stride % a == 0) &&
+           (outer_batch <= 1 || operand.outer_batch_stride % a == 0);
   };
   while (alignment > 1 && !divides_all(alignment)) alignment /= 2;
   return alignment;
@@ -57,9 +58,11 @@ GemmSpec spec_from_problem(const GemmProblem& problem, std::string_view precisio
   }
   spec.math = math_mode_for(problem.a.dtype, precision);
   spec.batched = problem.batch > 1;
-  spec.align_a = operand_alignment(problem.a, problem.m, problem.k, problem.batch);
-  spec.align_b = operand_alignment(problem.b, problem.k, problem.n, problem.batch);
-  spec.align_d = operand_alignment(problem.d, problem.m, problem.n, problem.batch);
+  // The outer batch mode runs as launches whose pointers move by the outer strides: those must
+  // keep each operand's alignment too.
+  spec.align_a = operand_alignment(problem.a, problem.m, problem.k, problem.batch, problem.outer_batch);
+  spec.align_b = operand_alignment(problem.b, problem.k, problem.n, problem.batch, problem.outer_batch);
+  spec.align_d = operand_alignment(problem.d, problem.m, problem.n, problem.batch, problem.outer_batch);
 
   for (const auto& step : kernel_epilogue(problem).steps) {
     EpilogueOpSpec op;

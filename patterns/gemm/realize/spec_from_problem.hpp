@@ -14,8 +14,9 @@ namespace fact::gemm {
 MathMode math_mode_for(DType operand_dtype, std::string_view precision);
 
 // Largest alignment (in elements, at most 16 bytes' worth) that every leading dimension,
-// contiguous extent and batch stride of the operand is a multiple of.
-int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch);
+// contiguous extent and batch stride (of both batch modes) of the operand is a multiple of.
+int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch,
+                      int64_t outer_batch = 1);
 
 // The GEMM problem class of `problem` under `precision` ("strict", "tf32", "native"): dtypes,
 // layouts, alignments, batching, math mode, and the epilogue as kernel_epilogue() runs it

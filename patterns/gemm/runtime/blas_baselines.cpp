@@ -192,7 +192,7 @@ BlasContext::~BlasContext() {
 }
 
 Baseline make_cublas_baseline(BlasContext& context, const GemmCase& gemm_case) {
-  const GemmProblem& p = gemm_case.problem;
+  const GemmProblem p = as_one_batch_mode(gemm_case.problem);
   require_int32(p);
   const GemmExCall call = gemm_ex_call(p, gemm_case.precision);
   Baseline baseline;
@@ -211,7 +211,7 @@ Baseline make_cublas_baseline(BlasContext& context, const GemmCase& gemm_case) {
 
 Baseline make_cublaslt_baseline(BlasContext& context, const GemmCase& gemm_case,
                                 const FactGemmArgs& sample) {
-  const GemmProblem& p = gemm_case.problem;
+  const GemmProblem p = as_one_batch_mode(gemm_case.problem);
   require_int32(p);
   const GemmExCall call = gemm_ex_call(p, gemm_case.precision);
   const ColumnMajorGemm& g = call.map;

@@ -55,7 +55,7 @@ LtEpiloguePlan plan_cublaslt_epilogue(const GemmProblem& p) {
     if (!has_act) {
       switch (step.kind) {
         case Kind::Bias:
-          fits = !bias && p.d.layout == Layout::RowMajor;
+          fits = !bias && p.d.layout == Layout::RowMajor && step.value == 1.0;
           if (fits) plan.bias_step = static_cast<int>(index);
           bias = bias || fits;
           break;

@@ -43,7 +43,7 @@ struct LtEpiloguePlan {
 // The longest prefix of `problem.epilogue` (in kernel form: leading scales are alpha) that
 // cuBLASLt computes in one call: additive steps (one Bias, one Residual whose C has D's dtype)
 // in any order, then at most one ReLU or tanh-GELU, nothing after it. A Bias needs a row-major
-// D (the bias runs along N, cuBLASLt's rows of Dᵀ). Scale, AddScalar, Multiply, a second bias or
+// D (the bias runs along N, cuBLASLt's rows of Dᵀ) and a multiplier (value) of 1. Scale, AddScalar, Multiply, a second bias or
 // residual and other activations end the prefix.
 LtEpiloguePlan plan_cublaslt_epilogue(const GemmProblem& problem);
 

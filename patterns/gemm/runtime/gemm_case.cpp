@@ -21,13 +21,14 @@ int64_t leading_dimension(Layout layout, int64_t rows, int64_t cols) {
 }
 
 GemmOperand compact(const std::string& value, DType dtype, Layout layout, int64_t rows,
-                    int64_t cols) {
+                    int64_t cols, int64_t batch) {
   GemmOperand o;
   o.value = value;
   o.dtype = dtype;
   o.layout = layout;
   o.ld = leading_dimension(layout, rows, cols);
   o.batch_stride = rows * cols;
+  o.outer_batch_stride = batch * rows * cols;
   return o;
 }
 
@@ -47,7 +48,8 @@ std::string dtype_text(DType t) { return std::string(graph::dtype_name(t)); }
 }  // namespace
 
 GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, PrecisionMode precision) {
-  if (problem.m <= 0 || problem.n <= 0 || problem.k <= 0 || problem.batch < 1) {
+  if (problem.m <= 0 || problem.n <= 0 || problem.k <= 0 || problem.batch < 1 ||
+      problem.outer_batch < 1) {
     throw std::invalid_argument("problem sizes must be positive");
   }
   if (problem.batch > 1 && !spec.batched) {
@@ -74,12 +76,13 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
   p.n = problem.n;
   p.k = problem.k;
   p.batch = problem.batch;
+  p.outer_batch = problem.outer_batch;
   p.accumulate = spec.accumulate;
   const KernelEpilogue given = kernel_epilogue(problem);
   p.alpha = given.alpha;
-  p.a = compact("A", spec.a_dtype, spec.a_layout, p.m, p.k);
-  p.b = compact("B", spec.b_dtype, spec.b_layout, p.k, p.n);
-  p.d = compact("D", spec.d_dtype, spec.d_layout, p.m, p.n);
+  p.a = compact("A", spec.a_dtype, spec.a_layout, p.m, p.k, p.batch);
+  p.b = compact("B", spec.b_dtype, spec.b_layout, p.k, p.n, p.batch);
+  p.d = compact("D", spec.d_dtype, spec.d_layout, p.m, p.n, p.batch);
 
   bool same_kinds = given.steps.size() == spec.epilogue.size();
   for (size_t i = 0; same_kinds && i < spec.epilogue.size(); ++i) {
@@ -109,9 +112,11 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
       if (op.kind == Kind::Bias) {
         step.operand_ld = 0;
         step.operand_batch_stride = 0;  // one vector for every batch
+        step.operand_outer_batch_stride = 0;
       } else {
         step.operand_ld = p.d.ld;
-        step.operand_batch_stride = p.m * p.n;
+        step.operand_batch_stride = p.d.batch_stride;
+        step.operand_outer_batch_stride = p.d.outer_batch_stride;
       }
     }
     p.epilogue.push_back(step);
@@ -133,6 +138,7 @@ GemmCase with_adversarial_constants(GemmCase c) {
       case Kind::Scale: step.value = 0.625 + 0.0625 * at; break;
       case Kind::AddScalar: step.value = -0.375 - 0.0625 * at; break;
       case Kind::Residual: step.value = 1.375 + 0.0625 * at; break;
+      case Kind::Bias: step.value = -1.5 - 0.0625 * at; break;  // its multiplier
       case Kind::Activation:
         if (step.activation == Activation::LeakyReLU) step.p0 = 0.2 + 0.0625 * at;
         if (step.activation == Activation::HardTanh) {
@@ -140,12 +146,43 @@ GemmCase with_adversarial_constants(GemmCase c) {
           step.p1 = 0.4 + 0.03125 * at;
         }
         break;
-      case Kind::Bias:
       case Kind::Multiply:
         break;
     }
   }
   return c;
+}
+
+GemmProblem as_one_batch_mode(GemmProblem p) {
+  if (p.outer_batch == 1) return p;
+  auto merges = [&](int64_t stride, int64_t outer_stride) {
+    return outer_stride == p.batch * stride || (p.batch == 1 && stride == 0 && outer_stride == 0);
+  };
+  bool ok = merges(p.a.batch_stride, p.a.outer_batch_stride) &&
+            merges(p.b.batch_stride, p.b.outer_batch_stride) &&
+            merges(p.d.batch_stride, p.d.outer_batch_stride);
+  for (const EpilogueStep& step : p.epilogue) {
+    if (reads_operand(step.kind)) {
+      ok = ok && merges(step.operand_batch_stride, step.operand_outer_batch_stride);
+    }
+  }
+  if (!ok) {
+    throw std::invalid_argument("the two batch modes of " + p.shape_string() +
+                                " do not merge into one batch stride");
+  }
+  auto merge = [&](int64_t& stride, int64_t& outer_stride) {
+    if (p.batch == 1) stride = outer_stride;
+    outer_stride = 0;
+  };
+  merge(p.a.batch_stride, p.a.outer_batch_stride);
+  merge(p.b.batch_stride, p.b.outer_batch_stride);
+  merge(p.d.batch_stride, p.d.outer_batch_stride);
+  for (EpilogueStep& step : p.epilogue) {
+    merge(step.operand_batch_stride, step.operand_outer_batch_stride);
+  }
+  p.batch *= p.outer_batch;
+  p.outer_batch = 1;
+  return p;
 }
 
 GemmProblem with_epilogue_prefix(GemmProblem problem, size_t steps) {

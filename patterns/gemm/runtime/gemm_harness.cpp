@@ -24,13 +24,15 @@ struct Scratch {
   unsigned long long guard_changes;
 };
 
-MatrixView view_of(const void* data, DType dtype, Layout layout, int64_t ld, int64_t batch_stride) {
+MatrixView view_of(const void* data, DType dtype, Layout layout, int64_t ld, int64_t batch_stride,
+                   int64_t outer_stride) {
   MatrixView v;
   v.data = data;
   v.type = element_type(dtype);
   v.row_stride = layout == Layout::RowMajor ? ld : 1;
   v.col_stride = layout == Layout::RowMajor ? 1 : ld;
   v.batch_stride = batch_stride;
+  v.outer_stride = outer_stride;
   return v;
 }
 
@@ -65,11 +67,11 @@ size_t bytes_of(DType dtype, int64_t elements) {
   return static_cast<size_t>(elements) * static_cast<size_t>(element_bytes(element_type(dtype)));
 }
 
-// Extent of a batched operand: the last batch's offset plus one matrix.
+// Extent of a batched operand: the last batch's offset (in both batch modes) plus one matrix.
 int64_t operand_elements(int64_t rows, int64_t cols, int64_t ld, Layout layout, int64_t batch,
-                         int64_t batch_stride) {
+                         int64_t batch_stride, int64_t outer_batch, int64_t outer_stride) {
   const int64_t matrix = layout == Layout::RowMajor ? (rows - 1) * ld + cols : (cols - 1) * ld + rows;
-  return (batch - 1) * batch_stride + matrix;
+  return (outer_batch - 1) * outer_stride + (batch - 1) * batch_stride + matrix;
 }
 
 std::string format_number(double v) {
@@ -100,8 +102,9 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
   r.n = p.n;
   r.k = p.k;
   r.batch = p.batch;
-  r.a = view_of(a, p.a.dtype, p.a.layout, p.a.ld, p.a.batch_stride);
-  r.b = view_of(b, p.b.dtype, p.b.layout, p.b.ld, p.b.batch_stride);
+  r.outer_batch = p.outer_batch;
+  r.a = view_of(a, p.a.dtype, p.a.layout, p.a.ld, p.a.batch_stride, p.a.outer_batch_stride);
+  r.b = view_of(b, p.b.dtype, p.b.layout, p.b.ld, p.b.batch_stride, p.b.outer_batch_stride);
   // The constants as the call carries them: FactGemmArgs holds float32 (a reference in the
   // problem's double constants would differ from what every kernel computes by their rounding).
   r.alpha = static_cast<float>(p.alpha);
@@ -124,10 +127,11 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       s.operand.row_stride = 0;  // bias[n]: the same for every row
       s.operand.col_stride = 1;
       s.operand.batch_stride = step.operand_batch_stride;
+      s.operand.outer_stride = step.operand_outer_batch_stride;
     }
     if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
       s.operand = view_of(operands[i], step.operand_dtype, p.d.layout, step.operand_ld,
-                          step.operand_batch_stride);
+                          step.operand_batch_stride, step.operand_outer_batch_stride);
     }
   }
   return r;
@@ -140,36 +144,43 @@ std::string reference_key(const GemmProblem& p) {
   for (const EpilogueStep& s : p.epilogue) {
     key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
         << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype) << ','
-        << s.operand_ld << ',' << s.operand_batch_stride;
+        << s.operand_ld << ',' << s.operand_batch_stride << ',' << s.operand_outer_batch_stride;
   }
+  key << "|batches " << p.batch << 'x' << p.outer_batch;
   return key.str();
 }
 
 GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
   const GemmProblem& p = case_.problem;
-  a_ = DeviceBuffer(bytes_of(p.a.dtype, operand_elements(p.m, p.k, p.a.ld, p.a.layout, p.batch,
-                                                         p.a.batch_stride)));
-  b_ = DeviceBuffer(bytes_of(p.b.dtype, operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch,
-                                                         p.b.batch_stride)));
-  d_elements_ = operand_elements(p.m, p.n, p.d.ld, p.d.layout, p.batch, p.d.batch_stride);
+  a_ = DeviceBuffer(bytes_of(p.a.dtype,
+                            operand_elements(p.m, p.k, p.a.ld, p.a.layout, p.batch, p.a.batch_stride,
+                                             p.outer_batch, p.a.outer_batch_stride)));
+  b_ = DeviceBuffer(bytes_of(p.b.dtype,
+                            operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch, p.b.batch_stride,
+                                             p.outer_batch, p.b.outer_batch_stride)));
+  d_elements_ = operand_elements(p.m, p.n, p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
+                                 p.outer_batch, p.d.outer_batch_stride);
   if (p.epilogue.size() > operands_.size()) {
     throw std::invalid_argument("epilogue of " + std::to_string(p.epilogue.size()) + " steps");
   }
   for (size_t i = 0; i < p.epilogue.size(); ++i) {
     const EpilogueStep& step = p.epilogue[i];
     if (step.kind == Kind::Bias) {
-      operands_[i] = DeviceBuffer(bytes_of(step.operand_dtype, (p.batch - 1) * step.operand_batch_stride + p.n));
+      operands_[i] = DeviceBuffer(bytes_of(
+          step.operand_dtype, (p.outer_batch - 1) * step.operand_outer_batch_stride +
+                                  (p.batch - 1) * step.operand_batch_stride + p.n));
     } else if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
       operands_[i] = DeviceBuffer(bytes_of(
-          step.operand_dtype, operand_elements(p.m, p.n, step.operand_ld, p.d.layout, p.batch,
-                                               step.operand_batch_stride)));
+          step.operand_dtype,
+          operand_elements(p.m, p.n, step.operand_ld, p.d.layout, p.batch, step.operand_batch_stride,
+                           p.outer_batch, step.operand_outer_batch_stride)));
     }
   }
   const int d_bytes = element_bytes(element_type(p.d.dtype));
   guard_elements_ = static_cast<int64_t>(kGuardBytes) / d_bytes;
   d_storage_ = DeviceBuffer(bytes_of(p.d.dtype, d_elements_) + 2 * kGuardBytes);
   d_ = static_cast<char*>(d_storage_.data()) + kGuardBytes;
-  reference_ = DeviceBuffer(static_cast<size_t>(p.m * p.n * p.batch) * sizeof(double));
+  reference_ = DeviceBuffer(static_cast<size_t>(p.m * p.n * p.batches()) * sizeof(double));
   scratch_ = DeviceBuffer(sizeof(Scratch));
 }
 
@@ -265,7 +276,7 @@ CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& laun
   result.name = name;
   result.seed = seed_;
   result.tolerance = tolerance;
-  result.elements = p.m * p.n * p.batch;
+  result.elements = p.m * p.n * p.batches();
   result.stream = stream == secondary_.get() ? "secondary" : "primary";
   *status = FACT_OK;
 
@@ -289,8 +300,10 @@ CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& laun
   const int64_t guard_changed = guard_changes(stream);
   Scratch* scratch = scratch_.as<Scratch>();
   FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->sums, 0, sizeof(ErrorSums), stream));
-  const MatrixView out = view_of(d_, p.d.dtype, p.d.layout, p.d.ld, p.d.batch_stride);
-  launch_compare(out, reference_.as<double>(), p.m, p.n, p.batch, &scratch->sums, stream);
+  const MatrixView out =
+      view_of(d_, p.d.dtype, p.d.layout, p.d.ld, p.d.batch_stride, p.d.outer_batch_stride);
+  launch_compare(out, reference_.as<double>(), p.m, p.n, p.batch, p.outer_batch, &scratch->sums,
+                 stream);
   FACT_CUDA_CHECK(cudaMemcpyAsync(&last_sums_, &scratch->sums, sizeof(ErrorSums),
                                   cudaMemcpyDeviceToHost, stream));
   FACT_CUDA_CHECK(cudaStreamSynchronize(stream));

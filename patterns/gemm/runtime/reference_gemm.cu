@@ -38,8 +38,10 @@ __device__ inline double load_element(const void* data, ElementType type, int64_
   return 0.0;
 }
 
-__device__ inline double load_matrix(const MatrixView& v, int64_t l, int64_t r, int64_t c) {
-  return load_element(v.data, v.type, l * v.batch_stride + r * v.row_stride + c * v.col_stride);
+__device__ inline double load_matrix(const MatrixView& v, int64_t o, int64_t l, int64_t r,
+                                     int64_t c) {
+  return load_element(v.data, v.type,
+                      o * v.outer_stride + l * v.batch_stride + r * v.row_stride + c * v.col_stride);
 }
 
 __device__ double activate(double x, RefActivation act, double p0, double p1) {
@@ -60,18 +62,18 @@ __device__ double activate(double x, RefActivation act, double p0, double p1) {
   return x;
 }
 
-__device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t l, int64_t i,
-                                 int64_t j) {
+__device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o, int64_t l,
+                                 int64_t i, int64_t j) {
   double x = p.alpha * acc;
   for (int s = 0; s < p.step_count; ++s) {
     const RefEpilogueStep& step = p.steps[s];
     switch (step.kind) {
       case RefStepKind::Scale: x *= step.value; break;
       case RefStepKind::AddScalar: x += step.value; break;
-      case RefStepKind::Bias: x += load_matrix(step.operand, l, i, j); break;
+      case RefStepKind::Bias: x += step.value * load_matrix(step.operand, o, l, i, j); break;
       case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
-      case RefStepKind::Residual: x += step.value * load_matrix(step.operand, l, i, j); break;
-      case RefStepKind::Multiply: x *= load_matrix(step.operand, l, i, j); break;
+      case RefStepKind::Residual: x += step.value * load_matrix(step.operand, o, l, i, j); break;
+      case RefStepKind::Multiply: x *= load_matrix(step.operand, o, l, i, j); break;
     }
   }
   return x;
@@ -85,16 +87,18 @@ __global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const Referenc
   const int64_t row0 = int64_t(blockIdx.y) * kTile;
   const int64_t col0 = int64_t(blockIdx.x) * kTile;
 
-  for (int64_t l = blockIdx.z; l < p.batch; l += gridDim.z) {
+  const int64_t batches = p.batch * p.outer_batch;
+  for (int64_t ol = blockIdx.z; ol < batches; ol += gridDim.z) {
+    const int64_t o = ol / p.batch, l = ol % p.batch;
     double acc[kPerThread][kPerThread] = {};
     for (int64_t k0 = 0; k0 < p.k; k0 += kTileK) {
       for (int e = threadIdx.x; e < kTile * kTileK; e += kThreads) {
         const int r = e / kTileK, kk = e % kTileK;  // A tile: consecutive threads walk K
         const int64_t gr = row0 + r, gk = k0 + kk;
-        a_tile[kk][r] = (gr < p.m && gk < p.k) ? load_matrix(p.a, l, gr, gk) : 0.0;
+        a_tile[kk][r] = (gr < p.m && gk < p.k) ? load_matrix(p.a, o, l, gr, gk) : 0.0;
         const int kb = e / kTile, c = e % kTile;  // B tile: consecutive threads walk N
         const int64_t gkb = k0 + kb, gc = col0 + c;
-        b_tile[kb][c] = (gkb < p.k && gc < p.n) ? load_matrix(p.b, l, gkb, gc) : 0.0;
+        b_tile[kb][c] = (gkb < p.k && gc < p.n) ? load_matrix(p.b, o, l, gkb, gc) : 0.0;
       }
       __syncthreads();
 #pragma unroll
@@ -118,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const Referenc
       for (int c = 0; c < kPerThread; ++c) {
         const int64_t j = col0 + tx + c * kThreadsPerSide;
         if (j >= p.n) continue;
-        p.out[(l * p.m + i) * p.n + j] = apply_epilogue(p, acc[r][c], l, i, j);
+        p.out[(ol * p.m + i) * p.n + j] = apply_epilogue(p, acc[r][c], o, l, i, j);
       }
     }
   }
@@ -148,22 +152,24 @@ constexpr int kCompareThreads = 256;
 
 __global__ void __launch_bounds__(kCompareThreads)
     compare_kernel(const MatrixView out, const double* ref, int64_t m, int64_t n, int64_t batch,
-                   ErrorSums* sums) {
+                   int64_t outer_batch, ErrorSums* sums) {
   double sq_diff = 0, sq_ref = 0, max_abs = 0;
   unsigned long long unwritten = 0, nonfinite = 0, ref_nonfinite = 0;
-  const int64_t total = m * n * batch;
+  const int64_t total = m * n * batch * outer_batch;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = idx % n;
     const int64_t i = (idx / n) % m;
-    const int64_t l = idx / (n * m);
+    const int64_t l = (idx / (n * m)) % batch;
+    const int64_t ob = idx / (n * m * batch);  // outer batch
     const double r = ref[idx];
     if (!isfinite(r)) {
       ++ref_nonfinite;
       continue;
     }
     sq_ref += r * r;
-    const int64_t offset = l * out.batch_stride + i * out.row_stride + j * out.col_stride;
+    const int64_t offset =
+        ob * out.outer_stride + l * out.batch_stride + i * out.row_stride + j * out.col_stride;
     if (is_poison(out.data, out.type, offset)) {
       ++unwritten;
       continue;
@@ -226,7 +232,7 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>((params.n + kTile - 1) / kTile),
                   static_cast<unsigned>((params.m + kTile - 1) / kTile),
-                  static_cast<unsigned>(std::min<int64_t>(params.batch, 65535)));
+                  static_cast<unsigned>(std::min<int64_t>(params.batch * params.outer_batch, 65535)));
   if ((params.n + kTile - 1) / kTile > 0x7fffffff || (params.m + kTile - 1) / kTile > 65535) {
     throw CudaError("reference GEMM: problem too large for one launch grid");
   }
@@ -235,11 +241,11 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
 }
 
 void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
-                    ErrorSums* sums, cudaStream_t stream) {
-  const int64_t total = m * n * batch;
+                    int64_t outer_batch, ErrorSums* sums, cudaStream_t stream) {
+  const int64_t total = m * n * batch * outer_batch;
   const unsigned blocks =
       static_cast<unsigned>(std::clamp<int64_t>((total + kCompareThreads - 1) / kCompareThreads, 1, 8192));
-  compare_kernel<<<blocks, kCompareThreads, 0, stream>>>(out, ref, m, n, batch, sums);
+  compare_kernel<<<blocks, kCompareThreads, 0, stream>>>(out, ref, m, n, batch, outer_batch, sums);
   check_cuda(cudaGetLastError(), "compare_kernel launch", __FILE__, __LINE__);
 }
 

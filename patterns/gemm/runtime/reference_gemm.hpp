@@ -15,12 +15,13 @@ namespace fact::gemm {
 using runtime::ElementType;
 using runtime::ErrorSums;
 
-// A batched matrix in device memory: element (l, r, c) lives at
-// data[l·batch_stride + r·row_stride + c·col_stride].
+// A batched matrix in device memory: element (o, l, r, c) — outer batch o, batch l — lives at
+// data[o·outer_stride + l·batch_stride + r·row_stride + c·col_stride].
 struct MatrixView {
   const void* data = nullptr;
   ElementType type = ElementType::F32;
   int64_t row_stride = 0, col_stride = 0, batch_stride = 0;
+  int64_t outer_stride = 0;
 };
 
 enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply };
@@ -28,7 +29,7 @@ enum class RefActivation : int {
   Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
 };
 
-// One epilogue step: Scale x *= value, AddScalar x += value, Bias x += operand(l, 0, j),
+// One epilogue step: Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
 // x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1).
 struct RefEpilogueStep {
@@ -41,10 +42,11 @@ struct RefEpilogueStep {
 
 inline constexpr int kMaxReferenceSteps = 8;
 
-// out[(l·m + i)·n + j] = epilogue(alpha · Σ_k A[l,i,k]·B[l,k,j]) in float64, every operand
-// read from its stored (low-precision) value, the steps applied in order.
+// out[((o·batch + l)·m + i)·n + j] = epilogue(alpha · Σ_k A[o,l,i,k]·B[o,l,k,j]) in float64,
+// every operand read from its stored (low-precision) value, the steps applied in order.
 struct ReferenceParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t outer_batch = 1;  // the second batch mode
   MatrixView a, b;
   double alpha = 1.0;
   int step_count = 0;
@@ -53,9 +55,9 @@ struct ReferenceParams {
 };
 void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
 
-// Compares the batch × m × n matrix `out` with the dense reference `ref` ([l][i][j]),
-// accumulating into `sums` (zero them first).
+// Compares the outer_batch × batch × m × n matrix `out` with the dense reference `ref`
+// ([o][l][i][j]), accumulating into `sums` (zero them first).
 void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,
-                    ErrorSums* sums, cudaStream_t stream);
+                    int64_t outer_batch, ErrorSums* sums, cudaStream_t stream);
 
 }  // namespace fact::gemm

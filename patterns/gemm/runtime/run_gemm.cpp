@@ -47,6 +47,7 @@ json problem_json(const GemmCase& c, const std::string& text) {
           {"n", p.n},
           {"k", p.k},
           {"batch", p.batch},
+          {"outer_batch", p.outer_batch},
           {"alpha", p.alpha},
           {"epilogue", gemm_problem_to_json(p).at("epilogue")},
           {"a_dtype", graph::dtype_name(p.a.dtype)},

@@ -16,6 +16,7 @@ using graph::DType;
 using graph::GraphBuilder;
 using graph::OpOptions;
 using graph::T;
+using graph::TL;
 using testing::count_target;
 using testing::find_target;
 using V = std::vector<int64_t>;
@@ -138,11 +139,18 @@ TEST(CanonicalizeGemm, MatmulBroadcastsBatchDims) {
   auto g = canonicalize(b.finish({y}));
   const auto& attrs = only_gemm(g).attrs;
   // Batch dims [2, 4]: k's stride over the first is 0 and over the second 512, which do not
-  // collapse into one stride.
-  EXPECT_EQ(attrs["batch"], 8);
+  // collapse into one stride: two batch modes, the kernel's the larger (4), the outer one 2.
+  EXPECT_EQ(attrs["batch"], 4);
+  EXPECT_EQ(attrs["outer_batch"], 2);
   EXPECT_EQ(attrs["batch_shape"], (V{2, 4}));
-  ASSERT_TRUE(attrs.contains("unsupported"));
-  EXPECT_NE(attrs["unsupported"].get<std::string>().find("operand B"), std::string::npos);
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["a"]["batch_stride"], 512);
+  EXPECT_EQ(attrs["a"]["outer_batch_stride"], 2048);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 512);
+  EXPECT_EQ(attrs["b"]["outer_batch_stride"], 0);  // k is broadcast over the first dim
+  EXPECT_EQ(attrs["d"]["batch_stride"], 256);
+  EXPECT_EQ(attrs["d"]["outer_batch_stride"], 1024);
+  EXPECT_EQ(attrs["batch_dims"]["modes"], (std::vector<int>{1, 0}));
 }
 
 TEST(CanonicalizeGemm, MatmulWithSharedWeightFoldsWhenRowsCollapse) {
@@ -171,19 +179,178 @@ TEST(CanonicalizeGemm, SharedWeightWithStridedRowsBecomesBatched) {
   EXPECT_FALSE(attrs.contains("unsupported"));
 }
 
-TEST(CanonicalizeGemm, HeadSplitOperandsCannotBeReadWithOneBatchStride) {
+TEST(CanonicalizeGemm, HeadSplitOperandsBecomeTwoBatchModes) {
   // q = qkv[..., :C].view(B, T, H, D).transpose(1, 2): batch dims (B, H) with strides
-  // (T*3C, D) that do not collapse.
+  // (T*3C, D) that do not collapse into one stride; k is contiguous. H (4) is the kernel's batch
+  // mode, B (2) the outer one its entry loops over.
   GraphBuilder b(DType::BFloat16);
   auto q = b.input("q", {2, 4, 16, 16}, V{3072, 16, 192, 1});
   auto k = b.input("k", {2, 4, 16, 16});
   auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
   auto g = canonicalize(b.finish({y}));
   const auto& attrs = only_gemm(g).attrs;
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["batch"], 4);
+  EXPECT_EQ(attrs["outer_batch"], 2);
+  EXPECT_EQ(attrs["a"]["ld"], 192);
+  EXPECT_EQ(attrs["a"]["batch_stride"], 16);
+  EXPECT_EQ(attrs["a"]["outer_batch_stride"], 3072);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 256);
+  EXPECT_EQ(attrs["b"]["outer_batch_stride"], 1024);
+  EXPECT_EQ(attrs["d"]["batch_stride"], 256);
+  EXPECT_EQ(attrs["d"]["outer_batch_stride"], 1024);
+  EXPECT_EQ(attrs["batch_shape"], (V{2, 4}));
+}
+
+TEST(CanonicalizeGemm, TheLargerRunIsTheKernelsBatchMode) {
+  // [8, 2] batch dims whose strides do not chain: the first dim (8) becomes the kernel's mode.
+  GraphBuilder b(DType::Float32);
+  auto x = b.input("x", {8, 2, 16, 32}, V{32, 8 * 32 * 16, 8 * 32, 1});  // [H, B] of [B, T, H, K]
+  auto w = b.input("w", {8, 2, 32, 16});
+  auto y = b.op("aten.matmul.default", {T(x), T(w)}, {8, 2, 16, 16});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
+  EXPECT_EQ(attrs["batch"], 8);
+  EXPECT_EQ(attrs["outer_batch"], 2);
+  EXPECT_EQ(attrs["a"]["batch_stride"], 32);
+  EXPECT_EQ(attrs["a"]["outer_batch_stride"], 8 * 32 * 16);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 2 * 32 * 16);
+  EXPECT_EQ(attrs["b"]["outer_batch_stride"], 32 * 16);
+  EXPECT_EQ(attrs["d"]["batch_stride"], 2 * 16 * 16);  // D stays [8, 2, 16, 16]
+  EXPECT_EQ(attrs["d"]["outer_batch_stride"], 16 * 16);
+  EXPECT_EQ(attrs["batch_dims"]["modes"], (std::vector<int>{0, 1}));
+}
+
+TEST(CanonicalizeGemm, GqaExpandedValuesAreASecondBatchMode) {
+  // v = kv.expand(B, H, T, D) from [B, 1, T, D] (repeat_kv with one KV head): stride 0 over H.
+  GraphBuilder b(DType::BFloat16);
+  auto p = b.input("p", {2, 4, 32, 32});
+  auto v = b.input("v", {2, 4, 32, 16}, V{512, 0, 16, 1});
+  auto y = b.op("aten.matmul.default", {T(p), T(v)}, {2, 4, 32, 16});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["batch"], 4);
+  EXPECT_EQ(attrs["outer_batch"], 2);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 0);
+  EXPECT_EQ(attrs["b"]["outer_batch_stride"], 512);
+  EXPECT_EQ(attrs["a"]["batch_stride"], 1024);
+  EXPECT_EQ(attrs["a"]["outer_batch_stride"], 4096);
+}
+
+TEST(CanonicalizeGemm, BatchDimsNeedingThreeStridesAreUnsupported) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 3, 4, 16, 16}, V{16, 32 * 16 * 2, 16 * 2 * 3, 2 * 3 * 4 * 16, 1});
+  auto k = b.input("k", {2, 3, 4, 16, 16});
+  auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 3, 4, 16, 16});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
   ASSERT_TRUE(attrs.contains("unsupported"));
   EXPECT_EQ(attrs["unsupported"],
-            "operand A [2, 4, 16, 16] with strides [3072, 16, 192, 1]: batch dims [2, 4] do not "
-            "collapse into one batch stride");
+            "operands A [2, 3, 4, 16, 16] with strides [16, 1024, 96, 384, 1] and B [2, 3, 4, 16, "
+            "16] with strides [3072, 1024, 256, 16, 1]: batch dims [2, 3, 4] need more than two "
+            "batch strides (a kernel takes two batch modes)");
+}
+
+TEST(CanonicalizeGemm, EinsumWithBatchDimsAndATransposedOperand) {
+  // Attention scores as einsum: "bhqd,bhkd->bhqk" reads k as a column-major B.
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {2, 4, 16, 32});
+  auto k = b.input("k", {2, 4, 24, 32});
+  auto y = b.op("aten.einsum.default", {C("bhqd,bhkd->bhqk"), TL({q, k})}, {2, 4, 16, 24});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& gemm = only_gemm(g);
+  const auto& attrs = gemm.attrs;
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["equation"], "bhqd,bhkd->bhqk");
+  EXPECT_EQ(attrs["m"], 16);
+  EXPECT_EQ(attrs["n"], 24);
+  EXPECT_EQ(attrs["k"], 32);
+  EXPECT_EQ(attrs["batch"], 8);
+  EXPECT_EQ(attrs["a"]["value"], q);
+  EXPECT_EQ(attrs["a"]["layout"], "row");
+  EXPECT_EQ(attrs["b"]["value"], k);
+  EXPECT_EQ(attrs["b"]["layout"], "col");
+  EXPECT_EQ(attrs["b"]["ld"], 32);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 24 * 32);
+  EXPECT_EQ(gemm.args[0].tensor, q);
+  EXPECT_EQ(gemm.args[1].tensor, k);
+}
+
+TEST(CanonicalizeGemm, EinsumProjectionToHeadsIsTwoBatchModes) {
+  // "btd,dhk->bhtk": per-head projection weights [d, h, k]; x is broadcast over h, the weight
+  // over b, so batch dims (b, h) need two strides.
+  GraphBuilder b(DType::Float32);
+  auto x = b.input("x", {2, 16, 64});
+  auto w = b.parameter("w", {64, 2, 16});
+  auto y = b.op("aten.einsum.default", {C("btd,dhk->bhtk"), TL({x, w})}, {2, 2, 16, 16});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["m"], 16);
+  EXPECT_EQ(attrs["n"], 16);
+  EXPECT_EQ(attrs["k"], 64);
+  EXPECT_EQ(attrs["batch"] .get<int64_t>() * attrs["outer_batch"].get<int64_t>(), 4);
+  EXPECT_EQ(attrs["b"]["layout"], "row");
+  EXPECT_EQ(attrs["b"]["ld"], 32);
+  // x: 1024 apart over b, shared over h; w: shared over b, 16 apart over h.
+  EXPECT_EQ(attrs["a"]["batch_stride"], 0);
+  EXPECT_EQ(attrs["a"]["outer_batch_stride"], 1024);
+  EXPECT_EQ(attrs["b"]["batch_stride"], 16);
+  EXPECT_EQ(attrs["b"]["outer_batch_stride"], 0);
+}
+
+TEST(CanonicalizeGemm, EinsumContractionThatNeedsACopyIsUnsupportedWithTheReason) {
+  // "bhtk,hkd->btd" contracts (h, k), which are not adjacent in h's layout [b, h, t, k].
+  GraphBuilder b(DType::Float32);
+  auto h = b.input("h", {2, 2, 16, 16});
+  auto w = b.parameter("w", {2, 16, 64});
+  auto y = b.op("aten.einsum.default", {C("bhtk,hkd->btd"), TL({h, w})}, {2, 16, 64});
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
+  ASSERT_TRUE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["unsupported"],
+            "einsum 'bhtk,hkd->btd': dims [bt] of [2, 2, 16, 16] with strides [512, 256, 16, 1] "
+            "do not collapse into one row stride (the product needs a copy)");
+}
+
+TEST(CanonicalizeGemm, EinsumsThatAreNoMatrixProductStayAsCaptured) {
+  GraphBuilder b(DType::Float32);
+  auto x = b.input("x", {16, 32});
+  auto z = b.input("z", {16, 32});
+  auto prod = b.op("aten.einsum.default", {C("ij,ij->ij"), TL({x, z})}, {16, 32});  // no K
+  auto sum = b.op("aten.einsum.default", {C("ij,jk->i"), TL({x, b.input("w", {32, 8})})}, {16});
+  auto ell = b.op("aten.einsum.default", {C("...ij,...jk->...ik"), TL({x, b.input("v", {32, 8})})},
+                  {16, 8});
+  auto g = canonicalize(b.finish({prod, sum, ell}));
+  EXPECT_EQ(count_target(g, "fact.gemm"), 0u);
+  EXPECT_EQ(count_target(g, "aten.einsum.default"), 3u);
+}
+
+TEST(CanonicalizeGemm, BaddbmmWithAPerBatchBiasVector) {
+  // BLOOM's ALiBi: baddbmm(alibi [B*H, 1, T], q, kᵀ): one bias row per batch.
+  GraphBuilder b(DType::Float32);
+  auto alibi = b.input("alibi", {8, 1, 32});
+  auto q = b.input("q", {8, 32, 16});
+  auto k = b.input("k", {8, 32, 16});
+  auto kt = b.op("aten.transpose.int", {T(k), C(1), C(2)}, {8, 16, 32}, OpOptions{.stride = V{512, 1, 16}});
+  OpOptions scaled;
+  scaled.kwargs["alpha"] = C(0.25);
+  auto y = b.op("aten.baddbmm.default", {T(alibi), T(q), T(kt)}, {8, 32, 32}, scaled);
+  const auto g = canonicalize(b.finish({y}));
+  const auto& attrs = only_gemm(g).attrs;
+  EXPECT_FALSE(attrs.contains("unsupported"));
+  EXPECT_EQ(attrs["bias"]["broadcast"], "row");
+  EXPECT_EQ(attrs["bias"]["batch_stride"], 32);
+  EXPECT_EQ(attrs["bias"]["outer_batch_stride"], 0);
+  // A bias shared by the batches reads with batch stride 0.
+  GraphBuilder shared(DType::Float32);
+  auto one = shared.input("one", {1, 1, 32});
+  auto q2 = shared.input("q", {8, 32, 16});
+  auto k2 = shared.input("k", {8, 16, 32});
+  auto y2 = shared.op("aten.baddbmm.default", {T(one), T(q2), T(k2)}, {8, 32, 32});
+  const auto g2 = canonicalize(shared.finish({y2}));
+  EXPECT_EQ(only_gemm(g2).attrs["bias"]["batch_stride"], 0);
 }
 
 TEST(CanonicalizeGemm, OperandWithoutUnitStrideIsUnsupported) {

@@ -179,7 +179,23 @@ TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
   const Match& m = only_match(discover(g, o));
   EXPECT_EQ(m.status, MatchStatus::Declined);
   EXPECT_EQ(m.reason,
-            "float32 GEMMs need --precision strict (3xTF32) or tf32; 'native' is for bf16/fp16 models");
+            "a float32 GEMM in a native run stays PyTorch's (precision 'native' runs the model's "
+            "bf16/fp16 GEMMs; float32 ones run with --precision strict or tf32)");
+}
+
+TEST(GemmRule, OuterProductsDeclineAsSuch) {
+  // RoPE's frequencies: inv_freq [1, 8, 1] @ positions [1, 1, 32], float32 inside a bf16 model.
+  for (const std::string precision : {"strict", "native"}) {
+    GraphBuilder b(DType::Float32);
+    auto f = b.input("f", {1, 8, 1});
+    auto t = b.input("t", {1, 1, 32});
+    auto y = b.op("aten.matmul.default", {T(f), T(t)}, {1, 8, 32});
+    DiscoverOptions o;
+    o.precision = precision;
+    const Match& m = only_match(discover(b.finish({y}), o));
+    EXPECT_EQ(m.status, MatchStatus::Declined);
+    EXPECT_EQ(m.reason, "an outer product (K=1) is not worth a GEMM kernel");
+  }
 }
 
 TEST(GemmRule, MisalignedDimensionsDecline) {
@@ -203,12 +219,122 @@ TEST(GemmRule, MisalignedDimensionsDecline) {
 
 TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {
   GraphBuilder b(DType::BFloat16);
-  auto q = b.input("q", {2, 4, 16, 16}, std::vector<int64_t>{3072, 16, 192, 1});
-  auto k = b.input("k", {2, 4, 16, 16});
-  auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
+  auto q = b.input("q", {2, 3, 4, 16, 16}, std::vector<int64_t>{16, 1024, 96, 384, 1});
+  auto k = b.input("k", {2, 3, 4, 16, 16});
+  auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 3, 4, 16, 16});
   const Match& m = only_match(discover(b.finish({y})));
   EXPECT_EQ(m.status, MatchStatus::Declined);
-  EXPECT_EQ(m.reason.rfind("layout: operand A [2, 4, 16, 16]", 0), 0u) << m.reason;
+  EXPECT_EQ(m.reason.rfind("layout: operands A [2, 3, 4, 16, 16]", 0), 0u) << m.reason;
+}
+
+// Attention scores on heads split from a projection: two batch modes, the additive mask
+// [B, 1, T, T] a residual shared by the heads, a key-padding mask [B, 1, 1, T] a bias per batch.
+struct ScoresGraph {
+  GraphBuilder b{DType::BFloat16, "cuda:0"};
+  ValueId q, k, scores;
+  explicit ScoresGraph(int64_t head_dim = 16, int64_t t = 32) {
+    // q, k: [B=2, T, H=4, D] viewed [B, H, T, D]
+    q = b.input("q", {2, 4, t, head_dim}, std::vector<int64_t>{t * 4 * head_dim, head_dim, 4 * head_dim, 1});
+    k = b.input("k", {2, 4, head_dim, t}, std::vector<int64_t>{t * 4 * head_dim, head_dim, 1, 4 * head_dim});
+    scores = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, t, t});
+  }
+};
+
+TEST(GemmRule, TwoModeScoresAbsorbABroadcastMaskAndAPerBatchBias) {
+  ScoresGraph s;
+  auto mask = s.b.input("mask", {2, 1, 32, 32});
+  auto padding = s.b.input("padding", {2, 1, 1, 32});
+  auto scaled = s.b.op("aten.mul.Tensor", {T(s.scores), C(0.25)}, {2, 4, 32, 32});
+  auto masked = s.b.op("aten.add.Tensor", {T(scaled), T(mask)}, {2, 4, 32, 32});
+  auto padded = s.b.op("aten.add.Tensor", {T(masked), T(padding)}, {2, 4, 32, 32});
+  const Match& m = only_match(discover(s.b.finish({padded})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.rule, "bgemm_scale_residual_bias");
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_EQ(p.outer_batch, 2);
+  EXPECT_EQ(p.a.batch_stride, 16);
+  EXPECT_EQ(p.a.outer_batch_stride, 32 * 64);
+  EXPECT_EQ(p.a.ld, 64);
+  EXPECT_EQ(p.b.layout, Layout::ColumnMajor);
+  EXPECT_EQ(p.d.batch_stride, 32 * 32);
+  EXPECT_EQ(p.d.outer_batch_stride, 4 * 32 * 32);
+  const auto& e = p.epilogue;
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[1].kind, Kind::Residual);
+  EXPECT_EQ(e[1].operand, "mask");
+  EXPECT_EQ(e[1].operand_ld, 32);
+  EXPECT_EQ(e[1].operand_batch_stride, 0);  // shared by the heads
+  EXPECT_EQ(e[1].operand_outer_batch_stride, 32 * 32);
+  EXPECT_EQ(e[2].kind, Kind::Bias);
+  EXPECT_EQ(e[2].operand, "padding");
+  EXPECT_EQ(e[2].operand_batch_stride, 0);
+  EXPECT_EQ(e[2].operand_outer_batch_stride, 32);
+  EXPECT_EQ(m.extra["math"], "native");
+}
+
+TEST(GemmRule, MasksThatDoNotBroadcastPerBatchStayOutside) {
+  ScoresGraph s;
+  auto per_row = s.b.input("per_row", {2, 4, 32, 1});  // varies along M: neither bias nor residual
+  auto out = s.b.op("aten.add.Tensor", {T(s.scores), T(per_row)}, {2, 4, 32, 32});
+  const Match& m = only_match(discover(s.b.finish({out})));
+  EXPECT_EQ(m.rule, "bgemm");
+}
+
+TEST(GemmRule, TwoModeStridesMustKeep16ByteAlignment) {
+  ScoresGraph s(/*head_dim=*/12);  // the heads 12 bf16 elements apart: 24 bytes
+  const Match& m = only_match(discover(s.b.finish({s.scores})));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason, "K=12 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  GraphBuilder b(DType::BFloat16, "cuda:0");
+  auto q = b.input("q", {2, 4, 16, 16}, std::vector<int64_t>{3076, 16, 192, 1});
+  auto k = b.input("k", {2, 4, 16, 16});
+  auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
+  const Match& odd = only_match(discover(b.finish({y})));
+  EXPECT_EQ(odd.reason,
+            "outer batch stride of A=3076 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+}
+
+TEST(GemmRule, AddmmVectorBiasWithBetaIsABiasStepWithThatMultiplier) {
+  GraphBuilder b(DType::BFloat16);
+  auto bias = b.parameter("bias", {32});
+  auto a = b.input("a", {64, 128});
+  auto w = b.input("w", {128, 32});
+  OpOptions scaled;
+  scaled.kwargs["beta"] = C(0.5);
+  scaled.kwargs["alpha"] = C(2.0);
+  auto y = b.op("aten.addmm.default", {T(bias), T(a), T(w)}, {64, 32}, scaled);
+  const Match& m = only_match(discover(b.finish({y})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.rule, "gemm_bias");
+  EXPECT_DOUBLE_EQ(gemms(m)[0].alpha, 2.0);
+  EXPECT_DOUBLE_EQ(gemms(m)[0].epilogue[0].value, 0.5);
+  // beta = 0 ignores the input, as torch.addmm does.
+  GraphBuilder zero(DType::BFloat16);
+  auto bias0 = zero.parameter("bias", {32});
+  auto a0 = zero.input("a", {64, 128});
+  auto w0 = zero.input("w", {128, 32});
+  OpOptions ignored;
+  ignored.kwargs["beta"] = C(0.0);
+  auto y0 = zero.op("aten.addmm.default", {T(bias0), T(a0), T(w0)}, {64, 32}, ignored);
+  const Match& m0 = only_match(discover(zero.finish({y0})));
+  EXPECT_EQ(m0.rule, "gemm");
+  EXPECT_TRUE(gemms(m0)[0].epilogue.empty());
+}
+
+TEST(GemmRule, EinsumIsAGemm) {
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {4, 16, 64});
+  auto w = b.parameter("w", {64, 128});
+  auto y = b.op("aten.einsum.default", {C("btd,df->btf"), graph::TL({x, w})}, {4, 16, 128});
+  auto out = unary(b, "aten.relu.default", y);
+  const Match& m = only_match(discover(b.finish({out})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.rule, "gemm_relu");
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.m, 64);  // b and t fold into M: the weight is shared
+  EXPECT_EQ(p.n, 128);
+  EXPECT_EQ(p.k, 64);
 }
 
 TEST(GemmRule, DevicesOtherThanCudaCpuMetaDecline) {

@@ -87,7 +87,7 @@ std::vector<double> direct(const LinearCase& c) {
         switch (s.kind) {
           case EpilogueStep::Kind::Scale: v *= s.value; break;
           case EpilogueStep::Kind::AddScalar: v += s.value; break;
-          case EpilogueStep::Kind::Bias: v += c.bias[j]; break;
+          case EpilogueStep::Kind::Bias: v += s.value * c.bias[j]; break;
           case EpilogueStep::Kind::Activation: v = activate(s.activation, v, s.p0, s.p1); break;
           case EpilogueStep::Kind::Residual: v += s.value * other[i * c.n + j]; break;
           case EpilogueStep::Kind::Multiply: v *= other[i * c.n + j]; break;
@@ -235,6 +235,221 @@ TEST(GemmKind, KindDescribesItsProblems) {
   ASSERT_TRUE(words);
   EXPECT_EQ(gemm_problem_from_json(*words).fusion_name(), "gemm_bias_relu");
   EXPECT_FALSE(kind.from_command_line({{"problem", "batch=2"}}));
+}
+
+TEST(GemmKind, BiasStepsScaleTheirVectorByTheirValue) {
+  // addmm(bias, x, w, beta=0.5): the bias step carries beta as its multiplier.
+  const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5, 0.5),
+                                  act(Activation::ReLU)},
+                                 8);
+  const FactGemmArgs args = gemm_args(c.problem);
+  EXPECT_FLOAT_EQ(args.steps[0].value, 0.5f);
+  expect_close(run_image(c), direct(c));
+  // A plain bias: multiplier 1, and the problem's JSON does not spell it.
+  const LinearCase plain = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5)}, 8);
+  EXPECT_FLOAT_EQ(gemm_args(plain.problem).steps[0].value, 1.0f);
+  EXPECT_FALSE(gemm_problem_to_json(plain.problem)["epilogue"][0].contains("value"));
+  const GemmProblem back = gemm_problem_from_json(gemm_problem_to_json(c.problem));
+  EXPECT_DOUBLE_EQ(back.epilogue[0].value, 0.5);
+}
+
+// Two batch modes: D[o, l] = epilogue(A[o, l] · B[o, l]) with every operand laid out its own way
+// (a 4-D matmul whose batch dims do not collapse into one stride): A [O][M][L][K] (heads split
+// from a fused projection: batch stride K, outer M·L·K, lda L·K), B column-major [L][O][N][K]
+// (batch stride O·N·K, outer N·K), D [L][O][M][N] (the kernel's mode outermost in memory), a bias
+// per outer batch scaled by 0.5, a residual shared by the kernel's batches (batch stride 0), a
+// product per (o, l).
+struct TwoModeCase {
+  int64_t outer = 2, batch = 3, m = 4, n = 8, k = 5;
+  std::vector<float> a, b, bias, residual, multiplier;
+  GemmProblem problem;
+  graph::Graph graph;
+
+  float at_a(int64_t o, int64_t l, int64_t i, int64_t kk) const {
+    return a[((o * m + i) * batch + l) * k + kk];
+  }
+  float at_b(int64_t o, int64_t l, int64_t kk, int64_t j) const {
+    return b[((l * outer + o) * n + j) * k + kk];
+  }
+  int64_t d_index(int64_t o, int64_t l, int64_t i, int64_t j) const {
+    return ((l * outer + o) * m + i) * n + j;
+  }
+};
+
+TwoModeCase make_two_mode_case() {
+  TwoModeCase c;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  auto fill = [&](std::vector<float>& v, int64_t count) {
+    v.resize(static_cast<size_t>(count));
+    for (auto& e : v) e = normal(rng);
+  };
+  fill(c.a, c.outer * c.batch * c.m * c.k);
+  fill(c.b, c.outer * c.batch * c.k * c.n);
+  fill(c.bias, c.outer * c.n);
+  fill(c.residual, c.outer * c.m * c.n);
+  fill(c.multiplier, c.outer * c.batch * c.m * c.n);
+  GemmProblem& p = c.problem;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.batch = c.batch;
+  p.outer_batch = c.outer;
+  p.alpha = 0.75;
+  p.a = {"a", DType::Float32, Layout::RowMajor, c.batch * c.k, c.k, 0, c.m * c.batch * c.k};
+  p.b = {"b", DType::Float32, Layout::ColumnMajor, c.k, c.outer * c.n * c.k, 0, c.n * c.k};
+  p.d = {"d", DType::Float32, Layout::RowMajor, c.n, c.outer * c.m * c.n, 0, c.m * c.n};
+  EpilogueStep bias = tensor_step(EpilogueStep::Kind::Bias, "bias", c.n, 0.5);
+  bias.operand_batch_stride = 0;
+  bias.operand_outer_batch_stride = c.n;
+  EpilogueStep residual = tensor_step(EpilogueStep::Kind::Residual, "residual", c.n, -1.5);
+  residual.operand_batch_stride = 0;
+  residual.operand_outer_batch_stride = c.m * c.n;
+  EpilogueStep multiply = tensor_step(EpilogueStep::Kind::Multiply, "multiplier", c.n);
+  multiply.operand_batch_stride = c.m * c.n;
+  multiply.operand_outer_batch_stride = c.batch * c.m * c.n;
+  p.epilogue = {bias, act(Activation::Tanh), residual, multiply};
+  graph::GraphBuilder builder(DType::Float32);
+  auto a = builder.input("a", {c.outer, c.m, c.batch, c.k});
+  auto b = builder.parameter("b", {c.batch, c.outer, c.n, c.k});
+  auto d = builder.op("aten.mul.Tensor", {graph::T(a), graph::T(b)}, {c.batch, c.outer, c.m, c.n});
+  c.graph = builder.finish({d});
+  p.d.value = d;
+  return c;
+}
+
+std::vector<double> direct_two_modes(const TwoModeCase& c) {
+  std::vector<double> out(static_cast<size_t>(c.outer * c.batch * c.m * c.n));
+  for (int64_t o = 0; o < c.outer; ++o) {
+    for (int64_t l = 0; l < c.batch; ++l) {
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double acc = 0;
+          for (int64_t kk = 0; kk < c.k; ++kk) acc += double(c.at_a(o, l, i, kk)) * c.at_b(o, l, kk, j);
+          double v = 0.75 * acc + 0.5 * c.bias[o * c.n + j];
+          v = std::tanh(v);
+          v += -1.5 * c.residual[(o * c.m + i) * c.n + j];
+          v *= c.multiplier[((o * c.batch + l) * c.m + i) * c.n + j];
+          out[static_cast<size_t>(c.d_index(o, l, i, j))] = v;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(GemmKind, TwoBatchModesPackAndReferenceAgreeWithADirectComputation) {
+  const TwoModeCase c = make_two_mode_case();
+  const FactGemmArgs args = gemm_args(c.problem);
+  EXPECT_EQ(args.batch, 3);
+  EXPECT_EQ(args.outer_batch, 2);
+  EXPECT_EQ(args.stride_a, 5);
+  EXPECT_EQ(args.outer_stride_a, 60);
+  EXPECT_EQ(args.stride_b, 80);
+  EXPECT_EQ(args.outer_stride_b, 40);
+  EXPECT_EQ(args.stride_d, 64);
+  EXPECT_EQ(args.outer_stride_d, 32);
+  EXPECT_EQ(args.steps[0].outer_batch_stride, 8);
+  EXPECT_EQ(args.steps[2].batch_stride, 0);
+  EXPECT_EQ(args.steps[2].outer_batch_stride, 32);
+  const ArgImage image = pack_gemm(c.problem, c.graph);
+  std::vector<const void*> operands;
+  for (const auto& o : image.operands) {
+    operands.push_back(o.value == "a" ? c.a.data() : o.value == "b" ? c.b.data()
+                       : o.value == "bias" ? c.bias.data() : o.value == "residual"
+                           ? c.residual.data() : c.multiplier.data());
+  }
+  std::vector<float> d(static_cast<size_t>(c.outer * c.batch * c.m * c.n),
+                       std::numeric_limits<float>::quiet_NaN());
+  std::vector<uint8_t> bytes = bind_addresses(image, operands, {d.data()},
+                                              std::vector<int>(operands.size(), 4), {4});
+  ASSERT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(bytes.data())), FACT_OK);
+  expect_close(d, direct_two_modes(c));
+}
+
+TEST(GemmKind, OuterSliceAdvancesEveryPointerByItsOuterStride) {
+  const TwoModeCase c = make_two_mode_case();
+  FactGemmArgs args = gemm_args(c.problem);
+  args.a = c.a.data();
+  args.b = c.b.data();
+  std::vector<float> d(192);
+  args.d = d.data();
+  args.steps[0].operand = c.bias.data();
+  args.steps[2].operand = c.residual.data();
+  args.steps[3].operand = c.multiplier.data();
+  EXPECT_EQ(fact_gemm_outer_count(&args), 2);
+  const FactGemmArgs slice = fact_gemm_outer_slice(&args, 1);
+  EXPECT_EQ(slice.outer_batch, 1);
+  EXPECT_EQ(slice.a, c.a.data() + 60);
+  EXPECT_EQ(slice.b, c.b.data() + 40);
+  EXPECT_EQ(slice.d, d.data() + 32);
+  EXPECT_EQ(slice.steps[0].operand, c.bias.data() + 8);
+  EXPECT_EQ(slice.steps[1].operand, nullptr);  // the activation has none
+  EXPECT_EQ(slice.steps[2].operand, c.residual.data() + 32);
+  EXPECT_EQ(slice.steps[3].operand, c.multiplier.data() + 96);
+  EXPECT_EQ(slice.outer_stride_a, 0);
+  EXPECT_EQ(slice.stride_a, args.stride_a);
+  // Running every slice through the reference computes the whole call.
+  std::vector<float> whole(192), sliced(192);
+  args.d = whole.data();
+  ASSERT_EQ(reference_call(&args.header), FACT_OK);
+  args.d = sliced.data();
+  for (int64_t o = 0; o < 2; ++o) {
+    const FactGemmArgs one = fact_gemm_outer_slice(&args, o);
+    ASSERT_EQ(reference_call(&one.header), FACT_OK);
+  }
+  EXPECT_EQ(whole, sliced);
+  // A zeroed outer_batch reads as 1; a negative one is malformed.
+  args.outer_batch = 0;
+  EXPECT_EQ(fact_gemm_outer_count(&args), 1);
+  args.outer_batch = -1;
+  EXPECT_EQ(reference_call(&args.header), FACT_ERR_INVALID_ARGS);
+}
+
+TEST(GemmKind, TwoBatchModesInTheProblemJsonAndItsDescription) {
+  const TwoModeCase c = make_two_mode_case();
+  const nlohmann::json j = gemm_problem_to_json(c.problem);
+  EXPECT_EQ(j["outer_batch"], 2);
+  EXPECT_EQ(j["a"]["outer_batch_stride"], 60);
+  EXPECT_EQ(j["epilogue"][3]["operand_outer_batch_stride"], 96);
+  EXPECT_EQ(j["shape"], "2x3x(4x8x5)");
+  EXPECT_EQ(j["fusion"], "bgemm_bias_tanh_residual_mul");
+  const GemmProblem back = gemm_problem_from_json(j);
+  EXPECT_EQ(back.outer_batch, 2);
+  EXPECT_EQ(back.b.outer_batch_stride, 40);
+  EXPECT_EQ(back.d.outer_batch_stride, 32);
+  EXPECT_EQ(back.epilogue[0].operand_outer_batch_stride, 8);
+  EXPECT_EQ(gemm_problem_to_json(back), j);
+  EXPECT_DOUBLE_EQ(c.problem.flops(), 2.0 * 4 * 8 * 5 * 6);
+  // One batch mode: the JSON has no outer fields (plans written before stay as they were).
+  GemmProblem one = c.problem;
+  one.outer_batch = 1;
+  EXPECT_FALSE(gemm_problem_to_json(one).contains("outer_batch"));
+  EXPECT_FALSE(gemm_problem_to_json(one)["a"].contains("outer_batch_stride"));
+  nlohmann::json bad = j;
+  bad["outer_batch"] = 0;
+  EXPECT_THROW(gemm_problem_from_json(bad), std::invalid_argument);
+  const auto words = kind_of(to_problem(c.problem))
+                         .from_command_line({{"problem", "m=64,n=32,k=16,batch=8,outer=2"}});
+  ASSERT_TRUE(words);
+  const GemmProblem parsed = gemm_problem_from_json(*words);
+  EXPECT_EQ(parsed.outer_batch, 2);
+  EXPECT_EQ(parsed.a.batch_stride, 64 * 16);
+  EXPECT_EQ(parsed.a.outer_batch_stride, 8 * 64 * 16);
+}
+
+TEST(GemmKind, PackRefusesATwoModeOutputThatIsNotDense) {
+  TwoModeCase c = make_two_mode_case();
+  c.problem.d.outer_batch_stride = 0;  // every outer batch into the same matrices
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+  c = make_two_mode_case();
+  c.problem.d.batch_stride = 32;
+  c.problem.d.outer_batch_stride = 64;  // strides of neither order
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+  c = make_two_mode_case();
+  c.problem.d.batch_stride = 32;
+  c.problem.d.outer_batch_stride = 3 * 32;  // [O][L]: dense too
+  EXPECT_NO_THROW(pack_gemm(c.problem, c.graph));
 }
 
 }  // namespace

@@ -91,11 +91,27 @@ std::string check_abi(Entry entry, const GemmSpec& spec) {
       {"B layout", [](FactGemmArgs& a) { a.b_layout = 1 - a.b_layout; }},
       {"empty problem", [](FactGemmArgs& a) { a.m = 0; }},
       {"step count", [](FactGemmArgs& a) { a.num_steps += 1; }},
+      {"outer batch count", [](FactGemmArgs& a) { a.outer_batch = -2; }},
+      {"outer stride of B", [](FactGemmArgs& a) {
+         a.outer_batch = 2;
+         a.outer_stride_b = -128;
+       }},
   };
   for (const Corruption& c : corruptions) {
     FactGemmArgs bad = good;
     c.apply(bad);
     if (status(bad) != FACT_ERR_INVALID_ARGS) return std::string(c.what) + " not checked";
+  }
+  // Two batch modes: a size query for outer batches is answered like one launch's.
+  FactGemmArgs two_modes = good;
+  two_modes.outer_batch = 3;
+  two_modes.outer_stride_a = two_modes.outer_stride_b = two_modes.outer_stride_d = 128 * 128;
+  if (status(two_modes) == FACT_ERR_INVALID_ARGS) return "a call with two batch modes refused";
+  for (int i = 0; i < good.num_steps; ++i) {
+    if (good.steps[i].operand_type == FACT_DTYPE_NONE) continue;
+    FactGemmArgs bad = two_modes;
+    bad.steps[i].outer_batch_stride = -1;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) return "the outer stride of step " + std::to_string(i) + " not checked";
   }
   for (int i = 0; i < good.num_steps; ++i) {
     FactGemmArgs bad = good;
@@ -180,6 +196,67 @@ TEST_F(GemmCompile, Bf16IssueChainBiasScaleHardtanhGeluErf) {
             std::string::npos)
       << kernel.source;
   compile_and_check(s, "issue_chain");
+}
+
+// Attention scores on heads split from a projection (a 4-D matmul whose batch dims need two
+// strides): a batched bf16 kernel whose entry runs the outer batch mode as launches, with the
+// epilogue of issue 9's masked scores (scale folded into alpha, the additive mask a residual
+// shared by the heads, a key-padding bias per batch scaled by its step's value). Beyond the ABI
+// checks every library gets: a real (non-size-query) call whose outer strides would move a
+// pointer off 16-byte alignment is refused whole (FACT_ERR_CANNOT_IMPLEMENT) before anything
+// touches the device, and its size query is answered.
+TEST_F(GemmCompile, Bf16TwoBatchModesMaskedScores) {
+  GemmSpec s = bf16_gemm();
+  s.batched = true;
+  s.b_layout = Layout::ColumnMajor;
+  s.tile = {128, 128, 64};
+  s.mainloop = MainloopSchedule::Cooperative;
+  s.epilogue = {{Kind::Residual, Activation::Identity, DType::BFloat16},
+                {Kind::Bias, Activation::Identity, DType::BFloat16}};
+  const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
+  const realize::CompileResult r = realize::compile_kernel(kernel, scratch("two_modes"), options_);
+  ASSERT_TRUE(r.ok) << s.name() << ": " << r.reason << "\n" << r.log.substr(0, 20000);
+  EXPECT_EQ(r.log.find("C7510"), std::string::npos) << r.log;
+  EXPECT_EQ(r.usage.spill_store_bytes, 0);
+  EXPECT_EQ(check_library(r.output, kernel), "");
+  std::cout << "[ compiled ] " << s.name() << " in " << r.seconds << " s, " << r.usage.registers
+            << " registers\n";
+
+  void* handle = dlopen(r.output.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
+  ASSERT_NE(entry, nullptr);
+  // [B=2, H=4, T=128, T=128] scores of q, k [B, T, H, 64]: H the kernel's batch mode.
+  FactGemmArgs call = args_for(s);
+  call.k = 64;
+  call.batch = 4;
+  call.outer_batch = 2;
+  call.lda = call.ldb = 4 * 64;
+  call.stride_a = call.stride_b = 64;
+  call.outer_stride_a = call.outer_stride_b = 128 * 4 * 64;
+  call.stride_d = 128 * 128;
+  call.outer_stride_d = 4 * 128 * 128;
+  call.steps[0].value = 1.0f;
+  call.steps[0].ld = 128;
+  call.steps[0].batch_stride = 0;                 // the mask is shared by the heads
+  call.steps[0].outer_batch_stride = 128 * 128;
+  call.steps[1].value = 1.0f;
+  call.steps[1].batch_stride = 0;
+  call.steps[1].outer_batch_stride = 128;         // one padding row per batch
+  alignas(16) static unsigned char fake[64];      // aligned addresses, never dereferenced
+  call.a = call.b = fake;
+  call.d = fake;
+  call.steps[0].operand = call.steps[1].operand = fake;
+  FactGemmArgs odd = call;
+  odd.outer_stride_d += 4;  // 8 bytes: the second launch's D would be misaligned
+  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT);
+  odd = call;
+  odd.steps[1].outer_batch_stride = 130;
+  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT);
+  // (The well-formed call itself is not made: on a GPU it would launch on these addresses.)
+  size_t workspace = 0;
+  EXPECT_EQ(entry(&call.header, nullptr, &workspace, nullptr) == FACT_ERR_INVALID_ARGS, false);
+  dlclose(handle);
 }
 
 TEST_F(GemmCompile, Tf32BatchedGemm) {

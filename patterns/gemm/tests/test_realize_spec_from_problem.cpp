@@ -65,6 +65,36 @@ TEST(OperandAlignment, IsTheLargestDividingPowerOfTwo) {
   EXPECT_EQ(operand_alignment(f, 1024, 3, 4), 4);  // column-major: rows are contiguous
   f.batch_stride = 1026;
   EXPECT_EQ(operand_alignment(f, 1024, 3, 4), 2);
+  // The outer batch mode's stride counts when there are outer batches.
+  f.batch_stride = 1024 * 3;
+  f.outer_batch_stride = 1024 * 3 * 4 + 2;
+  EXPECT_EQ(operand_alignment(f, 1024, 3, 4, 1), 4);
+  EXPECT_EQ(operand_alignment(f, 1024, 3, 4, 2), 2);
+}
+
+TEST(SpecFromProblem, TwoBatchModesAreOneBatchedKernel) {
+  // The outer mode is launches of the same kernel: the spec is that of one launch (batched by
+  // the kernel's mode), its alignments those every launch keeps.
+  GemmProblem p = linear(128, 128, 64, DType::BFloat16);
+  p.batch = 8;
+  p.outer_batch = 2;
+  p.a.batch_stride = 64;
+  p.a.ld = 8 * 64;
+  p.a.outer_batch_stride = 128 * 8 * 64;
+  p.b.batch_stride = 128 * 64;
+  p.b.outer_batch_stride = 8 * 128 * 64;
+  p.d.batch_stride = 128 * 128;
+  p.d.outer_batch_stride = 8 * 128 * 128;
+  const GemmSpec s = spec_from_problem(p, "native");
+  EXPECT_TRUE(s.batched);
+  EXPECT_EQ(s.align_a, 8);
+  EXPECT_EQ(s.name(), spec_from_problem([&] {
+                        GemmProblem one = p;
+                        one.outer_batch = 1;
+                        return one;
+                      }(), "native").name());
+  p.a.outer_batch_stride += 4;  // 8-byte steps between outer batches
+  EXPECT_EQ(spec_from_problem(p, "native").align_a, 4);
 }
 
 TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {

@@ -176,6 +176,10 @@ TEST(CublasLtPlan, ResidualOfAnotherDtypeOrColumnMajorBiasIsNotFused) {
   EXPECT_EQ(plan.fused_steps, 0u);
   plan = plan_cublaslt_epilogue(with_steps({step(Kind::Bias), step(Kind::Bias)}));
   EXPECT_EQ(plan.fused_steps, 1u);
+  // cuBLASLt adds its bias unscaled: addmm's beta · bias is not its BIAS epilogue.
+  plan = plan_cublaslt_epilogue(
+      with_steps({step(Kind::Bias, Activation::Identity, DType::Float32, 0.5)}));
+  EXPECT_EQ(plan.fused_steps, 0u);
 }
 
 }  // namespace

@@ -184,6 +184,7 @@ TEST(GemmCase, AdversarialConstantsDifferPerStepAndFromEveryDefault) {
       case Kind::Scale:
       case Kind::AddScalar:
       case Kind::Residual:
+      case Kind::Bias:  // its multiplier
         EXPECT_NE(after.value, before.value) << i;
         EXPECT_TRUE(values.insert(after.value).second) << "step " << i << " shares its constant";
         break;
@@ -199,6 +200,40 @@ TEST(GemmCase, AdversarialConstantsDifferPerStepAndFromEveryDefault) {
         break;
     }
   }
+}
+
+TEST(GemmCase, TwoBatchModesGetCompactOuterStrides) {
+  GemmSpec spec = bf16_spec({op(Kind::Bias), op(Kind::Residual)});
+  spec.batched = true;
+  GemmProblem given = make_gemm_problem({64, 32, 16, 4, 3}, DType::BFloat16, "", "tn");
+  const GemmCase c = make_gemm_case(spec, given, PrecisionMode::Native);
+  const GemmProblem& p = c.problem;
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_EQ(p.outer_batch, 3);
+  EXPECT_EQ(p.a.batch_stride, 64 * 16);
+  EXPECT_EQ(p.a.outer_batch_stride, 4 * 64 * 16);
+  EXPECT_EQ(p.b.outer_batch_stride, 4 * 16 * 32);
+  EXPECT_EQ(p.d.outer_batch_stride, 4 * 64 * 32);
+  EXPECT_EQ(p.epilogue[0].operand_outer_batch_stride, 0);  // one bias for every batch
+  EXPECT_EQ(p.epilogue[1].operand_batch_stride, 64 * 32);
+  EXPECT_EQ(p.epilogue[1].operand_outer_batch_stride, 4 * 64 * 32);
+  const FactGemmArgs args = gemm_args(p);
+  EXPECT_EQ(args.outer_batch, 3);
+  EXPECT_EQ(args.outer_stride_a, 4 * 64 * 16);
+  EXPECT_EQ(args.steps[1].outer_batch_stride, 4 * 64 * 32);
+  EXPECT_DOUBLE_EQ(p.flops(), 2.0 * 64 * 32 * 16 * 12);
+  // What a baseline with one batch mode runs: the compact modes merged.
+  const GemmProblem one = as_one_batch_mode(p);
+  EXPECT_EQ(one.batch, 12);
+  EXPECT_EQ(one.outer_batch, 1);
+  EXPECT_EQ(one.a.batch_stride, 64 * 16);
+  EXPECT_EQ(one.a.outer_batch_stride, 0);
+  EXPECT_EQ(one.epilogue[1].operand_batch_stride, 64 * 32);
+  EXPECT_EQ(one.epilogue[0].operand_batch_stride, 0);
+  GemmProblem heads_major = p;  // [batch][outer] order: no one stride walks both
+  heads_major.a.batch_stride = 3 * 64 * 16;
+  heads_major.a.outer_batch_stride = 64 * 16;
+  EXPECT_THROW(as_one_batch_mode(heads_major), std::invalid_argument);
 }
 
 TEST(GemmCase, EpiloguePrefix) {

@@ -238,6 +238,66 @@ INSTANTIATE_TEST_SUITE_P(
                       ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::Tanh},
                       ReferenceCase{Layout::RowMajor, Layout::ColumnMajor, Layout::RowMajor, Activation::ReLU}));
 
+// Two batch modes laid out as a permuted 4-D tensor has them ([batch][outer] for A and D, a
+// residual shared by the kernel's batches, a bias per outer batch scaled by its value): the GPU
+// reference against the host reference of the same argument image.
+TEST(GpuReferenceTwoModes, MatchesTheHostReference) {
+  FACT_REQUIRE_GPU();
+  gemm::GemmSpec spec;
+  spec.a_dtype = spec.b_dtype = spec.d_dtype = DType::Float32;
+  spec.batched = true;
+  spec.epilogue = {{Kind::Bias, Activation::Identity, DType::Float32},
+                   {Kind::Activation, Activation::Tanh, DType::Unknown},
+                   {Kind::Residual, Activation::Identity, DType::Float32}};
+  gemm::GemmCase c = gemm::with_adversarial_constants(gemm::make_gemm_case(
+      spec, gemm::make_gemm_problem({19, 24, 13, 3, 2}, DType::Float32, "", "tn"),
+      PrecisionMode::Strict));
+  GemmProblem& p = c.problem;
+  const int64_t mk = p.m * p.k, mn = p.m * p.n;
+  p.a.batch_stride = 2 * mk;  // [batch][outer][M][K]
+  p.a.outer_batch_stride = mk;
+  p.d.ld = p.n;
+  p.d.batch_stride = 2 * mn;
+  p.d.outer_batch_stride = mn;
+  p.epilogue[0].operand_outer_batch_stride = p.n;  // one bias per outer batch
+  p.epilogue[2].operand_ld = p.n;
+  p.epilogue[2].operand_batch_stride = 0;          // one residual per outer batch
+  p.epilogue[2].operand_outer_batch_stride = mn;
+  std::mt19937 rng(5);
+  const auto a = random_values<float>(rng, 6 * mk);
+  const auto b = random_values<float>(rng, 6 * p.k * p.n);
+  const auto bias = random_values<float>(rng, 2 * p.n);
+  const auto residual = random_values<float>(rng, 2 * mn);
+  DeviceBuffer da = upload(a), db = upload(b), dbias = upload(bias), dres = upload(residual);
+  DeviceBuffer out(6 * mn * sizeof(double));
+  std::array<const void*, FACT_GEMM_MAX_STEPS> device_operands{};
+  device_operands[0] = dbias.data();
+  device_operands[2] = dres.data();
+  gemm::launch_reference_gemm(
+      gemm::reference_params(p, da.data(), db.data(), device_operands, out.as<double>()), nullptr);
+  FACT_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = download<double>(out);  // dense [outer][batch][M][N]
+
+  FactGemmArgs args = gemm::gemm_args(p);
+  std::vector<double> expected(6 * mn);
+  args.a = a.data();
+  args.b = b.data();
+  args.d = expected.data();
+  args.d_type = FACT_DTYPE_F64;
+  args.stride_d = mn;  // written dense [outer][batch] like the GPU reference
+  args.outer_stride_d = 3 * mn;
+  args.steps[0].operand = bias.data();
+  args.steps[2].operand = residual.data();
+  ASSERT_EQ(gemm::reference_gemm_host(args), FACT_OK);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - expected[i]));
+    scale = std::max(scale, std::abs(expected[i]));
+  }
+  EXPECT_GT(scale, 0.1);
+  EXPECT_LT(worst, 1e-12 * std::max(1.0, scale));
+}
+
 TEST(GpuKernels, CompareCountsUnwrittenNonFiniteAndError) {
   FACT_REQUIRE_GPU();
   const int64_t m = 33, n = 17, batch = 2, total = m * n * batch;
@@ -255,7 +315,7 @@ TEST(GpuKernels, CompareCountsUnwrittenNonFiniteAndError) {
   DeviceBuffer dref = upload(ref), dout = upload(out), sums(sizeof(ErrorSums));
   FACT_CUDA_CHECK(cudaMemset(sums.data(), 0, sizeof(ErrorSums)));
   gemm::MatrixView view{dout.data(), ElementType::F32, n, 1, m * n};
-  gemm::launch_compare(view, dref.as<double>(), m, n, batch, sums.as<ErrorSums>(), nullptr);
+  gemm::launch_compare(view, dref.as<double>(), m, n, batch, 1, sums.as<ErrorSums>(), nullptr);
   ErrorSums host{};
   FACT_CUDA_CHECK(cudaMemcpy(&host, sums.data(), sizeof host, cudaMemcpyDeviceToHost));
   EXPECT_EQ(host.unwritten, 1u);

@@ -423,6 +423,31 @@ std::string check_library(const fs::path& library, const RenderedKernel& kernel)
       bad.steps[i].kind = bad.steps[i].kind == FACT_STEP_SCALE ? FACT_STEP_ADD_SCALAR : FACT_STEP_SCALE;
       if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "step " + std::to_string(i) + " not checked";
     }
+    // Two batch modes (the entry runs the outer one as launches): a size query is answered, a
+    // negative count or stride refused, and a real call whose outer stride would misalign a
+    // pointer refused whole (before the device is touched).
+    FactGemmArgs two_modes = good;
+    two_modes.batch = 4;
+    two_modes.stride_a = two_modes.stride_b = two_modes.stride_d = 128 * 128;
+    two_modes.outer_batch = 2;
+    two_modes.outer_stride_a = two_modes.outer_stride_b = two_modes.outer_stride_d = 4 * 128 * 128;
+    if (status(two_modes) == FACT_ERR_INVALID_ARGS) problem = "two batch modes refused";
+    bad = two_modes;
+    bad.outer_batch = -1;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "a negative outer batch accepted";
+    bad = two_modes;
+    bad.outer_stride_a = -4;
+    if (status(bad) != FACT_ERR_INVALID_ARGS) problem = "a negative outer stride accepted";
+    alignas(16) static unsigned char fake[64];  // aligned addresses, never dereferenced
+    bad = two_modes;
+    bad.a = bad.b = fake;
+    bad.d = fake;
+    for (int i = 0; i < bad.num_steps; ++i) {
+      if (bad.steps[i].operand_type != FACT_DTYPE_NONE) bad.steps[i].operand = fake;
+    }
+    bad.outer_stride_d = 4 * 128 * 128 + 2;
+    if (entry(&bad.header, nullptr, nullptr, nullptr) != FACT_ERR_CANNOT_IMPLEMENT)
+      problem = "a misaligned outer stride not refused";
   }
   dlclose(handle);
   return problem;
