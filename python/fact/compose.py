@@ -694,6 +694,15 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     graph_module = exported.module(check_guards=False)
     graph = graph_module.graph
     by_name = {node.name: node for node in graph.nodes}
+    # The plan names the user inputs as the exported program does; unlifting may rename them
+    # (`input` -> `input_1`: FX avoids Python builtins). Map them by position.
+    user_inputs = [spec.arg.name for spec in exported.graph_signature.input_specs
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT
+                   and hasattr(spec.arg, "name")]
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    if len(user_inputs) == len(placeholders):
+        for lifted_name, node in zip(user_inputs, placeholders):
+            by_name.setdefault(lifted_name, node)
     by_target = {node.target: node for node in graph.nodes if node.op == "get_attr"}
     library_root = Path(kernel_dir) if kernel_dir is not None else folder
     plan_selection = doc.get("patterns")

@@ -133,7 +133,8 @@ util::ProcessResult run_python_module(const std::string& stage, const std::strin
                                       const std::vector<std::string>& module_args,
                                       const fs::path& logs_dir, bool verbose) {
   detail() << std::flush;
-  return cli::run_python_module(stage, module, module_args, PythonStep{logs_dir, verbose});
+  // the command line reaches the run's log always, the terminal with -v (detail())
+  return cli::run_python_module(stage, module, module_args, PythonStep{logs_dir, verbose, &detail()});
 }
 
 // Captures on the device the package runs on (cuda, else cpu), not on meta: the graph the plan
