@@ -162,6 +162,26 @@ class EngineLibrary:
             return code, {"status": "error", "error": f"fact_engine_plan's response is not JSON: {text[:200]}"}
 
 
+    def call_json(self, function_name: str, request: dict) -> tuple[int, dict]:
+        """Any JSON-in, JSON-out function of the C API (`int f(const char*, char**)`: the agent
+        API and the registry, c_api.h) -> (return code, response document)."""
+        function = self._function(function_name, ctypes.c_int,
+                                  [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)])
+        free = self._function("fact_engine_free", None, [ctypes.c_void_p])
+        response = ctypes.c_void_p()
+        code = int(function(json.dumps(request).encode(), ctypes.byref(response)))
+        if not response.value:
+            return code, {"status": "error", "error": f"{function_name} returned {code} and no response"}
+        try:
+            text = ctypes.string_at(response.value).decode(errors="replace")
+        finally:
+            free(response)
+        try:
+            return code, json.loads(text)
+        except ValueError:
+            return code, {"status": "error", "error": f"{function_name}'s response is not JSON: {text[:200]}"}
+
+
 class ReferenceLibrary:
     """`fact_reference_call` of a library (the engine's, or $FACT_REFERENCE_LIBRARY)."""
 

@@ -423,6 +423,17 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
         key = call.get("kernel")
         kernel = kernels.get(key, {}) if key else {}
         library = entry = None
+        if not on_gpu and kernel.get("device") == "host":
+            # A kernel built for the host (an agent's kernel for the CPU path, docs/agent.md)
+            # runs instead of the host reference; it is verified below like any other.
+            if kernel.get("status") not in USABLE_KERNEL_STATUSES:
+                raise _Decline(f"call {label}: host kernel {kernel.get('name', key)} is "
+                               f"{kernel.get('status', 'not in the plan')}")
+            path = Path(kernel.get("library", ""))
+            path = path if path.is_absolute() else library_root / path
+            if not path.is_file():
+                raise _Decline(f"call {label}: kernel library {path} does not exist")
+            library, entry = str(path), kernel.get("entry") or None
         if on_gpu:
             if not key:
                 raise _Decline(f"call {label}: no kernel was realized for it")
@@ -705,6 +716,9 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
 
     def done(composed: ComposedModule) -> ComposedModule:
         report.op_implementation = ops.describe_implementation(device.type)
+        if any(entry.implementation == "host kernels" for entry in report.composed):
+            report.op_implementation += "; host kernel libraries (registry kernels for the CPU path) for the " \
+                                        "replacements marked 'host kernels'"
         if report_path is not None:
             Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
         return composed
@@ -758,6 +772,15 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     graph_module = exported.module(check_guards=False)
     graph = graph_module.graph
     by_name = {node.name: node for node in graph.nodes}
+    # The plan names the user inputs as the exported program does; unlifting may rename them
+    # (`input` -> `input_1`: FX avoids Python builtins). Map them by position.
+    user_inputs = [spec.arg.name for spec in exported.graph_signature.input_specs
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT
+                   and hasattr(spec.arg, "name")]
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    if len(user_inputs) == len(placeholders):
+        for lifted_name, node in zip(user_inputs, placeholders):
+            by_name.setdefault(lifted_name, node)
     by_target = {node.target: node for node in graph.nodes if node.op == "get_attr"}
     library_root = Path(kernel_dir) if kernel_dir is not None else folder
     plan_selection = doc.get("patterns")
@@ -831,7 +854,8 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             id=rid if rid is not None else index, label=str(planned.doc.get("label", rid)),
             rule=str(planned.doc.get("rule", "")), pattern=str(planned.doc.get("pattern", "")),
             nodes=list(planned.doc.get("nodes", [])),
-            implementation="kernels" if on_gpu else "host reference",
+            implementation="kernels" if on_gpu else ("host kernels" if all(c.library for c in planned.calls)
+                                                     else "host reference"),
             calls=[ComposedCall(label=c.label, kind=str(c.doc.get("kind", "")),
                                 summary=str(c.doc.get("summary", "")),
                                 config=str(c.doc.get("config") or ""),

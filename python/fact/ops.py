@@ -14,7 +14,10 @@ looks inside the image: no kind, epilogue, layout or limit is known here.
 
 Implementations (per dispatch key; none knows a kind):
 - CPU: `fact_reference_call` (the engine library's host float64 reference of every kind, or
-  $FACT_REFERENCE_LIBRARY's) on host memory; a non-zero FactStatus raises with its name.
+  $FACT_REFERENCE_LIBRARY's) on host memory; a non-zero FactStatus raises with its name. A call
+  registered with a library built for the host (fact_kernel_info's "device" is "host": the
+  kernels agents write for the CPU path, docs/agent.md) runs that library's entry on host
+  memory instead.
 - CUDA, native: src/torch_ext/fact_launch_op.cpp (fact.native): a registry of calls mirrored
   from this one (same numbering), the kernel library dlopened once, results and workspace from
   the caching allocator, the workspace size queried once per call, launch on the current
@@ -72,6 +75,7 @@ class Call:
     library: Optional[str]    # kernel library path (CUDA); None: host reference only
     entry: Optional[str]
     _workspace: Optional[int] = field(default=None, repr=False)
+    host: bool = False        # the library runs on the CPU (fact_kernel_info "device": "host")
 
     def describe(self) -> str:
         return f"fact::launch call {self.id}" + (f" ({self.label})" if self.label else "")
@@ -172,14 +176,23 @@ def register_call(call: dict | str, library: str | Path | None = None, *,
                 raise kernels.KernelLoadError(f"kernel library {path} does not exist")
             if torch.cuda.is_available():
                 use_native_if_available()
-            if not native.active():
+            if not native.active() or _is_host_library(path, entry):
                 kernels.load(path, entry)  # the ctypes implementation runs it: check it loads
+            parsed.host = _is_host_library(path, entry)
         parsed.id = len(_calls)
         if native.active():
             _register_natively(parsed)
         _calls.append(parsed)
         _call_by_key[key] = parsed.id
         return parsed.id
+
+
+def _is_host_library(path: str, entry: str | None) -> bool:
+    """Whether the kernel library at `path` was built for the host (CPU path)."""
+    try:
+        return kernels.load(path, entry).info.get("device") == "host"
+    except kernels.KernelLoadError:
+        return False
 
 
 def registered_call(call: int) -> Call:
@@ -294,11 +307,32 @@ def _run_kernel(call: Call, operands: Sequence[torch.Tensor],
         raise RuntimeError(f"{call.describe()}: {library.entry_name} returned {abi.status_name(status)}")
 
 
+def _run_host_kernel(call: Call, operands: Sequence[torch.Tensor],
+                     results: Sequence[torch.Tensor]) -> None:
+    """A host library's entry on host memory (no stream); raises RuntimeError with the status."""
+    library = kernels.load(call.library, call.entry)
+    image = _patched_image(call, operands, results)
+    address = ctypes.addressof(image)
+    if call._workspace is None:
+        call._workspace = library.workspace_size(address)
+    workspace = torch.empty(call._workspace, dtype=torch.uint8) if call._workspace else None
+    status = library.launch(address, workspace.data_ptr() if workspace is not None else None, 0)
+    if status != abi.FACT_OK:
+        raise RuntimeError(f"{call.describe()}: {library.entry_name} returned {abi.status_name(status)}")
+
+
+def _run_on_cpu(call: Call, operands, results) -> None:
+    if call.host and call.library is not None:
+        _run_host_kernel(call, operands, results)
+    else:
+        _run_reference(call, operands, results)
+
+
 def _cpu_launch(operands, call):
     spec = registered_call(call)
     _check_operands(spec, operands)
     results = _allocate(spec, _device(operands, []) if operands else torch.device("cpu"))
-    _run_reference(spec, operands, results)
+    _run_on_cpu(spec, operands, results)
     return results
 
 
@@ -306,7 +340,7 @@ def _cpu_launch_out(operands, results, call):
     spec = registered_call(call)
     _check_operands(spec, operands)
     _check_results(spec, results)
-    _run_reference(spec, operands, results)
+    _run_on_cpu(spec, operands, results)
 
 
 def _python_cuda_launch(operands, call):

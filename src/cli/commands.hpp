@@ -16,6 +16,8 @@ void add_bench_command(CLI::App& app);     // fact bench gemm
 void add_optimize_command(CLI::App& app);  // fact optimize model.py:Class
 void add_run_command(CLI::App& app);       // fact run-kernel lib.so --problem ... (one candidate, JSON out)
 void add_device_command(CLI::App& app);    // fact device: measure the device profile
+void add_registry_command(CLI::App& app);  // fact registry list|show|add|remove|export|import
+void add_mcp_command(CLI::App& app);       // fact mcp: the MCP server (stdio) for agents
 
 // For commands whose run returns an exit code (CLI11 callbacks return nothing): ends the
 // process with `code` unless it is 0, flushing stdout first so printed tables are not lost.

@@ -27,6 +27,9 @@ struct DiscoverArgs {
   std::string precision;       // empty: from the graph's dtypes
   std::string tuning_db_path;  // empty: the default database
   bool no_tuning_db = false;
+  std::string arch = "sm_90a";  // classify against the registry for this arch
+  std::string registry_dir;     // empty: the default registry
+  bool no_registry = false;
 };
 
 void run(const DiscoverArgs& args) {
@@ -36,6 +39,9 @@ void run(const DiscoverArgs& args) {
   if (!args.device_profile_path.empty()) settings.device_profile = args.device_profile_path;
   settings.use_tuning_db = !args.no_tuning_db;
   if (!args.tuning_db_path.empty()) settings.tuning_db = args.tuning_db_path;
+  settings.arch = args.arch;
+  settings.use_registry = !args.no_registry;
+  if (!args.registry_dir.empty()) settings.registry_dir = args.registry_dir;
   const discover::DiscoverOptions options = engine::discover_options(settings, captured);
   const discover::Discovery discovery = discover::discover(captured, options);
   std::cout << discover::discovery_table(discovery, captured, options);
@@ -73,6 +79,10 @@ void add_discover_command(CLI::App& app) {
   cmd->add_option("--tuning-db", args->tuning_db_path,
                   "Tuning database for the REUSE classification (default: the cache's, if any)");
   cmd->add_flag("--no-tuning-db", args->no_tuning_db, "Classify without the tuning database");
+  cmd->add_option("--arch", args->arch, "Classify against the pattern registry for sm_90a (Hopper) or host (the CPU path)")
+      ->check(CLI::IsMember({"sm_90a", "host"}));
+  cmd->add_option("--registry-dir", args->registry_dir, "Pattern registry folder (default: <cache>/registry)");
+  cmd->add_flag("--no-registry", args->no_registry, "Classify against the tuning database alone");
   cmd->add_option("--canonical", args->canonical_path,
                   "Write the canonicalized graph (fact.* nodes) as graph JSON here");
   cmd->callback([args] { run(*args); });

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   fact::cli::add_optimize_command(app);
   fact::cli::add_run_command(app);
   fact::cli::add_device_command(app);
+  fact::cli::add_registry_command(app);
+  fact::cli::add_mcp_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -46,6 +46,12 @@
 #include "src/cli/commands.hpp"
 #include "src/cli/python_module.hpp"
 
+#ifdef FACT_HAVE_CUDA
+#include "fact/problem/device_profile.hpp"
+#include "fact/runtime/device_probe.hpp"
+#include "fact/runtime/process_guard.hpp"
+#endif
+
 namespace fact::cli {
 
 namespace {
@@ -65,6 +71,11 @@ struct OptimizeArgs {
   std::string package_name;  // empty: fact_<class>
   bool no_measure = false, no_max_autotune = false;
   bool verbose = false;
+  // --agent: NEW matches go to an LLM (python -m fact.agent.synthesize) before the plan.
+  bool agent = false;
+  std::string agent_endpoint, agent_model;
+  int agent_attempts = 0, agent_max_tokens = 0;
+  double agent_seconds = 0;
 };
 
 // std::cout's characters to two buffers (the terminal and the run's log).
@@ -128,7 +139,8 @@ util::ProcessResult run_python_module(const std::string& stage, const std::strin
                                       const std::vector<std::string>& module_args,
                                       const fs::path& logs_dir, bool verbose) {
   detail() << std::flush;
-  return cli::run_python_module(stage, module, module_args, PythonStep{logs_dir, verbose});
+  // the command line reaches the run's log always, the terminal with -v (detail())
+  return cli::run_python_module(stage, module, module_args, PythonStep{logs_dir, verbose, &detail()});
 }
 
 // Captures on the device the package runs on (cuda, else cpu), not on meta: the graph the plan
@@ -304,6 +316,27 @@ std::string torch_dtype(const std::string& dtype) {
   throw std::invalid_argument("--dtype '" + dtype + "': expected bfloat16 (bf16), float16 (fp16) or float32 (fp32)");
 }
 
+// Measures and saves the device profile when none is saved (see `fact device`); a failed
+// measurement is reported and the defaults stay.
+void ensure_measured_device_profile() {
+#ifdef FACT_HAVE_CUDA
+  std::error_code ec;
+  if (std::filesystem::exists(default_device_profile_path(), ec)) return;
+  try {
+    const runtime::DeviceReport report = runtime::measure_device(runtime::DeviceProbeOptions{});
+    std::filesystem::create_directories(default_device_profile_path().parent_path());
+    util::write_file_atomically(default_device_profile_path().string(),
+                                runtime::to_json(report).dump(2) + "\n");
+    std::cout << "== device: measured " << report.profile.name << " once (copy "
+              << report.profile.hbm_bytes_per_s / 1e12 << " TB/s, bf16 "
+              << report.profile.bf16_flops / 1e12 << " TFLOP/s), saved to "
+              << default_device_profile_path().string() << "\n" << std::flush;
+  } catch (const std::exception& e) {
+    std::cout << "== device: not measured (" << e.what() << "); the roofline uses the defaults\n";
+  }
+#endif
+}
+
 void run(OptimizeArgs args) {
   const auto start = std::chrono::steady_clock::now();
   args.dtype = torch_dtype(args.dtype);
@@ -324,9 +357,29 @@ void run(OptimizeArgs args) {
   const std::optional<std::string> no_gpu = engine::gpu_unavailable_reason();
   capture(args, graph_path, logs, no_gpu ? "cpu" : "cuda");
 
-  // 2. the engine: discover, tune (GPU), realize each kernel once, plan
   std::vector<std::string> skipped;
 
+  // 1b. --agent: an LLM writes kernels for the NEW matches; only those that pass the gates
+  // enter the registry, from which the plan below takes them (python/fact/agent/synthesize.py).
+  if (args.agent) {
+    std::vector<std::string> agent_args = {"--graph", graph_path.string(), "--model", args.model, "--dtype", args.dtype,
+                                           "--arch", no_gpu ? "host" : "sm_90a", "-o", (out_dir / "agent").string()};
+    if (!args.precision.empty()) agent_args.insert(agent_args.end(), {"--precision", args.precision});
+    if (!args.agent_endpoint.empty()) agent_args.insert(agent_args.end(), {"--endpoint", args.agent_endpoint});
+    if (!args.agent_model.empty()) agent_args.insert(agent_args.end(), {"--llm-model", args.agent_model});
+    if (args.agent_attempts > 0) agent_args.insert(agent_args.end(), {"--attempts", std::to_string(args.agent_attempts)});
+    if (args.agent_max_tokens > 0) agent_args.insert(agent_args.end(), {"--max-tokens", std::to_string(args.agent_max_tokens)});
+    if (args.agent_seconds > 0) agent_args.insert(agent_args.end(), {"--seconds", std::to_string(args.agent_seconds)});
+    const util::ProcessResult agent = run_python_module("agent", "fact.agent.synthesize", agent_args, logs, args.verbose);
+    if (!agent.succeeded()) skipped.push_back("agent: python -m fact.agent.synthesize failed (" + agent.describe() + ")");
+  }
+
+  // The roofline estimates use the device's measured ceilings: on a GPU with no saved profile,
+  // `fact device` runs once here (a few seconds) and saves it, so a report on an H200 does not
+  // read the H100 defaults.
+  if (!no_gpu) ensure_measured_device_profile();
+
+  // 2. the engine: discover, tune (GPU), realize each kernel once, plan
   engine::PlanRequest request;
   request.graph = graph_path;
   request.out_dir = out_dir / "plan";
@@ -476,6 +529,15 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_flag("--no-compile", args->no_compile,
                 "Render the kernels only (no nvcc); the package then composes with the reference "
                 "implementation on the CPU only");
+  cmd->add_flag("--agent", args->agent,
+                "Ask an LLM (OpenAI-compatible chat completions) for kernels of the NEW matches first; those that "
+                "pass the gates enter the registry and the plan (endpoint: --agent-endpoint, $FACT_AGENT_BASE_URL "
+                "or <cache>/agent.json; key: $FACT_AGENT_API_KEY). Without an endpoint they stay PyTorch's");
+  cmd->add_option("--agent-endpoint", args->agent_endpoint, "Base URL of the chat-completions API (…/v1)");
+  cmd->add_option("--agent-model", args->agent_model, "Model name to ask for");
+  cmd->add_option("--agent-attempts", args->agent_attempts, "Attempts per NEW match (default 4)");
+  cmd->add_option("--agent-max-tokens", args->agent_max_tokens, "Token budget per NEW match (default 60000)");
+  cmd->add_option("--agent-seconds", args->agent_seconds, "Wall-clock budget per NEW match (default 600)");
   cmd->add_option("--package-name", args->package_name,
                   "Name of the Python package written into the output folder (default fact_<class>)");
   cmd->add_flag("-v,--verbose", args->verbose,

@@ -41,8 +41,12 @@ util::ProcessResult run_python_module(const std::string& stage, const std::strin
     options.extra_environment.emplace_back("PYTHONPATH", pythonpath);
   }
   std::cout << "\n== " << stage << "\n";
-  if (step.verbose) std::cout << "$ " << util::shell_join(argv) << "\n";
   std::cout << std::flush;
+  if (step.command_log) {
+    *step.command_log << "$ " << util::shell_join(argv) << "\n" << std::flush;
+  } else if (step.verbose) {
+    std::cout << "$ " << util::shell_join(argv) << "\n" << std::flush;
+  }
   return util::run_process(argv, options);
 }
 

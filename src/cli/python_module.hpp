@@ -4,6 +4,7 @@
 // PYTHONPATH (an installed `fact` uses the installed package).
 #pragma once
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,10 @@ std::string python_executable();
 struct PythonStep {
   std::filesystem::path logs_dir;  // FACT_LOG_DIR for the child's fact.console (empty: unset)
   bool verbose = false;            // FACT_VERBOSE=1, and the command line printed
+  std::ostream* command_log = nullptr;  // where the command line goes (null: stdout with verbose)
 };
 
-// Prints "== <stage>" (and the command line with step.verbose), then runs
+// Prints "== <stage>" (and the command line: to step.command_log, or with step.verbose), then runs
 // `python -m <module> <module_args>`; its output goes to this process's stdout/stderr.
 util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
                                       const std::vector<std::string>& module_args,

@@ -36,6 +36,12 @@ Discovery discover(const graph::Graph& g, const DiscoverOptions& options) {
     });
     estimate(m, g, options);
     m.classification = classify(m, registry.pattern_has_template(m.pattern), options);
+    if (options.classify_match) {
+      const DiscoverOptions::Classified c = options.classify_match(m, g, options);
+      m.classification = c.classification;
+      m.classification_reason = c.reason;
+      m.registry_entry = c.entry;
+    }
     discovery.matches.push_back(std::move(m));
   }
   rank_matches(discovery.matches);

@@ -57,6 +57,8 @@ json match_to_json(const Match& m) {
           {"status", match_status_name(m.status)},
           {"reason", m.reason},
           {"classification", classification_name(m.classification)},
+          {"classification_reason", m.classification_reason},
+          {"registry_entry", m.registry_entry},
           {"nodes", m.nodes},
           {"roles", m.roles},
           {"outputs", m.outputs},
@@ -85,6 +87,8 @@ Match match_from_json(const json& j) {
   if (j.contains("classification"))
     m.classification = enum_from(string_field(j, "classification", where), kClassifications,
                                  classification_name, where + ".classification");
+  m.classification_reason = j.value("classification_reason", std::string());
+  m.registry_entry = j.value("registry_entry", std::string());
   if (j.contains("nodes")) m.nodes = j.at("nodes").get<std::vector<graph::NodeId>>();
   if (j.contains("roles")) m.roles = j.at("roles").get<std::map<std::string, graph::ValueId>>();
   if (j.contains("outputs")) m.outputs = j.at("outputs").get<std::vector<graph::ValueId>>();

@@ -42,8 +42,11 @@ bool accepted_without_saving(const Match& m) {
 std::string status_cell(const Match& m) {
   switch (m.status) {
     case MatchStatus::Accepted: return accepted_without_saving(m) ? "accepted (no est. saving: note)" : "accepted";
-    case MatchStatus::Pending: return "pending: " + m.reason;
-    case MatchStatus::Declined: return "declined (below)";
+    case MatchStatus::Pending:
+      // A pending or declined match the registry holds a kernel for is realized by that kernel.
+      return m.registry_entry.empty() ? "pending: " + m.reason : "registry kernel (no template)";
+    case MatchStatus::Declined:
+      return m.registry_entry.empty() ? "declined (below)" : "registry kernel (template declined, below)";
   }
   return "";
 }
@@ -71,9 +74,19 @@ std::string discovery_legend(const DiscoverOptions& options) {
   out << "before/after/saved µs: PyTorch's time for the covered nodes, FACT's kernel(s), their "
       << "difference; roofline estimates from the device profile (" << options.device.name
       << "), not measurements.\n"
-      << "class: REUSE = a tuned configuration for this exact problem is in the tuning database; "
-      << "ADAPT = a FACT template covers it, built for this shape (default configuration, tuned on a "
-      << "GPU); NEW = no template yet (reported, left to PyTorch).\n";
+      ;
+  if (options.registry.empty()) {
+    out << "class: REUSE = a tuned configuration for this exact problem is in the tuning database; "
+        << "ADAPT = a FACT template covers it, built for this shape (default configuration, tuned on a "
+        << "GPU); NEW = no template yet (reported, left to PyTorch).\n";
+  } else {
+    out << "class: REUSE = an entry of the pattern registry covers it as is (a kernel verified on this exact "
+        << "subgraph and shape, or a template with a tuned configuration for every call); ADAPT = an entry covers "
+        << "it with new parameters (a template without stored tuning, or a kernel verified on other shapes: the "
+        << "gates run again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact "
+        << "optimize --agent, fact mcp). Registry " << options.registry << " on " << options.arch
+        << "; why, per match: below.\n";
+  }
   return out.str();
 }
 
@@ -139,6 +152,14 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
     if (m.status != MatchStatus::Declined) continue;
     out << "declined #" << (i + 1) << " " << m.rule << " [" << nodes_cell(m) << "]: " << m.reason
         << "\n";
+  }
+  if (!options.registry.empty()) {
+    for (size_t i = 0; i < d.matches.size(); ++i) {
+      const Match& m = d.matches[i];
+      if (m.classification_reason.empty()) continue;
+      out << "#" << (i + 1) << " " << classification_name(m.classification) << " " << m.rule << ": "
+          << m.classification_reason << "\n";
+    }
   }
   return out.str();
 }

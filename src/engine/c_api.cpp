@@ -6,7 +6,11 @@
 #include <string>
 
 #include "fact/build_info.hpp"
+#include "fact/engine/agent.hpp"
 #include "fact/engine/engine.hpp"
+#include "fact/problem/device_profile.hpp"
+#include "fact/realize/compile_command.hpp"
+#include "fact/registry/registry.hpp"
 #include "fact/problem/problem.hpp"
 
 namespace {
@@ -39,10 +43,145 @@ fact::engine::PlanRequest request_from_json(const nlohmann::json& j) {
   r.progress = j.value("progress", true);
   if (j.contains("inputs")) r.inputs = j.at("inputs");
   r.device = j.value("device", std::string("cpu"));
+
+  r.use_registry = j.value("use_registry", true);
+  if (j.contains("registry_dir") && j.at("registry_dir").is_string()) r.registry_dir = j.at("registry_dir").get<std::string>();
   return r;
 }
 
+fact::engine::DiscoverSettings settings_from_json(const nlohmann::json& j) {
+  fact::engine::DiscoverSettings s;
+  s.precision = j.value("precision", std::string());
+  if (j.contains("device_profile") && j.at("device_profile").is_string()) s.device_profile = j.at("device_profile").get<std::string>();
+  s.use_tuning_db = j.value("use_tuning_db", true);
+  if (j.contains("tuning_db") && j.at("tuning_db").is_string()) s.tuning_db = j.at("tuning_db").get<std::string>();
+  s.use_registry = j.value("use_registry", true);
+  if (j.contains("registry_dir") && j.at("registry_dir").is_string()) s.registry_dir = j.at("registry_dir").get<std::string>();
+  s.arch = j.value("arch", std::string("sm_90a"));
+  return s;
+}
+
+// Runs `body` on the parsed request; its result (an object, "status" defaulting to "ok") or
+// the exception's message goes back as JSON.
+template <class Body>
+int json_call(const char* request_json, char** response_json, Body body) {
+  nlohmann::json response;
+  int code = 1;
+  try {
+    const nlohmann::json request = nlohmann::json::parse(request_json ? request_json : "");
+    response = body(request);
+    if (!response.contains("status")) response["status"] = "ok";
+    code = 0;
+  } catch (const std::exception& e) {
+    response = {{"status", "error"}, {"error", e.what()}};
+  } catch (...) {
+    response = {{"status", "error"}, {"error", "unknown failure in the engine"}};
+  }
+  if (response_json) *response_json = copy_out(response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return code;
+}
+
+nlohmann::json registry_call(const nlohmann::json& request) {
+  namespace reg = fact::registry;
+  const reg::Registry registry(request.contains("dir") && request.at("dir").is_string()
+                                   ? std::filesystem::path(request.at("dir").get<std::string>())
+                                   : reg::default_registry_dir());
+  const std::string op = request.value("op", std::string("list"));
+  nlohmann::json out = {{"dir", registry.dir().string()}};
+  if (op == "list") {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : registry.entries(request.value("builtin", true))) {
+      nlohmann::json doc = e.doc;
+      if (!request.value("full", false) && doc.contains("source")) doc["source"].erase("text");
+      if (!request.value("full", false) && doc.contains("reference")) doc["reference"].erase("fragment");
+      doc["realization"] = reg::describe_realization(e);
+      entries.push_back(std::move(doc));
+    }
+    out["entries"] = std::move(entries);
+  } else if (op == "show") {
+    const auto entry = registry.find(request.at("id").get<std::string>());
+    if (!entry) throw std::invalid_argument("registry: no entry '" + request.at("id").get<std::string>() + "' (or the prefix is ambiguous)");
+    out["entry"] = entry->doc;
+    out["entry"]["realization"] = reg::describe_realization(*entry);
+  } else if (op == "add") {
+    out["entry"] = fact::registry::Registry(registry.dir()).add(request.at("entry")).doc;
+  } else if (op == "check") {
+    const auto problem = reg::entry_problem(request.at("entry"));
+    out["problem"] = problem ? nlohmann::json(*problem) : nlohmann::json(nullptr);
+    out["id"] = reg::entry_id(request.at("entry"));
+  } else if (op == "remove") {
+    out["removed"] = fact::registry::Registry(registry.dir()).remove(request.at("id").get<std::string>());
+  } else if (op == "export") {
+    std::vector<std::string> ids;
+    if (request.contains("ids") && request.at("ids").is_array()) ids = request.at("ids").get<std::vector<std::string>>();
+    out["export"] = registry.export_entries(ids, request.value("builtin", false));
+  } else if (op == "lookup") {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : registry.lookup(request.value("rule", std::string()), request.value("pattern", std::string()),
+                                         request.value("dtype", std::string()), request.value("arch", std::string("sm_90a"))))
+      entries.push_back(e.doc);
+    out["entries"] = std::move(entries);
+  } else {
+    throw std::invalid_argument("registry: unknown op '" + op + "' (list, show, add, check, remove, export, lookup)");
+  }
+  out["version"] = registry.version();
+  return out;
+}
+
 }  // namespace
+
+extern "C" int fact_engine_discover(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    return fact::engine::discover_document(request.at("graph").get<std::string>(), settings_from_json(request));
+  });
+}
+
+extern "C" int fact_engine_agent_task(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    if (request.contains("fragment"))
+      return fact::engine::fragment_task(request.at("fragment"), request.value("rule", std::string("subgraph")),
+                                         request.value("dtype", std::string("float32")),
+                                         request.value("precision", std::string()));
+    return fact::engine::agent_task(request.at("graph").get<std::string>(), request.at("match").get<std::string>(),
+                                    settings_from_json(request));
+  });
+}
+
+extern "C" int fact_engine_build(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    fact::engine::SourceBuild build;
+    build.source = request.at("source").get<std::string>();
+    build.device = request.value("device", std::string("host"));
+    build.kind = request.value("kind", std::string("subgraph"));
+    build.name = request.value("name", std::string("agent_kernel"));
+    build.file_name = request.value("file_name", std::string());
+    build.timeout_seconds = request.value("timeout_seconds", 600);
+    return fact::engine::build_source(build);
+  });
+}
+
+extern "C" int fact_engine_realize(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    return fact::engine::realize_template(request, request.at("out_dir").get<std::string>());
+  });
+}
+
+extern "C" int fact_engine_device(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    const auto gpu = fact::engine::gpu_unavailable_reason();
+    const auto compile = fact::realize::compile_unavailable_reason(fact::realize::default_compile_options());
+    const fact::DeviceProfile profile = request.contains("device_profile") && request.at("device_profile").is_string()
+                                            ? fact::load_device_profile(request.at("device_profile").get<std::string>())
+                                            : fact::default_device_profile();
+    return nlohmann::json{{"gpu_unavailable", gpu ? nlohmann::json(*gpu) : nlohmann::json(nullptr)},
+                          {"compile_unavailable", compile ? nlohmann::json(*compile) : nlohmann::json(nullptr)},
+                          {"profile", fact::device_profile_to_json(profile)}};
+  });
+}
+
+extern "C" int fact_registry(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, registry_call);
+}
 
 extern "C" int fact_engine_plan(const char* request_json, char** response_json) {
   nlohmann::json response;

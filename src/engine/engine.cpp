@@ -4,6 +4,8 @@
 
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <stdexcept>
 
 #ifdef FACT_HAVE_CUDA
@@ -21,8 +23,12 @@
 #include "fact/realize/realizer_source.hpp"
 #include "fact/realize/tune_report.hpp"
 #include "fact/realize/tuning_db.hpp"
+#include "fact/registry/registry.hpp"
+#include "fact/registry/semantics.hpp"
+#include "fact/engine/agent.hpp"
 #include "fact/runtime/precision.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "fact/util/sha256.hpp"
 #include "fact/util/subprocess.hpp"
 
 namespace fact::engine {
@@ -77,6 +83,90 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
   return tuned;
 }
 
+
+// The matches a verified registry source realizes on `arch` (the registry classified them
+// against that entry): each becomes one "subgraph" call of the entry's kernel, built here
+// (host sources always: the CPU path needs them; CUDA sources when compiling). `planned` gets
+// the rewritten matches; `realized` the kernels and calls.
+struct SourcedMatch {
+  size_t match = 0;
+  registry::Entry entry;
+  json build;
+};
+
+std::vector<SourcedMatch> realize_from_registry(discover::Discovery& planned, const graph::Graph& captured,
+                                                const PlanRequest& request, const std::string& arch,
+                                                realize::RealizeResult& realized, std::vector<std::string>& notes) {
+  std::vector<SourcedMatch> sourced;
+  if (!request.use_registry) return sourced;
+  const registry::Registry reg(request.registry_dir.value_or(registry::default_registry_dir()));
+  for (size_t i = 0; i < planned.matches.size(); ++i) {
+    discover::Match& m = planned.matches[i];
+    // Declined and pending matches too: a verified kernel realizes what no template takes (a
+    // match that overlaps another is left to PyTorch by the executor, with the reason).
+    if (!compose::selected(m, request.patterns) || m.nodes.empty() || m.outputs.empty()) continue;
+    const std::optional<registry::Entry> entry = registry::plannable_source(m, reg, arch);
+    if (!entry) continue;
+    const json& source = entry->doc.at("source");
+    const std::string device = source.value("device", std::string("host"));
+    SourcedMatch s{i, *entry, json::object()};
+    registry::Semantics semantics;
+    try {
+      semantics = registry::semantics_of(captured, m.nodes, m.outputs);
+    } catch (const std::exception& e) {
+      notes.push_back("registry entry " + entry->id() + " not used for #" + std::to_string(i + 1) + ": " + e.what());
+      continue;
+    }
+    double bytes = 0.0;
+    for (const auto& id : semantics.fragment.at("inputs")) {
+      const auto& d = captured.value(id.get<std::string>()).desc;
+      bytes += double(d.numel()) * graph::dtype_bytes(d.dtype);
+    }
+    m.problems = {Problem{"subgraph", {{"operands", semantics.fragment.at("inputs")},
+                                       {"results", m.outputs},
+                                       {"dtype", graph::dtype_name(m.dtype)},
+                                       {"rule", m.rule},
+                                       {"min_bytes", bytes}}}};
+    m.status = discover::MatchStatus::Accepted;
+    m.reason.clear();
+    realize::RealizedCall call;
+    call.match = i;
+    call.call = 0;
+    call.config_source = "registry";
+    const bool build = device == "host" || request.compile;
+    if (build) {
+      SourceBuild job;
+      job.source = source.at("text").get<std::string>();
+      job.device = device;
+      job.kind = source.value("abi", std::string("subgraph"));
+      job.name = "registry_" + m.rule;
+      s.build = build_source(job);
+    } else {
+      s.build = {{"status", "rendered"}, {"reason", "not compiled (compilation not asked for)"}};
+    }
+    const std::string status = s.build.value("status", std::string("failed"));
+    if (status == "unavailable") {
+      call.error = "registry entry " + entry->id() + ": " + s.build.value("reason", std::string());
+    } else {
+      realize::RealizedKernel kernel;
+      const std::string key = s.build.value("key", "registry-" + util::sha256_hex(entry->id()));
+      kernel.kernel.spec = realize::KernelSpec("subgraph", m.pattern, "registry_" + m.rule,
+                                               {{"registry_entry", entry->id()}, {"device", device}});
+      kernel.kernel.key = key;
+      kernel.kernel.entry_symbol = s.build.value("entry", std::string());
+      kernel.status = status;
+      kernel.reason = s.build.value("reason", std::string());
+      kernel.library = s.build.value("library", std::string());
+      if (!realized.kernel(key)) realized.kernels.push_back(kernel);
+      call.kernel_key = key;
+      call.tuned = entry->doc.value("tuned", json::array()).empty() ? json() : entry->doc.at("tuned").back();
+    }
+    realized.calls.push_back(call);
+    sourced.push_back(std::move(s));
+  }
+  return sourced;
+}
+
 }  // namespace
 
 discover::DiscoverOptions discover_options(const DiscoverSettings& request, const graph::Graph& captured) {
@@ -97,6 +187,19 @@ discover::DiscoverOptions discover_options(const DiscoverSettings& request, cons
       } catch (const std::exception&) {
         return {};
       }
+    };
+  }
+  options.arch = request.arch.empty() ? registry::kHopperArch : request.arch;
+  if (request.use_registry) {
+    const registry::Registry reg(request.registry_dir.value_or(registry::default_registry_dir()));
+    auto entries = std::make_shared<const std::vector<registry::Entry>>(reg.entries(true));
+    options.registry = reg.dir().string() + " (version " + std::to_string(reg.version()) + ", " +
+                       std::to_string(entries->size()) + " entries)";
+    options.classify_match = [entries](const discover::Match& m, const graph::Graph& captured,
+                                       const discover::DiscoverOptions& o) {
+      return registry::classify(m, captured,
+                                registry::covering(*entries, m.rule, m.pattern, std::string(graph::dtype_name(m.dtype)), o.arch),
+                                o);
     };
   }
   return options;
@@ -167,8 +270,9 @@ PlanResult make_plan(const PlanRequest& request) {
   fs::create_directories(request.out_dir);
   PlanResult result;
   result.captured = graph::load_graph(request.graph);
+  const std::string arch = request.device == "cpu" ? registry::kHostArch : registry::kHopperArch;
   result.options = discover_options({request.precision, request.device_profile, request.use_tuning_db,
-                                     request.tuning_db},
+                                     request.tuning_db, request.use_registry, request.registry_dir, arch},
                                     result.captured);
   const std::string& precision = result.options.precision;
   result.discovery = discover::discover(result.captured, result.options);
@@ -193,13 +297,19 @@ PlanResult make_plan(const PlanRequest& request) {
     }
   }
 
-  // The accepted, selected matches are realized (tuned choices from the database).
+  // Matches a verified registry source covers are realized by it; the other accepted,
+  // selected matches by the templates (tuned choices from the database).
+  discover::Discovery planned = result.discovery;
+  realize::RealizeResult from_registry;
+  const std::vector<SourcedMatch> sourced =
+      realize_from_registry(planned, result.captured, request, arch, from_registry, result.skipped);
   std::vector<discover::Match> to_realize = result.discovery.matches;
   for (auto& m : to_realize) {
     if (m.status == discover::MatchStatus::Accepted && !compose::selected(m, request.patterns)) {
       m.status = discover::MatchStatus::Declined;
     }
   }
+  for (const auto& s : sourced) to_realize[s.match].status = discover::MatchStatus::Declined;
   realize::RealizeOptions realize_options;
   realize_options.precision = precision;
   realize_options.out_dir = request.out_dir / "kernels";
@@ -212,6 +322,8 @@ PlanResult make_plan(const PlanRequest& request) {
     realize_options.tuning_db_bucket = request.reuse_bucket;
   }
   result.realized = realize::realize_matches(to_realize, realize_options);
+  for (auto& kernel : from_registry.kernels) result.realized.kernels.push_back(std::move(kernel));
+  for (auto& call : from_registry.calls) result.realized.calls.push_back(std::move(call));
 
   compose::PlanContext context;
   context.precision = precision;
@@ -221,7 +333,25 @@ PlanResult make_plan(const PlanRequest& request) {
   context.patterns = request.patterns;
   context.plan_dir = request.out_dir;
   context.notes = result.skipped;
-  result.plan = compose::make_plan(result.captured, result.discovery, result.realized, context);
+  result.plan = compose::make_plan(result.captured, planned, result.realized, context);
+  // What the registry said about each replacement; kernels built for the host say so (the CPU
+  // path runs them instead of the host reference).
+  for (auto& r : result.plan["replacements"]) {
+    const size_t id = r.value("id", size_t{0});
+    if (id >= result.discovery.matches.size()) continue;
+    r["classification_reason"] = result.discovery.matches[id].classification_reason;
+    r["registry_entry"] = result.discovery.matches[id].registry_entry;
+    for (const auto& s : sourced) {
+      if (s.match == id) r["realized_by"] = "registry entry " + s.entry.id();
+    }
+  }
+  for (const auto& s : sourced) {
+    const std::string key = s.build.value("key", std::string());
+    if (!key.empty() && result.plan["kernels"].contains(key)) {
+      result.plan["kernels"][key]["device"] = s.entry.doc.at("source").value("device", std::string("host"));
+      result.plan["kernels"][key]["registry_entry"] = s.entry.id();
+    }
+  }
   result.plan_path = request.out_dir / "plan.json";
   util::write_file_atomically(result.plan_path, result.plan.dump(2) + "\n");
   return result;

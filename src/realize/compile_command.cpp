@@ -95,6 +95,9 @@ std::vector<std::string> nvcc_command(const CompileOptions& o) {
   argv.push_back("-o");
   argv.push_back(std::string(kOutputPlaceholder));
   argv.push_back(std::string(kSourcePlaceholder));
+  // The standalone checker compares against cuBLAS (patterns/*/standalone_check.cuh); the
+  // library after the source so the linker resolves it.
+  if (o.standalone_main) argv.push_back("-lcublas");
   return argv;
 }
 

@@ -28,3 +28,24 @@ def reference(fake_kind_library, monkeypatch) -> Path:
     """$FACT_REFERENCE_LIBRARY pointed at the fake kind's library for one test."""
     monkeypatch.setenv("FACT_REFERENCE_LIBRARY", str(fake_kind_library))
     return fake_kind_library
+
+
+@pytest.fixture(scope="session")
+def agent_cache(tmp_path_factory) -> Path:
+    """One FACT cache for the agent tests of a session: kernels are built once (the cache is
+    content-addressed); each test gets its own registry (agent_env)."""
+    return tmp_path_factory.mktemp("fact_cache")
+
+
+@pytest.fixture
+def agent_env(agent_cache, tmp_path, monkeypatch) -> Path:
+    """The environment the agent tests run in: the session's kernel cache, a fresh registry
+    (returned), the interpreter for the CLI's Python steps, no LLM endpoint from outside."""
+    import sys
+    registry = tmp_path / "registry"
+    monkeypatch.setenv("FACT_CACHE_DIR", str(agent_cache))
+    monkeypatch.setenv("FACT_REGISTRY_DIR", str(registry))
+    monkeypatch.setenv("FACT_PYTHON", sys.executable)
+    for variable in ("FACT_AGENT_BASE_URL", "FACT_AGENT_MODEL", "FACT_AGENT_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    return registry

@@ -276,8 +276,11 @@ def test_plan_then_apply_on_another_instance_without_the_engine(tmp_path, monkey
     doc = json.loads((folder / "plan.json").read_text())
     assert doc["schema"] == "fact.plan/2" and doc["status"] == "planned", doc.get("reason")
     assert doc["inputs"] == [{"shape": [4, 16, 64], "dtype": "torch.float32"}]
+    # On the CPU the kernels are the engine's float64 host reference (fact_reference_call): keep
+    # that library, take the planner away -- applying must not plan.
+    monkeypatch.setenv("FACT_REFERENCE_LIBRARY", str(fact.compose._engine.engine_library_path()))
     monkeypatch.setenv("FACT_ENGINE_LIBRARY", str(tmp_path / "gone.so"))
-    monkeypatch.setattr(fact.compose._engine, "engine_library", None)  # applying must not plan
+    monkeypatch.setattr(fact.compose._engine, "engine_library", None)
     import copy
     twin = copy.deepcopy(module)
     composed = fact.compose.apply_plan(twin, (x,), folder, remainder="eager")

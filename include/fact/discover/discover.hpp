@@ -22,6 +22,18 @@ struct DiscoverOptions {
   // realize::tuning_key_id); without it nothing is REUSE.
   std::set<std::string> tuned_keys;
   std::function<std::string(const Problem&, const std::string& precision)> key_of;
+  // The architecture the run targets: "sm_90a" (Hopper kernels) or "host" (the CPU path).
+  std::string arch = "sm_90a";
+  // The pattern registry's classification (include/fact/registry/registry.hpp): when set, it
+  // decides every match's class, reason and entry (the engine sets it); otherwise classify()
+  // in rank.hpp decides from tuned_keys alone. `registry` describes it for reports.
+  struct Classified {
+    Classification classification = Classification::New;
+    std::string reason;
+    std::string entry;
+  };
+  std::function<Classified(const Match&, const graph::Graph& captured, const DiscoverOptions&)> classify_match;
+  std::string registry;
 };
 
 // The precision mode a graph runs in unless the user says otherwise: "native" when its

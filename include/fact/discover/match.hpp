@@ -30,6 +30,8 @@ struct Match {
   MatchStatus status = MatchStatus::Accepted;
   std::string reason;   // why declined / pending; empty when accepted
   Classification classification = Classification::Adapt;
+  std::string classification_reason;  // why that class (the pattern registry's explanation)
+  std::string registry_entry;         // the registry entry it was classified against ("" = none)
   std::vector<graph::NodeId> nodes;                 // captured nodes covered (graph order)
   std::map<std::string, graph::ValueId> roles;      // "input", "weight", "bias", "residual", ...
   std::vector<Problem> problems;                    // one per kernel call, in execution order
@@ -45,7 +47,8 @@ struct Match {
   double est_saved_us() const { return est_before_us - est_after_us; }
 };
 
-// {"rule","pattern","status","reason","classification","nodes","roles","outputs","dtype",
+// {"rule","pattern","status","reason","classification","classification_reason",
+//  "registry_entry","nodes","roles","outputs","dtype",
 //  "problems":[problem_to_json..],"derived":[derived_to_json..] (when any),"extra",
 //  "est_before_us","est_after_us","est_saved_us"}
 nlohmann::json match_to_json(const Match& m);

@@ -17,12 +17,42 @@ extern "C" {
  *    "compile": bool, "tune": N (0: no tuning; N: configurations per kernel, GPU only),
  *    "patterns": ["mlp", ...] | null, "tuning_db": "<path>"|null (null: the default database),
  *    "device_profile": "<path>"|null, "jobs": N (0: all cores), "progress": bool,
- *    "inputs": [...] (copied into the plan), "device": "cuda"|"cpu"}
+ *    "inputs": [...] (copied into the plan), "device": "cuda"|"cpu",
+ *    "use_registry": bool (default true), "registry_dir": "<path>"|null (the pattern registry:
+ *    its verified kernels realize the matches they cover on the device's arch)}
  * On return *response_json (free with fact_engine_free) is
  *   {"status": "ok", "plan": "<out_dir>/plan.json", "summary": "..."} or
  *   {"status": "error", "error": "<one line>"}.
  * Returns 0 when a plan was written (it may say "unplanned", with the reason), 1 otherwise. */
 int fact_engine_plan(const char* request_json, char** response_json);
+
+/* The agent API (fact/engine/agent.hpp, docs/agent.md): JSON in, JSON out, like
+ * fact_engine_plan. Each returns 0 when *response_json holds {"status": ...} with the result,
+ * 1 when it holds {"status": "error", "error": "<one line>"}.
+ *
+ * fact_engine_discover: {"graph", "precision", "device_profile", "tuning_db", "registry_dir",
+ *   "use_registry", "arch": "sm_90a"|"host"} -> discovery (fact.discovery/1 with "table" and
+ *   "registry").
+ * fact_engine_agent_task: the same plus "match" (a discovery label "3" or a rule / pattern name)
+ *   -> the task (fact.agent.task/1: match, semantics, the subgraph call, ABI, registry entries);
+ *   or {"fragment", "rule", "dtype", "precision"} -> {"semantics", "call"} for a fragment alone.
+ * fact_engine_build: {"source", "device": "host"|"cuda", "kind", "name", "file_name",
+ *   "timeout_seconds"} -> build result with "diagnostics" [{file, line, column, severity,
+ *   message}].
+ * fact_engine_realize: {"problem", "precision", "space", "config"|"params", "compile",
+ *   "out_dir"} -> a kernel from a built-in template.
+ * fact_engine_device: {"device_profile"} -> {"gpu_unavailable": reason|null, "profile": {...},
+ *   "compile_unavailable": reason|null}.
+ * fact_registry: {"op": "list"|"show"|"add"|"remove"|"export"|"lookup", "dir", "id", "entry",
+ *   "ids", "builtin", "rule", "pattern", "dtype", "arch"} -> {"entries"|"entry"|"removed"|
+ *   "export", "dir", "version"}. "add" stores an entry only with a passing gate record for its
+ *   source and semantics (registry.hpp); running the gates is the caller's duty. */
+int fact_engine_discover(const char* request_json, char** response_json);
+int fact_engine_agent_task(const char* request_json, char** response_json);
+int fact_engine_build(const char* request_json, char** response_json);
+int fact_engine_realize(const char* request_json, char** response_json);
+int fact_engine_device(const char* request_json, char** response_json);
+int fact_registry(const char* request_json, char** response_json);
 
 /* Frees a string the engine returned. */
 void fact_engine_free(char* text);

@@ -34,16 +34,25 @@ struct PlanRequest {
   bool progress = true;               // progress bars on stderr
   nlohmann::json inputs = nlohmann::json::array();  // copied into the plan
   std::string device = "cpu";         // of the example inputs: cuda | cpu
+  // The pattern registry (include/fact/registry/registry.hpp): classifies the matches, and its
+  // verified source entries realize the matches they cover on the plan's arch (sm_90a for
+  // cuda, host for cpu). nullopt: the default registry.
+  bool use_registry = true;
+  std::optional<std::filesystem::path> registry_dir;
 };
 
 // How discovery runs: the precision mode ("" = from the graph's dtypes: native for bf16/fp16
 // models, strict for float32), the device profile (nullopt: the one `fact device` saved, else
-// an H100's defaults) and the tuning database whose entries make a match REUSE.
+// an H100's defaults), the tuning database whose entries make a built-in template's match
+// REUSE, and the pattern registry every match is classified against on `arch`.
 struct DiscoverSettings {
   std::string precision;
   std::optional<std::filesystem::path> device_profile;
   bool use_tuning_db = true;
   std::optional<std::filesystem::path> tuning_db;  // nullopt: the default database
+  bool use_registry = true;
+  std::optional<std::filesystem::path> registry_dir;  // nullopt: the default registry
+  std::string arch = "sm_90a";                        // sm_90a | host
 };
 // Throws std::invalid_argument for an unknown precision and std::runtime_error for an
 // unreadable device profile.

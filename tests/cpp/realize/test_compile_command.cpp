@@ -72,6 +72,12 @@ TEST(NvccCommand, CarriesTheMandatoryFlags) {
   const auto runner = nvcc_command(standalone);
   EXPECT_TRUE(has(runner, "-DFACT_STANDALONE_MAIN"));
   EXPECT_FALSE(has(runner, "-shared"));
+  // The checker's cuBLAS reference is linked, after the source.
+  const auto source = std::find(runner.begin(), runner.end(), std::string(kSourcePlaceholder));
+  const auto cublas = std::find(runner.begin(), runner.end(), std::string("-lcublas"));
+  EXPECT_NE(cublas, runner.end());
+  EXPECT_LT(source - runner.begin(), cublas - runner.begin());
+  EXPECT_FALSE(has(argv, "-lcublas"));
 }
 
 TEST(NvccCommand, FingerprintNamesRolesNotPaths) {

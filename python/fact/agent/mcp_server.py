@@ -1,0 +1,504 @@
+"""`fact mcp`: FACT's stages as Model Context Protocol tools over stdio, for any agent
+(docs/agent.md). Built on the official MCP Python SDK (mcp.server.mcpserver.MCPServer) around the
+engine's in-process API (libfact's C API through fact.agent.engine).
+
+Every tool answers a JSON object with "status": "ok", "error" (with "error"), "failed" (a build
+or a gate said no; the details say where), or "needs_gpu" ("needs a Hopper GPU: <reason>" for
+what only a Hopper GPU can do, here and now). Compiler diagnostics come as {file, line, column,
+severity, message}; gate failures with the failing check, the element's index, its value, the
+reference and the magnitude; timings with the same-run baseline.
+
+Kernels an agent proposes are "candidates" (realize_from_template / realize_from_source), kept
+in the server's work folder. They reach the registry only through register_kernel, which runs
+every gate first — the same gates as built-in kernels and as `fact optimize --agent`.
+Model files and agent kernels run in child processes with time limits: a crash or a hang fails
+that call, never the server.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from fact.agent import engine, examples as retrieval, gates
+from fact.agent.fragment import Fragment
+from fact.agent.synthesize import registry_entry
+
+INSTRUCTIONS = """FACT replaces subgraphs of PyTorch models with verified CUTLASS / C++ kernels.
+Typical flow: capture_model -> discover (REUSE / ADAPT / NEW per match) -> get_task and
+retrieve_examples for a match -> realize_from_template (a built-in template with parameters) or
+realize_from_source (your kernel in the subgraph ABI) -> build (compiler diagnostics with file and
+line) -> verify (FACT's gates: float64 reference, poisoned outputs, adversarial checks, timing) ->
+register_kernel (only after every gate) -> compose / benchmark -> explain_performance.
+arch "host" kernels run on this machine's CPU path; "sm_90a" kernels need a Hopper GPU."""
+
+
+def _ok(**fields: Any) -> dict:
+    return {"status": "ok", **fields}
+
+
+def _error(message: str, **fields: Any) -> dict:
+    return {"status": "error", "error": message, **fields}
+
+
+def _needs_gpu(reason: str, **fields: Any) -> dict:
+    return {"status": "needs_gpu", "needs": "a Hopper GPU", "reason": reason,
+            "message": f"needs a Hopper GPU: {reason}", **fields}
+
+
+class FactTools:
+    """The tools' state: the work folder and the candidates proposed so far."""
+
+    def __init__(self, work_dir: str | Path | None = None, registry_dir: str | Path | None = None):
+        self.work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fact_mcp_"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.registry_dir = registry_dir or os.environ.get("FACT_REGISTRY_DIR") or None
+        self.candidates: dict[str, dict] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _python(self, script: str, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
+        return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                              timeout=timeout, env=env, start_new_session=True)
+
+    def _gpu(self) -> str | None:
+        return engine.device().get("gpu_unavailable")
+
+    def _candidate(self, candidate: str) -> dict:
+        if candidate not in self.candidates:
+            raise KeyError(f"no candidate {candidate!r} (realize_from_template / realize_from_source make them; "
+                           f"known: {', '.join(self.candidates) or 'none'})")
+        return self.candidates[candidate]
+
+    # -- the tools ---------------------------------------------------------------------------
+
+    def device_status(self) -> dict:
+        """What this machine can do: a Hopper GPU or not (and why), a compiler for CUDA kernels or
+        not, the host compiler, and the device profile (peak rates for rooflines)."""
+        info = engine.device()
+        return _ok(gpu=info.get("gpu_unavailable") is None, gpu_unavailable=info.get("gpu_unavailable"),
+                   cuda_compile=info.get("compile_unavailable") is None,
+                   cuda_compile_unavailable=info.get("compile_unavailable"), profile=info.get("profile"),
+                   archs=["host"] + ([] if info.get("gpu_unavailable") else ["sm_90a"]))
+
+    def capture_model(self, model_file: str, dtype: str = "float32", timeout: float = 300.0) -> dict:
+        """Capture a model file (path/to/model.py:ClassName, defining get_inputs() and optionally
+        get_init_inputs()) as FACT graph JSON, on the device it will run on; the model runs in a
+        child process."""
+        folder = self.work / f"graph-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        graph = folder / "graph.json"
+        try:
+            proc = subprocess.run([sys.executable, "-m", "fact.capture", model_file, "-o", str(graph), "--dtype", dtype,
+                                   "--device", "cpu" if self._gpu() else "cuda"], capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep +
+                                       os.environ.get("PYTHONPATH", "")})
+        except subprocess.TimeoutExpired:
+            return _error(f"the capture did not finish within {timeout:.0f} s")
+        if proc.returncode != 0 or not graph.is_file():
+            return _error(f"capture failed: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+        doc = json.loads(graph.read_text())
+        return _ok(graph=str(graph), module=doc["source"].get("module"), capture=doc["source"].get("capture"),
+                   nodes=len(doc["nodes"]), values=len(doc["values"]), inputs=doc["inputs"], outputs=doc["outputs"])
+
+    def inspect_graph(self, graph: str, node: str | None = None, max_nodes: int = 200) -> dict:
+        """The nodes of a captured graph (op, arguments, output shapes and dtypes), or one node."""
+        doc = json.loads(Path(graph).read_text())
+        values = {v["id"]: v for v in doc["values"]}
+
+        def brief(n: dict) -> dict:
+            return {"id": n["id"], "target": n["target"],
+                    "args": [next(iter(a.values())) if len(a) == 1 else a for a in n.get("args", [])],
+                    "outputs": [{"id": o, "shape": values[o]["shape"], "dtype": values[o]["dtype"]}
+                                for o in n.get("outputs", []) if o in values]}
+        if node is not None:
+            found = [n for n in doc["nodes"] if n["id"] == node]
+            return _ok(node=brief(found[0])) if found else _error(f"no node {node!r}")
+        nodes = [brief(n) for n in doc["nodes"][:max_nodes]]
+        return _ok(module=doc["source"].get("module"), node_count=len(doc["nodes"]), nodes=nodes,
+                   truncated=len(doc["nodes"]) > max_nodes,
+                   inputs=[values[i] for i in doc["inputs"]], outputs=doc["outputs"])
+
+    def discover(self, graph: str, precision: str | None = None, arch: str = "sm_90a") -> dict:
+        """Discover and rank the subgraphs worth replacing; each match is classified against the
+        pattern registry (REUSE / ADAPT / NEW, with the reason and the entry)."""
+        doc = engine.discover(graph, precision=precision, arch=arch, registry_dir=self.registry_dir)
+        matches = []
+        for index, m in enumerate(doc["matches"]):
+            matches.append({"label": str(index + 1), "rule": m["rule"], "pattern": m["pattern"], "status": m["status"],
+                            "reason": m["reason"], "classification": m["classification"],
+                            "classification_reason": m.get("classification_reason", ""),
+                            "registry_entry": m.get("registry_entry", ""), "dtype": m["dtype"], "nodes": m["nodes"],
+                            "est_before_us": m["est_before_us"], "est_after_us": m["est_after_us"],
+                            "est_saved_us": m["est_saved_us"],
+                            "calls": [{"kind": p["kind"], **{k: v for k, v in p.items() if k != "kind"}}
+                                      for p in m["problems"]]})
+        return _ok(precision=doc["precision"], arch=arch, registry=doc["registry"], matches=matches,
+                   table=doc["table"])
+
+    def search_registry(self, query: str = "", rule: str | None = None, dtype: str | None = None,
+                        arch: str | None = None, include_builtin: bool = True) -> dict:
+        """Registry entries T(rule, dtype, arch) whose id, rule or pattern contain `query` (and
+        that have the rule / dtype / arch given): how each is realized, verified, tuned, and
+        where it came from."""
+        listing = engine.registry("list", dir=self.registry_dir, builtin=include_builtin)
+        found = []
+        for e in listing["entries"]:
+            text = " ".join(str(e.get(k, "")) for k in ("id", "rule", "pattern")).lower()
+            if query and query.lower() not in text:
+                continue
+            if rule and e.get("rule") != rule or dtype and e.get("dtype") != dtype or arch and e.get("arch") != arch:
+                continue
+            found.append({"id": e["id"], "rule": e["rule"], "dtype": e["dtype"], "arch": e["arch"],
+                          "origin": e["origin"], "realization": e.get("realization"),
+                          "verified": e.get("verified", []), "tuned": e.get("tuned", []),
+                          "provenance": e.get("provenance", {})})
+        return _ok(registry=listing["dir"], version=listing["version"], entries=found)
+
+    def show_registry_entry(self, entry_id: str, include_source: bool = False) -> dict:
+        """One registry entry in full (the source only when asked)."""
+        entry = engine.registry("show", dir=self.registry_dir, id=entry_id)["entry"]
+        if not include_source and isinstance(entry.get("source"), dict):
+            entry["source"] = {k: v for k, v in entry["source"].items() if k != "text"}
+        return _ok(entry=entry)
+
+    def get_task(self, graph: str, match: str, arch: str = "host", precision: str | None = None) -> dict:
+        """The task for one match (label "3" or rule name): its reference semantics (the ATen
+        ops it replaces), the call a kernel implements (operands and results with dtype, shape,
+        strides; tolerance), the subgraph ABI header and the entry's signature."""
+        task = engine.task(graph, match, precision=precision, arch=arch, registry_dir=self.registry_dir)
+        call = task["call"]
+        return _ok(label=task["label"], module=task.get("module"), precision=task["precision"], arch=arch,
+                   match={k: task["match"][k] for k in ("rule", "pattern", "status", "reason", "classification",
+                                                        "classification_reason", "dtype", "nodes")},
+                   semantics=Fragment(task["semantics"]["fragment"]).describe(),
+                   semantics_hash=task["semantics"]["hash"],
+                   operands=[{k: t[k] for k in ("value", "dtype", "shape", "stride")} for t in call["operands"]],
+                   results=[{k: t[k] for k in ("value", "dtype", "shape", "stride")} for t in call["results"]],
+                   tolerance=call["tolerance"], abi_header=task["abi"]["header"], abi=task["abi"].get("text", ""),
+                   entry=task["abi"]["entry"],
+                   registry=[{"id": e["id"], "origin": e["origin"]} for e in task.get("registry", [])])
+
+    def retrieve_examples(self, graph: str, match: str, arch: str = "sm_90a", k: int = 5) -> dict:
+        """The most relevant vetted examples for a match: registry kernels (verified by the
+        gates) and the CUTLASS examples shipped in the installed nvidia-cutlass wheel."""
+        task = engine.task(graph, match, arch=arch, registry_dir=self.registry_dir)
+        entries = engine.registry("list", dir=self.registry_dir, full=True)["entries"]
+        found = retrieval.retrieve(task, entries, k=k)
+        return _ok(query=retrieval.task_query(task), examples=[e.to_json() for e in found])
+
+    def realize_from_template(self, graph: str, match: str, call: int = 0, precision: str | None = None,
+                              config: str | None = None, params: dict | None = None,
+                              space: str = "default") -> dict:
+        """A kernel from a built-in template: call `call` of the match, with the configuration
+        named `config` or the first whose parameters include `params` (from the realizer's pruned
+        space; none: the default). Renders the CUTLASS source; build compiles it."""
+        doc = engine.discover(graph, precision=precision, arch="sm_90a", registry_dir=self.registry_dir)
+        index = int(match) - 1 if str(match).isdigit() else next(
+            (i for i, m in enumerate(doc["matches"]) if m["rule"] == match), -1)
+        if not 0 <= index < len(doc["matches"]):
+            return _error(f"no match {match!r}")
+        m = doc["matches"][index]
+        if m["status"] != "accepted":
+            return _error(f"match {index + 1} ({m['rule']}) is {m['status']}: no template realizes it "
+                          f"({m.get('classification_reason') or m['reason']}); write a kernel (realize_from_source)")
+        if not 0 <= call < len(m["problems"]):
+            return _error(f"match {index + 1} has {len(m['problems'])} call(s)")
+        candidate = f"t{len(self.candidates) + 1}"
+        folder = self.work / "candidates" / candidate
+        result = engine.realize(m["problems"][call], folder, precision=doc["precision"], space=space, config=config,
+                                params=params, compile=False)
+        if result.get("status") == "no_config":
+            return {"status": "failed", "reason": result["reason"], "configs": result.get("configs", [])}
+        self.candidates[candidate] = {"kind": "template", "problem": m["problems"][call], "precision": doc["precision"],
+                                      "config": result["name"], "space": space, "source_file": result["source_file"],
+                                      "arch": "sm_90a", "graph": graph, "match": str(index + 1)}
+        return _ok(candidate=candidate, name=result["name"], spec=result["spec"], key=result["key"],
+                   entry=result["entry"], source_file=result["source_file"],
+                   lines=result["source"].count("\n"))
+
+    def realize_from_source(self, source: str, arch: str = "host", name: str = "agent_kernel") -> dict:
+        """Your kernel in the subgraph ABI (get_task's `entry` signature): C++ for arch "host"
+        (this machine's CPU path), CUDA/CUTLASS for "sm_90a". Stored as a candidate; build
+        compiles it, verify runs the gates."""
+        if arch not in ("host", "sm_90a"):
+            return _error(f"arch {arch!r} is not host or sm_90a")
+        candidate = f"s{len(self.candidates) + 1}"
+        folder = self.work / "candidates" / candidate
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / ("kernel.cpp" if arch == "host" else "kernel.cu")
+        path.write_text(source)
+        self.candidates[candidate] = {"kind": "source", "source": source, "arch": arch, "name": name,
+                                      "source_file": str(path)}
+        return _ok(candidate=candidate, source_file=str(path), lines=source.count("\n") + 1, arch=arch)
+
+    def build(self, candidate: str) -> dict:
+        """Compile a candidate (compile only: nothing runs). Failures come back as diagnostics
+        with file, line, column and message; CUDA builds use FACT's nvcc line (-O3 -DNDEBUG,
+        sm_90a) and fail on ptxas C7510 (wgmma serialized)."""
+        c = self._candidate(candidate)
+        if c["kind"] == "template":
+            result = engine.realize(c["problem"], Path(c["source_file"]).parent, precision=c["precision"],
+                                    space=c["space"], config=c["config"], compile=True)
+            build = result.get("build", {})
+        else:
+            build = engine.build(c["source"], device="host" if c["arch"] == "host" else "cuda",
+                                 name=c["name"], file_name=Path(c["source_file"]).name)
+        if build.get("status") == "unavailable":
+            return _error(f"cannot compile here: {build.get('reason')}", build=build)
+        c["library"] = build.get("library") or None
+        status = "ok" if build.get("status") in ("built", "cached") else "failed"
+        return {"status": status, "candidate": candidate, "build": build.get("status"), "reason": build.get("reason", ""),
+                "library": build.get("library", ""), "seconds": build.get("seconds"),
+                "diagnostics": build.get("diagnostics", []),
+                "log_tail": build.get("log", "")[-3000:] if status != "ok" else ""}
+
+    def verify(self, candidate: str, graph: str, match: str, timeout: float = 120.0) -> dict:
+        """Run FACT's gates on a built candidate for a match: float64 reference on fresh inputs
+        with poisoned outputs, completion on return / on the stream, unchanged inputs, guard
+        bands, NaN, re-poisoned re-run, new inputs, another stream, and FACT's timer with the
+        same-run PyTorch baseline. In a child process with a time limit."""
+        c = self._candidate(candidate)
+        if c["kind"] == "template":
+            why = self._gpu()
+            if why:
+                return _needs_gpu(f"{why}; template kernels are CUDA (sm_90a) and run only there", candidate=candidate)
+        if c["arch"] != "host":
+            why = self._gpu()
+            if why:
+                return _needs_gpu(why, candidate=candidate)
+        if not c.get("library"):
+            built = self.build(candidate)
+            if built["status"] != "ok":
+                return {"status": "failed", "stage": "build", **{k: built[k] for k in ("reason", "diagnostics")}}
+        task = engine.task(graph, match, arch=c["arch"], registry_dir=self.registry_dir)
+        report = gates.run_gates(task["call"], task["semantics"]["fragment"], c["library"],
+                                 device="cpu" if c["arch"] == "host" else "cuda", timeout=timeout,
+                                 work_dir=self.work / "gates" / f"{candidate}-{uuid.uuid4().hex[:6]}")
+        c["last_gates"] = report.to_json()
+        c["task"] = {"graph": graph, "match": match}
+        failed = next((ch for ch in report.checks if not ch["passed"]), None)
+        return {"status": "ok" if report.passed else "failed", "candidate": candidate, "passed": report.passed,
+                "failed_check": report.failed_check, "failure": report.failure,
+                "where": (failed or {}).get("data", {}) if failed else {},
+                "rel_err": report.rel_err, "tolerance": report.tolerance, "timing": report.timing,
+                "checks": [{"name": ch["name"], "passed": ch["passed"], "detail": ch["detail"]} for ch in report.checks]}
+
+    def tune(self, graph: str, match: str, max_candidates: int = 16, candidate: str | None = None) -> dict:
+        """Tune: the graph's template matches over their pruned parameter spaces (`fact tune`:
+        build, verify, time each configuration on the GPU; the winners go to the tuning database,
+        which makes those matches REUSE), or report an agent candidate's timing (hand-written
+        kernels have no parameter space)."""
+        if candidate is not None:
+            c = self._candidate(candidate)
+            if c.get("last_gates"):
+                return _ok(candidate=candidate, timing=c["last_gates"].get("timing"),
+                           note="a hand-written kernel has no parameter space: its timing is the gates' (FACT's timer)")
+            return _error("verify the candidate first (its timing comes from the gates)")
+        why = self._gpu()
+        if why:
+            return _needs_gpu(f"{why}; tuning times every configuration on the device", graph=graph, match=match)
+        proc = subprocess.run([os.environ.get("FACT_ENGINE", "fact"), "tune", graph, "--max-candidates",
+                               str(max_candidates)], capture_output=True, text=True, timeout=3600)
+        return _ok(output=proc.stdout[-8000:]) if proc.returncode == 0 else _error(proc.stderr[-3000:])
+
+    def register_kernel(self, candidate: str, graph: str, match: str, author: str = "mcp client",
+                        model: str = "", endpoint: str = "", prompt: str = "", timeout: float = 120.0) -> dict:
+        """Add a candidate to the pattern registry: the gates run again first (nothing enters
+        without them), then the entry is stored with its provenance (who wrote it: author /
+        model / endpoint / prompt digest) and the match becomes REUSE for the next model."""
+        c = self._candidate(candidate)
+        if c["kind"] != "source":
+            return _error("template kernels are built in; their tuned choices go to the tuning database (tune)")
+        verdict = self.verify(candidate, graph, match, timeout=timeout)
+        if verdict["status"] != "ok":
+            return {**verdict, "registered": False}
+        task = engine.task(graph, match, arch=c["arch"], registry_dir=self.registry_dir)
+        report = gates.GateReport(**{k: v for k, v in c["last_gates"].items()})
+        provenance = {"by": "agent", "author": author, "model": model or None, "endpoint": endpoint or "mcp (stdio)",
+                      "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest() if prompt else None,
+                      "attempt": None, "log": str(self.work), "task": {"module": task.get("module"), "graph": graph,
+                                                                       "label": task["label"]}}
+        entry = registry_entry(task, c["source"], report, arch=c["arch"],
+                               device="cpu" if c["arch"] == "host" else "cuda", provenance=provenance)
+        stored = engine.registry("add", dir=self.registry_dir, entry=entry)["entry"]
+        return _ok(registered=True, entry=stored["id"], revision=stored.get("revision"),
+                   registry_version=stored.get("registry_version"), timing=report.timing)
+
+    def _model_script(self, body: str) -> str:
+        return textwrap.dedent("""
+            import json, sys, time
+            import torch
+            import fact
+            from fact.model_file import build_from_model_file
+            spec, dtype, precision, out = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4]
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            model, inputs = build_from_model_file(spec, dtype, device)
+            composed = fact.optimize(model, inputs, precision=precision, work_dir=out, remainder="eager",
+                                     speed_guard=False)
+            report = composed.fact_report.to_json()
+        """) + textwrap.dedent(body)
+
+    def compose(self, model_file: str, dtype: str = "float32", precision: str | None = None,
+                timeout: float = 900.0) -> dict:
+        """Compose a model file: plan with the registry (verified agent kernels included) and the
+        templates, apply the plan, verify every replacement against the subgraph it replaces in
+        float64 (a failing one is left to PyTorch with the reason). CPU path here (host kernels
+        and the host reference); CUDA kernels on a GPU."""
+        out = self.work / f"compose-{uuid.uuid4().hex[:8]}"
+        script = self._model_script("""
+            with torch.no_grad():
+                got, want = composed(*inputs), model(*inputs)
+            got = list(got) if isinstance(got, (tuple, list)) else [got]
+            want = list(want) if isinstance(want, (tuple, list)) else [want]
+            err = max(float((a.double() - b.double()).abs().max()) for a, b in zip(got, want))
+            print(json.dumps({"report": report, "max_abs_diff_vs_original": err, "device": device}))
+        """)
+        try:
+            proc = self._python(script, [model_file, dtype, precision or "", str(out)], timeout)
+        except subprocess.TimeoutExpired:
+            return _error(f"composition did not finish within {timeout:.0f} s")
+        if proc.returncode != 0:
+            return _error(f"composition failed: {proc.stderr.strip()[-2000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        report = result["report"]
+        return _ok(device=result["device"], work_dir=str(out), runs=report.get("runs"),
+                   composed=[{k: r.get(k) for k in ("label", "rule", "nodes", "implementation", "verified", "rel_err",
+                                                    "tolerance", "calls")} for r in report.get("composed", [])],
+                   left_to_pytorch=report.get("left_to_pytorch", []),
+                   max_abs_diff_vs_original=result["max_abs_diff_vs_original"], notes=report.get("notes", []))
+
+    def benchmark(self, model_file: str, dtype: str = "float32", precision: str | None = None, iters: int = 20,
+                  timeout: float = 900.0) -> dict:
+        """Time the composed module against the original in the same process on the same inputs
+        (FACT's timer: CUDA events with L2 flushed on a GPU, perf_counter on the CPU)."""
+        out = self.work / f"bench-{uuid.uuid4().hex[:8]}"
+        script = self._model_script(f"""
+            from fact import timing
+            def timed(fn):
+                if device == "cuda":
+                    return timing.time_cuda(fn, 3, {int(iters)}, timing.L2Flusher(256, torch.device("cuda")))
+                return timing.time_cpu(fn, 3, {int(iters)})
+            with torch.no_grad():
+                composed_t = timed(lambda: composed(*inputs))
+                original_t = timed(lambda: model(*inputs))
+            print(json.dumps({{"report": report, "device": device, "composed": composed_t.to_json(),
+                              "original": original_t.to_json()}}))
+        """)
+        try:
+            proc = self._python(script, [model_file, dtype, precision or "", str(out)], timeout)
+        except subprocess.TimeoutExpired:
+            return _error(f"the benchmark did not finish within {timeout:.0f} s")
+        if proc.returncode != 0:
+            return _error(f"the benchmark failed: {proc.stderr.strip()[-2000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        composed, original = result["composed"], result["original"]
+        answer = _ok(device=result["device"], composed_ms=composed["median_ms"], baseline="the original module, eager, same run",
+                     baseline_ms=original["median_ms"], speedup=original["median_ms"] / composed["median_ms"],
+                     timer=composed["timer"], composed_replacements=len(result["report"].get("composed", [])))
+        if result["device"] != "cuda":
+            answer["note"] = f"CPU timings ({self._gpu()}); kernels for Hopper are timed on a Hopper GPU"
+        return answer
+
+    def explain_performance(self, graph: str, match: str, ms: float | None = None, candidate: str | None = None,
+                            arch: str = "sm_90a") -> dict:
+        """Where a kernel for a match sits on the roofline of the device profile: its FLOPs and
+        minimum bytes, arithmetic intensity, the ridge point, the bound (memory or compute), the
+        roofline time, and — given a time (ms, or a verified candidate's) — the fraction of the
+        roofline achieved. Hardware counters (ncu) need a Hopper GPU."""
+        task = engine.task(graph, match, arch=arch, registry_dir=self.registry_dir)
+        profile = engine.device().get("profile", {})
+        call = task["call"]
+        flops, bytes_ = float(call.get("flops") or 0), float(call.get("min_bytes") or 0)
+        dtype = task["match"].get("dtype", "")
+        peak = profile.get("bf16_flops") if dtype in ("bfloat16", "float16") else profile.get("tf32_flops" if task[
+            "precision"] == "tf32" else "fp32_flops")
+        bandwidth = profile.get("hbm_bytes_per_s")
+        intensity = flops / bytes_ if bytes_ else None
+        ridge = peak / bandwidth if peak and bandwidth else None
+        roofline_s = max(flops / peak if peak else 0.0, bytes_ / bandwidth if bandwidth else 0.0)
+        if ms is None and candidate is not None and self.candidates.get(candidate, {}).get("last_gates"):
+            ms = (self.candidates[candidate]["last_gates"].get("timing") or {}).get("ms")
+        answer = _ok(device=profile.get("name"), flops=flops, min_bytes=bytes_, arithmetic_intensity=intensity,
+                     ridge_point=ridge, bound=("compute" if intensity and ridge and intensity >= ridge else "memory"),
+                     peak_flops=peak, peak_bytes_per_s=bandwidth, roofline_ms=roofline_s * 1e3)
+        if ms:
+            answer["measured_ms"] = ms
+            answer["fraction_of_roofline"] = (roofline_s * 1e3) / ms if ms > 0 else None
+            answer["achieved_flops"] = flops / (ms * 1e-3) if ms > 0 else None
+            answer["achieved_bytes_per_s"] = bytes_ / (ms * 1e-3) if ms > 0 else None
+        why = self._gpu()
+        answer["counters"] = (_needs_gpu(f"{why}; hardware counters (ncu: tensor pipe, DRAM throughput, stalls) are "
+                                         f"read on the device") if why else
+                              {"status": "ok", "how": "ncu --set full on the kernel's standalone runner"})
+        if ms and (self._gpu() is not None) and arch != "host":
+            answer["note"] = "the roofline is the Hopper device profile's; a CPU time is not comparable to it"
+        return answer
+
+
+def build_server(tools: FactTools) -> MCPServer:
+    server = MCPServer("fact", instructions=INSTRUCTIONS, version=_version())
+
+    def guarded(method):
+        def tool(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except engine.AgentEngineError as error:
+                return _error(f"engine: {error}")
+            except (KeyError, ValueError, OSError) as error:
+                return _error(f"{type(error).__name__}: {error}")
+        tool.__name__ = method.__name__
+        tool.__doc__ = method.__doc__
+        tool.__signature__ = inspect.signature(method).replace(return_annotation=dict[str, Any])
+        tool.__annotations__ = {**method.__annotations__, "return": dict[str, Any]}
+        return tool
+
+    for name in TOOL_NAMES:
+        server.add_tool(guarded(getattr(tools, name)), name=name, structured_output=True)
+    return server
+
+
+TOOL_NAMES = ("device_status", "capture_model", "inspect_graph", "discover", "search_registry", "show_registry_entry",
+              "get_task", "retrieve_examples", "realize_from_template", "realize_from_source", "build", "verify",
+              "tune", "register_kernel", "compose", "benchmark", "explain_performance")
+
+
+def _version() -> str:
+    try:
+        from fact import _engine
+        return _engine.engine_library().version()
+    except Exception:  # noqa: BLE001 - the server still starts; tools then say what is missing
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fact mcp")
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--list-tools", action="store_true")
+    args = parser.parse_args(argv)
+    tools = FactTools(args.work_dir)
+    if args.list_tools:
+        for name in TOOL_NAMES:
+            doc = (getattr(tools, name).__doc__ or "").strip().splitlines()[0]
+            print(f"{name:22s} {doc}")
+        return 0
+    build_server(tools).run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
