@@ -41,14 +41,53 @@ struct SwigluGraph {
   }
 };
 
-TEST(SwigluRule, GateWithSiluUpWithMultiply) {
+// bf16: one GEMM over the gate and up weights interleaved row by row (a derived operand the
+// plan computes once), its glu(silu) step writing the product [.., 1024] itself.
+TEST(SwigluRule, Bf16IsOneGemmOverInterleavedWeights) {
   SwigluGraph s(DType::BFloat16, /*down=*/false);
   const auto d = discover(s.b.finish({s.out}));
   ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
   const Match& m = d.matches[0];
   EXPECT_EQ(m.rule, "swiglu");
   EXPECT_EQ(m.pattern, "swiglu");
-  EXPECT_EQ(m.status, MatchStatus::Accepted);
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  ASSERT_EQ(gemms(m).size(), 1u);
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.fusion_name(), "gemm_glu_silu");
+  EXPECT_EQ(p.m, 128);
+  EXPECT_EQ(p.n, 2048);
+  EXPECT_EQ(p.k, 512);
+  EXPECT_EQ(p.d_cols(), 1024);
+  EXPECT_EQ(p.d.value, s.product);
+  EXPECT_EQ(p.d.ld, 1024);
+  ASSERT_EQ(m.derived.size(), 1u);
+  const DerivedOperand& w = m.derived[0];
+  EXPECT_EQ(p.b.value, w.value);
+  EXPECT_EQ(p.b.layout, Layout::ColumnMajor);
+  EXPECT_EQ(p.b.ld, 512);
+  EXPECT_EQ(w.from, (std::vector<ValueId>{"wg", "wu"}));
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{2048, 512}));
+  EXPECT_EQ(w.dtype, DType::BFloat16);
+  ASSERT_EQ(w.ops.size(), 2u);
+  EXPECT_EQ(w.ops[0].op, "stack");  // [1024, 2, 512]: row 2j the gate's j, row 2j+1 the up's
+  EXPECT_EQ(w.ops[0].attrs.at("dim"), 1);
+  EXPECT_EQ(w.ops[1].op, "reshape");
+  EXPECT_EQ(m.roles.at("gate_weight"), "wg");
+  EXPECT_EQ(m.roles.at("up_weight"), "wu");
+  EXPECT_EQ(m.roles.at("gate_up_weight"), w.value);
+  EXPECT_EQ(m.nodes.size(), 4u);
+  EXPECT_FALSE(m.extra.contains("one_gemm_declined"));
+}
+
+// float32 (strict): the glu kernel writes 16-bit outputs, so the gate GEMM with its SiLU and
+// the up GEMM with the product stay two kernels, and the match says why.
+TEST(SwigluRule, Float32KeepsGateAndUpGemmsWithTheReason) {
+  SwigluGraph s(DType::Float32, /*down=*/false);
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "swiglu");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   ASSERT_EQ(gemms(m).size(), 2u);
   EXPECT_EQ(gemms(m)[0].fusion_name(), "gemm_silu");
   EXPECT_EQ(gemms(m)[0].d.value, s.gate);
@@ -56,10 +95,10 @@ TEST(SwigluRule, GateWithSiluUpWithMultiply) {
   EXPECT_EQ(gemms(m)[1].epilogue[0].kind, Kind::Multiply);
   EXPECT_EQ(gemms(m)[1].epilogue[0].operand, s.gate);
   EXPECT_EQ(gemms(m)[1].d.value, s.product);
-  EXPECT_EQ(m.roles.at("gate_weight"), "wg");
-  EXPECT_EQ(m.roles.at("up_weight"), "wu");
+  EXPECT_TRUE(m.derived.empty());
   EXPECT_EQ(m.roles.at("gate_output"), s.gate);
-  EXPECT_EQ(m.nodes.size(), 4u);
+  ASSERT_TRUE(m.extra.contains("one_gemm_declined"));
+  EXPECT_NE(m.extra.at("one_gemm_declined").get<std::string>().find("float32"), std::string::npos);
 }
 
 TEST(SwigluRule, WithTheDownProjectionAndItsResidual) {
@@ -68,12 +107,45 @@ TEST(SwigluRule, WithTheDownProjectionAndItsResidual) {
   ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
   const Match& m = d.matches[0];
   EXPECT_EQ(m.rule, "swiglu_mlp");
-  ASSERT_EQ(gemms(m).size(), 3u);
-  EXPECT_EQ(gemms(m)[2].fusion_name(), "gemm_residual");
-  EXPECT_EQ(gemms(m)[2].a.value, s.product);
+  ASSERT_EQ(gemms(m).size(), 2u);
+  EXPECT_EQ(gemms(m)[0].fusion_name(), "gemm_glu_silu");
+  EXPECT_EQ(gemms(m)[1].fusion_name(), "gemm_residual");
+  EXPECT_EQ(gemms(m)[1].a.value, s.product);
   EXPECT_EQ(m.roles.at("down_weight"), "wd");
   EXPECT_EQ(m.roles.at("residual"), "x");
   EXPECT_EQ(m.roles.at("output"), s.out);
+}
+
+// GeGLU: the same one GEMM with a glu(gelu) step.
+TEST(SwigluRule, GeGluIsOneGemmWithAGeluGate) {
+  SwigluGraph s(DType::Float16, /*down=*/true, "aten.gelu.default");
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "geglu_mlp");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  ASSERT_EQ(gemms(m).size(), 2u);
+  EXPECT_EQ(gemms(m)[0].fusion_name(), "gemm_glu_gelu_erf");
+  EXPECT_EQ(m.derived.size(), 1u);
+}
+
+// A gate GEMM with a bias before its activation: the one-GEMM form would need the biases
+// interleaved too; two GEMMs, with the reason.
+TEST(SwigluRule, AGateBiasKeepsTwoGemms) {
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {128, 512});
+  auto wg = b.parameter("wg", {1024, 512});
+  auto bg = b.parameter("bg", {1024});
+  auto wu = b.parameter("wu", {1024, 512});
+  auto gate_lin = b.op("aten.linear.default", {T(x), T(wg), T(bg)}, {128, 1024});
+  auto gate = unary(b, "aten.silu.default", gate_lin);
+  auto product = b.op("aten.mul.Tensor", {T(gate), T(linear(b, x, wu))}, {128, 1024});
+  const auto d = discover(b.finish({product}));
+  const Match* m = find_rule(d.matches, "swiglu");
+  ASSERT_NE(m, nullptr) << describe(d.matches);
+  EXPECT_EQ(gemms(*m).size(), 2u);
+  ASSERT_TRUE(m->extra.contains("one_gemm_declined"));
+  EXPECT_NE(m->extra.at("one_gemm_declined").get<std::string>().find("bias"), std::string::npos);
 }
 
 TEST(SwigluRule, DifferentInputsAreNotSwiglu) {
