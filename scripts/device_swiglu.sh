@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One device call for issue 12 item 1 (SwiGLU as one GEMM), about 4 minutes on an H100 with 16
+# cores:
+#   1. build the engine, libfact and the runtime tests only (scripts/device_build.sh with
+#      FACT_BUILD_TARGETS), the native fact::launch extension alongside;
+#   2. the GPU gtests of the glu kernel (GpuEpilogueKernels.SwiGluLlamaMlpBf16: the Llama-3-8B
+#      MLP's gate/up GEMM at full size, and GeGluRaggedBf16), each compiling its kernel and
+#      verifying it against the float64 reference with D poisoned, two processes at once;
+#   3. beside them, patterns/swiglu/bench_swiglu_mlp.py: the SwiGLU MLP (8192 tokens x 4096 ->
+#      14336 -> 4096, bf16) as FACT (one glu GEMM + the down GEMM, default configurations, or
+#      FACT_SWIGLU_TUNE=N candidates each) against torch.compile and eager, verified against
+#      float64; it waits for the gtests to end before timing, so the GPU is its own.
+# Results at the top of $OUT: swiglu-<device>-<date>.json, gtest-*.log, bench.log, build logs;
+# the last line printed is the summary.
+#
+# Usage (device tool, kind nvidia-h100-x1, carry [".deps"]; .fact-git-sha written by the caller):
+#   bash scripts/device_swiglu.sh [TOTAL_SECONDS]          # default 235
+set -uo pipefail
+OUT=${OUT:-$PWD/out/device}
+mkdir -p "$OUT"
+TOTAL_SECONDS=${1:-235}
+WORK=/tmp/fact-swiglu-work
+rm -rf "$WORK" && mkdir -p "$WORK"
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+left() { echo $(( TOTAL_SECONDS - $(elapsed) )); }
+stamp() { echo "[$(elapsed)s] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device_build.sh"
+export PYTHONPATH=$PWD/python
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+stamp "native fact::launch extension: building in the background"
+python3 -m fact.native >"$OUT/native.log" 2>&1 &
+native_pid=$!
+
+stamp "engine build (fact, libfact, fact_runtime_tests)"
+export FACT_BUILD_TESTS=ON FACT_BUILD_TARGETS="fact fact_library fact_runtime_tests"
+fact_device_build "$OUT" || { stamp "build failed"; echo "swiglu: build failed (see $OUT/build.log)"; exit 1; }
+wait "$native_pid" || stamp "native extension build failed (fact.optimize falls back; see native.log)"
+
+stamp "glu gtests (two processes) and the MLP benchmark"
+tests=build-device/tests/cpp/fact_runtime_tests
+gtest_pids=()
+for filter in GpuEpilogueKernels.SwiGluLlamaMlpBf16 GpuEpilogueKernels.GeGluRaggedBf16; do
+  ( timeout $(( $(left) - 10 )) "$tests" --gtest_filter="$filter" >"$OUT/gtest-${filter#*.}.log" 2>&1
+    echo "exit $?" >>"$OUT/gtest-${filter#*.}.log" ) &
+  gtest_pids+=($!)
+done
+( wait "${gtest_pids[@]}" 2>/dev/null; touch "$WORK/gtests.done" ) &
+waiter_pid=$!
+( timeout $(( $(left) - 5 )) python3 patterns/swiglu/bench_swiglu_mlp.py --out-dir "$OUT" \
+    --tune "${FACT_SWIGLU_TUNE:-0}" --work-dir "$WORK/optimize" --wait-for "$WORK/gtests.done" \
+    >"$OUT/bench.log" 2>&1; echo "bench exit $?" >>"$OUT/bench.log" ) &
+bench_pid=$!
+for pid in "${gtest_pids[@]}"; do wait "$pid"; done
+wait "$waiter_pid"
+stamp "gtests done"
+wait "$bench_pid"
+stamp "done"
+
+(cd "$WORK" && find . -name "*.json" -size -4M -print0 | tar czf "$OUT/optimize-work.tgz" --null -T -) 2>/dev/null
+gtest_summary=""
+for log in "$OUT"/gtest-*.log; do
+  name=$(basename "$log" .log); name=${name#gtest-}
+  if grep -q "\[  PASSED  \] 1 test" "$log"; then result=passed
+  elif grep -q "\[  SKIPPED \]" "$log"; then result=skipped
+  else result=FAILED; fi
+  gtest_summary+="$name $result; "
+  grep -E "FAILED|Failure|error|rel_err" "$log" | head -8
+done
+tail -5 "$OUT/bench.log"
+echo "swiglu [$(elapsed)s]: gtests: ${gtest_summary}bench: $(grep -E '^swiglu mlp' "$OUT/bench.log" | tail -1 || echo 'no result (see bench.log)')"
