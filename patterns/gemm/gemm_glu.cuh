@@ -9,9 +9,11 @@
 // first value mode has stride one column), and the epilogue's register partition keeps them
 // adjacent (the 16-bit stmatrix atoms pack two columns per 32-bit register). So after the
 // interleave each thread holds gate_j and up_j of the same row next to each other in one visit
-// fragment, and the product needs no data exchange. tests/test_glu_layout.cu checks the pairing
-// for every thread of the tile shapes FACT builds, on the host, with the partition the
-// collective uses.
+// fragment, and the product needs no data exchange. postreduce places each result by the gate's
+// own (m, n) coordinate from the partition the collective uses (sm90_partition_for_epilogue),
+// as CUTLASS's Sm90AuxStore does; the pairing itself is checked end to end by the GPU tests
+// (patterns/gemm/tests/test_runtime_gpu_epilogue_kernels.cpp: SwiGluLlamaMlpBf16,
+// GeGluRaggedBf16), which compare every element of D with the float64 reference.
 //
 // How it stores: the kernel is built with a void D (the collective epilogue writes nothing
 // itself); this node is the tree's root and owns the output like CUTLASS's Sm90AuxStore does:
