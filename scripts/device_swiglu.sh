@@ -4,7 +4,7 @@
 #   1. build the engine, libfact and the runtime tests only (scripts/device_build.sh with
 #      FACT_BUILD_TARGETS), the native fact::launch extension alongside;
 #   2. the GPU gtests of the glu kernel (GpuEpilogueKernels.SwiGluLlamaMlpBf16: the Llama-3-8B
-#      MLP's gate/up GEMM at full size, and GeGluRaggedBf16), each compiling its kernel and
+#      MLP's gate/up GEMM at full size, and BiasGeGluRaggedBf16), each compiling its kernel and
 #      verifying it against the float64 reference with D poisoned, two processes at once;
 #   3. beside them, patterns/swiglu/bench_swiglu_mlp.py: the SwiGLU MLP (8192 tokens x 4096 ->
 #      14336 -> 4096, bf16) as FACT (one glu GEMM + the down GEMM, default configurations, or
@@ -24,6 +24,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 left() { echo $(( TOTAL_SECONDS - $(elapsed) )); }
+cap() { local s=$(( $(left) - $1 )); echo $(( s > 20 ? s : 20 )); }  # seconds a stage may take
 stamp() { echo "[$(elapsed)s] $*"; }
 source "$(dirname "${BASH_SOURCE[0]}")/device_build.sh"
 export PYTHONPATH=$PWD/python
@@ -41,14 +42,14 @@ wait "$native_pid" || stamp "native extension build failed (fact.optimize falls 
 stamp "glu gtests (two processes) and the MLP benchmark"
 tests=build-device/tests/cpp/fact_runtime_tests
 gtest_pids=()
-for filter in GpuEpilogueKernels.SwiGluLlamaMlpBf16 GpuEpilogueKernels.GeGluRaggedBf16; do
-  ( timeout $(( $(left) - 10 )) "$tests" --gtest_filter="$filter" >"$OUT/gtest-${filter#*.}.log" 2>&1
+for filter in GpuEpilogueKernels.SwiGluLlamaMlpBf16 GpuEpilogueKernels.BiasGeGluRaggedBf16; do
+  ( timeout "$(cap 10)" "$tests" --gtest_filter="$filter" >"$OUT/gtest-${filter#*.}.log" 2>&1
     echo "exit $?" >>"$OUT/gtest-${filter#*.}.log" ) &
   gtest_pids+=($!)
 done
 ( wait "${gtest_pids[@]}" 2>/dev/null; touch "$WORK/gtests.done" ) &
 waiter_pid=$!
-( timeout $(( $(left) - 5 )) python3 patterns/swiglu/bench_swiglu_mlp.py --out-dir "$OUT" \
+( timeout "$(cap 5)" python3 patterns/swiglu/bench_swiglu_mlp.py --out-dir "$OUT" \
     --tune "${FACT_SWIGLU_TUNE:-0}" --work-dir "$WORK/optimize" --wait-for "$WORK/gtests.done" \
     >"$OUT/bench.log" 2>&1; echo "bench exit $?" >>"$OUT/bench.log" ) &
 bench_pid=$!

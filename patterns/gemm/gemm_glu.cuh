@@ -13,7 +13,7 @@
 // own (m, n) coordinate from the partition the collective uses (sm90_partition_for_epilogue),
 // as CUTLASS's Sm90AuxStore does; the pairing itself is checked end to end by the GPU tests
 // (patterns/gemm/tests/test_runtime_gpu_epilogue_kernels.cpp: SwiGluLlamaMlpBf16,
-// GeGluRaggedBf16), which compare every element of D with the float64 reference.
+// BiasGeGluRaggedBf16), which compare every element of D with the float64 reference.
 //
 // How it stores: the kernel is built with a void D (the collective epilogue writes nothing
 // itself); this node is the tree's root and owns the output like CUTLASS's Sm90AuxStore does:

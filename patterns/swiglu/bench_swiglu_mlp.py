@@ -18,7 +18,8 @@ exists (a GPU test running beside this script must not share the GPU with the ti
 
 Usage: PYTHONPATH=python python3 patterns/swiglu/bench_swiglu_mlp.py [--out-dir DIR]
            [--tokens 8192] [--hidden 4096] [--intermediate 14336] [--tune N] [--iters N]
-           [--wait-for FILE]
+           [--wait-for FILE] [--device cuda|cpu]
+(--device cpu runs the same steps with the host reference, for a smoke test at small sizes.)
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench" / "models"))
 
 import fact  # noqa: E402
 from fact.measure import _relative_error, float64_in_place  # noqa: E402
-from fact.timing import L2Flusher, time_cuda  # noqa: E402
+from fact.timing import L2Flusher, time_device  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
 from llama_block import LlamaMLP  # noqa: E402
 
@@ -63,9 +64,10 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--wait-for", type=Path, default=None)
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--device", default="cuda", help="cuda (the benchmark); cpu for a smoke run at small sizes")
     args = parser.parse_args(argv)
 
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     started = time.time()
     torch.manual_seed(0)
     mlp = LlamaMLP(args.hidden, args.intermediate).to(device=device, dtype=torch.bfloat16).eval()
@@ -108,16 +110,17 @@ def main(argv=None) -> int:
         for name, fn in variants.items():
             errors[name] = _relative_error(fn(fresh), reference)
     del reference
-    torch.cuda.empty_cache()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
     if args.wait_for is not None:
         deadline = time.time() + 300
         while not args.wait_for.exists() and time.time() < deadline:
             time.sleep(0.5)
-    flusher = L2Flusher(256, device)
+    flusher = L2Flusher(256, device) if device.type == "cuda" else None
     with torch.no_grad():
         for name, fn in variants.items():
-            timings[name] = time_cuda(lambda: fn(x), warmup=5, iters=args.iters, flusher=flusher)
+            timings[name] = time_device(lambda: fn(x), device, warmup=5, iters=args.iters, flusher=flusher)
 
     flops = 2.0 * args.tokens * args.hidden * args.intermediate * 3
     case["fact_ms"] = timings["fact"].median_ms
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
         case["speedup"][name] = timings[name].median_ms / timings["fact"].median_ms
     case["wall_s"] = round(time.time() - started, 1)
 
-    name = torch.cuda.get_device_name(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     date = datetime.date.today().isoformat()
     doc = {"suite": "swiglu", "date": date, "device": name, "versions": collect_versions(device),
            "cases": [case]}

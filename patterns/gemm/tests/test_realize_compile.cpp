@@ -308,6 +308,17 @@ TEST_F(GemmCompile, Bf16SwiGluLlamaShape) {
   dlclose(handle);
 }
 
+// The kernel a fused gate/up projection with a bias makes (GeGLU as diffusers writes it): a bias
+// over the 2I interleaved columns, then glu(gelu_erf).
+TEST_F(GemmCompile, Bf16BiasGeGlu) {
+  const GemmProblem problem =
+      make_gemm_problem({8192, 2 * 5120, 2048}, DType::BFloat16, "bias,glu_gelu_erf");
+  const GemmSpec s = spec_from_problem(problem, "native");
+  ASSERT_EQ(gemm_spec_error(s), std::nullopt);
+  ASSERT_EQ(s.epilogue.size(), 2u);
+  EXPECT_TRUE(compile_and_check(s, "bias_geglu").ok);
+}
+
 TEST_F(GemmCompile, Tf32BatchedGemm) {
   GemmSpec s;
   s.a_dtype = s.b_dtype = s.d_dtype = DType::Float32;

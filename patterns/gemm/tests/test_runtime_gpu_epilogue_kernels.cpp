@@ -296,12 +296,13 @@ TEST_F(GpuEpilogueKernels, SwiGluLlamaMlpBf16) {
   EXPECT_TRUE(r.rel_err.has_value());
 }
 
-// GeGLU (tanh GELU) over a ragged M (not a tile multiple) and N/2 = 520 columns (not a tile
-// multiple either): the glu store clips at M and N/2, and nothing is written past D.
-TEST_F(GpuEpilogueKernels, GeGluRaggedBf16) {
-  const GemmProblem p = make_gemm_problem({1000, 2 * 520, 512, 1}, DType::BFloat16, "glu_gelu_tanh", "tn");
+// GeGLU as a fused projection with a bias makes it (bias, then glu(gelu_erf); the bias
+// interleaved like the weight) over a ragged M (not a tile multiple) and N/2 = 520 columns (not
+// a tile multiple either): the glu store clips at M and N/2, and nothing is written past D.
+TEST_F(GpuEpilogueKernels, BiasGeGluRaggedBf16) {
+  const GemmProblem p = make_gemm_problem({1000, 2 * 520, 512, 1}, DType::BFloat16, "bias,glu_gelu_erf", "tn");
   const GemmSpec s = spec_from_problem(p, "native");
-  const RunReport r = run(s, p, PrecisionMode::Native, "geglu_ragged");
+  const RunReport r = run(s, p, PrecisionMode::Native, "bias_geglu_ragged");
   EXPECT_TRUE(r.rel_err.has_value());
 }
 

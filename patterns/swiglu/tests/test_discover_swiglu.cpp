@@ -148,6 +148,77 @@ TEST(SwigluRule, AGateBiasKeepsTwoGemms) {
   EXPECT_NE(m->extra.at("one_gemm_declined").get<std::string>().find("bias"), std::string::npos);
 }
 
+// The fused projection (Phi-3, GeGLU feed-forwards): gate, up = linear(x, W, b).chunk(2, -1).
+// `gate_index` says which half is the gate. Returns the graph's output.
+struct ChunkedGraph {
+  GraphBuilder b;
+  ValueId out;
+  ChunkedGraph(DType dtype, const std::string& act, int gate_index, bool bias, bool down) : b(dtype) {
+    auto x = b.input("x", {2, 64, 512});
+    auto w = b.parameter("w_gate_up", {2048, 512});
+    std::vector<graph::Arg> args{T(x), T(w)};
+    if (bias) args.push_back(T(b.parameter("b_gate_up", {2048})));
+    auto projected = b.op("aten.linear.default", args, {2, 64, 2048});
+    const graph::TensorDesc half{{2, 64, 1024}, {131072, 2048, 1}, dtype, "cpu"};
+    auto pieces = b.multi_op("aten.chunk.default", {T(projected), graph::C(2), graph::C(-1)}, {half, half}, "chunk");
+    auto gate = unary(b, act, pieces[gate_index]);
+    out = b.op("aten.mul.Tensor", {T(pieces[1 - gate_index]), T(gate)}, {2, 64, 1024});
+    if (down) out = linear(b, out, b.parameter("wd", {512, 1024}));
+  }
+};
+
+TEST(SwigluRule, AFusedProjectionsHalvesAreInterleavedIntoOneGluGemm) {
+  ChunkedGraph s(DType::BFloat16, "aten.silu.default", /*gate_index=*/0, /*bias=*/false, /*down=*/true);
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "swiglu_chunked_mlp");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  ASSERT_EQ(gemms(m).size(), 2u);
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.fusion_name(), "gemm_glu_silu");
+  EXPECT_EQ(p.shape_string(), "128x2048x512");
+  EXPECT_EQ(p.d_cols(), 1024);
+  EXPECT_EQ(p.d.ld, 1024);
+  ASSERT_EQ(m.derived.size(), 1u);
+  const DerivedOperand& w = m.derived[0];
+  EXPECT_EQ(p.b.value, w.value);
+  EXPECT_EQ(w.from, (std::vector<ValueId>{"w_gate_up"}));
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{2048, 512}));
+  ASSERT_EQ(w.ops.size(), 4u);  // slice (gate rows), slice (up rows), stack, reshape
+  EXPECT_EQ(w.ops[0].op, "slice");
+  EXPECT_EQ(w.ops[0].attrs.at("start"), 0);
+  EXPECT_EQ(w.ops[1].attrs.at("start"), 1024);
+  EXPECT_EQ(gemms(m)[1].a.value, p.d.value);
+}
+
+// GeGLU as diffusers writes it: `hidden, gate = proj(x).chunk(2, -1); hidden * gelu(gate)`, the
+// projection with a bias: the gate is the second half, and the bias is interleaved too.
+TEST(SwigluRule, GeGluWithTheGateSecondAndABias) {
+  ChunkedGraph s(DType::BFloat16, "aten.gelu.default", /*gate_index=*/1, /*bias=*/true, /*down=*/false);
+  const auto d = discover(s.b.finish({s.out}));
+  ASSERT_EQ(d.matches.size(), 1u) << describe(d.matches);
+  const Match& m = d.matches[0];
+  EXPECT_EQ(m.rule, "geglu_chunked");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  ASSERT_EQ(gemms(m).size(), 1u);
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.fusion_name(), "gemm_bias_glu_gelu_erf");
+  ASSERT_EQ(m.derived.size(), 2u);
+  EXPECT_EQ(m.derived[0].ops[0].attrs.at("start"), 1024);  // the gate's rows first
+  EXPECT_EQ(m.derived[1].from, (std::vector<ValueId>{"b_gate_up"}));
+  EXPECT_EQ(m.derived[1].shape, (std::vector<int64_t>{2048}));
+  EXPECT_EQ(p.epilogue[0].operand, m.derived[1].value);
+}
+
+// float32: the fused projection stays a plain GEMM (the rest is PyTorch's).
+TEST(SwigluRule, AFloat32FusedProjectionIsAPlainGemm) {
+  ChunkedGraph s(DType::Float32, "aten.silu.default", 0, false, false);
+  const auto d = discover(s.b.finish({s.out}));
+  EXPECT_EQ(find_rule(d.matches, "swiglu_chunked"), nullptr) << describe(d.matches);
+  EXPECT_NE(find_rule(d.matches, "gemm"), nullptr) << describe(d.matches);
+}
+
 TEST(SwigluRule, DifferentInputsAreNotSwiglu) {
   SwigluGraph s(DType::BFloat16, /*down=*/false, "aten.silu.default", /*separate_inputs=*/true);
   const auto d = discover(s.b.finish({s.out}));
