@@ -11,8 +11,10 @@
 // interleave each thread holds gate_j and up_j of the same row next to each other in one visit
 // fragment, and the product needs no data exchange. postreduce places each result by the gate's
 // own (m, n) coordinate from the partition the collective uses (sm90_partition_for_epilogue),
-// as CUTLASS's Sm90AuxStore does; the pairing itself is checked end to end by the GPU tests
-// (patterns/gemm/tests/test_runtime_gpu_epilogue_kernels.cpp: SwiGluLlamaMlpBf16,
+// as CUTLASS's Sm90AuxStore does. The pairing is checked on the host for every thread of the
+// ping-pong 128x128 and cooperative 128x256 / 256x128 kernels
+// (GemmCompile.GluPartitionHoldsWholeColumnPairsInEveryThread, test_realize_compile.cpp) and end
+// to end by the GPU tests (test_runtime_gpu_epilogue_kernels.cpp: SwiGluLlamaMlpBf16,
 // BiasGeGluRaggedBf16), which compare every element of D with the float64 reference.
 //
 // How it stores: the kernel is built with a void D (the collective epilogue writes nothing

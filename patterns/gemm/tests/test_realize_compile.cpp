@@ -9,6 +9,7 @@
 // with parameters of their own.
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -306,6 +307,69 @@ TEST_F(GemmCompile, Bf16SwiGluLlamaShape) {
   odd.ldd = 64;  // shorter than D's 72 columns
   EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_INVALID_ARGS);
   dlclose(handle);
+}
+
+// The premise of the glu store (gemm_glu.cuh): in the register partition the collective hands
+// its visitors (sm90_partition_for_epilogue over make_tiled_copy_S(R2S atom, C atom of the
+// TiledMma)), every even element i of every thread's subtile fragment is a column n (n even) and
+// element i + 1 is column n + 1 of the same row, so each thread holds whole (gate, up) pairs.
+// Checked on the host for every thread of the kernels the SwiGLU default configurations build
+// (ping-pong 128x128, cooperative 128x256 and 256x128): the rendered kernel's types, a main()
+// that walks the partition, compiled with nvcc and run here.
+TEST_F(GemmCompile, GluPartitionHoldsWholeColumnPairsInEveryThread) {
+  const char* kCheck = R"cpp(
+#include <cstdio>
+int main() {
+  using K = KERNEL_NAMESPACE::Kernel;
+  using CE = K::CollectiveEpilogue;
+  using TiledMma = typename K::CollectiveMainloop::TiledMma;
+  auto atom_c = cute::make_tiled_copy_C_atom(typename CE::CopyAtomC{}, TiledMma{});
+  auto r2s = cute::make_tiled_copy_S(cute::Copy_Atom<typename CE::CopyOpR2S, typename K::ElementD>{}, atom_c);  // the collective's SmemElementD
+  auto tile = cute::make_identity_tensor(cute::take<0, 2>(typename K::TileShape{}));
+  long checked = 0, unpaired = 0;
+  for (int t = 0; t < int(cute::size(TiledMma{})); ++t) {
+    auto coords = cutlass::epilogue::fusion::sm90_partition_for_epilogue<true>(
+        tile, typename K::EpilogueTile{}, r2s, t);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
+    for (int em = 0; em < int(cute::size<3>(coords)); ++em) {
+      for (int en = 0; en < int(cute::size<4>(coords)); ++en) {
+        auto sub = coords(cute::_, cute::_, cute::_, em, en);
+        for (int i = 0; i + 1 < int(cute::size(sub)); i += 2) {
+          auto gate = sub(i), up = sub(i + 1);
+          ++checked;
+          if (int(cute::get<0>(gate)) != int(cute::get<0>(up)) || int(cute::get<1>(gate)) % 2 != 0 ||
+              int(cute::get<1>(up)) != int(cute::get<1>(gate)) + 1) ++unpaired;
+        }
+      }
+    }
+  }
+  std::printf("checked %ld pairs, %ld unpaired\n", checked, unpaired);
+  return checked > 0 && unpaired == 0 ? 0 : 1;
+}
+)cpp";
+  struct Config { int m, n; MainloopSchedule schedule; };
+  for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
+                         Config{256, 128, MainloopSchedule::Cooperative}}) {
+    GemmSpec s = spec_from_problem(make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu"), "native");
+    s.tile = {c.m, c.n, 64};
+    s.mainloop = c.schedule;
+    ASSERT_EQ(gemm_spec_error(s), std::nullopt);
+    RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
+    // The kernel's types only (no entry point: nothing is instantiated for the device), then main().
+    const size_t end = kernel.source.find("}  // namespace " + kernel.entry_symbol + "_kernel");
+    ASSERT_NE(end, std::string::npos) << kernel.source;
+    kernel.source = kernel.source.substr(0, end) + "}\n#define KERNEL_NAMESPACE " + kernel.entry_symbol +
+                    "_kernel\n" + kCheck;
+    realize::CompileOptions host = options_;
+    host.standalone_main = true;
+    const std::string name = "glu_pairs_" + std::to_string(c.m) + "x" + std::to_string(c.n);
+    const realize::CompileResult r = realize::compile_kernel(kernel, scratch(name), host);
+    ASSERT_TRUE(r.ok) << r.reason << "\n" << r.log.substr(0, 20000);
+    const std::string output = (r.output.parent_path() / "pairs.txt").string();
+    const int status = std::system((r.output.string() + " > " + output + " 2>&1").c_str());
+    const std::string printed = util::read_file(output);
+    EXPECT_EQ(status, 0) << name << ": " << printed;
+    std::cout << "[ pairs ] " << s.name() << ": " << printed;
+  }
 }
 
 // The kernel a fused gate/up projection with a bias makes (GeGLU as diffusers writes it): a bias
