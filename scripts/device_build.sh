@@ -5,7 +5,8 @@
 #     package, so the headers are carried), FACT_CACHE_DIR (default /tmp/fact-cache),
 #     FACT_GIT_SHA (from .fact-git-sha, written by whoever starts the call), PYTHONUNBUFFERED;
 #   - configures and builds build-device (Release, no tests) with all cores, logs in
-#     LOG_DIR/configure.log and LOG_DIR/build.log;
+#     LOG_DIR/configure.log and LOG_DIR/build.log; FACT_BUILD_TARGETS (space-separated target
+#     names, e.g. "fact fact_library fact_runtime_tests") builds only those;
 #   - on success exports FACT_ENGINE=$PWD/build-device/fact and returns 0; on failure prints
 #     the error's context and returns 1.
 fact_device_build() {
@@ -17,7 +18,9 @@ fact_device_build() {
   export PYTHONUNBUFFERED=1
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=${FACT_BUILD_TESTS:-OFF} \
         >"$log_dir/configure.log" 2>&1 || { tail -40 "$log_dir/configure.log"; return 1; }
-  cmake --build build-device -j "$(nproc)" >"$log_dir/build.log" 2>&1 \
+  # shellcheck disable=SC2086  # FACT_BUILD_TARGETS is a word list
+  cmake --build build-device -j "$(nproc)" ${FACT_BUILD_TARGETS:+--target $FACT_BUILD_TARGETS} \
+        >"$log_dir/build.log" 2>&1 \
     || { grep -B2 -A8 "error" "$log_dir/build.log" | head -60; return 1; }
   export FACT_ENGINE=$PWD/build-device/fact
 }

@@ -98,7 +98,8 @@ def replacement_subgraphs(composed, inputs: Sequence[Any]) -> list[SubgraphCase]
         cases.append(SubgraphCase(
             label=record.label, rule=record.rule, summary=record.summary, kernels=record.kernels,
             module=record.module, tensors=tensors,
-            operands={vid: value(where) for vid, where in record.values.items()},
+            operands={**{vid: value(where) for vid, where in record.values.items()},
+                      **getattr(record, "derived", {})},
             calls=record.calls, outputs=record.outputs,
             shapes=[list(t.shape) for t in tensors if isinstance(t, torch.Tensor)]))
     return cases

@@ -35,6 +35,10 @@ typedef enum FactGemmStepKind {
   FACT_STEP_ACTIVATION = 4, /* x = act(x; p0, p1) */
   FACT_STEP_RESIDUAL = 5,   /* x += value · operand[m, n] (an M×N tensor in D's layout) */
   FACT_STEP_MULTIPLY = 6,   /* x *= operand[m, n]         (an M×N tensor in D's layout) */
+  FACT_STEP_GLU = 7,        /* the last step, pairs of columns: D[m, j] = act(x[m, 2j]; p0, p1) ·
+                               x[m, 2j+1] (a gated linear unit: gate and up columns interleaved);
+                               D is M×(N/2), ldd / stride_d are D's; activation: silu (SwiGLU),
+                               gelu_tanh / gelu_erf (GeGLU), sigmoid (GLU), relu (ReGLU) */
 } FactGemmStepKind;
 
 typedef enum FactActivation {
@@ -78,6 +82,12 @@ typedef struct FactGemmArgs {
   int32_t num_steps;         /* entries of `steps` in use */
   FactGemmStep steps[FACT_GEMM_MAX_STEPS];
 } FactGemmArgs;
+
+/* Columns of D: N, or N/2 when the last step is FACT_STEP_GLU (pairs of product columns). */
+static inline int64_t fact_gemm_d_cols(const FactGemmArgs* args) {
+  return (args->num_steps > 0 && args->num_steps <= FACT_GEMM_MAX_STEPS &&
+          args->steps[args->num_steps - 1].kind == FACT_STEP_GLU) ? args->n / 2 : args->n;
+}
 
 /* Bytes of one element of a FactDType (0 for NONE / unknown). */
 static inline int64_t fact_gemm_dtype_bytes(int32_t type) {

@@ -5,7 +5,9 @@
 //   Gemm                        cutlass::gemm::device::GemmUniversalAdapter<...>
 //   Chain, EpilogueConfig       the epilogue chain (gemm_epilogue.cuh) and its Config
 //   ElementA/B/C/D              operand types (ElementC: the first M×N epilogue operand's, read
-//                               through CUTLASS's C; void when no step reads one)
+//                               through CUTLASS's C; void when no step reads one). A chain that
+//                               ends in a Glu link writes D itself (M×N/2): the collective
+//                               epilogue is built with a void D and ElementD names D's type
 //   LayoutA/B/C/D               cutlass::layout::RowMajor / ColumnMajor
 //   kAlignmentA/B/D             alignments in elements the kernel was built for
 //   kSplitK                     split-K slices baked in (1 = none); FactGemmArgs::split_k > 1
@@ -167,7 +169,7 @@ int check_arguments(const FactCallHeader* header, bool size_query, const FactGem
   if (args.split_k < 0) return FACT_ERR_INVALID_ARGS;
   if (args.lda < detail::min_leading<typename Kernel::LayoutA>(args.m, args.k) ||
       args.ldb < detail::min_leading<typename Kernel::LayoutB>(args.k, args.n) ||
-      args.ldd < detail::min_leading<typename Kernel::LayoutD>(args.m, args.n)) {
+      args.ldd < detail::min_leading<typename Kernel::LayoutD>(args.m, fact_gemm_d_cols(&args))) {
     return FACT_ERR_INVALID_ARGS;
   }
   if (args.stride_a < 0 || args.stride_b < 0 || args.stride_d < 0) return FACT_ERR_INVALID_ARGS;
@@ -225,7 +227,11 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
     arguments.epilogue.ptr_C = nullptr;
     arguments.epilogue.dC = detail::make_stride<StrideC>(args.ldd, args.stride_d);
   }
-  arguments.epilogue.ptr_D = static_cast<ElementD*>(args.d);
+  if constexpr (Chain::kGated) {
+    arguments.epilogue.ptr_D = nullptr;  // the chain's Glu link writes D (its own TMA store)
+  } else {
+    arguments.epilogue.ptr_D = static_cast<ElementD*>(args.d);
+  }
   arguments.epilogue.dD = detail::make_stride<StrideD>(args.ldd, args.stride_d);
 
   arguments.hw_info.device_id = device;
@@ -329,13 +335,9 @@ inline bool fill_random_typed(Buffer& buffer, int32_t type, size_t count, unsign
 }
 
 template <class Kernel>
-__global__ void reference_kernel(FactGemmArgs args, float* out) {
+__device__ float reference_column(const FactGemmArgs& args, int64_t m, int64_t n, int64_t l) {
   using ElementA = typename Kernel::ElementA;
   using ElementB = typename Kernel::ElementB;
-  const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t m = blockIdx.y;
-  const int64_t l = blockIdx.z;
-  if (n >= args.n) return;
   const auto* a = static_cast<const ElementA*>(args.a) + l * args.stride_a;
   const auto* b = static_cast<const ElementB*>(args.b) + l * args.stride_b;
   constexpr bool row_a = detail::is_row_major<typename Kernel::LayoutA>();
@@ -346,18 +348,37 @@ __global__ void reference_kernel(FactGemmArgs args, float* out) {
     const double y = static_cast<float>(row_b ? b[k * args.ldb + n] : b[n * args.ldb + k]);
     sum += x * y;
   }
-  out[(l * args.m + m) * args.n + n] = Kernel::Chain::template reference<
-      typename Kernel::EpilogueConfig>(args, static_cast<float>(sum), m, n, l);
+  return Kernel::Chain::template reference<typename Kernel::EpilogueConfig>(
+      args, static_cast<float>(sum), m, n, l);
+}
+
+// One element of D per thread: D's column j (a gated chain pairs product columns 2j, 2j+1).
+template <class Kernel>
+__global__ void reference_kernel(FactGemmArgs args, float* out) {
+  const int64_t cols = fact_gemm_d_cols(&args);
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t m = blockIdx.y;
+  const int64_t l = blockIdx.z;
+  if (j >= cols) return;
+  float value;
+  if constexpr (Kernel::Chain::kGated) {
+    value = Kernel::Chain::gate(reference_column<Kernel>(args, m, 2 * j, l),
+                                reference_column<Kernel>(args, m, 2 * j + 1, l));
+  } else {
+    value = reference_column<Kernel>(args, m, j, l);
+  }
+  out[(l * args.m + m) * cols + j] = value;
 }
 
 template <class Element>
 __global__ void gather_output(FactGemmArgs args, bool row_major, float* out) {
+  const int64_t cols = fact_gemm_d_cols(&args);
   const int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t m = blockIdx.y;
   const int64_t l = blockIdx.z;
-  if (n >= args.n) return;
+  if (n >= cols) return;
   const auto* d = static_cast<const Element*>(args.d) + l * args.stride_d;
-  out[(l * args.m + m) * args.n + n] =
+  out[(l * args.m + m) * cols + n] =
       static_cast<float>(row_major ? d[m * args.ldd + n] : d[n * args.ldd + m]);
 }
 
@@ -391,11 +412,12 @@ int standalone_main(int argc, char** argv, Entry entry) {
   args.d_type = epilogue::detail::dtype_id<ElementD>();
   args.a_layout = layout_id<typename Kernel::LayoutA>();
   args.b_layout = layout_id<typename Kernel::LayoutB>();
+  const int64_t d_cols = Chain::kGated ? n / 2 : n;  // a gated chain writes M x N/2
   args.lda = detail::min_leading<typename Kernel::LayoutA>(m, k);
   args.ldb = detail::min_leading<typename Kernel::LayoutB>(k, n);
-  args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, n);
-  args.stride_a = outer * m * k; args.stride_b = outer * k * n; args.stride_d = outer * m * n;
-  args.outer_stride_a = m * k; args.outer_stride_b = k * n; args.outer_stride_d = m * n;
+  args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, d_cols);
+  args.stride_a = outer * m * k; args.stride_b = outer * k * n; args.stride_d = outer * m * d_cols;
+  args.outer_stride_a = m * k; args.outer_stride_b = k * n; args.outer_stride_d = m * d_cols;
   args.alpha = 1.0f;
   args.split_k = 0; args.sm_count = 0;
   args.num_steps = Chain::kSteps;
@@ -405,7 +427,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
   standalone::Buffer operands[FACT_GEMM_MAX_STEPS];
   bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batches), 1, 1.0f) &&
             standalone::fill_random<ElementB>(b, size_t(k * n * batches), 2, 1.0f) &&
-            standalone::fill_random<ElementD>(d, size_t(m * n * batches), 3, 1.0f);
+            standalone::fill_random<ElementD>(d, size_t(m * d_cols * batches), 3, 1.0f);
   args.a = a.device; args.b = b.device; args.d = d.device;
   for (int i = 0; i < Chain::kSteps; ++i) {
     FactGemmStep& step = args.steps[i];
@@ -470,14 +492,14 @@ int standalone_main(int argc, char** argv, Entry entry) {
   if (status == FACT_OK && sync == cudaSuccess) {
     float* reference = nullptr;
     float* output = nullptr;
-    const size_t count = size_t(m * n * batches);
+    const size_t count = size_t(m * d_cols * batches);
     cudaMalloc(&reference, count * sizeof(float));
     cudaMalloc(&output, count * sizeof(float));
-    const dim3 grid(unsigned((n + 127) / 128), unsigned(m), unsigned(batch));
+    const dim3 grid(unsigned((d_cols + 127) / 128), unsigned(m), unsigned(batch));
     for (int64_t o = 0; o < outer; ++o) {  // the reference of each outer batch's slice
       const FactGemmArgs slice = fact_gemm_outer_slice(&args, o);
-      standalone::reference_kernel<Kernel><<<grid, 128>>>(slice, reference + o * batch * m * n);
-      standalone::gather_output<ElementD><<<grid, 128>>>(slice, row_d, output + o * batch * m * n);
+      standalone::reference_kernel<Kernel><<<grid, 128>>>(slice, reference + o * batch * m * d_cols);
+      standalone::gather_output<ElementD><<<grid, 128>>>(slice, row_d, output + o * batch * m * d_cols);
     }
     std::vector<float> ref_host(count), out_host(count);
     cudaMemcpy(ref_host.data(), reference, count * sizeof(float), cudaMemcpyDeviceToHost);

@@ -47,14 +47,18 @@
 #include "cutlass/numeric_types.h"
 
 #include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/gemm_glu.cuh"
 
 namespace fact::gemm::epilogue {
 
 // What every link needs to know about the kernel it lives in.
 template <class CtaTile_, class ElementCompute_, cutlass::FloatRoundStyle kRound_, bool kRowMajorC_,
-          bool kBiasAlongM_ = false>
+          bool kBiasAlongM_ = false, class EpilogueTile_ = void>
 struct Config {
   using CtaTile = CtaTile_;                  // cute::Shape<_M,_N,_K> of one CTA
+  // The epilogue subtile the collective uses (needed by links that own shared memory: Glu);
+  // void when no link needs it.
+  using EpilogueTile = EpilogueTile_;
   using ElementCompute = ElementCompute_;    // type the epilogue computes in (float)
   static constexpr cutlass::FloatRoundStyle kRound = kRound_;
   static constexpr bool kRowMajorC = kRowMajorC_;  // layout of every M×N operand (D's layout)
@@ -241,6 +245,8 @@ struct LinkBase {
   static_assert(kSteps <= FACT_GEMM_MAX_STEPS, "an epilogue has at most FACT_GEMM_MAX_STEPS steps");
   static constexpr int kSourceStep = Prev::kSourceStep;
   static constexpr bool kReadsSource = Prev::kReadsSource;
+  static_assert(!Prev::kGated, "a glu step is the chain's last");
+  static constexpr bool kGated = false;
 
   CUTLASS_HOST_DEVICE static const FactGemmStep& step(const FactGemmArgs& args) {
     return args.steps[kIndex];
@@ -281,6 +287,7 @@ struct ScaledAccumulator {
   static constexpr int kSteps = 0;
   static constexpr int kSourceStep = -1;
   static constexpr bool kReadsSource = false;
+  static constexpr bool kGated = false;  // true for a chain ending in a Glu link (D is M×N/2)
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
@@ -612,6 +619,66 @@ struct Multiply : detail::LinkBase<Prev> {
       return status;
     }
     return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
+  }
+};
+
+// act(x[m, 2j]) · x[m, 2j+1] -> D[m, j]: a gated linear unit over interleaved gate / up columns,
+// the chain's last link (FACT_STEP_GLU; gemm_glu.cuh). D is M×(N/2) and written by this link
+// (the kernel's collective epilogue has a void D); `reference` is the value before the gate (per
+// column), `gate` the pair's product. Activations: SiLu, GELU, GELU_taylor, Sigmoid, ReLu.
+template <template <class> class ActivationFn, class Prev>
+struct Glu : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+  static constexpr bool kGated = true;
+  static constexpr int32_t kActivation = detail::ActivationId<ActivationFn>::value;
+  static_assert(kActivation == FACT_ACT_SILU || kActivation == FACT_ACT_GELU_TANH ||
+                    kActivation == FACT_ACT_GELU_ERF || kActivation == FACT_ACT_SIGMOID ||
+                    kActivation == FACT_ACT_RELU,
+                "a gate takes an activation without parameters");
+  static_assert(!Prev::kReadsSource, "no M×N operand before a gate (the kernel has no C)");
+
+  template <class Cfg, class ElementOut>
+  using Store = detail::Sm90GluStore<typename Cfg::CtaTile, typename Cfg::EpilogueTile, ElementOut,
+                                     typename Cfg::ElementCompute, ActivationFn, Cfg::kRound>;
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<Store<Cfg, ElementOut>,
+                                       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    typename Store<Cfg, ElementOut>::Arguments store{static_cast<ElementOut*>(args.d), args.ldd,
+                                                     args.stride_d};
+    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), store};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Prev::template reference<Cfg>(args, accumulator, m, n, l);
+  }
+  CUTLASS_HOST_DEVICE static float gate(float gate_value, float up_value) {
+    return ActivationFn<float>{}(gate_value) * up_value;
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_GLU && s.activation == kActivation;
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_GLU, kActivation, FACT_DTYPE_NONE);
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    if (args.n % 2 != 0 || !Cfg::kRowMajorC) return FACT_ERR_INVALID_ARGS;
+    if (size_query) return FACT_OK;
+    // TMA stores D: 16-byte rows and batches.
+    const int64_t v = 16 / fact_gemm_dtype_bytes(args.d_type);
+    if (args.ldd % v != 0 || args.stride_d % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
+    return FACT_OK;
   }
 };
 

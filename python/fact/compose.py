@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Sequence, Union
 import torch
 import torch.fx
 
-from fact import _engine, ops
+from fact import _engine, ops, transforms
 from fact import verify as checks
 from fact.graph_capture import capture
 from fact import graph_writer
@@ -145,6 +145,7 @@ class ReplacedSubgraph:
     values: dict                  # call operand value id -> (node name, op, target)
     calls: list                   # (call number, operand value ids, result value ids)
     outputs: list                 # output value ids, in the module's output order
+    derived: dict = field(default_factory=dict)  # derived operand value id -> its tensor
 
 
 class ComposedModule(torch.nn.Module):
@@ -168,6 +169,9 @@ class ComposedModule(torch.nn.Module):
         self.__dict__["_cuda_graph"] = None
         self.__dict__["_fallback"] = None
         self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
+        # Derived operands (packed / folded weights) as buffers of graph_module: computed again
+        # before a call when a parameter they come from changed.
+        self.__dict__["_derived"] = []
 
     def _run_composed(self, args: tuple):
         if self._cuda_graph is not None:
@@ -190,6 +194,8 @@ class ComposedModule(torch.nn.Module):
             return self._fallback(*args)
         if self.graph_module is None:
             return self.original(*args)
+        for buffer in self._derived:
+            buffer.refresh()
         return self._run_composed(args)
 
     def forward(self, *args, **kwargs):
@@ -300,6 +306,9 @@ class _Planned:
     outputs: dict                  # output value id -> node it replaces
     calls: list[_PlannedCall] = field(default_factory=list)
     lifted: Any = None
+    derived: dict = field(default_factory=dict)   # derived value id -> (plan entry, source nodes)
+    tensors: dict = field(default_factory=dict)   # derived value id -> its tensor (once applied)
+    buffers: dict = field(default_factory=dict)   # derived value id -> its buffer in the graph module
 
 
 def _meta(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> Any:
@@ -352,6 +361,22 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
 
     produced: dict[str, tuple] = {}
     planned = _Planned(replacement, what, nodes, values, outputs)
+    for entry in replacement.get("derived", []) or []:
+        vid = str(entry.get("value"))
+        try:
+            transforms.check(entry)
+        except transforms.TransformError as error:
+            raise _Decline(str(error)) from None
+        sources = []
+        for source in entry.get("from", []):
+            node = values.get(source)
+            if node is None or node.op != "get_attr":
+                raise _Decline(f"derived value {vid}: source {source} is not a parameter, buffer "
+                               f"or constant among the replacement's inputs")
+            sources.append(node)
+        if vid in values or vid in planned.derived:
+            raise _Decline(f"derived value {vid} is named twice")
+        planned.derived[vid] = (entry, sources)
     kernels = doc.get("kernels", {}) or {}
     for call in replacement.get("calls", []):
         label = str(call.get("label", ""))
@@ -363,6 +388,8 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
         for index, (vid, operand) in enumerate(zip(operands, call.get("operands", []))):
             if vid in produced:
                 dtype = produced[vid][3]
+            elif vid in planned.derived:
+                dtype = ops.parse_dtype(planned.derived[vid][0].get("dtype", ""))
             elif vid in values:
                 dtype = getattr(_meta(values[vid], graph_module), "dtype", None)
             else:
@@ -444,6 +471,53 @@ def _tolerances(planned: _Planned) -> dict:
 # Rewriting
 
 
+def _attribute_value(graph_module: torch.fx.GraphModule, target: str) -> Any:
+    value = checks._attribute(graph_module, target)
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
+def _source_value(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
+    return _attribute_value(graph_module, node.target)
+
+
+@dataclass
+class _DerivedBuffer:
+    """A derived operand held by the composed graph module as a buffer, with what it is
+    computed from, so it can be computed again when a source changes."""
+    owner: torch.fx.GraphModule
+    name: str
+    doc: dict
+    targets: list                 # the sources' attribute names in the graph module
+    seen: tuple                   # their (data pointer, version) when it was computed
+
+    def refresh(self) -> bool:
+        """Computes the operand again (in place) when a source tensor changed since; True then."""
+        sources = [_attribute_value(self.owner, target) for target in self.targets]
+        now = transforms.versions(sources)
+        if now == self.seen:
+            return False
+        with torch.no_grad():
+            getattr(self.owner, self.name).copy_(transforms.evaluate(self.doc, sources))
+        self.seen = transforms.versions(sources)
+        return True
+
+
+def _register_derived(graph_module: torch.fx.GraphModule, planned: _Planned) -> list[_DerivedBuffer]:
+    """Registers the replacement's derived operands as (non-persistent) buffers of the graph
+    module; records their names in planned.buffers."""
+    made = []
+    rid = planned.doc.get("id", "x")
+    for index, (vid, (doc, sources)) in enumerate(planned.derived.items()):
+        name = f"_fact_derived_{rid}_{index}"
+        graph_module.register_buffer(name, planned.tensors[vid], persistent=False)
+        planned.buffers[vid] = name
+        targets = [node.target for node in sources]
+        made.append(_DerivedBuffer(graph_module, name, doc, targets,
+                                   transforms.versions([_source_value(graph_module, node)
+                                                        for node in sources])))
+    return made
+
+
 def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[str]:
     """Inserts the replacement's fact::launch calls after its last node, redirects the uses of
     its outputs, erases its nodes left without users; returns the names of replaced nodes that
@@ -456,6 +530,10 @@ def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[st
 
     anchor = planned.nodes[-1]
     made: dict[str, torch.fx.Node] = {}
+    for vid, name in planned.buffers.items():
+        with graph.inserting_before(planned.nodes[0]):
+            made[vid] = graph.get_attr(name)
+        made[vid].meta["val"] = planned.tensors[vid]
     for call in planned.calls:
         operands = [made[vid] if vid in made else current(planned.values[vid]) for vid in call.operands]
         with graph.inserting_after(anchor):
@@ -765,6 +843,13 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
         except (ValueError, KernelLoadError, RuntimeError) as error:
             report.leave(planned.what, f"call {call.label}: {error}", rid, "check")
             continue
+        try:
+            planned.tensors = {vid: transforms.evaluate(entry, [_source_value(graph_module, node)
+                                                               for node in sources])
+                               for vid, (entry, sources) in planned.derived.items()}
+        except transforms.TransformError as error:
+            report.leave(planned.what, str(error), rid, "check")
+            continue
         entry = ComposedReplacement(
             id=rid if rid is not None else index, label=str(planned.doc.get("label", rid)),
             rule=str(planned.doc.get("rule", "")), pattern=str(planned.doc.get("pattern", "")),
@@ -785,7 +870,8 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             verdict = checks.check(
                 planned.lifted, graph_module, planned.values,
                 [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
-                list(planned.outputs), tolerances, device, seed=1000 + index, examples=examples)
+                list(planned.outputs), tolerances, device, seed=1000 + index, examples=examples,
+                derived=planned.derived)
             entry.errors = verdict.errors
             entry.rel_err, entry.tolerance = verdict.worst
             if verdict.failure:
@@ -807,9 +893,15 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
         inputs=[where(node) for node in planned.lifted.inputs],
         values={vid: where(node) for vid, node in planned.values.items()},
         calls=[(c.id, list(c.operands), [r[0] for r in c.results]) for c in planned.calls],
-        outputs=list(planned.outputs)) for planned, entry in accepted]
+        outputs=list(planned.outputs), derived=dict(planned.tensors))
+        for planned, entry in accepted]
     redirect: dict = {}
+    refresh: list[_DerivedBuffer] = []
     for planned, entry in accepted:
+        refresh += _register_derived(graph_module, planned)
+        if planned.derived:
+            entry.derived = [f"{vid}: {doc.get('purpose') or 'derived'}"
+                             for vid, (doc, _) in planned.derived.items()]
         kept = _insert(graph, planned, redirect)
         if kept:
             report.notes.append(f"{planned.what}: nodes {', '.join(kept)} stay (still used "
@@ -821,6 +913,7 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
 
     composed = ComposedModule(module, graph_module, signature, report)
     composed.__dict__["replacements"] = subgraphs
+    composed.__dict__["_derived"] = refresh
     report.runs = "composed"
     if remainder == "inductor":
         _compile_remainder(composed, example_inputs)

@@ -31,6 +31,7 @@ class ComposedReplacement:
     tolerance: Optional[float] = None    # that output's tolerance
     errors: dict = field(default_factory=dict)  # output value -> [rel_err, tolerance]
     verified: bool = False
+    derived: list[str] = field(default_factory=list)  # "<value>: <purpose>" per derived operand
 
 
 @dataclass
@@ -91,6 +92,8 @@ class FactReport:
             for call in c.calls:
                 config = f" [{call.config} ({call.config_source})]" if call.config else ""
                 lines.append(f"    {call.label}: {call.summary}{config}")
+            for derived in c.derived:
+                lines.append(f"    operand {derived} (computed once from the weights)")
         for item in self.left_to_pytorch:
             lines.append(f"  left to PyTorch: {item.what}: {item.reason}")
         for note in self.notes:

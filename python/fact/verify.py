@@ -23,6 +23,8 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves, tree_map
 
+from fact import transforms
+
 
 @dataclass
 class Lifted:
@@ -219,11 +221,13 @@ def compare(got: torch.Tensor, reference: torch.Tensor, tolerance: float) -> tup
 
 def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, calls: Sequence[CallToCheck],
           outputs: Sequence[str], tolerances: dict, device: torch.device, seed: int,
-          examples: dict) -> Verdict:
+          examples: dict, derived: dict | None = None) -> Verdict:
     """Runs the replacement's calls against the lifted subgraph in float64 (module docstring).
     `values`: value id -> node of the exported graph for the calls' operands that are not
     results of earlier calls; `tolerances`: output value id -> tolerance; `examples`: node ->
-    example value (for inputs that keep theirs)."""
+    example value (for inputs that keep theirs); `derived`: derived value id -> (its plan
+    entry, its source nodes), computed here from the same source values the reference reads
+    (fact.transforms), so a wrong transform fails the check like a wrong kernel."""
     generator = torch.Generator().manual_seed(seed)
     given: dict[torch.fx.Node, Any] = {}
     read = operand_nodes(values, calls)
@@ -242,6 +246,11 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
     except Exception as error:  # noqa: BLE001 - the subgraph itself does not run lifted
         return Verdict(f"the replaced subgraph does not run on its own in float64 ({_first_line(error)})")
     env = {vid: given[node] for vid, node in values.items()}
+    try:
+        for vid, (entry, sources) in (derived or {}).items():
+            env[vid] = transforms.evaluate(entry, [given[node] for node in sources])
+    except (transforms.TransformError, KeyError) as error:
+        return Verdict(f"derived operand: {_first_line(error)}")
     try:
         with torch.no_grad():
             for call in calls:

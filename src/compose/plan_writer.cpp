@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fact/build_info.hpp"
+#include "fact/problem/operand_transform.hpp"
 #include "fact/problem/problem.hpp"
 #include "fact/runtime/fact_abi.h"
 
@@ -136,6 +137,32 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
     }
     const bool plan_calls = r["status"] == "accepted";
     std::string failure;
+    // Derived operands (operand_transform.hpp): checked against the captured graph, their
+    // sources listed among the inputs.
+    std::map<graph::ValueId, const DerivedOperand*> derived_of;
+    if (!m.derived.empty()) {
+      json derived = json::array();
+      for (const auto& d : m.derived) {
+        derived_of[d.value] = &d;
+        derived.push_back(derived_to_json(d));
+        if (!plan_calls) continue;
+        try {
+          check_derived(d, captured);
+        } catch (const std::exception& e) {
+          if (failure.empty()) failure = e.what();
+        }
+        for (const auto& source : d.from) {
+          const bool listed = std::any_of(r["inputs"].begin(), r["inputs"].end(),
+                                          [&](const json& in) { return in.at("value") == source; });
+          if (listed || !captured.has_value(source)) continue;
+          const graph::Value& v = captured.value(source);
+          json entry = {{"value", source}, {"kind", input_kind(v.kind)}};
+          if (!v.target.empty()) entry["target"] = v.target;
+          r["inputs"].push_back(std::move(entry));
+        }
+      }
+      r["derived"] = std::move(derived);
+    }
     for (size_t c = 0; c < m.problems.size(); ++c) {
       const Problem& problem = m.problems[c];
       json call = {{"kind", problem.kind},
@@ -167,6 +194,11 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
           // checks (a call's own intermediate results have none).
           for (auto& operand : image.at("operands")) {
             const std::string value = operand.at("value").get<std::string>();
+            if (const auto found = derived_of.find(value); found != derived_of.end()) {
+              operand["shape"] = found->second->shape;
+              operand["stride"] = found->second->stride();
+              continue;
+            }
             if (!captured.has_value(value)) continue;
             operand["shape"] = captured.value(value).desc.shape;
             operand["stride"] = captured.value(value).desc.stride;

@@ -52,7 +52,7 @@ std::string_view classification_name(Classification c) {
 json match_to_json(const Match& m) {
   json problems = json::array();
   for (const auto& p : m.problems) problems.push_back(problem_to_json(p));
-  return {{"rule", m.rule},
+  json out = {{"rule", m.rule},
           {"pattern", m.pattern},
           {"status", match_status_name(m.status)},
           {"reason", m.reason},
@@ -68,6 +68,12 @@ json match_to_json(const Match& m) {
           {"est_before_us", number(m.est_before_us)},
           {"est_after_us", number(m.est_after_us)},
           {"est_saved_us", number(m.est_saved_us())}};
+  if (!m.derived.empty()) {
+    json derived = json::array();
+    for (const auto& d : m.derived) derived.push_back(derived_to_json(d));
+    out["derived"] = std::move(derived);
+  }
+  return out;
 }
 
 Match match_from_json(const json& j) {
@@ -91,6 +97,11 @@ Match match_from_json(const json& j) {
     const json& problems = j.at("problems");
     if (!problems.is_array()) throw std::invalid_argument(where + ".problems: expected an array");
     for (const auto& p : problems) m.problems.push_back(problem_from_json(p));
+  }
+  if (j.contains("derived")) {
+    const json& derived = j.at("derived");
+    if (!derived.is_array()) throw std::invalid_argument(where + ".derived: expected an array");
+    for (const auto& d : derived) m.derived.push_back(derived_from_json(d));
   }
   if (j.contains("extra")) m.extra = j.at("extra");
   m.est_before_us = number_field(j, "est_before_us", where, 0.0);

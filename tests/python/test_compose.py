@@ -85,6 +85,53 @@ def test_failure_2_swiglu_composes_or_is_left_with_a_reason(tmp_path):
     _assert_matches(composed, module, lambda: torch.randn(2, 8, 64))
 
 
+class GeluGatedMLP(torch.nn.Module):
+    """GeGLU: down(gelu(gate(x)) * up(x)) + x (a residual the down GEMM carries)."""
+
+    def __init__(self, hidden, intermediate):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = torch.nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = torch.nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x):
+        gated = torch.nn.functional.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x)
+        return x + self.down_proj(gated)
+
+
+@needs_engine_plan
+@pytest.mark.parametrize("gate", ["silu", "gelu_tanh"])
+def test_bf16_gated_mlp_composes_as_one_glu_gemm_and_the_down_gemm(tmp_path, gate):
+    """Issue 12 item 1 on the CPU path: in bf16 the gate and up projections become one GEMM
+    over their weights interleaved at plan time (a derived operand) with a glu epilogue, then
+    the down GEMM; the composed module matches the original within bf16's tolerance."""
+    torch.manual_seed(0)
+    module = (LlamaMLP(64, 160) if gate == "silu" else GeluGatedMLP(64, 160)).to(torch.bfloat16).eval()
+    make_input = lambda: torch.randn(2, 8, 64, dtype=torch.bfloat16)  # noqa: E731
+    composed = _optimize(module, make_input(), tmp_path, precision="native")
+    report = composed.fact_report
+    assert len(report.composed) == 1, str(report)
+    replacement = report.composed[0]
+    assert replacement.rule == ("swiglu_mlp" if gate == "silu" else "geglu_mlp"), str(report)
+    assert replacement.verified, str(report)
+    assert len(replacement.calls) == 2, str(report)
+    assert f"gemm_glu_{gate}" in replacement.calls[0].summary, str(report)
+    assert replacement.derived and "interleaved" in replacement.derived[0], str(report)
+    _assert_matches(composed, module, make_input, rtol=2e-2, atol=2e-2)
+
+
+@needs_engine_plan
+def test_float32_swiglu_keeps_gate_and_up_gemms(tmp_path):
+    """In float32 (strict) the glu kernel does not apply: three GEMMs, still exact."""
+    torch.manual_seed(0)
+    module = LlamaMLP(64, 160).eval()
+    composed = _optimize(module, torch.randn(2, 8, 64), tmp_path, precision="strict")
+    report = composed.fact_report
+    assert len(report.composed) == 1 and len(report.composed[0].calls) == 3, str(report)
+    assert not report.composed[0].derived, str(report)
+    _assert_matches(composed, module, lambda: torch.randn(2, 8, 64))
+
+
 @needs_engine_plan
 def test_failure_3_an_mlp_stack_composes_in_a_valid_order(tmp_path):
     torch.manual_seed(0)

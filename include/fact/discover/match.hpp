@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fact/graph/graph.hpp"
+#include "fact/problem/operand_transform.hpp"
 #include "fact/problem/problem.hpp"
 
 namespace fact::discover {
@@ -34,6 +35,9 @@ struct Match {
   std::vector<graph::NodeId> nodes;                 // captured nodes covered (graph order)
   std::map<std::string, graph::ValueId> roles;      // "input", "weight", "bias", "residual", ...
   std::vector<Problem> problems;                    // one per kernel call, in execution order
+  // Operands the calls read that are computed once, when the plan is applied, from parameters,
+  // buffers or constants (operand_transform.hpp): packed or folded weights.
+  std::vector<DerivedOperand> derived;
   std::vector<graph::ValueId> outputs;              // values it hands to the rest of the graph
   graph::DType dtype = graph::DType::Unknown;       // the match's compute dtype
   nlohmann::json extra = nlohmann::json::object();  // pattern-specific facts for reports
@@ -45,7 +49,8 @@ struct Match {
 
 // {"rule","pattern","status","reason","classification","classification_reason",
 //  "registry_entry","nodes","roles","outputs","dtype",
-//  "problems":[problem_to_json..],"extra","est_before_us","est_after_us","est_saved_us"}
+//  "problems":[problem_to_json..],"derived":[derived_to_json..] (when any),"extra",
+//  "est_before_us","est_after_us","est_saved_us"}
 nlohmann::json match_to_json(const Match& m);
 // Inverse of match_to_json (est_saved_us is derived); throws std::invalid_argument naming the
 // field when one is missing or malformed.

@@ -1,6 +1,7 @@
 #include <array>
 #include <sstream>
 
+#include "fact/problem/operand_transform.hpp"
 #include "patterns/gemm/discover/chain.hpp"
 #include "patterns/gemm/gemm_abi.h"
 
@@ -120,6 +121,9 @@ std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& ch
   if (!graph::is_floating(p.d.dtype) || p.d.dtype == DType::Float64)
     return "output dtype " + std::string(graph::dtype_name(p.d.dtype)) + " has no template";
   for (const auto& id : {p.a.value, p.b.value, p.d.value}) {
+    // A derived operand (operand_transform.hpp) is no graph value: the rule that makes it
+    // checks its sources.
+    if (is_derived_value(id)) continue;
     const std::string& device = g.value(id).desc.device;
     if (!device_is_usable(device)) return "tensor '" + id + "' is on device '" + device + "', not CUDA";
   }

@@ -47,7 +47,7 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
     const EpilogueStep& step = epilogue.steps[i];
     FactGemmStep& out = args.steps[i];
     out.kind = abi_step_kind(step.kind);
-    if (step.kind == EpilogueStep::Kind::Activation) {
+    if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
       out.activation = abi_activation(step.activation);
       out.p0 = static_cast<float>(step.p0);
       out.p1 = static_cast<float>(step.p1);
@@ -76,15 +76,23 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   const graph::TensorDesc& d = captured.value(p.d.value).desc;
   // Dense row-major: [outer_batch][batch][M][N], or (two batch modes whose kernel mode is the
   // outer one in memory) [batch][outer_batch][M][N]; either way every element once.
-  const int64_t mn = p.m * p.n;
+  const int64_t mn = p.m * p.d_cols();
   const bool batch_major = (p.batch == 1 || p.d.batch_stride == mn) &&
                            (p.outer_batch == 1 || p.d.outer_batch_stride == p.batch * mn);
   const bool outer_major = (p.outer_batch == 1 || p.d.outer_batch_stride == mn) &&
                            (p.batch == 1 || p.d.batch_stride == p.outer_batch * mn);
   const bool dense_batches = batch_major || outer_major;
-  if (!d.is_contiguous() || d.numel() != p.batches() * mn || p.d.ld != p.n || !dense_batches) {
+  if (!d.is_contiguous() || d.numel() != p.batches() * mn || p.d.ld != p.d_cols() || !dense_batches) {
     throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
-                                " is not a dense row-major " + p.shape_string() + " tensor");
+                                " is not a dense row-major " + p.shape_string() +
+                                (p.gated() ? " (gated: N/2 columns)" : "") + " tensor");
+  }
+  if (p.gated() && p.n % 2 != 0) {
+    throw std::invalid_argument("a gated GEMM pairs columns: N=" + std::to_string(p.n) + " is odd");
+  }
+  for (size_t i = 0; i + 1 < p.epilogue.size(); ++i) {
+    if (p.epilogue[i].kind == EpilogueStep::Kind::Glu)
+      throw std::invalid_argument("a glu step must be the epilogue's last");
   }
   const FactGemmArgs args = gemm_args(p);
   ArgImage image;

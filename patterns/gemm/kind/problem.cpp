@@ -33,13 +33,14 @@ constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationName
     {Activation::Tanh, "tanh"},
 }};
 
-constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 6> kEpilogueKindNames{{
+constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 7> kEpilogueKindNames{{
     {EpilogueStep::Kind::Scale, "scale"},
     {EpilogueStep::Kind::AddScalar, "add"},
     {EpilogueStep::Kind::Bias, "bias"},
     {EpilogueStep::Kind::Activation, "activation"},
     {EpilogueStep::Kind::Residual, "residual"},
     {EpilogueStep::Kind::Multiply, "mul"},
+    {EpilogueStep::Kind::Glu, "glu"},
 }};
 
 // Distinct matrices an operand holds over both batch modes (a zero stride shares one).
@@ -122,7 +123,7 @@ bool reads_operand(EpilogueStep::Kind k) {
 double GemmProblem::min_bytes() const {
   double bytes = operand_bytes(a, m, k, batch, outer_batch) +
                  operand_bytes(b, k, n, batch, outer_batch) +
-                 operand_bytes(d, m, n, batch, outer_batch);
+                 operand_bytes(d, m, d_cols(), batch, outer_batch);
   for (const auto& step : epilogue) {
     const int bytes_per = graph::dtype_bytes(step.operand_dtype);
     const double held = copies(step.operand_batch_stride, step.operand_outer_batch_stride, batch,
@@ -140,6 +141,10 @@ std::string GemmProblem::fusion_name() const {
     name += '_';
     name += step.kind == EpilogueStep::Kind::Activation ? activation_name(step.activation)
                                                          : epilogue_kind_name(step.kind);
+    if (step.kind == EpilogueStep::Kind::Glu) {
+      name += '_';
+      name += activation_name(step.activation);
+    }
   }
   return name;
 }
@@ -174,7 +179,7 @@ json gemm_problem_to_json(const GemmProblem& p) {
   json epilogue = json::array();
   for (const auto& step : p.epilogue) {
     json s = {{"kind", epilogue_kind_name(step.kind)}};
-    if (step.kind == EpilogueStep::Kind::Activation) {
+    if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
       s["activation"] = activation_name(step.activation);
       s["p0"] = number(step.p0);
       s["p1"] = number(step.p1);
@@ -233,7 +238,7 @@ GemmProblem gemm_problem_from_json(const json& j) {
       const auto kind = parse_epilogue_kind(string_field(steps[i], "kind", at));
       if (!kind) throw std::invalid_argument(at + ".kind: unknown step kind");
       step.kind = *kind;
-      if (step.kind == EpilogueStep::Kind::Activation) {
+      if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
         auto act = parse_activation(string_field(steps[i], "activation", at));
         if (!act) throw std::invalid_argument(at + ".activation: unknown activation");
         step.activation = *act;

@@ -53,6 +53,8 @@ struct EpilogueStep {
     Activation,  // x = act(x; p0, p1)              (leaky slope / clamp bounds)
     Residual,    // x += value * C[m, n]            (operand: M×N tensor; value = beta)
     Multiply,    // x *= C[m, n]                     (operand: M×N tensor)
+    Glu,         // the last step: D[m, j] = act(x[m, 2j]; p0, p1) · x[m, 2j+1], D is M×(N/2)
+                 // (a gated linear unit over interleaved gate / up columns; `activation`)
   };
   Kind kind = Kind::Scale;
   Activation activation = Activation::Identity;
@@ -77,6 +79,10 @@ struct GemmProblem {
   double alpha = 1.0;
   std::vector<EpilogueStep> epilogue;
 
+  // True when the last epilogue step is a Glu: D has n/2 columns.
+  bool gated() const { return !epilogue.empty() && epilogue.back().kind == EpilogueStep::Kind::Glu; }
+  // Columns of D: n, or n/2 for a gated problem.
+  int64_t d_cols() const { return gated() ? n / 2 : n; }
   // Every batch of both modes: batch · outer_batch.
   int64_t batches() const { return batch * outer_batch; }
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batches()); }

@@ -114,6 +114,10 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       // the model's constant, which the call carries at run time.
       step.kind = token == "scale" ? EpilogueStep::Kind::Scale : EpilogueStep::Kind::AddScalar;
       step.value = token == "scale" ? 0.5 : 1.0;
+    } else if (token.rfind("glu_", 0) == 0 && parse_activation(token.substr(4))) {
+      // A gated linear unit over interleaved gate / up columns: D is M x N/2.
+      step.kind = EpilogueStep::Kind::Glu;
+      step.activation = *parse_activation(token.substr(4));
     } else if (auto activation = parse_activation(token)) {
       step.kind = EpilogueStep::Kind::Activation;
       step.activation = *activation;
@@ -124,9 +128,21 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       }
     } else {
       throw std::invalid_argument("epilogue step '" + token +
-                                  "': expected bias, residual, mul, scale, add or an activation (relu, gelu_tanh, ...)");
+                                  "': expected bias, residual, mul, scale, add, an activation (relu, gelu_tanh, ...) "
+                                  "or glu_<activation> (last)");
     }
     problem.epilogue.push_back(step);
+  }
+  if (problem.gated()) {
+    if (sizes.n % 2 != 0) throw std::invalid_argument("epilogue glu_*: n must be even (gate / up pairs)");
+    for (size_t i = 0; i + 1 < problem.epilogue.size(); ++i) {
+      if (problem.epilogue[i].kind == EpilogueStep::Kind::Glu)
+        throw std::invalid_argument("epilogue glu_*: must be the last step");
+      if (problem.epilogue[i].kind == EpilogueStep::Kind::Residual ||
+          problem.epilogue[i].kind == EpilogueStep::Kind::Multiply)
+        throw std::invalid_argument("epilogue glu_*: no M x N operand before the gate");
+    }
+    problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n / 2, batch, outer);
   }
   return problem;
 }

@@ -117,9 +117,14 @@ int reference_gemm_host(const FactGemmArgs& args) {
     const FactGemmStep& step = args.steps[s];
     const bool operand = step.kind == FACT_STEP_BIAS || step.kind == FACT_STEP_RESIDUAL ||
                          step.kind == FACT_STEP_MULTIPLY;
-    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_MULTIPLY) return FACT_ERR_INVALID_ARGS;
+    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_GLU) return FACT_ERR_INVALID_ARGS;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
+    // A gated step pairs columns: it is the last, over an even N.
+    if (step.kind == FACT_STEP_GLU && (s != args.num_steps - 1 || args.n % 2 != 0))
+      return FACT_ERR_INVALID_ARGS;
   }
+  const bool gated = args.num_steps > 0 && args.steps[args.num_steps - 1].kind == FACT_STEP_GLU;
+  const int steps_before_output = gated ? args.num_steps - 1 : args.num_steps;
   if (args.outer_batch < 0) return FACT_ERR_INVALID_ARGS;
   const int64_t m = args.m, n = args.n, k = args.k;
   const int64_t outer_batches = args.outer_batch > 1 ? args.outer_batch : 1;
@@ -149,6 +154,7 @@ int reference_gemm_host(const FactGemmArgs& args) {
           b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
         }
       }
+      std::vector<double> row(static_cast<size_t>(n));
       for (int64_t i = 0; i < m; ++i) {
         const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
         for (int64_t j = 0; j < n; ++j) {
@@ -156,7 +162,7 @@ int reference_gemm_host(const FactGemmArgs& args) {
           double acc = 0.0;
           for (int64_t kk = 0; kk < k; ++kk) acc += a_i[kk] * b_j[kk];
           double x = double(args.alpha) * acc;
-          for (int s = 0; s < args.num_steps; ++s) {
+          for (int s = 0; s < steps_before_output; ++s) {
             const FactGemmStep& step = args.steps[s];
             switch (step.kind) {
               case FACT_STEP_SCALE: x *= step.value; break;
@@ -175,7 +181,18 @@ int reference_gemm_host(const FactGemmArgs& args) {
               default: return FACT_ERR_INVALID_ARGS;
             }
           }
-          store(args.d, d0 + i * args.ldd + j, args.d_type, x);
+          row[static_cast<size_t>(j)] = x;
+        }
+        if (gated) {
+          const FactGemmStep& glu = args.steps[args.num_steps - 1];
+          for (int64_t j = 0; j < n / 2; ++j) {
+            const double gate = row[static_cast<size_t>(2 * j)];
+            const double up = row[static_cast<size_t>(2 * j + 1)];
+            store(args.d, d0 + i * args.ldd + j, args.d_type,
+                  activate(glu.activation, gate, glu.p0, glu.p1) * up);
+          }
+        } else {
+          for (int64_t j = 0; j < n; ++j) store(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
         }
       }
     }

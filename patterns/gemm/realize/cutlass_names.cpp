@@ -74,13 +74,14 @@ constexpr std::array<Spelling<Activation>, 2> kAccurateFloatActivations{{
     {Activation::Tanh, "fact::gemm::epilogue::TanhAccurate", "tanh"},
 }};
 
-constexpr std::array<Spelling<EpilogueStep::Kind>, 6> kEpilogueKinds{{
+constexpr std::array<Spelling<EpilogueStep::Kind>, 7> kEpilogueKinds{{
     {EpilogueStep::Kind::Scale, "fact::gemm::epilogue::Scale", "scale"},
     {EpilogueStep::Kind::AddScalar, "fact::gemm::epilogue::AddScalar", "add"},
     {EpilogueStep::Kind::Bias, "fact::gemm::epilogue::ColumnBias", "bias"},
     {EpilogueStep::Kind::Activation, "fact::gemm::epilogue::Activation", "act"},
     {EpilogueStep::Kind::Residual, "fact::gemm::epilogue::Residual", "residual"},
     {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::Multiply", "mul"},
+    {EpilogueStep::Kind::Glu, "fact::gemm::epilogue::Glu", "glu"},
 }};
 
 }  // namespace

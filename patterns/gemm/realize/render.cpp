@@ -63,6 +63,7 @@ std::string epilogue_chain_type(const GemmSpec& spec) {
         chain = link + "<" + cpp(op.operand_dtype) + ",\n      " + chain + ">";
         break;
       case Kind::Activation:
+      case Kind::Glu:
         chain = link + "<" + std::string(activation_cpp(op.activation, accurate_float)) +
                 ",\n      " + chain + ">";
         break;
@@ -81,6 +82,9 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   }
   const DType c_dtype = source_dtype_of(spec);
   const bool reads_c = c_dtype != DType::Unknown;
+  // A gated chain (its last step Glu) writes D itself: the collective epilogue gets a void D,
+  // and its epilogue subtile is named so the glu link can size its shared memory.
+  const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu;
   const std::string name = spec.name();
   const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
@@ -111,7 +115,9 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << line("using ElementB = " + cpp(spec.b_dtype) + ";", "B: K x N")
     << line("using ElementC = " + (reads_c ? cpp(c_dtype) : std::string("void")) + ";",
             reads_c ? "C: the first M x N epilogue operand" : "no epilogue step reads an M x N operand")
-    << line("using ElementD = " + cpp(spec.d_dtype) + ";", "D: M x N")
+    << line("using ElementD = " + cpp(spec.d_dtype) + ";", gated ? "D: M x N/2 (the glu link writes it)" : "D: M x N")
+    << (gated ? line("using ElementDCollective = void;", "the collective epilogue stores nothing itself")
+              : line("using ElementDCollective = ElementD;"))
     << line("using ElementAccumulator = " + cpp(spec.accumulate) + ";",
             spec.math == MathMode::Tf32 ? "float operands: TF32 tensor-core MMA"
                                                  : "tensor-core accumulation")
@@ -137,18 +143,30 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << line("static constexpr int kMaxSwizzle = " + std::to_string(spec.swizzle) + ";")
     << line("static constexpr auto kRasterOrder = " + std::string(raster_cpp(spec.raster)) + ";")
     << "\n"
+    << line("using EpilogueTile = decltype(cutlass::epilogue::collective::detail::"
+            "sm90_compute_tile_shape_or_override<", "the subtile EpilogueTileAuto picks")
+    << "      ElementD, cutlass::epilogue::collective::EpilogueTileAuto, EpilogueSchedule, TileShape>());\n"
     << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
     << "  using EpilogueConfig = fact::gemm::epilogue::Config<TileShape, ElementCompute,\n"
     << "      cutlass::FloatRoundStyle::round_to_nearest, "
-    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ">;\n\n"
+    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n"
     << "  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
     << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
     << "      cutlass::epilogue::collective::EpilogueTileAuto,\n"
     << "      ElementAccumulator, ElementCompute,\n"
     << "      ElementC, LayoutC, kAlignmentC,\n"
-    << "      ElementD, LayoutD, kAlignmentD,\n"
+    << "      ElementDCollective, LayoutD, kAlignmentD,\n"
     << "      EpilogueSchedule,\n"
-    << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n\n"
+    << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
+    << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
+    << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
+    << "                \"the epilogue subtile the links were built for is the collective's\");\n";
+  if (gated) {
+    s << "  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD ==\n"
+      << "                fact::gemm::epilogue::detail::glu_store_stages<TileShape, EpilogueTile>(),\n"
+      << "                \"the glu store's buffers follow the collective's TMA store stages\");\n";
+  }
+  s << "\n"
     << "  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<\n"
     << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,\n"
     << "      ElementA, LayoutA, kAlignmentA,\n"

@@ -172,9 +172,29 @@ std::optional<std::string> epilogue_error(const GemmSpec& s) {
     return std::to_string(s.epilogue.size()) + " epilogue steps (a kernel takes at most " +
            std::to_string(FACT_GEMM_MAX_STEPS) + ")";
   }
-  for (const EpilogueOpSpec& op : s.epilogue) {
+  for (size_t i = 0; i < s.epilogue.size(); ++i) {
+    const EpilogueOpSpec& op = s.epilogue[i];
     if (op.kind == Kind::Activation && op.activation == Activation::Identity) {
       return std::string("identity activation: drop the step");
+    }
+    if (op.kind == Kind::Glu) {
+      if (i + 1 != s.epilogue.size()) return std::string("a glu step must be the epilogue's last");
+      if (op.activation != Activation::SiLU && op.activation != Activation::GeluTanh &&
+          op.activation != Activation::GeluErf && op.activation != Activation::Sigmoid &&
+          op.activation != Activation::ReLU) {
+        return "glu with " + std::string(activation_token(op.activation)) +
+               ": a gate takes silu, gelu_tanh, gelu_erf, sigmoid or relu";
+      }
+      if (source_dtype(s) != DType::Unknown) {
+        return std::string("glu after an M×N operand step (the gated kernel reads no C)");
+      }
+      if (!is_16bit_float(s.d_dtype) || s.d_layout != Layout::RowMajor) {
+        return std::string("glu writes a row-major bf16/f16 D (its own TMA store)");
+      }
+      if (s.split_k > 1 || s.scheduler == TileScheduler::StreamK) {
+        return std::string("glu kernels run the persistent scheduler (the stream-K fix-up with "
+                           "a void D and the glu store is not built)");
+      }
     }
     if (reads_operand(op.kind) && !is_epilogue_float(op.operand_dtype)) {
       return std::string(epilogue_kind_token(op.kind)) + " operand dtype " +
@@ -222,6 +242,10 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
                     : stages_c * tile_elements * c_bytes + stages_d * tile_elements * d_bytes;
   } else {
     staging = stages_d * tile_elements * d_bytes;
+  }
+  if (!spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu) {
+    // The collective keeps its (unused) D staging; the glu link stages half-width subtiles.
+    staging += stages_d * tile_elements / 2 * d_bytes;
   }
   plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
 

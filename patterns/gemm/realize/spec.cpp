@@ -24,6 +24,7 @@ std::string epilogue_token(const EpilogueOpSpec& op, DType d_dtype) {
   std::string token = op.kind == EpilogueStep::Kind::Activation
                           ? std::string(activation_token(op.activation))
                           : std::string(epilogue_kind_token(op.kind));
+  if (op.kind == EpilogueStep::Kind::Glu) token += std::string(activation_token(op.activation));
   const bool has_operand = reads_operand(op.kind);
   if (has_operand && op.operand_dtype != d_dtype) token += dtype_token(op.operand_dtype);
   return token;
@@ -98,7 +99,8 @@ nlohmann::json GemmSpec::to_json() const {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : epilogue) {
     nlohmann::json o{{"kind", epilogue_kind_token(op.kind)}};
-    if (op.kind == EpilogueStep::Kind::Activation) o["activation"] = activation_token(op.activation);
+    if (op.kind == EpilogueStep::Kind::Activation || op.kind == EpilogueStep::Kind::Glu)
+      o["activation"] = activation_token(op.activation);
     if (op.operand_dtype != DType::Unknown) o["operand_dtype"] = dtype_token(op.operand_dtype);
     ops.push_back(std::move(o));
   }

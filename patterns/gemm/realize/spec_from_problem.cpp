@@ -62,12 +62,14 @@ GemmSpec spec_from_problem(const GemmProblem& problem, std::string_view precisio
   // keep each operand's alignment too.
   spec.align_a = operand_alignment(problem.a, problem.m, problem.k, problem.batch, problem.outer_batch);
   spec.align_b = operand_alignment(problem.b, problem.k, problem.n, problem.batch, problem.outer_batch);
-  spec.align_d = operand_alignment(problem.d, problem.m, problem.n, problem.batch, problem.outer_batch);
+  spec.align_d = operand_alignment(problem.d, problem.m, problem.d_cols(), problem.batch, problem.outer_batch);
 
   for (const auto& step : kernel_epilogue(problem).steps) {
     EpilogueOpSpec op;
     op.kind = step.kind;
-    op.activation = step.kind == EpilogueStep::Kind::Activation ? step.activation : Activation::Identity;
+    op.activation = step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu
+                        ? step.activation
+                        : Activation::Identity;
     op.operand_dtype = reads_operand(step.kind)
                            ? (step.operand_dtype != DType::Unknown ? step.operand_dtype : problem.d.dtype)
                            : DType::Unknown;

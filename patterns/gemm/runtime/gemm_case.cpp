@@ -82,19 +82,24 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
   p.alpha = given.alpha;
   p.a = compact("A", spec.a_dtype, spec.a_layout, p.m, p.k, p.batch);
   p.b = compact("B", spec.b_dtype, spec.b_layout, p.k, p.n, p.batch);
-  p.d = compact("D", spec.d_dtype, spec.d_layout, p.m, p.n, p.batch);
+  // D has N/2 columns behind a glu step (pairs of product columns), N otherwise.
+  const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu;
+  if (gated && p.n % 2 != 0) {
+    throw std::invalid_argument("a glu epilogue pairs columns: n=" + std::to_string(p.n) + " is odd");
+  }
+  p.d = compact("D", spec.d_dtype, spec.d_layout, p.m, gated ? p.n / 2 : p.n, p.batch);
 
   bool same_kinds = given.steps.size() == spec.epilogue.size();
   for (size_t i = 0; same_kinds && i < spec.epilogue.size(); ++i) {
     same_kinds = given.steps[i].kind == spec.epilogue[i].kind &&
-                 (spec.epilogue[i].kind != Kind::Activation ||
+                 ((spec.epilogue[i].kind != Kind::Activation && spec.epilogue[i].kind != Kind::Glu) ||
                   given.steps[i].activation == spec.epilogue[i].activation);
   }
   for (size_t i = 0; i < spec.epilogue.size(); ++i) {
     const EpilogueOpSpec& op = spec.epilogue[i];
     EpilogueStep step;
     step.kind = op.kind;
-    step.activation = op.kind == Kind::Activation ? op.activation : Activation::Identity;
+    step.activation = op.kind == Kind::Activation || op.kind == Kind::Glu ? op.activation : Activation::Identity;
     if (same_kinds) {
       step.value = given.steps[i].value;
       step.p0 = given.steps[i].p0;
@@ -147,6 +152,7 @@ GemmCase with_adversarial_constants(GemmCase c) {
         }
         break;
       case Kind::Multiply:
+      case Kind::Glu:  // its activations take no constants
         break;
     }
   }

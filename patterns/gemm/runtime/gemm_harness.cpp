@@ -59,6 +59,7 @@ RefStepKind ref_kind(Kind k) {
     case Kind::Activation: return RefStepKind::Activation;
     case Kind::Residual: return RefStepKind::Residual;
     case Kind::Multiply: return RefStepKind::Multiply;
+    case Kind::Glu: return RefStepKind::Glu;
   }
   throw std::invalid_argument("unknown epilogue step kind");
 }
@@ -158,7 +159,8 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
   b_ = DeviceBuffer(bytes_of(p.b.dtype,
                             operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch, p.b.batch_stride,
                                              p.outer_batch, p.b.outer_batch_stride)));
-  d_elements_ = operand_elements(p.m, p.n, p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
+  // D is M × d_cols(): N, or N/2 behind a glu step.
+  d_elements_ = operand_elements(p.m, p.d_cols(), p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
                                  p.outer_batch, p.d.outer_batch_stride);
   if (p.epilogue.size() > operands_.size()) {
     throw std::invalid_argument("epilogue of " + std::to_string(p.epilogue.size()) + " steps");
@@ -276,7 +278,7 @@ CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& laun
   result.name = name;
   result.seed = seed_;
   result.tolerance = tolerance;
-  result.elements = p.m * p.n * p.batches();
+  result.elements = p.m * p.d_cols() * p.batches();
   result.stream = stream == secondary_.get() ? "secondary" : "primary";
   *status = FACT_OK;
 
@@ -302,7 +304,7 @@ CheckResult GemmHarness::check(const std::string& name, const GemmLauncher& laun
   FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->sums, 0, sizeof(ErrorSums), stream));
   const MatrixView out =
       view_of(d_, p.d.dtype, p.d.layout, p.d.ld, p.d.batch_stride, p.d.outer_batch_stride);
-  launch_compare(out, reference_.as<double>(), p.m, p.n, p.batch, p.outer_batch, &scratch->sums,
+  launch_compare(out, reference_.as<double>(), p.m, p.d_cols(), p.batch, p.outer_batch, &scratch->sums,
                  stream);
   FACT_CUDA_CHECK(cudaMemcpyAsync(&last_sums_, &scratch->sums, sizeof(ErrorSums),
                                   cudaMemcpyDeviceToHost, stream));

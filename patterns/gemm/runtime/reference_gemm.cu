@@ -74,6 +74,7 @@ __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o
       case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
       case RefStepKind::Residual: x += step.value * load_matrix(step.operand, o, l, i, j); break;
       case RefStepKind::Multiply: x *= load_matrix(step.operand, o, l, i, j); break;
+      case RefStepKind::Glu: break;  // pairs columns: gate_reference_kernel, after this kernel
     }
   }
   return x;
@@ -125,6 +126,21 @@ __global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const Referenc
         p.out[(ol * p.m + i) * p.n + j] = apply_epilogue(p, acc[r][c], o, l, i, j);
       }
     }
+  }
+}
+
+// out[(ol·m + i)·(n/2) + j] = act(pre[(ol·m + i)·n + 2j]) · pre[(ol·m + i)·n + 2j + 1]: the Glu
+// step over the columns before it (`pre`, dense m × n per batch).
+__global__ void gate_reference_kernel(const double* pre, double* out, int64_t rows, int64_t n,
+                                      RefActivation act, double p0, double p1) {
+  const int64_t half = n / 2;
+  const int64_t total = rows * half;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = idx / half, j = idx % half;
+    const double gate = pre[row * n + 2 * j];
+    const double up = pre[row * n + 2 * j + 1];
+    out[idx] = activate(gate, act, p0, p1) * up;
   }
 }
 
@@ -236,8 +252,37 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
   if ((params.n + kTile - 1) / kTile > 0x7fffffff || (params.m + kTile - 1) / kTile > 65535) {
     throw CudaError("reference GEMM: problem too large for one launch grid");
   }
-  reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(params);
-  check_cuda(cudaGetLastError(), "reference_gemm_kernel launch", __FILE__, __LINE__);
+  for (int s = 0; s + 1 < params.step_count; ++s) {
+    if (params.steps[s].kind == RefStepKind::Glu) {
+      throw CudaError("reference GEMM: a glu step must be the epilogue's last");
+    }
+  }
+  const bool gated = params.step_count > 0 && params.steps[params.step_count - 1].kind == RefStepKind::Glu;
+  if (!gated) {
+    reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(params);
+    check_cuda(cudaGetLastError(), "reference_gemm_kernel launch", __FILE__, __LINE__);
+    return;
+  }
+  if (params.n % 2 != 0) throw CudaError("reference GEMM: a glu step pairs columns, n is odd");
+  // The steps before the gate into a dense m × n staging buffer, then the gate into `out`.
+  const int64_t rows = params.m * params.batch * params.outer_batch;
+  double* pre = nullptr;
+  check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&pre), size_t(rows * params.n) * sizeof(double), stream),
+             "reference GEMM staging buffer", __FILE__, __LINE__);
+  ReferenceParams before_gate = params;
+  before_gate.step_count -= 1;
+  before_gate.out = pre;
+  reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(before_gate);
+  cudaError_t launched = cudaGetLastError();
+  if (launched == cudaSuccess) {
+    const RefEpilogueStep& glu = params.steps[params.step_count - 1];
+    const int64_t blocks = std::clamp<int64_t>((rows * (params.n / 2) + 255) / 256, 1, 65535);
+    gate_reference_kernel<<<unsigned(blocks), 256, 0, stream>>>(pre, params.out, rows, params.n,
+                                                                glu.activation, glu.p0, glu.p1);
+    launched = cudaGetLastError();
+  }
+  cudaFreeAsync(pre, stream);
+  check_cuda(launched, "reference_gemm_kernel (gated) launch", __FILE__, __LINE__);
 }
 
 void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,

@@ -24,14 +24,15 @@ struct MatrixView {
   int64_t outer_stride = 0;
 };
 
-enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply };
+enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu };
 enum class RefActivation : int {
   Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
 };
 
 // One epilogue step: Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
-// x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1).
+// x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
+// only, n even) pairs columns: out(l, i, j) = act(x(l, i, 2j); p0, p1) · x(l, i, 2j+1) for j < n/2.
 struct RefEpilogueStep {
   RefStepKind kind = RefStepKind::Scale;
   RefActivation activation = RefActivation::Identity;
@@ -43,7 +44,9 @@ struct RefEpilogueStep {
 inline constexpr int kMaxReferenceSteps = 8;
 
 // out[((o·batch + l)·m + i)·n + j] = epilogue(alpha · Σ_k A[o,l,i,k]·B[o,l,k,j]) in float64,
-// every operand read from its stored (low-precision) value, the steps applied in order.
+// every operand read from its stored (low-precision) value, the steps applied in order. With a
+// Glu last step `out` is dense with n/2 columns (out[((o·batch + l)·m + i)·(n/2) + j]); the
+// launch then stages the n columns before the gate in a temporary buffer of its own.
 struct ReferenceParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t outer_batch = 1;  // the second batch mode
@@ -53,6 +56,7 @@ struct ReferenceParams {
   RefEpilogueStep steps[kMaxReferenceSteps];
   double* out = nullptr;
 };
+// Throws CudaError for a malformed Glu (not last, odd n) or a launch failure.
 void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
 
 // Compares the outer_batch × batch × m × n matrix `out` with the dense reference `ref`
