@@ -147,7 +147,9 @@ class Harness {
     }
     auto* sums = static_cast<device::Sums*>(scratch_.data());
     auto* total = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums));
-    FACT_CUDA_CHECK(cudaMemset(scratch_.data(), 0, scratch_.bytes()));
+    // Every copy and memset is ordered on the primary stream: the harness streams are
+    // non-blocking, so the legacy default stream does not order them with the kernels.
+    FACT_CUDA_CHECK(cudaMemsetAsync(scratch_.data(), 0, scratch_.bytes(), primary()));
     device::Problem dp = dp_;
     dp.scale = scale;
     TensorView o = p_.o;
@@ -185,10 +187,11 @@ class Harness {
   // A checksum of the whole output buffer (guards included): equal for bit-identical runs.
   uint64_t output_checksum() {
     auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 8);
-    FACT_CUDA_CHECK(cudaMemset(sum, 0, sizeof(*sum)));
+    FACT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), primary()));
     device::checksum(o_.data(), o_.bytes(), sum, primary());
     unsigned long long value = 0;
-    FACT_CUDA_CHECK(cudaMemcpy(&value, sum, sizeof(value), cudaMemcpyDeviceToHost));
+    FACT_CUDA_CHECK(cudaMemcpyAsync(&value, sum, sizeof(value), cudaMemcpyDeviceToHost, primary()));
+    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     return value;
   }
 
@@ -206,10 +209,11 @@ class Harness {
 
   uint64_t input_checksum() {
     auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 16);
-    FACT_CUDA_CHECK(cudaMemset(sum, 0, sizeof(*sum)));
+    FACT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), primary()));
     for (const auto& [value, buffer] : inputs_) device::checksum(buffer.first.data(), buffer.first.bytes(), sum, primary());
     unsigned long long value = 0;
-    FACT_CUDA_CHECK(cudaMemcpy(&value, sum, sizeof(value), cudaMemcpyDeviceToHost));
+    FACT_CUDA_CHECK(cudaMemcpyAsync(&value, sum, sizeof(value), cudaMemcpyDeviceToHost, primary()));
+    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     return value;
   }
 
@@ -287,7 +291,10 @@ class AttentionRuntime final : public runtime::KindRuntime {
     report.workspace_bytes = static_cast<int64_t>(workspace_bytes);
     DeviceBuffer workspace(workspace_bytes);
     // Dirty workspace: a kernel relying on zeroed workspace fails verification.
-    if (workspace_bytes > 0) FACT_CUDA_CHECK(cudaMemset(workspace.data(), 0xFF, workspace_bytes));
+    if (workspace_bytes > 0) {
+      FACT_CUDA_CHECK(cudaMemsetAsync(workspace.data(), 0xFF, workspace_bytes, harness.primary()));
+      FACT_CUDA_CHECK(cudaStreamSynchronize(harness.primary()));
+    }
     auto launch = [&](const FactAttentionArgs& args, cudaStream_t stream) {
       return entry(&args.header, workspace.data(), nullptr, stream);
     };

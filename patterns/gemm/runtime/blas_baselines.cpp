@@ -279,6 +279,7 @@ Baseline make_cublaslt_baseline(BlasContext& context, const GemmCase& gemm_case,
   baseline.name = "cublaslt";
   baseline.computes = with_epilogue_prefix(p, plan.fused_steps);
   baseline.fused = plan.fused_steps == p.epilogue.size();
+  baseline.bias_multiplier_fixed = bias;
   baseline.config = std::string("cublasLtMatmul ") + compute_type_name(call.compute) +
                     " epilogue=" + lt_epilogue_name(plan.epilogue) +
                     (plan.uses_c ? " beta*C" : "") + " " +

@@ -34,6 +34,7 @@ struct Baseline {
   std::string name;                   // "cublas" / "cublaslt"
   GemmProblem computes;               // what it computes (the case's problem or a prefix)
   bool fused = false;                 // computes the case's whole epilogue
+  bool bias_multiplier_fixed = false; // fuses a bias whose multiplier must stay 1 (cuBLASLt)
   std::string config;                 // compute type and algorithm, for reports
   GemmLauncher launch;
   std::shared_ptr<void> state;        // descriptors the launcher uses

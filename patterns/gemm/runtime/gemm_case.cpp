@@ -134,7 +134,7 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
   return c;
 }
 
-GemmCase with_adversarial_constants(GemmCase c) {
+GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier) {
   c.problem.alpha = -1.25;
   for (size_t i = 0; i < c.problem.epilogue.size(); ++i) {
     EpilogueStep& step = c.problem.epilogue[i];
@@ -143,7 +143,9 @@ GemmCase with_adversarial_constants(GemmCase c) {
       case Kind::Scale: step.value = 0.625 + 0.0625 * at; break;
       case Kind::AddScalar: step.value = -0.375 - 0.0625 * at; break;
       case Kind::Residual: step.value = 1.375 + 0.0625 * at; break;
-      case Kind::Bias: step.value = -1.5 - 0.0625 * at; break;  // its multiplier
+      case Kind::Bias:  // its multiplier
+        if (vary_bias_multiplier) step.value = -1.5 - 0.0625 * at;
+        break;
       case Kind::Activation:
         if (step.activation == Activation::LeakyReLU) step.p0 = 0.2 + 0.0625 * at;
         if (step.activation == Activation::HardTanh) {

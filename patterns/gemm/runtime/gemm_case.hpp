@@ -43,8 +43,9 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
 // Every constant replaced by one unlike any default and unlike every other step's (alpha -1.25;
 // for step i: scale 0.625 + i/16, add -0.375 - i/16, residual beta 1.375 + i/16, bias
 // multiplier -1.5 - i/16, leaky slope 0.2 + i/16, hardtanh [-0.6 + i/32, 0.4 + i/32]): a kernel that ignores a step's constant, or
-// reads another step's, computes something else with them.
-GemmCase with_adversarial_constants(GemmCase c);
+// reads another step's, computes something else with them. With `vary_bias_multiplier` false
+// the bias steps keep their multipliers (for a launcher that fuses a bias only at 1: cuBLASLt).
+GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier = true);
 
 // `problem` with its two batch modes as one (batch · outer_batch batches, outer_batch 1) when
 // every operand's outer stride is batch times its batch stride (the compact operands of a case):

@@ -31,11 +31,11 @@ constexpr CheckStep kSequence[] = {
 }  // namespace
 
 VerifyOutcome verify_gemm(GemmHarness& harness, const GemmLauncher& launcher, uint64_t base_seed,
-                          const std::function<void()>& after_primary) {
+                          const std::function<void()>& after_primary, bool vary_bias_multiplier) {
   VerifyOutcome outcome;
   const GemmCase& gemm_case = harness.gemm_case();
   const double tolerance = tolerance_for(gemm_case.precision, gemm_case.problem.d.dtype);
-  const GemmCase adversarial = with_adversarial_constants(gemm_case);
+  const GemmCase adversarial = with_adversarial_constants(gemm_case, vary_bias_multiplier);
   bool first = true;
   for (const CheckStep& step : kSequence) {
     if (step.new_inputs_seed >= 0) harness.randomize_inputs(check_seed(base_seed, step.new_inputs_seed));

@@ -36,7 +36,10 @@ struct VerifyOutcome {
 // compares cuBLAS SGEMM there). FACT_ERR_CANNOT_IMPLEMENT on the first call gives
 // CannotImplement; any other non-OK status, or a refusal after the first call, gives Error.
 // Throws CudaError when a CUDA call fails (the caller reports it as Error).
+// `vary_bias_multiplier` false: the scalars check keeps each bias multiplier (a launcher that
+// fuses a bias only at multiplier 1, Baseline::bias_multiplier_fixed).
 VerifyOutcome verify_gemm(GemmHarness& harness, const GemmLauncher& launcher, uint64_t base_seed,
-                          const std::function<void()>& after_primary = {});
+                          const std::function<void()>& after_primary = {},
+                          bool vary_bias_multiplier = true);
 
 }  // namespace fact::gemm

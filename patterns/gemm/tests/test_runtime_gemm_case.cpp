@@ -218,6 +218,19 @@ TEST(GemmCase, AdversarialConstantsDifferPerStepAndFromEveryDefault) {
         break;
     }
   }
+  // For a launcher that fuses a bias only at multiplier 1 (cuBLASLt) the bias keeps its
+  // multiplier; every other constant still changes.
+  const GemmCase fixed_bias = with_adversarial_constants(c, /*vary_bias_multiplier=*/false);
+  EXPECT_EQ(fixed_bias.problem.alpha, a.problem.alpha);
+  for (size_t i = 0; i < fixed_bias.problem.epilogue.size(); ++i) {
+    const EpilogueStep& step = fixed_bias.problem.epilogue[i];
+    if (step.kind == Kind::Bias) {
+      EXPECT_EQ(step.value, c.problem.epilogue[i].value) << i;
+    } else {
+      EXPECT_EQ(step.value, a.problem.epilogue[i].value) << i;
+      EXPECT_EQ(step.p0, a.problem.epilogue[i].p0) << i;
+    }
+  }
 }
 
 TEST(GemmCase, TwoBatchModesGetCompactOuterStrides) {

@@ -267,7 +267,9 @@ TEST_F(GpuVerifier, CublasLtFusedEpiloguesPassNativeChecks) {
     harness.randomize_inputs(3);
     const Baseline lt = make_cublaslt_baseline(*blas, harness.gemm_case(), harness.abi_args());
     EXPECT_TRUE(lt.fused) << lt.computes.fusion_name();
-    const VerifyOutcome o = verify_gemm(harness, lt.launch, 9);
+    // cuBLASLt's BIAS epilogue adds the bias as is: the scalars check keeps its multiplier 1.
+    EXPECT_EQ(lt.bias_multiplier_fixed, epilogue.front().kind == Kind::Bias || epilogue.back().kind == Kind::Bias);
+    const VerifyOutcome o = verify_gemm(harness, lt.launch, 9, {}, !lt.bias_multiplier_fixed);
     EXPECT_EQ(o.status, RunStatus::Ok) << lt.computes.fusion_name() << ": " << o.error << " " << lt.config;
   }
 }
