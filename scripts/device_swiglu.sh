@@ -64,6 +64,9 @@ wait "$bench_pid"
 stamp "done"
 
 (cd "$WORK" && find . -name "*.json" -size -4M -print0 | tar czf "$OUT/optimize-work.tgz" --null -T -) 2>/dev/null
+# The results file also inside a tarball: on 2026-11-25 the device tool returned the logs but
+# left the bare JSON out.
+(cd "$OUT" && ls swiglu-*.json >/dev/null 2>&1 && tar czf "$OUT/results.tgz" swiglu-*.json) 2>/dev/null
 gtest_summary=""
 for log in "$OUT"/gtest-*.log; do
   name=$(basename "$log" .log); name=${name#gtest-}
