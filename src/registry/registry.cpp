@@ -350,7 +350,10 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
     }
   }
   if (!templates.empty() && m.status == discover::MatchStatus::Accepted) {
-    const Entry* e = templates.front();
+    // The match's own rule's entry when it has one (a pattern's other rules, e.g. one that only
+    // reports a decline, would name the wrong template).
+    const auto own = std::find_if(templates.begin(), templates.end(), [&](const Entry* t) { return t->rule() == m.rule; });
+    const Entry* e = own != templates.end() ? *own : templates.front();
     const bool tuned = m.status == discover::MatchStatus::Accepted && !m.problems.empty() && options.key_of &&
                        std::all_of(m.problems.begin(), m.problems.end(), [&](const Problem& p) {
                          return options.tuned_keys.count(options.key_of(p, options.precision)) != 0;

@@ -243,6 +243,32 @@ TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
   EXPECT_EQ(classify(*gemm, c.captured, candidates, tuned).classification, discover::Classification::Reuse);
 }
 
+// A pattern's other rule listed first (attention's decline-reporting rule before `attention`)
+// does not become the template the report names: the match's own rule's entry does.
+TEST(Classify, TheMatchsOwnRuleNamesTheTemplate) {
+  AttentionCase c;
+  const discover::Match* gemm = nullptr;
+  for (const auto& m : c.discovery.matches) {
+    if (m.status == discover::MatchStatus::Accepted) gemm = &m;
+  }
+  ASSERT_NE(gemm, nullptr);
+  Registry reg(fresh_dir("own_rule"));
+  auto candidates = reg.lookup(gemm->rule, gemm->pattern, "float32", kHostArch);
+  ASSERT_FALSE(candidates.empty());
+  // The match as the rule of its pattern's template found it (a bgemm is covered by the
+  // pattern's template entry, whose rule is another).
+  discover::Match match = *gemm;
+  match.rule = candidates.front().rule();
+  const std::string own_id = candidates.front().id();
+  const auto all = reg.entries(true);
+  const auto other = std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.rule() != match.rule; });
+  ASSERT_NE(other, all.end());
+  candidates.insert(candidates.begin(), *other);
+  const auto result = classify(match, c.captured, candidates, c.options);
+  EXPECT_EQ(result.entry, own_id);
+  EXPECT_NE(result.reason.find("built-in template " + match.rule + " "), std::string::npos) << result.reason;
+}
+
 TEST(Diagnostics, CompilerLinesBecomeFileLineAndMessage) {
   const std::string log =
       "/x/.staging/abc/source.cu:12:5: error: 'foo' was not declared in this scope\n"
