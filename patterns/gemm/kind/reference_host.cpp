@@ -1,8 +1,11 @@
 #include "patterns/gemm/kind/reference_host.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "patterns/gemm/kind/abi_names.hpp"
@@ -154,47 +157,73 @@ int reference_gemm_host(const FactGemmArgs& args) {
           b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
         }
       }
-      std::vector<double> row(static_cast<size_t>(n));
-      for (int64_t i = 0; i < m; ++i) {
-        const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
-        for (int64_t j = 0; j < n; ++j) {
-          const double* b_j = &b_col_major[static_cast<size_t>(j * k)];
-          double acc = 0.0;
-          for (int64_t kk = 0; kk < k; ++kk) acc += a_i[kk] * b_j[kk];
-          double x = double(args.alpha) * acc;
-          for (int s = 0; s < steps_before_output; ++s) {
-            const FactGemmStep& step = args.steps[s];
-            switch (step.kind) {
-              case FACT_STEP_SCALE: x *= step.value; break;
-              case FACT_STEP_ADD_SCALAR: x += step.value; break;
-              case FACT_STEP_BIAS:
-                x += double(step.value) * load(step.operand, step0[s] + j, step.operand_type);
-                break;
-              case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
-              case FACT_STEP_RESIDUAL:
-                x += double(step.value) *
-                     load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
-                break;
-              case FACT_STEP_MULTIPLY:
-                x *= load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
-                break;
-              default: return FACT_ERR_INVALID_ARGS;
+      // Rows [i_begin, i_end) of this batch: float64 dot products (four partial sums per dot
+      // product, so the loop is not one serial chain), the steps, the store.
+      std::atomic<bool> bad_step{false};
+      auto compute_rows = [&](int64_t i_begin, int64_t i_end) {
+        std::vector<double> row(static_cast<size_t>(n));
+        for (int64_t i = i_begin; i < i_end; ++i) {
+          const double* a_i = &a_row_major[static_cast<size_t>(i * k)];
+          for (int64_t j = 0; j < n; ++j) {
+            const double* b_j = &b_col_major[static_cast<size_t>(j * k)];
+            double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0;
+            int64_t kk = 0;
+            for (; kk + 4 <= k; kk += 4) {
+              acc0 += a_i[kk] * b_j[kk];
+              acc1 += a_i[kk + 1] * b_j[kk + 1];
+              acc2 += a_i[kk + 2] * b_j[kk + 2];
+              acc3 += a_i[kk + 3] * b_j[kk + 3];
             }
+            for (; kk < k; ++kk) acc0 += a_i[kk] * b_j[kk];
+            double x = double(args.alpha) * ((acc0 + acc1) + (acc2 + acc3));
+            for (int s = 0; s < steps_before_output; ++s) {
+              const FactGemmStep& step = args.steps[s];
+              switch (step.kind) {
+                case FACT_STEP_SCALE: x *= step.value; break;
+                case FACT_STEP_ADD_SCALAR: x += step.value; break;
+                case FACT_STEP_BIAS:
+                  x += double(step.value) * load(step.operand, step0[s] + j, step.operand_type);
+                  break;
+                case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
+                case FACT_STEP_RESIDUAL:
+                  x += double(step.value) *
+                       load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                  break;
+                case FACT_STEP_MULTIPLY:
+                  x *= load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                  break;
+                default: bad_step = true; return;
+              }
+            }
+            row[static_cast<size_t>(j)] = x;
           }
-          row[static_cast<size_t>(j)] = x;
-        }
-        if (gated) {
-          const FactGemmStep& glu = args.steps[args.num_steps - 1];
-          for (int64_t j = 0; j < n / 2; ++j) {
-            const double gate = row[static_cast<size_t>(2 * j)];
-            const double up = row[static_cast<size_t>(2 * j + 1)];
-            store(args.d, d0 + i * args.ldd + j, args.d_type,
-                  activate(glu.activation, gate, glu.p0, glu.p1) * up);
+          if (gated) {
+            const FactGemmStep& glu = args.steps[args.num_steps - 1];
+            for (int64_t j = 0; j < n / 2; ++j) {
+              const double gate = row[static_cast<size_t>(2 * j)];
+              const double up = row[static_cast<size_t>(2 * j + 1)];
+              store(args.d, d0 + i * args.ldd + j, args.d_type,
+                    activate(glu.activation, gate, glu.p0, glu.p1) * up);
+            }
+          } else {
+            for (int64_t j = 0; j < n; ++j) store(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
           }
-        } else {
-          for (int64_t j = 0; j < n; ++j) store(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
         }
+      };
+      // Large products split their rows over the host's cores (the CPU path verifies full-size
+      // models with this reference); each row is computed the same way on any split.
+      const double macs = double(m) * double(n) * double(k);
+      const int64_t threads = macs < 1e7 ? 1 : std::min<int64_t>(m, std::max(1u, std::thread::hardware_concurrency()));
+      if (threads == 1) {
+        compute_rows(0, m);
+      } else {
+        std::vector<std::thread> pool;
+        for (int64_t t = 0; t < threads; ++t) {
+          pool.emplace_back(compute_rows, m * t / threads, m * (t + 1) / threads);
+        }
+        for (auto& worker : pool) worker.join();
       }
+      if (bad_step) return FACT_ERR_INVALID_ARGS;
     }
   }
   return FACT_OK;
