@@ -21,6 +21,15 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+DeviceBuffer dirty_workspace(size_t bytes) {
+  DeviceBuffer workspace(bytes);
+  if (bytes > 0) {
+    FACT_CUDA_CHECK(cudaMemset(workspace.data(), 0xFF, bytes));
+    FACT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return workspace;
+}
+
 CudaStream::CudaStream() {
   FACT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }

@@ -148,6 +148,15 @@ void launch_count_not_poison(const void* data, ElementType type, int64_t count,
   check_launch("count_not_poison_kernel");
 }
 
+uint64_t checksum_of(const void* data, size_t bytes, unsigned long long* scratch, cudaStream_t stream) {
+  FACT_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(unsigned long long), stream));
+  launch_checksum(data, bytes, scratch, stream);
+  unsigned long long sum = 0;
+  FACT_CUDA_CHECK(cudaMemcpyAsync(&sum, scratch, sizeof sum, cudaMemcpyDeviceToHost, stream));
+  FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return sum;
+}
+
 void launch_checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream) {
   if (bytes == 0) return;
   checksum_kernel<<<grid_for(static_cast<int64_t>(bytes / 4 + 1)), kThreads, 0, stream>>>(

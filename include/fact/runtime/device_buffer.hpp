@@ -55,6 +55,11 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// A kernel's workspace of `bytes`, every byte 0xFF and the fill finished before it returns (the
+// runners' streams are non-blocking, so it must not be left queued on the legacy stream): a
+// kernel that relies on a zeroed workspace fails verification.
+DeviceBuffer dirty_workspace(size_t bytes);
+
 // Milliseconds between two recorded, completed events.
 float elapsed_ms(const CudaEvent& start, const CudaEvent& stop);
 

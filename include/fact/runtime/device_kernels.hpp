@@ -31,6 +31,10 @@ void launch_count_not_poison(const void* data, ElementType type, int64_t count,
 // *sum += a position-dependent 64-bit hash of the bytes of `data` (order-independent sum, so
 // it can be accumulated in parallel; any changed byte changes it with high probability).
 void launch_checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream);
+// The checksum of `data` now: zeroes `*scratch` (device memory), sums into it and reads it back,
+// all ordered on `stream` and finished on return (the harnesses' streams are non-blocking: a
+// memset or copy on the legacy stream would race the kernel).
+uint64_t checksum_of(const void* data, size_t bytes, unsigned long long* scratch, cudaStream_t stream);
 
 
 // Reductions of one comparison, accumulated by launch_compare (zero them first).

@@ -25,15 +25,6 @@ int blocks_for(int64_t count) {
   return static_cast<int>(blocks < 4096 ? (blocks < 1 ? 1 : blocks) : 4096);
 }
 
-__device__ __forceinline__ uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
 __device__ __forceinline__ double load(const void* base, int64_t i, Element type) {
   if (type == Element::BF16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
   return double(__half2float(static_cast<const __half*>(base)[i]));
@@ -41,49 +32,9 @@ __device__ __forceinline__ double load(const void* base, int64_t i, Element type
 
 __device__ __forceinline__ uint16_t bits(const void* base, int64_t i) { return static_cast<const uint16_t*>(base)[i]; }
 
-__device__ __forceinline__ uint16_t poison(Element type) { return type == Element::BF16 ? kPoisonBF16 : kPoisonF16; }
-
-__global__ void fill_uniform_kernel(void* data, Element type, int64_t count, uint64_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t h = mix(seed * 0x9E3779B97F4A7C15ull + uint64_t(i));
-    const float u = float(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    const float x = (2.0f * u - 1.0f) * scale;
-    if (type == Element::BF16) {
-      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16(x);
-    } else {
-      static_cast<__half*>(data)[i] = __float2half(x);
-    }
-  }
-}
-
-__global__ void fill_poison_kernel(uint16_t* data, uint16_t pattern, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    data[i] = pattern;
-  }
-}
-
-__global__ void count_kernel(const uint16_t* data, uint16_t pattern, int64_t count, unsigned long long* counter) {
-  unsigned long long n = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    n += data[i] != pattern ? 1 : 0;
-  }
-  if (n) atomicAdd(counter, n);
-}
-
-__global__ void checksum_kernel(const unsigned char* data, size_t bytes, unsigned long long* sum) {
-  unsigned long long s = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x) {
-    s += mix((uint64_t(i) << 8) ^ data[i]);
-  }
-  atomicAdd(sum, s);
-}
-
-__global__ void spin_kernel(int64_t nanoseconds) {
-  uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (int64_t(now - start) < nanoseconds);
+// The runner's poison pattern (runtime::launch_fill_poison writes it).
+__device__ __forceinline__ uint16_t poison(Element type) {
+  return type == Element::BF16 ? runtime::kPoisonBF16 : runtime::kPoisonF16;
 }
 
 // One block per (b, h, i) query row.
@@ -177,37 +128,6 @@ __global__ void compare_kernel(Problem p, Element type, const void* o, View ov, 
 }
 
 }  // namespace
-
-void fill_uniform(void* data, Element type, int64_t count, uint64_t seed, float scale, cudaStream_t stream) {
-  if (count <= 0) return;
-  fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, type, count, seed, scale);
-  check_launch("fill_uniform");
-}
-
-void fill_poison(void* data, Element type, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  fill_poison_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<uint16_t*>(data),
-                                                                  type == Element::BF16 ? kPoisonBF16 : kPoisonF16, count);
-  check_launch("fill_poison");
-}
-
-void count_not_poison(const void* data, Element type, int64_t count, unsigned long long* counter, cudaStream_t stream) {
-  if (count <= 0) return;
-  count_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const uint16_t*>(data),
-                                                            type == Element::BF16 ? kPoisonBF16 : kPoisonF16, count, counter);
-  check_launch("count_not_poison");
-}
-
-void checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream) {
-  if (bytes == 0) return;
-  checksum_kernel<<<blocks_for(int64_t(bytes)), kThreads, 0, stream>>>(static_cast<const unsigned char*>(data), bytes, sum);
-  check_launch("checksum");
-}
-
-void spin(int64_t nanoseconds, cudaStream_t stream) {
-  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
-  check_launch("spin");
-}
 
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v, View vv,
                double* ref, cudaStream_t stream) {

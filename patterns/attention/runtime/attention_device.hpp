@@ -1,22 +1,24 @@
-// The attention runtime's own GPU kernels: random inputs, output poisoning and counting,
-// checksums, a spin kernel, the float64 attention reference and the comparison against it.
-// Plain structs only, so that the .cu file needs none of the engine's headers. Every launch
-// function checks the launch and throws std::runtime_error; results land in device memory and
-// are read after a synchronize.
+// The attention runtime's own GPU kernels: the float64 attention reference and the comparison
+// against it. Random inputs, poisoning, counting, checksums and the spin kernel are the
+// runner's (fact/runtime/device_kernels.hpp), shared with every kind. Plain structs only, so
+// that the .cu file needs none of the engine's headers. Every launch function checks the launch
+// and throws std::runtime_error; results land in device memory and are read after a synchronize.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
 
+#include "fact/runtime/device_kernels.hpp"
+
 namespace fact::attention::device {
 
 enum class Element : int { BF16 = 0, F16 = 1 };
 
-// Bit patterns written into outputs before a kernel runs (quiet NaNs with a payload arithmetic
-// does not produce), as the GEMM runtime uses.
-inline constexpr uint16_t kPoisonBF16 = 0x7FC5u;
-inline constexpr uint16_t kPoisonF16 = 0x7E5Au;
+// The runner's element type of `type` (for its fills, poison and counts).
+inline runtime::ElementType runtime_element(Element type) {
+  return type == Element::BF16 ? runtime::ElementType::BF16 : runtime::ElementType::F16;
+}
 
 // A [batch, heads, seq, dim] view: element strides and the element where it starts.
 struct View {
@@ -29,18 +31,6 @@ struct Problem {
   int mask = 0;  // FactAttentionMask
   double scale = 1.0;
 };
-
-// data[i] = uniform in [-scale, scale) from a counter-based hash of (seed, i).
-void fill_uniform(void* data, Element type, int64_t count, uint64_t seed, float scale, cudaStream_t stream);
-// data[i] = the poison pattern.
-void fill_poison(void* data, Element type, int64_t count, cudaStream_t stream);
-// *counter += elements of data that do not hold the poison pattern.
-void count_not_poison(const void* data, Element type, int64_t count, unsigned long long* counter,
-                      cudaStream_t stream);
-// *sum += a position-dependent hash of every byte (any changed byte changes it).
-void checksum(const void* data, size_t bytes, unsigned long long* sum, cudaStream_t stream);
-// A one-thread kernel that busy-waits `nanoseconds` (global timer).
-void spin(int64_t nanoseconds, cudaStream_t stream);
 
 // ref[b][h][i][e] (dense float64) = softmax_j(scale · q[b,h,i,:]·k[b,h/g,j,:] + mask) v[b,h/g,j,e];
 // rows with no visible key get 0. q, k, v are base pointers of `type` elements.

@@ -101,7 +101,7 @@ class Harness {
   void randomize(uint64_t seed) {
     uint64_t s = seed;
     for (auto& [value, buffer] : inputs_) {
-      device::fill_uniform(buffer.first.data(), type_, buffer.second, ++s * 0x100000001b3ull, kInputScale, primary());
+      runtime::launch_fill_uniform(buffer.first.data(), device::runtime_element(type_), buffer.second, ++s * 0x100000001b3ull, kInputScale, primary());
     }
     FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     reference_scale_ = -1;  // stale
@@ -135,9 +135,9 @@ class Harness {
     const uint64_t before = input_checksum();
     if (stream == secondary()) {
       // The poison lands only after the spin: a kernel launched elsewhere finishes first.
-      device::spin(kStreamCheckDelayNs, stream);
+      runtime::launch_spin_kernel(kStreamCheckDelayNs, stream);
     }
-    device::fill_poison(o_.data(), type_, o_elements_, stream);
+    runtime::launch_fill_poison(o_.data(), device::runtime_element(type_), o_elements_, stream);
     *status = launch(args(scale), stream);
     FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
     FACT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -155,7 +155,7 @@ class Harness {
     TensorView o = p_.o;
     o.offset += kGuardElements;
     device::compare(dp, type_, o_.data(), device_view(o), reference_.as<double>(), sums, primary());
-    device::count_not_poison(o_.data(), type_, o_elements_, total, primary());
+    runtime::launch_count_not_poison(o_.data(), device::runtime_element(type_), o_elements_, total, primary());
     FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     device::Sums s;
     unsigned long long written_anywhere = 0;
@@ -187,12 +187,7 @@ class Harness {
   // A checksum of the whole output buffer (guards included): equal for bit-identical runs.
   uint64_t output_checksum() {
     auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 8);
-    FACT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), primary()));
-    device::checksum(o_.data(), o_.bytes(), sum, primary());
-    unsigned long long value = 0;
-    FACT_CUDA_CHECK(cudaMemcpyAsync(&value, sum, sizeof(value), cudaMemcpyDeviceToHost, primary()));
-    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
-    return value;
+    return runtime::checksum_of(o_.data(), o_.bytes(), sum, primary());
   }
 
  private:
@@ -209,12 +204,12 @@ class Harness {
 
   uint64_t input_checksum() {
     auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 16);
-    FACT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), primary()));
-    for (const auto& [value, buffer] : inputs_) device::checksum(buffer.first.data(), buffer.first.bytes(), sum, primary());
-    unsigned long long value = 0;
-    FACT_CUDA_CHECK(cudaMemcpyAsync(&value, sum, sizeof(value), cudaMemcpyDeviceToHost, primary()));
-    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
-    return value;
+    // One sum per input buffer, folded on the host in the map's (fixed) order.
+    uint64_t combined = 0;
+    for (const auto& [value, buffer] : inputs_) {
+      combined = combined * 0x100000001B3ull + runtime::checksum_of(buffer.first.data(), buffer.first.bytes(), sum, primary());
+    }
+    return combined;
   }
 
   AttentionProblem p_;
@@ -289,12 +284,7 @@ class AttentionRuntime final : public runtime::KindRuntime {
       return;
     }
     report.workspace_bytes = static_cast<int64_t>(workspace_bytes);
-    DeviceBuffer workspace(workspace_bytes);
-    // Dirty workspace: a kernel relying on zeroed workspace fails verification.
-    if (workspace_bytes > 0) {
-      FACT_CUDA_CHECK(cudaMemsetAsync(workspace.data(), 0xFF, workspace_bytes, harness.primary()));
-      FACT_CUDA_CHECK(cudaStreamSynchronize(harness.primary()));
-    }
+    const DeviceBuffer workspace = runtime::dirty_workspace(workspace_bytes);
     auto launch = [&](const FactAttentionArgs& args, cudaStream_t stream) {
       return entry(&args.header, workspace.data(), nullptr, stream);
     };

@@ -246,11 +246,7 @@ uint64_t GemmHarness::input_checksum(cudaStream_t stream) {
   for (const DeviceBuffer* buffer : buffers) {
     ++index;
     if (!buffer->data()) continue;
-    FACT_CUDA_CHECK(cudaMemsetAsync(&scratch->checksum, 0, sizeof(unsigned long long), stream));
-    runtime::launch_checksum(buffer->data(), buffer->bytes(), &scratch->checksum, stream);
-    unsigned long long sum = 0;
-    FACT_CUDA_CHECK(cudaMemcpyAsync(&sum, &scratch->checksum, sizeof sum, cudaMemcpyDeviceToHost, stream));
-    FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const uint64_t sum = runtime::checksum_of(buffer->data(), buffer->bytes(), &scratch->checksum, stream);
     combined = combined * 0x100000001B3ull + sum + static_cast<uint64_t>(index);
   }
   return combined;

@@ -183,13 +183,7 @@ void run_gemm(const RunKernelOptions& options, const Problem& problem, const Ker
       return;
     }
     report.workspace_bytes = static_cast<int64_t>(workspace_bytes);
-    launcher.workspace = DeviceBuffer(workspace_bytes);
-    if (workspace_bytes > 0) {
-      // Dirty workspace, finished before any launch (the harness streams are non-blocking, so
-      // a memset on the legacy stream would not be ordered with the kernels).
-      FACT_CUDA_CHECK(cudaMemset(launcher.workspace.data(), 0xFF, workspace_bytes));
-      FACT_CUDA_CHECK(cudaDeviceSynchronize());
-    }
+    launcher.workspace = runtime::dirty_workspace(workspace_bytes);
     const GemmLauncher launch = std::cref(launcher);
 
     set_phase(guard, "verifying the kernel");

@@ -265,7 +265,7 @@ TEST_F(GpuEpilogueKernels, TwoBatchModesWithZeroStridesAndPermutedOperands) {
   const FactGemmArgs sample = harness.abi_args();
   size_t workspace_bytes = 0;
   ASSERT_EQ(library.entry()(&sample.header, nullptr, &workspace_bytes, nullptr), FACT_OK);
-  runtime::DeviceBuffer workspace(workspace_bytes);
+  const runtime::DeviceBuffer workspace = runtime::dirty_workspace(workspace_bytes);
   const FactEntry entry = library.entry();
   void* workspace_data = workspace.data();
   const GemmLauncher launch = [&](const FactGemmArgs& args, cudaStream_t stream) {
