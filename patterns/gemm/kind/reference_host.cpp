@@ -1,5 +1,7 @@
 #include "patterns/gemm/kind/reference_host.hpp"
 
+#include "fact/problem/abi_elements.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -14,74 +16,6 @@ namespace fact::gemm {
 
 namespace {
 
-double half_to_double(uint16_t h) {
-  const int sign = (h >> 15) & 1, exponent = (h >> 10) & 31, mantissa = h & 1023;
-  double value;
-  if (exponent == 0) {
-    value = std::ldexp(double(mantissa), -24);
-  } else if (exponent == 31) {
-    value = mantissa ? std::nan("") : INFINITY;
-  } else {
-    value = std::ldexp(double(mantissa | 1024), exponent - 25);
-  }
-  return sign ? -value : value;
-}
-
-uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const float a = std::fabs(f);
-  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7E00u);
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to infinity
-  if (a < 6.103515625e-05f) {                                        // subnormal half
-    const float scaled = a * 16777216.0f;                            // / 2^-24
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &a, 4);
-  uint32_t exponent = ((bits >> 23) & 255) - 127 + 15;
-  uint32_t mantissa = bits & 0x7FFFFFu;
-  uint32_t half = (exponent << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // nearest even
-  return static_cast<uint16_t>(sign | half);
-}
-
-uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
-
-double load(const void* base, int64_t index, int32_t type) {
-  switch (type) {
-    case FACT_DTYPE_F32: return static_cast<const float*>(base)[index];
-    case FACT_DTYPE_F64: return static_cast<const double*>(base)[index];
-    case FACT_DTYPE_F16: return half_to_double(static_cast<const uint16_t*>(base)[index]);
-    case FACT_DTYPE_BF16: {
-      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(base)[index]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    default: return std::nan("");
-  }
-}
-
-void store(void* base, int64_t index, int32_t type, double value) {
-  switch (type) {
-    case FACT_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
-    case FACT_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
-    case FACT_DTYPE_F16: static_cast<uint16_t*>(base)[index] = float_to_half(static_cast<float>(value)); break;
-    case FACT_DTYPE_BF16:
-      static_cast<uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(value));
-      break;
-    default: break;
-  }
-}
 
 double activate(int32_t activation, double x, double p0, double p1) {
   constexpr double kPi = 3.14159265358979323846;
@@ -148,13 +82,13 @@ int reference_gemm_host(const FactGemmArgs& args) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t kk = 0; kk < k; ++kk) {
           const int64_t at = a0 + (a_row ? i * args.lda + kk : kk * args.lda + i);
-          a_row_major[static_cast<size_t>(i * k + kk)] = load(args.a, at, args.a_type);
+          a_row_major[static_cast<size_t>(i * k + kk)] = load_abi_element(args.a, at, args.a_type);
         }
       }
       for (int64_t j = 0; j < n; ++j) {
         for (int64_t kk = 0; kk < k; ++kk) {
           const int64_t at = b0 + (b_row ? kk * args.ldb + j : j * args.ldb + kk);
-          b_col_major[static_cast<size_t>(j * k + kk)] = load(args.b, at, args.b_type);
+          b_col_major[static_cast<size_t>(j * k + kk)] = load_abi_element(args.b, at, args.b_type);
         }
       }
       // Rows [i_begin, i_end) of this batch: float64 dot products (four partial sums per dot
@@ -182,15 +116,15 @@ int reference_gemm_host(const FactGemmArgs& args) {
                 case FACT_STEP_SCALE: x *= step.value; break;
                 case FACT_STEP_ADD_SCALAR: x += step.value; break;
                 case FACT_STEP_BIAS:
-                  x += double(step.value) * load(step.operand, step0[s] + j, step.operand_type);
+                  x += double(step.value) * load_abi_element(step.operand, step0[s] + j, step.operand_type);
                   break;
                 case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
                 case FACT_STEP_RESIDUAL:
                   x += double(step.value) *
-                       load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                       load_abi_element(step.operand, step0[s] + i * step.ld + j, step.operand_type);
                   break;
                 case FACT_STEP_MULTIPLY:
-                  x *= load(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                  x *= load_abi_element(step.operand, step0[s] + i * step.ld + j, step.operand_type);
                   break;
                 default: bad_step = true; return;
               }
@@ -202,11 +136,11 @@ int reference_gemm_host(const FactGemmArgs& args) {
             for (int64_t j = 0; j < n / 2; ++j) {
               const double gate = row[static_cast<size_t>(2 * j)];
               const double up = row[static_cast<size_t>(2 * j + 1)];
-              store(args.d, d0 + i * args.ldd + j, args.d_type,
+              store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type,
                     activate(glu.activation, gate, glu.p0, glu.p1) * up);
             }
           } else {
-            for (int64_t j = 0; j < n; ++j) store(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
+            for (int64_t j = 0; j < n; ++j) store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
           }
         }
       };
