@@ -16,6 +16,10 @@ void add_bench_command(CLI::App& app);     // fact bench gemm
 void add_optimize_command(CLI::App& app);  // fact optimize model.py:Class
 void add_run_command(CLI::App& app);       // fact run-kernel lib.so --problem ... (one candidate, JSON out)
 void add_device_command(CLI::App& app);    // fact device: measure the device profile
+// `fact device` with its defaults, for a command that needs the profile: measures the device,
+// saves the profile where discovery reads it, prints its one-line summary, and returns false
+// (the defaults stay) when measuring fails or FACT was built without CUDA.
+bool measure_and_save_device_profile();
 void add_registry_command(CLI::App& app);  // fact registry list|show|add|remove|export|import
 void add_mcp_command(CLI::App& app);       // fact mcp: the MCP server (stdio) for agents
 

@@ -43,7 +43,8 @@ void run(const DeviceArgs& args) {
   std::cout << p.name << ": " << report.sm_count << " SMs, L2 " << (report.l2_bytes >> 20)
             << " MiB, copy " << p.hbm_bytes_per_s / 1e12 << " TB/s, bf16 " << p.bf16_flops / 1e12
             << " TFLOP/s, tf32 " << p.tf32_flops / 1e12 << " TFLOP/s, fp32 "
-            << p.fp32_flops / 1e12 << " TFLOP/s, launch " << p.launch_overhead_s * 1e6 << " us\n";
+            << p.fp32_flops / 1e12 << " TFLOP/s, launch " << p.launch_overhead_s * 1e6 << " us"
+            << (args.no_save ? "" : " (saved to " + default_device_profile_path().string() + ")") << "\n";
 }
 #else
 void run(const DeviceArgs&) {
@@ -53,6 +54,16 @@ void run(const DeviceArgs&) {
 #endif
 
 }  // namespace
+
+bool measure_and_save_device_profile() {
+  try {
+    run(DeviceArgs{});
+    return true;
+  } catch (const std::exception& e) {
+    std::cout << "device profile not measured (" << e.what() << "); the defaults stay\n";
+    return false;
+  }
+}
 
 void add_device_command(CLI::App& app) {
   auto args = std::make_shared<DeviceArgs>();

@@ -46,11 +46,7 @@
 #include "src/cli/commands.hpp"
 #include "src/cli/python_module.hpp"
 
-#ifdef FACT_HAVE_CUDA
 #include "fact/problem/device_profile.hpp"
-#include "fact/runtime/device_probe.hpp"
-#include "fact/runtime/process_guard.hpp"
-#endif
 
 namespace fact::cli {
 
@@ -316,27 +312,6 @@ std::string torch_dtype(const std::string& dtype) {
   throw std::invalid_argument("--dtype '" + dtype + "': expected bfloat16 (bf16), float16 (fp16) or float32 (fp32)");
 }
 
-// Measures and saves the device profile when none is saved (see `fact device`); a failed
-// measurement is reported and the defaults stay.
-void ensure_measured_device_profile() {
-#ifdef FACT_HAVE_CUDA
-  std::error_code ec;
-  if (std::filesystem::exists(default_device_profile_path(), ec)) return;
-  try {
-    const runtime::DeviceReport report = runtime::measure_device(runtime::DeviceProbeOptions{});
-    std::filesystem::create_directories(default_device_profile_path().parent_path());
-    util::write_file_atomically(default_device_profile_path().string(),
-                                runtime::to_json(report).dump(2) + "\n");
-    std::cout << "== device: measured " << report.profile.name << " once (copy "
-              << report.profile.hbm_bytes_per_s / 1e12 << " TB/s, bf16 "
-              << report.profile.bf16_flops / 1e12 << " TFLOP/s), saved to "
-              << default_device_profile_path().string() << "\n" << std::flush;
-  } catch (const std::exception& e) {
-    std::cout << "== device: not measured (" << e.what() << "); the roofline uses the defaults\n";
-  }
-#endif
-}
-
 void run(OptimizeArgs args) {
   const auto start = std::chrono::steady_clock::now();
   args.dtype = torch_dtype(args.dtype);
@@ -377,7 +352,10 @@ void run(OptimizeArgs args) {
   // The roofline estimates use the device's measured ceilings: on a GPU with no saved profile,
   // `fact device` runs once here (a few seconds) and saves it, so a report on an H200 does not
   // read the H100 defaults.
-  if (!no_gpu) ensure_measured_device_profile();
+  if (!no_gpu && !std::filesystem::exists(default_device_profile_path())) {
+    std::cout << "\n== device (no saved profile: measured once)\n";
+    measure_and_save_device_profile();
+  }
 
   // 2. the engine: discover, tune (GPU), realize each kernel once, plan
   engine::PlanRequest request;
