@@ -16,7 +16,10 @@
 # Environment: FACT_BLOCKS_TUNE=N tunes every kernel over at most N configurations first
 # (default 0: stored or default configurations; tuning the five kernels takes minutes),
 # FACT_BLOCKS_DTYPES (default "bfloat16 float32": float32 only when 200 s are left; a second
-# call with FACT_BLOCKS_DTYPES=float32 measures it alone).
+# call with FACT_BLOCKS_DTYPES=float32 measures it alone), FACT_BLOCKS_MODEL (default
+# bench/models/mingpt_block.py:MinGPTBlock; bench/models/llama_block.py:LlamaDecoderBlock for
+# issue 12, whose file adds the torch_compile_sdpa baseline), FACT_BLOCKS_VARIANTS (bench_blocks
+# --variants, default all), FACT_BLOCKS_PROFILE=1 (bench_blocks --profile: each variant's kernels).
 #
 # Expected time on an H100 (16 cores): engine build ~2.5 min, fact optimize ~1.5-2 min (5 kernels
 # compiled in parallel, ~1 min of nvcc; the package verified on the GPU), bench_blocks.py ~3-4
@@ -39,7 +42,9 @@ export PYTHONPATH=$PWD/python
 
 pack() {
   cp "$WORK"/results/*.json "$OUT"/ 2>/dev/null
-  for run in "$WORK"/mingpt_*; do  # reports and plans of every fact optimize (no kernel binaries)
+  # the results also inside a tarball: the device tool has left bare JSON files out before
+  (cd "$WORK/results" && tar czf "$OUT/results.tgz" *.json) 2>/dev/null
+  for run in "$WORK"/*_bf16 "$WORK"/*_fp32; do  # reports and plans of every fact optimize (no kernel binaries)
     [ -d "$run" ] && (cd "$run" && find . -name "*.json" -size -4M -o -name "*.md" -size -1M | \
       tar czf "$LOGS/$(basename "$run")-work.tgz" -T -) 2>/dev/null
   done
@@ -71,9 +76,15 @@ fi
 tune_args=(--no-tune)
 if [ "${FACT_BLOCKS_TUNE:-0}" -gt 0 ]; then tune_args=(--max-candidates "$FACT_BLOCKS_TUNE"); fi
 
-optimize() {  # $1: dtype, $2: folder name; the package lands in $WORK/$2/fact_mingptblock
-  stamp "fact optimize bench/models/mingpt_block.py:MinGPTBlock --dtype $1"
-  "$FACT_ENGINE" optimize bench/models/mingpt_block.py:MinGPTBlock --dtype "$1" -o "$WORK/$2" \
+MODEL=${FACT_BLOCKS_MODEL:-bench/models/mingpt_block.py:MinGPTBlock}
+MODEL_SLUG=$(basename "${MODEL%%:*}" .py | sed 's/_block$//')   # mingpt, llama
+bench_args=()
+[ -n "${FACT_BLOCKS_VARIANTS:-}" ] && bench_args+=(--variants "$FACT_BLOCKS_VARIANTS")
+[ "${FACT_BLOCKS_PROFILE:-0}" = 1 ] && bench_args+=(--profile)
+
+optimize() {  # $1: dtype, $2: folder name; the package lands in $WORK/$2/fact_<class name>
+  stamp "fact optimize $MODEL --dtype $1"
+  "$FACT_ENGINE" optimize "$MODEL" --dtype "$1" -o "$WORK/$2" \
     --no-measure "${tune_args[@]}" >"$LOGS/optimize-$2.log" 2>&1
   local status=$?
   stamp "fact optimize ($1): exit $status"
@@ -87,7 +98,7 @@ bench() {  # $1: package folder; appends its case to the results file
   stamp "patterns/attention/bench_blocks.py --package $1 (budget $(( left - 15 ))s)"
   timeout --signal=TERM --kill-after=10 "$left" \
     python3 patterns/attention/bench_blocks.py --package "$1" --out-dir "$WORK/results" \
-    --time-budget "$(( left - 15 ))" >>"$LOGS/bench_blocks.log" 2>&1
+    --time-budget "$(( left - 15 ))" "${bench_args[@]}" >>"$LOGS/bench_blocks.log" 2>&1
   local status=$?
   stamp "bench_blocks.py: exit $status"
   return $status
@@ -97,14 +108,15 @@ bench() {  # $1: package folder; appends its case to the results file
 # take ~1.5 min of nvcc, its measurements ~1.5 min with max-autotune skipped by the budget).
 status=1
 for dtype in ${FACT_BLOCKS_DTYPES:-bfloat16 float32}; do
-  name=mingpt_$( [ "$dtype" = bfloat16 ] && echo bf16 || echo fp32 )
+  name=${MODEL_SLUG}_$( [ "$dtype" = bfloat16 ] && echo bf16 || echo fp32 )
   left=$(( TOTAL_SECONDS - $(elapsed) - PACK_MARGIN ))
   if [ "$dtype" != bfloat16 ] && [ "$left" -lt 200 ]; then
     stamp "$dtype block skipped: ${left}s left (run again with FACT_BLOCKS_DTYPES=$dtype)"
     continue
   fi
   if optimize "$dtype" "$name"; then
-    bench "$WORK/$name/fact_mingptblock" && status=0
+    package=$(ls -d "$WORK/$name"/fact_* 2>/dev/null | head -1)
+    [ -n "$package" ] && bench "$package" && status=0
   fi
 done
 grep -E "^\[ *[0-9.]+s\]" "$LOGS/bench_blocks.log" 2>/dev/null | tail -30

@@ -9,6 +9,9 @@ skipped) when the time budget would not allow it:
                                every planned replacement, Inductor for the remainder)
   torch_compile                torch.compile(model)
   torch_compile_max_autotune   torch.compile(model, mode="max-autotune") (its compile takes a minute)
+  torch_compile_sdpa           torch.compile of the model file's `sdpa_twin(model)` when the file
+                               defines one (the block with attention through
+                               F.scaled_dot_product_attention: bench/models/llama_block.py)
   fact_attention_only          the package with patterns=["attention"]
   fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu"]
 Every FACT variant is verified first: the composed module and the original against the
@@ -23,14 +26,19 @@ pattern's share and "left_to_pytorch"), rewritten after every variant (the cases
 run of the same day and device are kept: a later call adds its packages), and prints a short
 table of every case last.
 
+--variants narrows the list (e.g. torch_eager,fact,torch_compile_sdpa,fact_gemms_only).
+--profile adds, for FACT and the torch.compile baselines, where the time goes: the CUDA kernels
+of a few profiled runs (torch.profiler), each kernel's time per forward, in the case's "profile".
+
 Usage: PYTHONPATH=python python3 patterns/attention/bench_blocks.py --package DIR [--package DIR ...]
-           [--out-dir DIR] [--time-budget SECONDS] [--iters N]
+           [--out-dir DIR] [--time-budget SECONDS] [--iters N] [--variants A,B,...] [--profile]
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import gc
+import importlib
 import json
 import re
 import sys
@@ -51,8 +59,10 @@ GEMM_PATTERNS = ["gemm", "mlp", "swiglu"]
 # Inductor remainder 48 s: bench/results/compose-nvidia-h200-2026-11-22-part1.md); a variant
 # starts only when this much of the budget is left.
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
-                    "fact_attention_only": 45, "fact_gemms_only": 45}
-BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune")
+                    "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45}
+BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_sdpa")
+PROFILED = ("fact", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
+PROFILE_RUNS = 3
 
 
 def slug(text: str) -> str:
@@ -61,6 +71,40 @@ def slug(text: str) -> str:
 
 def first_line(error: BaseException) -> str:
     return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0][:300]
+
+
+def sdpa_twin_of(model):
+    """The model file's `sdpa_twin` (the block with SDPA attention, same weights), or None."""
+    module = importlib.import_module(type(model).__module__) if type(model).__module__ in sys.modules else None
+    return getattr(module, "sdpa_twin", None)
+
+
+def kernel_profile(fn, device: torch.device, runs: int = PROFILE_RUNS, top: int = 12) -> dict:
+    """Where the time of `fn()` goes on the GPU: `runs` calls under torch.profiler after one
+    warm-up, each CUDA kernel's (and copy's) device time per call, the `top` largest and the
+    rest summed. Device time, not wall time: gaps between kernels show as total_ms below the
+    measured median."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        fn()
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(runs):
+                fn()
+            torch.cuda.synchronize(device)
+    kernels: dict[str, list[float]] = {}
+    for event in prof.events():
+        if getattr(event, "device_type", None) != torch.autograd.DeviceType.CUDA:
+            continue
+        entry = kernels.setdefault(event.name, [0.0, 0])
+        entry[0] += event.device_time_total / 1000.0 / runs  # us -> ms, per call
+        entry[1] += 1
+    rows = sorted(({"kernel": name[:160], "ms": round(ms, 4), "calls": round(count / runs, 2)}
+                   for name, (ms, count) in kernels.items()), key=lambda r: -r["ms"])
+    rest = sum(r["ms"] for r in rows[top:])
+    return {"runs": runs, "total_ms": round(sum(r["ms"] for r in rows), 4), "kernels": rows[:top],
+            "other_ms": round(rest, 4), "other_kernels": max(0, len(rows) - top)}
 
 
 class Run:
@@ -108,7 +152,7 @@ def run_package(run: Run, package: Path) -> None:
     name = f"{meta.get('class_name', package.name)}_{dtype}"
     case = {"name": name, "precision": None, "status": "partial", "fact_ms": None, "rel_err": None,
             "baselines": {}, "speedup": {}, "config": "", "ablation": {}, "timing": {},
-            "left_to_pytorch": [], "skipped": {}, "package": str(package),
+            "left_to_pytorch": [], "skipped": {}, "package": str(package), "profile": {},
             "shape": [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)]}
     run.doc["cases"].append(case)
     flusher = L2Flusher(run.args.flush_mb if device.type == "cuda" else 0, device)
@@ -133,6 +177,8 @@ def run_package(run: Run, package: Path) -> None:
         report = composed.fact_report
         check = {"seed": run.args.seed, "fact_rel_err": error_of(composed), "torch_rel_err": error_of(model)}
         stats = timed(lambda: composed(*inputs))
+        if run.args.profile and key in PROFILED and device.type == "cuda":
+            case["profile"][key] = kernel_profile(lambda: composed(*inputs), device)
         entry = {"ms": stats["median_ms"], "rel_err": check["fact_rel_err"], "torch_rel_err": check["torch_rel_err"],
                  "patterns": patterns, "composed": composed_summary(report),
                  "verified": all(e.verified for e in report.composed), "remainder": report.remainder,
@@ -154,20 +200,31 @@ def run_package(run: Run, package: Path) -> None:
 
     errors: dict[str, float] = {}
 
-    def baseline(key: str, mode):
-        fn = (lambda *xs: model(*xs)) if key == "torch_eager" else _compiled(model, inputs, mode)
+    def baseline(key: str, mode, source=None):
+        source = model if source is None else source
+        fn = (lambda *xs: source(*xs)) if key == "torch_eager" else _compiled(source, inputs, mode)
         errors[key] = error_of(fn)
-        return timed(lambda: fn(*inputs))
+        stats = timed(lambda: fn(*inputs))
+        if run.args.profile and key in PROFILED and device.type == "cuda":
+            case["profile"][key] = kernel_profile(lambda: fn(*inputs), device)
+        return stats
+
+    twin = sdpa_twin_of(model)
 
     variants = {
         "torch_eager": lambda: baseline("torch_eager", None),
         "fact": lambda: fact_variant("fact", None),
         "torch_compile": lambda: baseline("torch_compile", None),
         "torch_compile_max_autotune": lambda: baseline("torch_compile_max_autotune", "max-autotune"),
+        "torch_compile_sdpa": lambda: baseline("torch_compile_sdpa", None, twin(model)),
         "fact_attention_only": lambda: fact_variant("fact_attention_only", ["attention"]),
         "fact_gemms_only": lambda: fact_variant("fact_gemms_only", GEMM_PATTERNS),
     }
+    if twin is None:
+        del variants["torch_compile_sdpa"]
     for key, measure in variants.items():
+        if run.args.variants and key not in run.args.variants:
+            continue
         if run.left() < EXPECTED_SECONDS[key]:
             case["skipped"][key] = f"time budget: {run.left():.0f}s left, about {EXPECTED_SECONDS[key]}s needed"
             run.log(f"{name}: {key} skipped ({case['skipped'][key]})")
@@ -225,6 +282,7 @@ def table(doc: dict) -> str:
         rows = [("torch eager", case["baselines"].get("torch_eager", {}).get("ms")),
                 ("torch.compile", case["baselines"].get("torch_compile", {}).get("ms")),
                 ("torch.compile max-autotune", case["baselines"].get("torch_compile_max_autotune", {}).get("ms")),
+                ("torch.compile, SDPA attention", case["baselines"].get("torch_compile_sdpa", {}).get("ms")),
                 ("FACT (all patterns)", case["fact_ms"]),
                 ("FACT attention only", case["ablation"].get("attention_only", {}).get("ms")),
                 ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms"))]
@@ -238,6 +296,9 @@ def table(doc: dict) -> str:
             lines.append(f"    ({key}: {why})")
         for item in case["left_to_pytorch"]:
             lines.append(f"    left to PyTorch: {item}")
+        for key, prof in case.get("profile", {}).items():
+            top = ", ".join(f"{k['kernel'][:48]} {k['ms']:.3f}" for k in prof["kernels"][:5])
+            lines.append(f"    profile {key}: kernels {prof['total_ms']:.3f} ms per call; {top}")
     return "\n".join(lines)
 
 
@@ -251,7 +312,14 @@ def main(argv=None) -> int:
     parser.add_argument("--flush-mb", type=int, default=256)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke test)")
+    parser.add_argument("--variants", default="", help="comma-separated variants to run (default: all)")
+    parser.add_argument("--profile", action="store_true",
+                        help="record each FACT and torch.compile variant's CUDA kernels (torch.profiler)")
     args = parser.parse_args(argv)
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(args.variants) - set(EXPECTED_SECONDS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(EXPECTED_SECONDS)}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_blocks: no CUDA GPU here: nothing measured")
         return 0

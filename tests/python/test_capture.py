@@ -308,7 +308,7 @@ def test_llama_block_capture():
     assert params["self_attn.k_proj.weight"] == [1024, 4096]
     assert params["mlp.gate_proj.weight"] == [14336, 4096]
     assert params["mlp.down_proj.weight"] == [4096, 14336]
-    assert values(doc)[doc["outputs"][0]]["shape"] == [1, 2048, 4096]
+    assert values(doc)[doc["outputs"][0]]["shape"] == [4, 2048, 4096]
 
 
 def test_example_blocks_run_eagerly_at_small_size():
@@ -331,6 +331,11 @@ def test_example_blocks_run_eagerly_at_small_size():
     y2 = y.clone()
     y2[:, -1] += 1.0
     assert torch.allclose(llama(y2)[:, :-1], out[:, :-1], atol=1e-5)
+    # the SDPA twin (the torch.compile baseline of issue 12) shares the weights and computes the same
+    twin = llama_block.sdpa_twin(llama)
+    assert torch.allclose(twin(y), out, atol=1e-5, rtol=1e-4)
+    assert twin.self_attn.q_proj.weight.data_ptr() != llama.self_attn.q_proj.weight.data_ptr()
+    assert torch.equal(twin.self_attn.q_proj.weight, llama.self_attn.q_proj.weight)
     x2 = x.clone()
     x2[:, -1] += 1.0
     assert torch.allclose(gpt(x2)[:, :-1], gpt(x)[:, :-1], atol=1e-5)

@@ -390,7 +390,7 @@ TEST(GraphJsonFixtures, LlamaBlockHasTheExpectedStructure) {
   EXPECT_EQ(counts["aten.repeat_interleave.self_int"], 2);
   EXPECT_EQ(g.value("p_mlp_gate_proj_weight").desc.shape, (std::vector<int64_t>{14336, 4096}));
   EXPECT_EQ(g.value("p_attn_k_proj_weight").desc.shape, (std::vector<int64_t>{1024, 4096}));
-  EXPECT_EQ(g.value(g.outputs.at(0)).desc.shape, (std::vector<int64_t>{1, 2048, 4096}));
+  EXPECT_EQ(g.value(g.outputs.at(0)).desc.shape, (std::vector<int64_t>{4, 2048, 4096}));
 }
 
 }  // namespace
