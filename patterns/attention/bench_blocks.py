@@ -14,6 +14,8 @@ skipped) when the time budget would not allow it:
                                F.scaled_dot_product_attention: bench/models/llama_block.py)
   fact_attention_only          the package with patterns=["attention"]
   fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu"]
+  fact_cuda_graphs             the package with cuda_graphs=True (the forward captured as a CUDA
+                               graph: what launch gaps cost)
 Every FACT variant is verified first: the composed module and the original against the
 original run in float64 on fresh inputs (fact.measure.verify), ‖out − ref‖ / ‖ref‖; apply_plan
 also checked each replacement against the subgraph it replaces. FACT variants run with
@@ -59,9 +61,10 @@ GEMM_PATTERNS = ["gemm", "mlp", "swiglu"]
 # Inductor remainder 48 s: bench/results/compose-nvidia-h200-2026-11-22-part1.md); a variant
 # starts only when this much of the budget is left.
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
-                    "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45}
+                    "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45,
+                    "fact_cuda_graphs": 60}
 BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_sdpa")
-PROFILED = ("fact", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
+PROFILED = ("fact", "fact_cuda_graphs", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
 PROFILE_RUNS = 3
 
 
@@ -172,8 +175,9 @@ def run_package(run: Run, package: Path) -> None:
         with torch.no_grad():
             return time_device(fn, device, warmup, iters, flusher).to_json()
 
-    def fact_variant(key: str, patterns):
-        composed = load_package(package, run.args.device, inputs=inputs, patterns=patterns, speed_guard=False)
+    def fact_variant(key: str, patterns, cuda_graphs: bool = False):
+        composed = load_package(package, run.args.device, inputs=inputs, patterns=patterns, speed_guard=False,
+                                cuda_graphs=cuda_graphs)
         report = composed.fact_report
         check = {"seed": run.args.seed, "fact_rel_err": error_of(composed), "torch_rel_err": error_of(model)}
         stats = timed(lambda: composed(*inputs))
@@ -219,6 +223,7 @@ def run_package(run: Run, package: Path) -> None:
         "torch_compile_sdpa": lambda: baseline("torch_compile_sdpa", None, twin(model)),
         "fact_attention_only": lambda: fact_variant("fact_attention_only", ["attention"]),
         "fact_gemms_only": lambda: fact_variant("fact_gemms_only", GEMM_PATTERNS),
+        "fact_cuda_graphs": lambda: fact_variant("fact_cuda_graphs", None, cuda_graphs=True),
     }
     if twin is None:
         del variants["torch_compile_sdpa"]
@@ -270,7 +275,7 @@ def finish(case: dict) -> None:
     if eager and "all" in case["ablation"]:
         saved = eager - case["ablation"]["all"]["ms"]
         for key, entry in case["ablation"].items():
-            if key != "all" and saved > 0:
+            if key not in ("all", "cuda_graphs") and saved > 0:
                 entry["share_of_saving"] = (eager - entry["ms"]) / saved
 
 
@@ -285,7 +290,8 @@ def table(doc: dict) -> str:
                 ("torch.compile, SDPA attention", case["baselines"].get("torch_compile_sdpa", {}).get("ms")),
                 ("FACT (all patterns)", case["fact_ms"]),
                 ("FACT attention only", case["ablation"].get("attention_only", {}).get("ms")),
-                ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms"))]
+                ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms")),
+                ("FACT in a CUDA graph", case["ablation"].get("cuda_graphs", {}).get("ms"))]
         for label, ms in rows:
             if ms is None:
                 lines.append(f"    {label:<28}        -")
