@@ -132,7 +132,7 @@ TEST(Llama, ProjectionsSwigluAndAttention) {
   SCOPED_TRACE(describe(d.matches));
   ASSERT_EQ(d.matches.size(), 6u);
   for (const auto& [node, shape] : std::vector<std::pair<std::string, std::string>>{
-           {"linear", "2048x4096x4096"}, {"linear_1", "2048x1024x4096"}, {"linear_2", "2048x1024x4096"}}) {
+           {"linear", "8192x4096x4096"}, {"linear_1", "8192x1024x4096"}, {"linear_2", "8192x1024x4096"}}) {
     const Match* m = covering(d.matches, node);
     ASSERT_NE(m, nullptr) << node;
     EXPECT_EQ(m->rule, "gemm") << node;
@@ -153,14 +153,14 @@ TEST(Llama, ProjectionsSwigluAndAttention) {
   EXPECT_EQ(swiglu->status, MatchStatus::Accepted) << swiglu->reason;
   ASSERT_EQ(gemms(*swiglu).size(), 2u);
   EXPECT_EQ(gemms(*swiglu)[0].fusion_name(), "gemm_glu_silu");
-  EXPECT_EQ(gemms(*swiglu)[0].shape_string(), "2048x28672x4096");
+  EXPECT_EQ(gemms(*swiglu)[0].shape_string(), "8192x28672x4096");
   EXPECT_EQ(gemms(*swiglu)[0].d_cols(), 14336);
   ASSERT_EQ(swiglu->derived.size(), 1u);
   EXPECT_EQ(gemms(*swiglu)[0].b.value, swiglu->derived[0].value);
   EXPECT_EQ(swiglu->derived[0].shape, (std::vector<int64_t>{28672, 4096}));
   EXPECT_EQ(gemms(*swiglu)[1].fusion_name(), "gemm_residual");
   EXPECT_EQ(gemms(*swiglu)[1].a.value, gemms(*swiglu)[0].d.value);
-  EXPECT_EQ(gemms(*swiglu)[1].shape_string(), "2048x4096x14336");
+  EXPECT_EQ(gemms(*swiglu)[1].shape_string(), "8192x4096x14336");
 
   const Match* attention = covering(d.matches, "softmax");
   ASSERT_NE(attention, nullptr);
