@@ -7,21 +7,37 @@
 # the order of fact.conformance.QUICK, then the rest of the corpus (without --quick), until the
 # time budget is spent (cases that would start later are recorded as skipped). Results come back at the top of
 # $OUT: conformance-<device>-<date>.json (DESIGN.md "Measuring"), .md (the readable table) and
-# .png (speedup vs coverage); logs, plans and reports in $OUT/logs.tgz. A short table is
-# printed last.
+# .png (speedup vs coverage); logs, plans, reports and the prepare records in $OUT/logs.tgz. A
+# short table is printed last.
+#
+# The benchmark runs in two phases (python -m fact.conformance --help, "The prepare phase" in
+# python/fact/conformance.py). First the prepare phase: FACT_PREPARE_JOBS (default 8) worker
+# processes of 2 cores each run the cases' compile work in queue order, timing nothing (nvcc
+# builds of the same tuning candidates the measurement tunes, torch.export, Inductor
+# compiles), for FACT_PREPARE_SHARE percent (default 45) of the case budget. Then the serial
+# measurements, with the GPU to themselves, find the kernels and Inductor's FX graphs of the
+# original modules (the guard and the torch.compile baseline) in the caches; the composed
+# modules' Inductor remainders reuse their Triton kernels only; torch.export, dynamo tracing,
+# the tuning runs, verification and timing stay in the measurement. Expected, not yet measured
+# on an H100: the prepare phase gets through about 8 cases per 150-200 s and a prepared case
+# is measured in well under its cold 60-170 s, so a call should hold the whole QUICK subset and
+# roughly twice the cases of a serial call over the rest of the corpus (serially, i.e. with
+# FACT_PREPARE_JOBS=0: 4-6 cases with cold kernel and Inductor caches).
 #
 # Usage (device tool, kind nvidia-h100-x1, carry [".deps"]; write .fact-git-sha first):
 #   bash scripts/device_conformance.sh [TOTAL_SECONDS [fact.conformance arguments...]]
 # TOTAL_SECONDS (default 560) bounds the whole call; the benchmark gets what is left after the
 # build minus FACT_STAGE_MARGIN (default 110 s: a case in progress when the budget runs out,
-# e.g. a transformers block, takes about that long) and is stopped with SIGTERM (it keeps what
-# it measured) shortly before TOTAL_SECONDS. Without arguments it runs --quick (the QUICK
-# subset: 8 cases, of which an H100 call is expected to hold 4-6 with cold kernel and Inductor
-# caches); other examples: --models hf_llama_decoder,mlp_swiglu_llama:bfloat16 (just these),
+# e.g. a transformers block, takes about that long) as its budget for starting cases, of which
+# the prepare phase takes its share first, and is stopped with SIGTERM (it keeps what it
+# measured) shortly before TOTAL_SECONDS. Without arguments it runs --quick (the QUICK subset:
+# 8 cases); other examples: --models hf_llama_decoder,mlp_swiglu_llama:bfloat16 (just these),
 # --dtypes float32 (the strict cases), --tune 4, --variant part2 (a second call: another
 # results file name; the rest of the corpus goes in further calls that name their cases with
-# --models). The kernel cache and tuning database live in FACT_CACHE_DIR (default
-# /tmp/fact-cache), so a second call on the same warm machine reuses them.
+# --models); arguments given here override the prepare settings (e.g. --prepare-jobs 0). The
+# kernel cache, the tuning database and Inductor's caches live in FACT_CACHE_DIR (default
+# /tmp/fact-cache; Inductor's in its inductor/ folder), so a second call on the same warm
+# machine reuses them.
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
@@ -29,6 +45,8 @@ TOTAL_SECONDS=${1:-560}
 shift || true
 [ $# -eq 0 ] && set -- --quick   # default: the QUICK subset (what one call holds)
 STAGE_MARGIN=${FACT_STAGE_MARGIN:-110}
+PREPARE_JOBS=${FACT_PREPARE_JOBS:-8}
+PREPARE_SHARE=${FACT_PREPARE_SHARE:-45}   # percent of the case budget for the prepare phase
 PACK_MARGIN=20
 LOGS=$OUT/logs
 RESULTS=$OUT/results
@@ -81,10 +99,13 @@ if [ "$budget" -lt 60 ]; then
   pack
   exit 1
 fi
-stamp "fact bench conformance (budget ${budget}s for starting cases, stopped at ${left}s)"
+prepare_budget=$(( budget * PREPARE_SHARE / 100 ))
+stamp "fact bench conformance (budget ${budget}s for starting cases, the first ${prepare_budget}s" \
+      "preparing with ${PREPARE_JOBS} workers; stopped at ${left}s)"
 rm -rf "$WORK"
 timeout --signal=TERM --kill-after=20 "$left" \
-  "$FACT_ENGINE" bench conformance -o "$RESULTS" --work-dir "$WORK" --time-budget "$budget" "$@" \
+  "$FACT_ENGINE" bench conformance -o "$RESULTS" --work-dir "$WORK" --time-budget "$budget" \
+  --prepare-jobs "$PREPARE_JOBS" --prepare-budget "$prepare_budget" "$@" \
   >"$LOGS/conformance.log" 2>&1 &
 bench_pid=$!
 tail -n +1 -f "$LOGS/conformance.log" --pid="$bench_pid" | grep --line-buffered -E '^\[ *[0-9.]+s\]'

@@ -947,7 +947,8 @@ def _unplanned_doc(precision: str | None, device: torch.device, example_inputs: 
 
 def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision: str | None = None,
          *, work_dir: str | Path | None = None, patterns: Iterable[str] | str | None = None,
-         tune: int = 0, compile_kernels: bool | None = None) -> Path:
+         tune: int = 0, compile_kernels: bool | None = None,
+         tuning_db: str | Path | None = None, compile_jobs: int = 0) -> Path:
     """Plans the composition of `module` for `example_inputs` and returns the folder holding
     `plan.json` (`work_dir`, or a fresh temporary folder).
 
@@ -955,8 +956,11 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     (`fact_engine_plan`), which discovers, realizes and, with `tune` > 0 on a GPU, tunes, and
     writes the plan (docs/plan.md). `precision`: strict | tf32 | native, or None for the
     engine's choice from the graph's dtype. `compile_kernels` None compiles when the inputs are
-    on a GPU. Raises ValueError for an unknown precision; everything else that goes wrong
-    (capture, a missing engine) is written as an "unplanned" plan with the reason."""
+    on a GPU. `tuning_db`: the tuning database to read stored choices from and to store tuned
+    ones in (None: the engine's default, <FACT cache root>/tuning_db.json). `compile_jobs`:
+    parallel kernel compiles (0: one per core). Raises ValueError for an unknown precision;
+    everything else that goes wrong (capture, a missing engine) is written as an "unplanned"
+    plan with the reason."""
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
     example_inputs = _normalize_inputs(example_inputs)
@@ -990,7 +994,8 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
                          f"needs one exported graph", capture_name)
     request = {"graph": str(graph_json), "out_dir": str(folder), "precision": precision or "",
                "compile": compile_kernels, "tune": int(tune), "patterns": selected,
-               "tuning_db": None, "device_profile": None, "jobs": 0, "progress": False,
+               "tuning_db": str(tuning_db) if tuning_db is not None else None,
+               "device_profile": None, "jobs": int(compile_jobs), "progress": False,
                "inputs": _input_specs(example_inputs), "device": device.type}
     try:
         code, response = _engine.engine_library().plan(request)
@@ -1021,7 +1026,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              precision: str | None = None, *, work_dir: str | Path | None = None,
              remainder: str = "inductor", cuda_graphs: bool = False,
              patterns: Iterable[str] | str | None = None, tune: int = 0,
-             verify: bool = True, speed_guard: Union[bool, Timer] = True) -> ComposedModule:
+             verify: bool = True, speed_guard: Union[bool, Timer] = True,
+             tuning_db: str | Path | None = None, compile_jobs: int = 0) -> ComposedModule:
     """Returns `module` with the engine's planned replacements composed as `fact::launch`
     calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
 
@@ -1031,7 +1037,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     inputs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
     engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
     configurations on the GPU first. verify: check every replacement against the subgraph it
-    replaces. speed_guard: never slower than torch.compile of the original (apply_plan). Never
+    replaces. speed_guard: never slower than torch.compile of the original (apply_plan).
+    tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
     raises for a module that runs (ValueError for an unknown precision or remainder); the
     report is `.fact_report`, also written to `<work_dir>/report.json`."""
     if precision is not None and precision not in PRECISIONS:
@@ -1048,7 +1055,7 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     folder = plan(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
-                  tune=tune)
+                  tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
     return apply_plan(module, example_inputs, folder, remainder=remainder,
                       cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
                       speed_guard=speed_guard)
