@@ -124,3 +124,25 @@ class PartialRotary(nn.Module):
         sin = self.sin_cached[:t].to(x.dtype)
         q_rot, q_pass = q[..., : self.rotary_dim], q[..., self.rotary_dim:]
         return torch.cat((q_rot * cos + rotate_half(q_rot) * sin, q_pass), dim=-1)
+
+
+class PerSequenceTables(nn.Module):
+    """`transformers`' LlamaRotaryEmbedding form: cos / sin computed in forward from
+    position_ids [B, T] (inv_freq @ positions, cat, cos / sin, cast), [B, T, hd] unsqueezed to
+    [B, 1, T, hd]: one table per sequence (here each sequence starts at its own offset)."""
+
+    def __init__(self, hidden=64, heads=4, head_dim=16):
+        super().__init__()
+        self.heads, self.head_dim = heads, head_dim
+        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=False)
+        inv_freq = 1.0 / (THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        position_ids = torch.arange(t, device=x.device)[None] + torch.arange(b, device=x.device)[:, None] * 3
+        freqs = (self.inv_freq[None, :, None].float().expand(b, -1, 1) @ position_ids[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype).unsqueeze(1), emb.sin().to(x.dtype).unsqueeze(1)
+        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        return (q * cos) + (rotate_half(q) * sin)
