@@ -72,6 +72,36 @@ struct Sm90RopeStore {
       cute::Layout<cute::Shape<cute::Int<kEpiM>, cute::Int<kHalfN>, cute::Int<2 * kStages>>,
                    cute::Stride<cute::Int<kHalfN>, cute::_1, cute::Int<kEpiM * kHalfN>>>;
 
+  // The placement rules, shared by the device code and the host check of every thread's pairs
+  // (GemmCompile.RopeStorePlacesEveryPairInItsOriginalColumns, patterns/rope/tests):
+  //
+  // The original columns (in the head) of the pair at accumulator column c (even, in the head).
+  CUTLASS_HOST_DEVICE static void original_columns(int c, int half_group, bool interleaved, int& a, int& b) {
+    a = interleaved ? c : c / 2;
+    b = interleaved ? c + 1 : c / 2 + half_group;
+  }
+  // Where postreduce stages the pair whose first accumulator column in the subtile is `column`
+  // (even): half and column of each of its two results.
+  CUTLASS_HOST_DEVICE static void staged_at(int column, bool interleaved, int& half_a, int& col_a,
+                                            int& half_b, int& col_b) {
+    if (interleaved) {
+      half_a = half_b = column / kHalfN;
+      col_a = column % kHalfN;
+      col_b = col_a + 1;
+    } else {
+      half_a = 0;
+      half_b = 1;
+      col_a = col_b = column / 2;
+    }
+  }
+  // The original column where half h of the subtile starting at accumulator column n0 (a
+  // multiple of EPI_N; head of `group` columns, n0_in_head = n0 mod group) lands.
+  CUTLASS_HOST_DEVICE static int64_t half_first_column(int64_t n0, int n0_in_head, int half_group,
+                                                       bool interleaved, int h) {
+    if (interleaved) return n0 + h * kHalfN;
+    return (n0 - n0_in_head) + n0_in_head / 2 + h * half_group;
+  }
+
   struct SharedStorage {
     alignas(128) cute::array_aligned<ElementOut, cute::cosize_v<SmemLayout>> smem_out;
   };
@@ -212,9 +242,8 @@ struct Sm90RopeStore {
         const int n = int(col0) + tile_col;
         int head = 0, c = 0;  // c: the accumulator column in its head (even)
         params->group(head, c, n);
-        const int pair = c / 2;
-        const int ca = interleaved ? c : pair;
-        const int cb = interleaved ? c + 1 : pair + half_group;
+        int ca = 0, cb = 0;
+        original_columns(c, half_group, interleaved, ca, cb);
         ElementCompute out_a = ElementCompute(0), out_b = ElementCompute(0);
         if (m < rows && n < cols) {
           int sequence = 0, position = 0;
@@ -230,15 +259,10 @@ struct Sm90RopeStore {
           out_b = xb * cos_b + xa * sin_b;
         }
         const int row = tile_row % kEpiM;
-        const int column = tile_col % kEpiN;  // even
-        if (interleaved) {
-          ElementOut* half = stage + (column / kHalfN) * (kEpiM * kHalfN) + row * kHalfN;
-          half[column % kHalfN] = convert(out_a);
-          half[column % kHalfN + 1] = convert(out_b);
-        } else {
-          stage[row * kHalfN + column / 2] = convert(out_a);
-          stage[kEpiM * kHalfN + row * kHalfN + column / 2] = convert(out_b);
-        }
+        int half_a = 0, col_a = 0, half_b = 0, col_b = 0;
+        staged_at(tile_col % kEpiN, interleaved, half_a, col_a, half_b, col_b);
+        stage[half_a * (kEpiM * kHalfN) + row * kHalfN + col_a] = convert(out_a);
+        stage[half_b * (kEpiM * kHalfN) + row * kHalfN + col_b] = convert(out_b);
       }
     }
 
@@ -249,21 +273,13 @@ struct Sm90RopeStore {
       // (in units of EPI_N/2 columns).
       const int64_t row_tile = (row0 + int64_t(epi_m) * kEpiM) / kEpiM;
       const int64_t n0 = col0 + int64_t(epi_n) * kEpiN;
-      int64_t first_a, first_b;
-      if (params->interleaved != 0) {
-        first_a = n0;
-        first_b = n0 + kHalfN;
-      } else {
-        int head = 0, c0 = 0;
-        params->group(head, c0, int(n0));
-        first_a = (n0 - c0) + c0 / 2;
-        first_b = first_a + params->half_group;
-      }
+      int head = 0, c0 = 0;
+      params->group(head, c0, int(n0));
       ThrCopy thrblk_s2g = params->tma_out.get_slice(_0{});
       const int buffer = 2 * (store_iteration % kStages);
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const int64_t first = h == 0 ? first_a : first_b;
+        const int64_t first = half_first_column(n0, c0, params->half_group, params->interleaved != 0, h);
         Tensor gHalf = local_tile(mOut, make_shape(Int<kEpiM>{}, Int<kHalfN>{}),
                                   make_coord(int(row_tile), int(first / kHalfN), 0));
         Tensor bSG_g = thrblk_s2g.partition_D(gHalf);  // (TMA,TMA_M,TMA_N)
