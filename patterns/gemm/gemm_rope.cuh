@@ -73,7 +73,7 @@ struct Sm90RopeStore {
                    cute::Stride<cute::Int<kHalfN>, cute::_1, cute::Int<kEpiM * kHalfN>>>;
 
   // The placement rules, shared by the device code and the host check of every thread's pairs
-  // (GemmCompile.RopeStorePlacesEveryPairInItsOriginalColumns, patterns/rope/tests):
+  // (RopeCompile.RopeStorePlacesEveryPairInItsOriginalColumns, patterns/rope/tests/test_realize_rope_compile.cpp):
   //
   // The original columns (in the head) of the pair at accumulator column c (even, in the head).
   CUTLASS_HOST_DEVICE static void original_columns(int c, int half_group, bool interleaved, int& a, int& b) {
