@@ -3,6 +3,9 @@
  *   D[o, l] = epilogue(alpha · A[o, l] · B[o, l]),  A: M×K, B: K×N, D: M×N,
  *             l < batch (the kernel's batch mode), o < outer_batch (a second batch mode)
  *
+ * FactGemmStep grew operand2 / period / period_stride / group / interleaved for FACT_STEP_ROPE
+ * (issue 12): the struct's size (FactCallHeader::size) tells images of either layout apart.
+ *
  * The epilogue is data: `steps[0..num_steps)` applied in order to alpha·A·B, each with its own
  * constants and operand. A kernel is compiled for one sequence of step kinds (and activations);
  * it refuses (FACT_ERR_INVALID_ARGS) a call whose steps differ in kind, and reads every
@@ -39,6 +42,17 @@ typedef enum FactGemmStepKind {
                                x[m, 2j+1] (a gated linear unit: gate and up columns interleaved);
                                D is M×(N/2), ldd / stride_d are D's; activation: silu (SwiGLU),
                                gelu_tanh / gelu_erf (GeGLU), sigmoid (GLU), relu (ReGLU) */
+  FACT_STEP_ROPE = 8,       /* the last step, rotary position embedding over pairs of columns
+                               (2p, 2p+1) of each head of `group` columns: for row m, position
+                               t = m % period of sequence s = m / period, table offset
+                               r = s·period_stride + t·ld, original columns (a, b) of the pair
+                               (in the head) a = p, b = p + group/2 (rotate-half: the weight's
+                               rows were permuted so that the pair is adjacent) or a = 2p,
+                               b = 2p+1 (interleaved):
+                                 D[m, head + a] = x[2p]·cos[r + a] − x[2p+1]·sin[r + a]
+                                 D[m, head + b] = x[2p+1]·cos[r + b] + x[2p]·sin[r + b]
+                               cos = operand, sin = operand2 (one dtype, operand_type); D is
+                               M×N (every column written once, in the original order) */
 } FactGemmStepKind;
 
 typedef enum FactActivation {
@@ -63,7 +77,14 @@ typedef struct FactGemmStep {
   const void* operand;   /* BIAS vector, RESIDUAL / MULTIPLY tensor; else NULL */
   int64_t ld;            /* RESIDUAL / MULTIPLY: leading dimension in D's layout; else 0 */
   int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY: elements between batches (0 = shared) */
-  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY: elements between outer batches */
+  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY, ROPE: elements between outer batches */
+  const void* operand2;  /* ROPE: the sin table (operand: the cos table; same dtype and strides);
+                            else NULL */
+  int64_t period;        /* ROPE: rows of M per sequence (T: position = m % period); else 0 */
+  int64_t period_stride; /* ROPE: elements between the tables of consecutive sequences (0: one
+                            table for every sequence); else 0 */
+  int32_t group;         /* ROPE: columns per head (head_dim, even); else 0 */
+  int32_t interleaved;   /* ROPE: 1 pairs (2p, 2p+1), 0 rotate-half pairs (p, p + group/2); else 0 */
 } FactGemmStep;
 
 typedef struct FactGemmArgs {
@@ -95,6 +116,12 @@ static inline int64_t fact_gemm_dtype_bytes(int32_t type) {
          : (type == FACT_DTYPE_F16 || type == FACT_DTYPE_BF16) ? 2 : 0;
 }
 
+/* True when the last step is FACT_STEP_ROPE. */
+static inline int fact_gemm_roped(const FactGemmArgs* args) {
+  return args->num_steps > 0 && args->num_steps <= FACT_GEMM_MAX_STEPS &&
+         args->steps[args->num_steps - 1].kind == FACT_STEP_ROPE;
+}
+
 /* The outer batches a call runs (outer_batch, 0 read as 1). */
 static inline int64_t fact_gemm_outer_count(const FactGemmArgs* args) {
   return args->outer_batch > 1 ? args->outer_batch : 1;
@@ -119,6 +146,9 @@ static inline FactGemmArgs fact_gemm_outer_slice(const FactGemmArgs* args, int64
     s.steps[i].operand = fact_gemm_advance(args->steps[i].operand,
                                            o * args->steps[i].outer_batch_stride,
                                            args->steps[i].operand_type);
+    s.steps[i].operand2 = fact_gemm_advance(args->steps[i].operand2,
+                                            o * args->steps[i].outer_batch_stride,
+                                            args->steps[i].operand_type);
     s.steps[i].outer_batch_stride = 0;
   }
   return s;

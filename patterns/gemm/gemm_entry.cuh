@@ -227,8 +227,8 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
     arguments.epilogue.ptr_C = nullptr;
     arguments.epilogue.dC = detail::make_stride<StrideC>(args.ldd, args.stride_d);
   }
-  if constexpr (Chain::kGated) {
-    arguments.epilogue.ptr_D = nullptr;  // the chain's Glu link writes D (its own TMA store)
+  if constexpr (Chain::kStoresD) {
+    arguments.epilogue.ptr_D = nullptr;  // the chain's Glu / Rope link writes D (its own TMA store)
   } else {
     arguments.epilogue.ptr_D = static_cast<ElementD*>(args.d);
   }
@@ -364,6 +364,9 @@ __global__ void reference_kernel(FactGemmArgs args, float* out) {
   if constexpr (Kernel::Chain::kGated) {
     value = Kernel::Chain::gate(reference_column<Kernel>(args, m, 2 * j, l),
                                 reference_column<Kernel>(args, m, 2 * j + 1, l));
+  } else if constexpr (Kernel::Chain::kRoped) {
+    value = Kernel::Chain::rotate(args, m, j,
+                                  [&](int64_t n) { return reference_column<Kernel>(args, m, n, l); });
   } else {
     value = reference_column<Kernel>(args, m, j, l);
   }
@@ -425,6 +428,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
 
   standalone::Buffer a, b, d;
   standalone::Buffer operands[FACT_GEMM_MAX_STEPS];
+  standalone::Buffer operands2[FACT_GEMM_MAX_STEPS];  // rope steps' sin tables
   bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batches), 1, 1.0f) &&
             standalone::fill_random<ElementB>(b, size_t(k * n * batches), 2, 1.0f) &&
             standalone::fill_random<ElementD>(d, size_t(m * d_cols * batches), 3, 1.0f);
@@ -455,6 +459,21 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.ld = row_d ? n : m;
         step.batch_stride = outer * m * n;
         step.outer_batch_stride = m * n;
+        break;
+      case FACT_STEP_ROPE:
+        // One table pair for every sequence of 128 rows (or M), heads of 128 (or 64) columns,
+        // rotate-half (FACT_STANDALONE_ROPE_INTERLEAVED=1: interleaved).
+        step.period = m % 128 == 0 ? 128 : m;
+        step.group = n % 128 == 0 ? 128 : 64;
+        step.interleaved = std::getenv("FACT_STANDALONE_ROPE_INTERLEAVED") ? 1 : 0;
+        step.ld = step.group;
+        step.period_stride = 0;
+        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                 size_t(step.period * step.group), 10 + i) &&
+             standalone::fill_random_typed(operands2[i], step.operand_type,
+                                           size_t(step.period * step.group), 20 + i);
+        step.operand = operands[i].device;
+        step.operand2 = operands2[i].device;
         break;
       default: break;
     }

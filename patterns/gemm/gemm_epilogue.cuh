@@ -48,6 +48,7 @@
 
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_glu.cuh"
+#include "patterns/gemm/gemm_rope.cuh"
 
 namespace fact::gemm::epilogue {
 
@@ -245,8 +246,10 @@ struct LinkBase {
   static_assert(kSteps <= FACT_GEMM_MAX_STEPS, "an epilogue has at most FACT_GEMM_MAX_STEPS steps");
   static constexpr int kSourceStep = Prev::kSourceStep;
   static constexpr bool kReadsSource = Prev::kReadsSource;
-  static_assert(!Prev::kGated, "a glu step is the chain's last");
+  static_assert(!Prev::kStoresD, "a glu or rope step is the chain's last");
   static constexpr bool kGated = false;
+  static constexpr bool kRoped = false;
+  static constexpr bool kStoresD = false;
 
   CUTLASS_HOST_DEVICE static const FactGemmStep& step(const FactGemmArgs& args) {
     return args.steps[kIndex];
@@ -288,6 +291,8 @@ struct ScaledAccumulator {
   static constexpr int kSourceStep = -1;
   static constexpr bool kReadsSource = false;
   static constexpr bool kGated = false;  // true for a chain ending in a Glu link (D is M×N/2)
+  static constexpr bool kRoped = false;  // true for a chain ending in a Rope link
+  static constexpr bool kStoresD = false;  // the last link writes D itself (Glu, Rope): void collective D
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
@@ -630,6 +635,7 @@ template <template <class> class ActivationFn, class Prev>
 struct Glu : detail::LinkBase<Prev> {
   using Base = detail::LinkBase<Prev>;
   static constexpr bool kGated = true;
+  static constexpr bool kStoresD = true;
   static constexpr int32_t kActivation = detail::ActivationId<ActivationFn>::value;
   static_assert(kActivation == FACT_ACT_SILU || kActivation == FACT_ACT_GELU_TANH ||
                     kActivation == FACT_ACT_GELU_ERF || kActivation == FACT_ACT_SIGMOID ||
@@ -678,6 +684,92 @@ struct Glu : detail::LinkBase<Prev> {
     // TMA stores D: 16-byte rows and batches.
     const int64_t v = 16 / fact_gemm_dtype_bytes(args.d_type);
     if (args.ldd % v != 0 || args.stride_d % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
+    return FACT_OK;
+  }
+};
+
+// Rotary position embedding over pairs of columns (2p, 2p+1) of each head, written to their
+// original columns (FACT_STEP_ROPE; gemm_rope.cuh): the chain's last link; D is M×N, written by
+// this link (the kernel's collective epilogue has a void D). The tables (cos = operand, sin =
+// operand2) have element type ElementTable. `reference` is the value before the rotation (per
+// accumulator column), `rotate` the rotation of one output element.
+template <class ElementTable, class Prev>
+struct Rope : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+  static constexpr bool kRoped = true;
+  static constexpr bool kStoresD = true;
+  static_assert(!Prev::kReadsSource, "no M×N operand before a rope (the kernel has no C)");
+
+  template <class Cfg, class ElementOut>
+  using Store = detail::Sm90RopeStore<typename Cfg::CtaTile, typename Cfg::EpilogueTile, ElementOut,
+                                      typename Cfg::ElementCompute, ElementTable, Cfg::kRound>;
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<Store<Cfg, ElementOut>,
+                                       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    typename Store<Cfg, ElementOut>::Arguments store;
+    store.ptr_out = static_cast<ElementOut*>(args.d);
+    store.ld_out = args.ldd;
+    store.cos = static_cast<const ElementTable*>(s.operand);
+    store.sin = static_cast<const ElementTable*>(s.operand2);
+    store.table_ld = s.ld;
+    store.period = s.period;
+    store.period_stride = s.period_stride;
+    store.group = s.group;
+    store.interleaved = s.interleaved;
+    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), store};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Prev::template reference<Cfg>(args, accumulator, m, n, l);
+  }
+  // D[m, j] from the values `pre(column)` of row m before the rotation (j an original column).
+  template <class Pre>
+  CUTLASS_HOST_DEVICE static float rotate(const FactGemmArgs& args, int64_t m, int64_t j, Pre pre) {
+    const FactGemmStep& s = Base::step(args);
+    const int64_t c = j % s.group, head = j - c, half = s.group / 2;
+    const int64_t pair = s.interleaved ? c / 2 : c % half;
+    const bool second = s.interleaved ? (c % 2 == 1) : (c >= half);
+    const float xa = pre(head + 2 * pair), xb = pre(head + 2 * pair + 1);
+    const int64_t table = (m / s.period) * s.period_stride + (m % s.period) * s.ld + c;
+    const float cos_c = detail::load_as_float<ElementTable>(s.operand, table);
+    const float sin_c = detail::load_as_float<ElementTable>(s.operand2, table);
+    return second ? xb * cos_c + xa * sin_c : xa * cos_c - xb * sin_c;
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_ROPE &&
+           s.operand_type == detail::dtype_id<ElementTable>();
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_ROPE, FACT_ACT_IDENTITY, detail::dtype_id<ElementTable>());
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    const FactGemmStep& s = Base::step(args);
+    if (!Cfg::kRowMajorC || args.batch != 1 || s.group <= 0 || s.group % 2 != 0 ||
+        args.n % s.group != 0 || s.period <= 0 || args.m % s.period != 0 || s.ld < 0 ||
+        s.period_stride < 0) {
+      return FACT_ERR_INVALID_ARGS;
+    }
+    // Rotate-half pairs map a subtile onto two runs of original columns inside one head.
+    constexpr int kEpiN = cute::size<1>(typename Cfg::EpilogueTile{});
+    if (!s.interleaved && s.group % kEpiN != 0) return FACT_ERR_CANNOT_IMPLEMENT;
+    if (size_query) return FACT_OK;
+    if (s.operand == nullptr || s.operand2 == nullptr) return FACT_ERR_INVALID_ARGS;
+    // TMA stores D: 16-byte rows.
+    const int64_t v = 16 / fact_gemm_dtype_bytes(args.d_type);
+    if (args.ldd % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
     return FACT_OK;
   }
 };

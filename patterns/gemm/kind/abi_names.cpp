@@ -35,6 +35,7 @@ int32_t abi_step_kind(EpilogueStep::Kind kind) {
     case EpilogueStep::Kind::Residual: return FACT_STEP_RESIDUAL;
     case EpilogueStep::Kind::Multiply: return FACT_STEP_MULTIPLY;
     case EpilogueStep::Kind::Glu: return FACT_STEP_GLU;
+    case EpilogueStep::Kind::Rope: return FACT_STEP_ROPE;
   }
   return 0;
 }

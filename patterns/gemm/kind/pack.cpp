@@ -8,6 +8,27 @@
 
 namespace fact::gemm {
 
+namespace {
+
+// A roped problem's output may be the head split of its M×N rows, [B, H, T, hd] read from
+// [B·T, H·hd] (strides (T·N, hd, N, 1)): the tensor the rotation produced in the captured graph,
+// whose memory is exactly D's. True when `d` is that view (M = B·T, N = H·hd).
+bool roped_head_split(const GemmProblem& p, const graph::TensorDesc& d) {
+  if (!p.roped() || d.rank() != 4) return false;
+  const EpilogueStep& rope = p.epilogue.back();
+  const int64_t t = rope.rope_period, hd = rope.rope_group;
+  if (t <= 0 || hd <= 0 || p.m % t != 0 || p.n % hd != 0) return false;
+  const std::vector<int64_t> shape{p.m / t, p.n / hd, t, hd};
+  const std::vector<int64_t> stride{t * p.n, hd, p.n, 1};
+  if (d.shape != shape) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    if (d.shape[i] != 1 && d.stride[i] != stride[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 FactGemmArgs gemm_args(const GemmProblem& p) {
   FactGemmArgs args;
   std::memset(&args, 0, sizeof(args));
@@ -62,6 +83,12 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
       out.batch_stride = step.operand_batch_stride;
       out.outer_batch_stride = step.operand_outer_batch_stride;
     }
+    if (step.kind == EpilogueStep::Kind::Rope) {
+      out.period = step.rope_period;
+      out.period_stride = step.rope_period_stride;
+      out.group = static_cast<int32_t>(step.rope_group);
+      out.interleaved = step.rope_interleaved ? 1 : 0;
+    }
   }
   return args;
 }
@@ -82,7 +109,8 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   const bool outer_major = (p.outer_batch == 1 || p.d.outer_batch_stride == mn) &&
                            (p.batch == 1 || p.d.batch_stride == p.outer_batch * mn);
   const bool dense_batches = batch_major || outer_major;
-  if (!d.is_contiguous() || d.numel() != p.batches() * mn || p.d.ld != p.d_cols() || !dense_batches) {
+  if (!(d.is_contiguous() || roped_head_split(p, d)) || d.numel() != p.batches() * mn ||
+      p.d.ld != p.d_cols() || !dense_batches) {
     throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
                                 " is not a dense row-major " + p.shape_string() +
                                 (p.gated() ? " (gated: N/2 columns)" : "") + " tensor");
@@ -91,8 +119,17 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
     throw std::invalid_argument("a gated GEMM pairs columns: N=" + std::to_string(p.n) + " is odd");
   }
   for (size_t i = 0; i + 1 < p.epilogue.size(); ++i) {
-    if (p.epilogue[i].kind == EpilogueStep::Kind::Glu)
-      throw std::invalid_argument("a glu step must be the epilogue's last");
+    if (p.epilogue[i].kind == EpilogueStep::Kind::Glu || p.epilogue[i].kind == EpilogueStep::Kind::Rope)
+      throw std::invalid_argument("a glu or rope step must be the epilogue's last");
+  }
+  if (p.roped()) {
+    const EpilogueStep& rope = p.epilogue.back();
+    if (p.batches() != 1 || rope.rope_group <= 0 || rope.rope_group % 2 != 0 ||
+        p.n % rope.rope_group != 0 || rope.rope_period <= 0 || p.m % rope.rope_period != 0 ||
+        rope.operand2.empty()) {
+      throw std::invalid_argument("a rope step needs one batch, N a multiple of an even head size, "
+                                  "M a multiple of the period and a sin table");
+    }
   }
   const FactGemmArgs args = gemm_args(p);
   ArgImage image;
@@ -118,6 +155,11 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
     const size_t offset = offsetof(FactGemmArgs, steps) + i * sizeof(FactGemmStep) +
                           offsetof(FactGemmStep, operand);
     slot(offset, PointerSlot::From::Operand, image.operand(step.operand, step.operand_dtype), 0);
+    if (step.kind == EpilogueStep::Kind::Rope) {
+      const size_t offset2 = offsetof(FactGemmArgs, steps) + i * sizeof(FactGemmStep) +
+                             offsetof(FactGemmStep, operand2);
+      slot(offset2, PointerSlot::From::Operand, image.operand(step.operand2, step.operand_dtype), 0);
+    }
   }
   return image;
 }

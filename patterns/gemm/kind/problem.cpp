@@ -33,7 +33,7 @@ constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationName
     {Activation::Tanh, "tanh"},
 }};
 
-constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 7> kEpilogueKindNames{{
+constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 8> kEpilogueKindNames{{
     {EpilogueStep::Kind::Scale, "scale"},
     {EpilogueStep::Kind::AddScalar, "add"},
     {EpilogueStep::Kind::Bias, "bias"},
@@ -41,6 +41,7 @@ constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 7> kEpilog
     {EpilogueStep::Kind::Residual, "residual"},
     {EpilogueStep::Kind::Multiply, "mul"},
     {EpilogueStep::Kind::Glu, "glu"},
+    {EpilogueStep::Kind::Rope, "rope"},
 }};
 
 // Distinct matrices an operand holds over both batch modes (a zero stride shares one).
@@ -117,7 +118,7 @@ std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name) {
 
 bool reads_operand(EpilogueStep::Kind k) {
   return k == EpilogueStep::Kind::Bias || k == EpilogueStep::Kind::Residual ||
-         k == EpilogueStep::Kind::Multiply;
+         k == EpilogueStep::Kind::Multiply || k == EpilogueStep::Kind::Rope;
 }
 
 double GemmProblem::min_bytes() const {
@@ -131,6 +132,11 @@ double GemmProblem::min_bytes() const {
     if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * held;
     if (step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Multiply)
       bytes += double(m) * double(n) * held * bytes_per;
+    if (step.kind == EpilogueStep::Kind::Rope && step.rope_period > 0) {
+      // cos and sin, [sequences or 1, period, group] each
+      const double sequences = step.rope_period_stride == 0 ? 1.0 : double(m / step.rope_period);
+      bytes += 2.0 * sequences * double(step.rope_period) * double(step.rope_group) * bytes_per;
+    }
   }
   return bytes;
 }
@@ -196,6 +202,13 @@ json gemm_problem_to_json(const GemmProblem& p) {
       s["operand_batch_stride"] = step.operand_batch_stride;
       if (two_modes) s["operand_outer_batch_stride"] = step.operand_outer_batch_stride;
     }
+    if (step.kind == EpilogueStep::Kind::Rope) {
+      s["operand2"] = step.operand2;
+      s["period"] = step.rope_period;
+      s["period_stride"] = step.rope_period_stride;
+      s["group"] = step.rope_group;
+      s["interleaved"] = step.rope_interleaved;
+    }
     epilogue.push_back(std::move(s));
   }
   json j = {{"fusion", p.fusion_name()},
@@ -251,6 +264,15 @@ GemmProblem gemm_problem_from_json(const json& j) {
       step.operand_ld = steps[i].value("operand_ld", int64_t{0});
       step.operand_batch_stride = steps[i].value("operand_batch_stride", int64_t{0});
       step.operand_outer_batch_stride = steps[i].value("operand_outer_batch_stride", int64_t{0});
+      if (step.kind == EpilogueStep::Kind::Rope) {
+        step.operand2 = steps[i].value("operand2", std::string());
+        step.rope_period = int_field(steps[i], "period", at);
+        step.rope_period_stride = steps[i].value("period_stride", int64_t{0});
+        step.rope_group = int_field(steps[i], "group", at);
+        step.rope_interleaved = steps[i].value("interleaved", false);
+        if (step.rope_period <= 0 || step.rope_group <= 0 || step.rope_group % 2 != 0)
+          throw std::invalid_argument(at + ": a rope step needs period > 0 and an even group > 0");
+      }
       p.epilogue.push_back(std::move(step));
     }
   }

@@ -55,6 +55,9 @@ struct EpilogueStep {
     Multiply,    // x *= C[m, n]                     (operand: M×N tensor)
     Glu,         // the last step: D[m, j] = act(x[m, 2j]; p0, p1) · x[m, 2j+1], D is M×(N/2)
                  // (a gated linear unit over interleaved gate / up columns; `activation`)
+    Rope,        // the last step: rotary position embedding over pairs of columns of each
+                 // head, each result written to its original column (gemm_abi.h's
+                 // FACT_STEP_ROPE): operand = cos table, operand2 = sin table
   };
   Kind kind = Kind::Scale;
   Activation activation = Activation::Identity;
@@ -65,10 +68,18 @@ struct EpilogueStep {
   int64_t operand_ld = 0;            // Residual / Multiply: leading dimension (row-major)
   int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply: elements between batches
   int64_t operand_outer_batch_stride = 0;  // the same between outer batches
+  // Rope only: the sin table (operand is the cos table; one dtype, operand_ld = elements between
+  // positions), rows of M per sequence (position = m % period), elements between the tables of
+  // consecutive sequences (0: one table for all), columns per head, and the pairing.
+  graph::ValueId operand2;
+  int64_t rope_period = 0;
+  int64_t rope_period_stride = 0;
+  int64_t rope_group = 0;
+  bool rope_interleaved = false;
 };
 std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
-bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply
+bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply, Rope (its cos table)
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
@@ -81,6 +92,8 @@ struct GemmProblem {
 
   // True when the last epilogue step is a Glu: D has n/2 columns.
   bool gated() const { return !epilogue.empty() && epilogue.back().kind == EpilogueStep::Kind::Glu; }
+  // True when the last epilogue step is a Rope (its store writes D in the original columns).
+  bool roped() const { return !epilogue.empty() && epilogue.back().kind == EpilogueStep::Kind::Rope; }
   // Columns of D: n, or n/2 for a gated problem.
   int64_t d_cols() const { return gated() ? n / 2 : n; }
   // Every batch of both modes: batch · outer_batch.
@@ -107,7 +120,8 @@ KernelEpilogue kernel_epilogue(const GemmProblem& p);
 // JSON form of a problem (the "problems" entries of `fact discover --json`, the plan's
 // "problem"): {"m","n","k","batch","alpha","accumulate","fusion","shape","a":{operand},"b":..,
 // "d":.., "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype",
-// "operand_ld","operand_batch_stride"}]}, operand = {"value","dtype","layout":"row"|"col","ld",
+// "operand_ld","operand_batch_stride"}]} (a rope step also "operand2", "period",
+// "period_stride", "group", "interleaved"), operand = {"value","dtype","layout":"row"|"col","ld",
 // "batch_stride","offset"}. With two batch modes (outer_batch > 1) also "outer_batch", each
 // operand's "outer_batch_stride" and each operand step's "operand_outer_batch_stride" (absent:
 // 1 and 0). Non-finite numbers (clamp bounds) are written as the strings "inf" /

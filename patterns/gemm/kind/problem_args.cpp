@@ -118,6 +118,17 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       // A gated linear unit over interleaved gate / up columns: D is M x N/2.
       step.kind = EpilogueStep::Kind::Glu;
       step.activation = *parse_activation(token.substr(4));
+    } else if (token == "rope" || token == "rope_interleaved") {
+      // Rotary embedding over heads of 128 columns (64 when N is no multiple of 128), one
+      // sequence of M rows, one [M, head] table pair (the call's tables stand in for the model's).
+      step.kind = EpilogueStep::Kind::Rope;
+      step.operand = "cos";
+      step.operand2 = "sin";
+      step.operand_dtype = dtype;
+      step.rope_group = sizes.n % 128 == 0 ? 128 : 64;
+      step.operand_ld = step.rope_group;
+      step.rope_period = sizes.m;
+      step.rope_interleaved = token == "rope_interleaved";
     } else if (auto activation = parse_activation(token)) {
       step.kind = EpilogueStep::Kind::Activation;
       step.activation = *activation;
@@ -129,7 +140,7 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
     } else {
       throw std::invalid_argument("epilogue step '" + token +
                                   "': expected bias, residual, mul, scale, add, an activation (relu, gelu_tanh, ...) "
-                                  "or glu_<activation> (last)");
+                                  "or glu_<activation> / rope / rope_interleaved (last)");
     }
     problem.epilogue.push_back(step);
   }

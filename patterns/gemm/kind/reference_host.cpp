@@ -53,15 +53,23 @@ int reference_gemm_host(const FactGemmArgs& args) {
   for (int s = 0; s < args.num_steps; ++s) {
     const FactGemmStep& step = args.steps[s];
     const bool operand = step.kind == FACT_STEP_BIAS || step.kind == FACT_STEP_RESIDUAL ||
-                         step.kind == FACT_STEP_MULTIPLY;
-    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_GLU) return FACT_ERR_INVALID_ARGS;
+                         step.kind == FACT_STEP_MULTIPLY || step.kind == FACT_STEP_ROPE;
+    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_ROPE) return FACT_ERR_INVALID_ARGS;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
     // A gated step pairs columns: it is the last, over an even N.
     if (step.kind == FACT_STEP_GLU && (s != args.num_steps - 1 || args.n % 2 != 0))
       return FACT_ERR_INVALID_ARGS;
+    // A rope step rotates pairs of columns within heads of `group` columns, rows of sequences
+    // of `period` rows: the last step, one batch, whole heads and sequences, both tables.
+    if (step.kind == FACT_STEP_ROPE &&
+        (s != args.num_steps - 1 || !step.operand2 || step.group <= 0 || step.group % 2 != 0 ||
+         args.n % step.group != 0 || step.period <= 0 || args.m % step.period != 0 ||
+         step.ld < 0 || step.period_stride < 0 || args.batch != 1 || args.outer_batch > 1))
+      return FACT_ERR_INVALID_ARGS;
   }
   const bool gated = args.num_steps > 0 && args.steps[args.num_steps - 1].kind == FACT_STEP_GLU;
-  const int steps_before_output = gated ? args.num_steps - 1 : args.num_steps;
+  const bool roped = fact_gemm_roped(&args) != 0;
+  const int steps_before_output = gated || roped ? args.num_steps - 1 : args.num_steps;
   if (args.outer_batch < 0) return FACT_ERR_INVALID_ARGS;
   const int64_t m = args.m, n = args.n, k = args.k;
   const int64_t outer_batches = args.outer_batch > 1 ? args.outer_batch : 1;
@@ -138,6 +146,25 @@ int reference_gemm_host(const FactGemmArgs& args) {
               const double up = row[static_cast<size_t>(2 * j + 1)];
               store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type,
                     activate(glu.activation, gate, glu.p0, glu.p1) * up);
+            }
+          } else if (roped) {
+            // Pairs (2p, 2p+1) of each head's columns, each result to its original column.
+            const FactGemmStep& rope = args.steps[args.num_steps - 1];
+            const int64_t group = rope.group, half = group / 2;
+            const int64_t table = (i / rope.period) * rope.period_stride + (i % rope.period) * rope.ld;
+            auto cos_at = [&](int64_t c) { return load_abi_element(rope.operand, table + c, rope.operand_type); };
+            auto sin_at = [&](int64_t c) { return load_abi_element(rope.operand2, table + c, rope.operand_type); };
+            for (int64_t head = 0; head < n; head += group) {
+              for (int64_t pair = 0; pair < half; ++pair) {
+                const double xa = row[static_cast<size_t>(head + 2 * pair)];
+                const double xb = row[static_cast<size_t>(head + 2 * pair + 1)];
+                const int64_t ca = rope.interleaved ? 2 * pair : pair;
+                const int64_t cb = rope.interleaved ? 2 * pair + 1 : pair + half;
+                store_abi_element(args.d, d0 + i * args.ldd + head + ca, args.d_type,
+                                  xa * cos_at(ca) - xb * sin_at(ca));
+                store_abi_element(args.d, d0 + i * args.ldd + head + cb, args.d_type,
+                                  xb * cos_at(cb) + xa * sin_at(cb));
+              }
             }
           } else {
             for (int64_t j = 0; j < n; ++j) store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);

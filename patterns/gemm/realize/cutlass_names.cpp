@@ -74,7 +74,7 @@ constexpr std::array<Spelling<Activation>, 2> kAccurateFloatActivations{{
     {Activation::Tanh, "fact::gemm::epilogue::TanhAccurate", "tanh"},
 }};
 
-constexpr std::array<Spelling<EpilogueStep::Kind>, 7> kEpilogueKinds{{
+constexpr std::array<Spelling<EpilogueStep::Kind>, 8> kEpilogueKinds{{
     {EpilogueStep::Kind::Scale, "fact::gemm::epilogue::Scale", "scale"},
     {EpilogueStep::Kind::AddScalar, "fact::gemm::epilogue::AddScalar", "add"},
     {EpilogueStep::Kind::Bias, "fact::gemm::epilogue::ColumnBias", "bias"},
@@ -82,6 +82,7 @@ constexpr std::array<Spelling<EpilogueStep::Kind>, 7> kEpilogueKinds{{
     {EpilogueStep::Kind::Residual, "fact::gemm::epilogue::Residual", "residual"},
     {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::Multiply", "mul"},
     {EpilogueStep::Kind::Glu, "fact::gemm::epilogue::Glu", "glu"},
+    {EpilogueStep::Kind::Rope, "fact::gemm::epilogue::Rope", "rope"},
 }};
 
 }  // namespace

@@ -45,6 +45,8 @@ const std::vector<std::string>& gemm_template_headers() {
   static const std::vector<std::string> headers = {
       "patterns/gemm/gemm_entry.cuh",
       "patterns/gemm/gemm_epilogue.cuh",
+      "patterns/gemm/gemm_glu.cuh",
+      "patterns/gemm/gemm_rope.cuh",
       "patterns/gemm/gemm_abi.h",
       "include/fact/runtime/fact_abi.h",
   };
@@ -60,6 +62,7 @@ std::string epilogue_chain_type(const GemmSpec& spec) {
       case Kind::Bias:
       case Kind::Residual:
       case Kind::Multiply:
+      case Kind::Rope:
         chain = link + "<" + cpp(op.operand_dtype) + ",\n      " + chain + ">";
         break;
       case Kind::Activation:
@@ -84,7 +87,10 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   const bool reads_c = c_dtype != DType::Unknown;
   // A gated chain (its last step Glu) writes D itself: the collective epilogue gets a void D,
   // and its epilogue subtile is named so the glu link can size its shared memory.
+  // A roped chain (its last step Rope) likewise writes D itself, M x N in the original columns.
   const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu;
+  const bool roped = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Rope;
+  const bool owns_store = gated || roped;
   const std::string name = spec.name();
   const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
@@ -115,8 +121,10 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << line("using ElementB = " + cpp(spec.b_dtype) + ";", "B: K x N")
     << line("using ElementC = " + (reads_c ? cpp(c_dtype) : std::string("void")) + ";",
             reads_c ? "C: the first M x N epilogue operand" : "no epilogue step reads an M x N operand")
-    << line("using ElementD = " + cpp(spec.d_dtype) + ";", gated ? "D: M x N/2 (the glu link writes it)" : "D: M x N")
-    << (gated ? line("using ElementDCollective = void;", "the collective epilogue stores nothing itself")
+    << line("using ElementD = " + cpp(spec.d_dtype) + ";",
+            gated ? "D: M x N/2 (the glu link writes it)"
+                  : roped ? "D: M x N (the rope link writes it, original columns)" : "D: M x N")
+    << (owns_store ? line("using ElementDCollective = void;", "the collective epilogue stores nothing itself")
               : line("using ElementDCollective = ElementD;"))
     << line("using ElementAccumulator = " + cpp(spec.accumulate) + ";",
             spec.math == MathMode::Tf32 ? "float operands: TF32 tensor-core MMA"
@@ -161,10 +169,11 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
     << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
     << "                \"the epilogue subtile the links were built for is the collective's\");\n";
-  if (gated) {
+  if (owns_store) {
     s << "  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD ==\n"
       << "                fact::gemm::epilogue::detail::glu_store_stages<TileShape, EpilogueTile>(),\n"
-      << "                \"the glu store's buffers follow the collective's TMA store stages\");\n";
+      << "                \"the " << (gated ? "glu" : "rope")
+      << " store's buffers follow the collective's TMA store stages\");\n";
   }
   s << "\n"
     << "  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<\n"

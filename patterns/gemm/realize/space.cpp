@@ -227,7 +227,9 @@ void apply_default_config(GemmSpec& spec, int64_t m, int64_t n, int64_t k, int64
   } else if (tiles(128, 256) < sizes.sm_count) {
     config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
     // Few output tiles over a deep K: split K so that every SM streams a share of it.
-    const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == EpilogueStep::Kind::Glu;
+    // A glu or rope store runs the persistent scheduler only (space_rules.cpp).
+    const bool gated = !spec.epilogue.empty() && (spec.epilogue.back().kind == EpilogueStep::Kind::Glu ||
+                                                  spec.epilogue.back().kind == EpilogueStep::Kind::Rope);
     if (const int split = gated ? 0 : deep_k_split_count(spec, sizes, 128, 128); split > 0) {
       config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative, TileScheduler::StreamK, split};
     }

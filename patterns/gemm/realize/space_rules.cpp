@@ -196,6 +196,20 @@ std::optional<std::string> epilogue_error(const GemmSpec& s) {
                            "a void D and the glu store is not built)");
       }
     }
+    if (op.kind == Kind::Rope) {
+      if (i + 1 != s.epilogue.size()) return std::string("a rope step must be the epilogue's last");
+      if (source_dtype(s) != DType::Unknown) {
+        return std::string("rope after an M×N operand step (the roped kernel reads no C)");
+      }
+      if (!is_16bit_float(s.d_dtype) || s.d_layout != Layout::RowMajor) {
+        return std::string("rope writes a row-major bf16/f16 D (its own TMA store)");
+      }
+      if (s.batched) return std::string("rope runs unbatched GEMMs (M = sequences x positions)");
+      if (s.split_k > 1 || s.scheduler == TileScheduler::StreamK) {
+        return std::string("rope kernels run the persistent scheduler (the stream-K fix-up with "
+                           "a void D and the rope store is not built)");
+      }
+    }
     if (reads_operand(op.kind) && !is_epilogue_float(op.operand_dtype)) {
       return std::string(epilogue_kind_token(op.kind)) + " operand dtype " +
              token(op.operand_dtype) + " unsupported (bf16, f16 or f32)";
@@ -246,6 +260,10 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
   if (!spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu) {
     // The collective keeps its (unused) D staging; the glu link stages half-width subtiles.
     staging += stages_d * tile_elements / 2 * d_bytes;
+  }
+  if (!spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Rope) {
+    // The collective keeps its (unused) D staging; the rope link stages whole subtiles.
+    staging += stages_d * tile_elements * d_bytes;
   }
   plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
 

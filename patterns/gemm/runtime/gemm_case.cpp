@@ -114,7 +114,25 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
         throw std::invalid_argument("epilogue operand dtype " + dtype_text(step.operand_dtype) +
                                     " is not supported");
       }
-      if (op.kind == Kind::Bias) {
+      if (op.kind == Kind::Rope) {
+        // The problem's heads and sequences when it has a rope step, else one sequence of M
+        // rows and heads of 128 (or 64) columns; compact [period, group] tables, one per
+        // sequence when the problem's differ by sequence.
+        const EpilogueStep* given_rope = same_kinds ? &given.steps[i] : nullptr;
+        step.rope_group = given_rope && given_rope->rope_group > 0 ? given_rope->rope_group
+                          : p.n % 128 == 0                         ? 128
+                                                                   : 64;
+        step.rope_period = given_rope && given_rope->rope_period > 0 ? given_rope->rope_period : p.m;
+        step.rope_interleaved = given_rope && given_rope->rope_interleaved;
+        step.operand2 = "E" + std::to_string(i) + "_sin";
+        step.operand_ld = step.rope_group;
+        step.rope_period_stride =
+            given_rope && given_rope->rope_period_stride != 0 ? step.rope_period * step.rope_group : 0;
+        if (p.n % step.rope_group != 0 || p.m % step.rope_period != 0 || p.batch != 1 || p.outer_batch != 1) {
+          throw std::invalid_argument("a rope step needs one batch, N a multiple of its head size and "
+                                      "M a multiple of its sequence length");
+        }
+      } else if (op.kind == Kind::Bias) {
         step.operand_ld = 0;
         step.operand_batch_stride = 0;  // one vector for every batch
         step.operand_outer_batch_stride = 0;
@@ -154,7 +172,8 @@ GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier) {
         }
         break;
       case Kind::Multiply:
-      case Kind::Glu:  // its activations take no constants
+      case Kind::Glu:   // its activations take no constants
+      case Kind::Rope:  // no constants: its tables are operands
         break;
     }
   }

@@ -60,6 +60,7 @@ RefStepKind ref_kind(Kind k) {
     case Kind::Residual: return RefStepKind::Residual;
     case Kind::Multiply: return RefStepKind::Multiply;
     case Kind::Glu: return RefStepKind::Glu;
+    case Kind::Rope: return RefStepKind::Rope;
   }
   throw std::invalid_argument("unknown epilogue step kind");
 }
@@ -97,7 +98,8 @@ ElementType element_type(DType dtype) {
 
 ReferenceParams reference_params(const GemmProblem& p, const void* a, const void* b,
                                  const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands,
-                                 double* out) {
+                                 double* out,
+                                 const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands2) {
   ReferenceParams r;
   r.m = p.m;
   r.n = p.n;
@@ -134,6 +136,17 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       s.operand = view_of(operands[i], step.operand_dtype, p.d.layout, step.operand_ld,
                           step.operand_batch_stride, step.operand_outer_batch_stride);
     }
+    if (step.kind == Kind::Rope) {
+      // The tables [sequence][position][column]: row_stride = positions, batch_stride =
+      // sequences (the reference kernel splits the row itself).
+      s.operand = view_of(operands[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
+                          step.rope_period_stride, 0);
+      s.operand2 = view_of(operands2[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
+                           step.rope_period_stride, 0);
+      s.period = step.rope_period;
+      s.group = step.rope_group;
+      s.interleaved = step.rope_interleaved;
+    }
   }
   return r;
 }
@@ -146,6 +159,10 @@ std::string reference_key(const GemmProblem& p) {
     key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
         << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype) << ','
         << s.operand_ld << ',' << s.operand_batch_stride << ',' << s.operand_outer_batch_stride;
+    if (s.kind == Kind::Rope) {
+      key << ",rope " << s.rope_period << ',' << s.rope_period_stride << ',' << s.rope_group << ','
+          << s.rope_interleaved;
+    }
   }
   key << "|batches " << p.batch << 'x' << p.outer_batch;
   return key.str();
@@ -176,6 +193,16 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
           step.operand_dtype,
           operand_elements(p.m, p.n, step.operand_ld, p.d.layout, p.batch, step.operand_batch_stride,
                            p.outer_batch, step.operand_outer_batch_stride)));
+    } else if (step.kind == Kind::Rope) {
+      // cos and sin: one [period, group] table per sequence (or one for all, period_stride 0).
+      if (step.rope_period <= 0 || p.m % step.rope_period != 0) {
+        throw std::invalid_argument("a rope step's period must divide M");
+      }
+      const int64_t sequences = p.m / step.rope_period;
+      const int64_t elements = (sequences - 1) * step.rope_period_stride +
+                               (step.rope_period - 1) * step.operand_ld + step.rope_group;
+      operands_[i] = DeviceBuffer(bytes_of(step.operand_dtype, elements));
+      operands2_[i] = DeviceBuffer(bytes_of(step.operand_dtype, elements));
     }
   }
   const int d_bytes = element_bytes(element_type(p.d.dtype));
@@ -201,6 +228,7 @@ void GemmHarness::randomize_inputs(uint64_t seed) {
   fill(b_, p.b.dtype, 1, b_scale);
   for (size_t i = 0; i < p.epilogue.size(); ++i) {
     if (operands_[i].data()) fill(operands_[i], p.epilogue[i].operand_dtype, 2 + i, 1.0f);
+    if (operands2_[i].data()) fill(operands2_[i], p.epilogue[i].operand_dtype, 2 + FACT_GEMM_MAX_STEPS + i, 1.0f);
   }
   FACT_CUDA_CHECK(cudaStreamSynchronize(s));
   seed_ = seed;
@@ -221,7 +249,10 @@ FactGemmArgs GemmHarness::abi_args(const GemmProblem& problem) const {
   args.a = a_.data();
   args.b = b_.data();
   args.d = d_;
-  for (int i = 0; i < args.num_steps; ++i) args.steps[i].operand = operands_[i].data();
+  for (int i = 0; i < args.num_steps; ++i) {
+    args.steps[i].operand = operands_[i].data();
+    args.steps[i].operand2 = operands2_[i].data();
+  }
   return args;
 }
 
@@ -229,8 +260,10 @@ void GemmHarness::ensure_reference(const GemmProblem& problem, cudaStream_t stre
   const std::string key = reference_key(problem);
   if (reference_key_ && *reference_key_ == key) return;
   reference_key_.reset();
-  const ReferenceParams params =
-      reference_params(problem, a_.data(), b_.data(), operand_pointers(), reference_.as<double>());
+  std::array<const void*, FACT_GEMM_MAX_STEPS> sin_tables{};
+  for (size_t i = 0; i < operands2_.size(); ++i) sin_tables[i] = operands2_[i].data();
+  const ReferenceParams params = reference_params(problem, a_.data(), b_.data(), operand_pointers(),
+                                                  reference_.as<double>(), sin_tables);
   launch_reference_gemm(params, stream);
   FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
   reference_key_ = key;
@@ -243,6 +276,7 @@ uint64_t GemmHarness::input_checksum(cudaStream_t stream) {
   int index = 0;
   std::vector<const DeviceBuffer*> buffers = {&a_, &b_};
   for (const DeviceBuffer& operand : operands_) buffers.push_back(&operand);
+  for (const DeviceBuffer& operand : operands2_) buffers.push_back(&operand);
   for (const DeviceBuffer* buffer : buffers) {
     ++index;
     if (!buffer->data()) continue;

@@ -75,6 +75,7 @@ __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o
       case RefStepKind::Residual: x += step.value * load_matrix(step.operand, o, l, i, j); break;
       case RefStepKind::Multiply: x *= load_matrix(step.operand, o, l, i, j); break;
       case RefStepKind::Glu: break;  // pairs columns: gate_reference_kernel, after this kernel
+      case RefStepKind::Rope: break;  // pairs columns: rope_reference_kernel, after this kernel
     }
   }
   return x;
@@ -141,6 +142,28 @@ __global__ void gate_reference_kernel(const double* pre, double* out, int64_t ro
     const double gate = pre[row * n + 2 * j];
     const double up = pre[row * n + 2 * j + 1];
     out[idx] = activate(gate, act, p0, p1) * up;
+  }
+}
+
+// out[i·n + j] for every row i < rows and original column j: the Rope step over the columns
+// before it (`pre`, dense rows × n; pairs (2p, 2p+1) of each head), reference_gemm.hpp.
+__global__ void rope_reference_kernel(const double* pre, double* out, int64_t rows, int64_t n,
+                                      const RefEpilogueStep rope) {
+  const int64_t total = rows * n;
+  const int64_t half = rope.group / 2;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / n, j = idx % n;
+    const int64_t c = j % rope.group;  // the original column in its head
+    const int64_t head = j - c;
+    const int64_t pair = rope.interleaved ? c / 2 : c % half;
+    const bool second = rope.interleaved ? (c % 2 == 1) : (c >= half);
+    const double xa = pre[i * n + head + 2 * pair];
+    const double xb = pre[i * n + head + 2 * pair + 1];
+    const int64_t sequence = i / rope.period, position = i % rope.period;
+    const double cos_c = load_matrix(rope.operand, 0, sequence, position, c);
+    const double sin_c = load_matrix(rope.operand2, 0, sequence, position, c);
+    out[idx] = second ? xb * cos_c + xa * sin_c : xa * cos_c - xb * sin_c;
   }
 }
 
@@ -253,17 +276,25 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
     throw CudaError("reference GEMM: problem too large for one launch grid");
   }
   for (int s = 0; s + 1 < params.step_count; ++s) {
-    if (params.steps[s].kind == RefStepKind::Glu) {
-      throw CudaError("reference GEMM: a glu step must be the epilogue's last");
+    if (params.steps[s].kind == RefStepKind::Glu || params.steps[s].kind == RefStepKind::Rope) {
+      throw CudaError("reference GEMM: a glu or rope step must be the epilogue's last");
     }
   }
   const bool gated = params.step_count > 0 && params.steps[params.step_count - 1].kind == RefStepKind::Glu;
-  if (!gated) {
+  const bool roped = params.step_count > 0 && params.steps[params.step_count - 1].kind == RefStepKind::Rope;
+  if (roped) {
+    const RefEpilogueStep& rope = params.steps[params.step_count - 1];
+    if (params.batch * params.outer_batch != 1 || rope.group <= 0 || rope.group % 2 != 0 ||
+        params.n % rope.group != 0 || rope.period <= 0 || params.m % rope.period != 0) {
+      throw CudaError("reference GEMM: a rope step needs one batch, whole heads and whole sequences");
+    }
+  }
+  if (!gated && !roped) {
     reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(params);
     check_cuda(cudaGetLastError(), "reference_gemm_kernel launch", __FILE__, __LINE__);
     return;
   }
-  if (params.n % 2 != 0) throw CudaError("reference GEMM: a glu step pairs columns, n is odd");
+  if (gated && params.n % 2 != 0) throw CudaError("reference GEMM: a glu step pairs columns, n is odd");
   // The steps before the gate into a dense m × n staging buffer, then the gate into `out`.
   const int64_t rows = params.m * params.batch * params.outer_batch;
   double* pre = nullptr;
@@ -274,7 +305,12 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
   before_gate.out = pre;
   reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(before_gate);
   cudaError_t launched = cudaGetLastError();
-  if (launched == cudaSuccess) {
+  if (launched == cudaSuccess && roped) {
+    const int64_t blocks = std::clamp<int64_t>((rows * params.n + 255) / 256, 1, 65535);
+    rope_reference_kernel<<<unsigned(blocks), 256, 0, stream>>>(pre, params.out, rows, params.n,
+                                                                params.steps[params.step_count - 1]);
+    launched = cudaGetLastError();
+  } else if (launched == cudaSuccess) {
     const RefEpilogueStep& glu = params.steps[params.step_count - 1];
     const int64_t blocks = std::clamp<int64_t>((rows * (params.n / 2) + 255) / 256, 1, 65535);
     gate_reference_kernel<<<unsigned(blocks), 256, 0, stream>>>(pre, params.out, rows, params.n,
@@ -282,7 +318,8 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
     launched = cudaGetLastError();
   }
   cudaFreeAsync(pre, stream);
-  check_cuda(launched, "reference_gemm_kernel (gated) launch", __FILE__, __LINE__);
+  check_cuda(launched, roped ? "reference_gemm_kernel (roped) launch" : "reference_gemm_kernel (gated) launch",
+             __FILE__, __LINE__);
 }
 
 void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,

@@ -24,7 +24,7 @@ struct MatrixView {
   int64_t outer_stride = 0;
 };
 
-enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu };
+enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu, Rope };
 enum class RefActivation : int {
   Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
 };
@@ -33,12 +33,21 @@ enum class RefActivation : int {
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
 // x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
 // only, n even) pairs columns: out(l, i, j) = act(x(l, i, 2j); p0, p1) · x(l, i, 2j+1) for j < n/2.
+// Rope (the last step only, one batch) rotates pairs (2p, 2p+1) of each head of `group` columns
+// into their original columns a, b (rotate-half a = p, b = p + group/2; interleaved a = 2p,
+// b = 2p+1): out(i, head + a) = x[2p]·cos[a] − x[2p+1]·sin[a], out(i, head + b) =
+// x[2p+1]·cos[b] + x[2p]·sin[b], the tables read at (sequence i / period, position i % period):
+// operand (cos) and operand2 (sin) with batch_stride between sequences, row_stride between
+// positions.
 struct RefEpilogueStep {
   RefStepKind kind = RefStepKind::Scale;
   RefActivation activation = RefActivation::Identity;
   double value = 1.0;
   double p0 = 0.0, p1 = 0.0;
-  MatrixView operand;  // Bias, Residual, Multiply
+  MatrixView operand;  // Bias, Residual, Multiply; Rope: cos
+  MatrixView operand2;  // Rope: sin
+  int64_t period = 0, group = 0;  // Rope
+  bool interleaved = false;       // Rope
 };
 
 inline constexpr int kMaxReferenceSteps = 8;
@@ -56,7 +65,8 @@ struct ReferenceParams {
   RefEpilogueStep steps[kMaxReferenceSteps];
   double* out = nullptr;
 };
-// Throws CudaError for a malformed Glu (not last, odd n) or a launch failure.
+// Throws CudaError for a malformed Glu (not last, odd n) or Rope (not last, batched, heads or
+// sequences that do not divide n or m) or a launch failure.
 void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
 
 // Compares the outer_batch × batch × m × n matrix `out` with the dense reference `ref`

@@ -1,0 +1,62 @@
+"""Regenerates the rope pattern's committed graph fixtures (captures of rope_models.py at small
+sizes, read by test_discover_rope.cpp).
+
+    $V/bin/python patterns/rope/tests/graphs/regenerate.py [--check]
+
+--check compares instead of writing and exits 1 when a fixture is stale.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[3]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(HERE.parent))
+
+from fact.graph_capture import capture  # noqa: E402
+from fact.graph_writer import dumps_graph  # noqa: E402
+import rope_models as R  # noqa: E402
+
+X = (2, 16, 64)  # batch, positions, hidden
+
+
+def fixtures():
+    yield "rotate_half_bf16", R.RotateHalf(), torch.bfloat16, [X]
+    yield "rotate_half_bias_bf16", R.RotateHalf(bias=True), torch.bfloat16, [X]
+    yield "rotate_half_untransposed_bf16", R.RotateHalf(transpose=False), torch.bfloat16, [X]
+    yield "rotate_half_fp32", R.RotateHalf(), torch.float32, [X]
+    yield "interleaved_bf16", R.Interleaved(), torch.bfloat16, [X]
+    yield "per_sequence_tables_bf16", R.PerSequenceTables(), torch.bfloat16, [X]
+    yield "table_per_head_bf16", R.TablePerHead(), torch.bfloat16, [X]
+    yield "partial_rotary_bf16", R.PartialRotary(), torch.bfloat16, [X]
+    yield "no_gemm_bf16", R.NoGemm(), torch.bfloat16, [(2, 4, 16, 16)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    stale = []
+    for name, module, dtype, shapes in fixtures():
+        module = module.to(dtype).eval()
+        inputs = [torch.zeros(shape, dtype=dtype, device="meta") for shape in shapes]
+        text = dumps_graph(capture(module.to("meta"), inputs))
+        path = HERE / f"{name}.json"
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print("stale:", ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The rope pattern end to end on the CPU: fact.optimize plans (in process), Python applies the
+plan with the engine's float64 host reference (the Rope step of the GEMM kind), every composed
+replacement is verified against the original subgraph run by PyTorch in float64, and the composed
+module matches the original within bf16's tolerance, returning the rotated tensor with the
+strides the original consumers saw.
+
+Models: patterns/rope/tests/rope_models.py (the rotate-half form with and without a q bias and a
+transpose, GPT-J's interleaved form, `transformers`' per-sequence tables, and the declined
+shapes) and the corpus' transformers LlamaDecoderLayer at its CPU sizes. The corpus' misc_rope_*
+files rotate model inputs (no projection): nothing to fuse, and they must still run unchanged."""
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+if importlib.util.find_spec("fact") is None:
+    sys.path.insert(0, str(REPO_ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fact  # noqa: E402
+import fact.compose  # noqa: E402
+import rope_models as R  # noqa: E402
+
+ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
+needs_engine_plan = pytest.mark.skipif(
+    not ENGINE_CAN_PLAN, reason=f"the engine's in-process planning is not available: {ENGINE_WHY_NOT}")
+
+LAUNCH = torch.ops.fact.launch.default
+
+
+def _optimize(module, inputs, tmp_path, precision="native"):
+    return fact.optimize(module, tuple(inputs), work_dir=tmp_path, remainder="eager", precision=precision)
+
+
+def _assert_matches(composed, module, make_inputs, seeds=(1, 2), tol=2e-2):
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # the planned signature must not fall back
+        for seed in seeds:
+            torch.manual_seed(seed)
+            inputs = make_inputs()
+            got, want = composed(*inputs), module(*inputs)
+            assert got.shape == want.shape and got.stride() == want.stride(), (got.stride(), want.stride())
+            assert got.abs().max() > 0
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def _rope_replacements(report):
+    return [c for c in report.composed if c.pattern == "rope"]
+
+
+CASES = {
+    "rotate_half": (lambda: R.RotateHalf(), "gemm_rope_rotate_half", 1),
+    "rotate_half_qwen2_bias": (lambda: R.RotateHalf(bias=True), "gemm_rope_rotate_half", 2),
+    "rotate_half_untransposed": (lambda: R.RotateHalf(transpose=False), "gemm_rope_rotate_half", 1),
+    "interleaved_gptj": (lambda: R.Interleaved(), "gemm_rope_interleaved", 0),
+    "per_sequence_tables": (lambda: R.PerSequenceTables(), "gemm_rope_rotate_half", 1),
+}
+
+
+@needs_engine_plan
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_projection_with_rope_composes_as_one_gemm(name, tmp_path):
+    make, rule, derived = CASES[name]
+    torch.manual_seed(0)
+    module = make().to(torch.bfloat16).eval()
+    make_inputs = lambda: [torch.randn(2, 16, 64, dtype=torch.bfloat16)]  # noqa: E731
+    composed = _optimize(module, make_inputs(), tmp_path)
+    report = composed.fact_report
+    ropes = _rope_replacements(report)
+    assert len(ropes) == 1, str(report)
+    assert ropes[0].rule == rule and ropes[0].verified, str(report)
+    assert len(ropes[0].calls) == 1 and "gemm_" in ropes[0].calls[0].summary and "rope" in ropes[0].calls[0].summary
+    assert len(ropes[0].derived) == derived, str(report)  # rotate-half: the weight (and bias) rows permuted
+    if derived:
+        assert "permuted" in ropes[0].derived[0], str(report)
+    assert not [item for item in report.left_to_pytorch if "rope" in item.what], str(report)
+    _assert_matches(composed, module, make_inputs)
+
+
+@needs_engine_plan
+def test_the_roped_output_is_closer_to_float64_than_pytorchs_bf16(tmp_path):
+    """One rounding from the float32 rotation (the kernel's contract), against PyTorch's three
+    bf16 roundings (q·cos, rot(q)·sin, their sum)."""
+    torch.manual_seed(0)
+    module = R.RotateHalf().to(torch.bfloat16).eval()
+    x = torch.randn(2, 16, 64, dtype=torch.bfloat16)
+    composed = _optimize(module, [x], tmp_path)
+    assert _rope_replacements(composed.fact_report), str(composed.fact_report)
+    with torch.no_grad():
+        reference = module.double()(x.double())
+        module.to(torch.bfloat16)
+        ours = (composed(x).double() - reference).norm() / reference.norm()
+        pytorch = (module(x).double() - reference).norm() / reference.norm()
+    assert ours <= pytorch, (float(ours), float(pytorch))
+
+
+DECLINED = {
+    "table_per_head": (lambda: R.TablePerHead(), torch.bfloat16, "native", "differs between heads"),
+    "partial_rotary": (lambda: R.PartialRotary(), torch.bfloat16, "native", "partial rotary"),
+    "float32_strict": (lambda: R.RotateHalf(), torch.float32, "strict", "float32"),
+}
+
+
+@needs_engine_plan
+@pytest.mark.parametrize("name", sorted(DECLINED))
+def test_what_the_rope_epilogue_cannot_compute_stays_a_gemm_and_is_correct(name, tmp_path):
+    make, dtype, precision, reason = DECLINED[name]
+    torch.manual_seed(0)
+    module = make().to(dtype).eval()
+    make_inputs = lambda: [torch.randn(2, 16, 64, dtype=dtype)]  # noqa: E731
+    composed = _optimize(module, make_inputs(), tmp_path, precision=precision)
+    report = composed.fact_report
+    assert not _rope_replacements(report), str(report)
+    declined = [item for item in report.left_to_pytorch if "rope" in item.what]
+    assert declined and reason in declined[0].reason, str(report)
+    # The projection itself is still FACT's GEMM.
+    assert any(c.pattern == "gemm" for c in report.composed), str(report)
+    _assert_matches(composed, module, make_inputs, tol=2e-2 if dtype == torch.bfloat16 else 1e-5)
+
+
+def _load_corpus(name, sizes=None):
+    path = REPO_ROOT / "corpus" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"rope_test_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for key, value in {**module.CPU_TEST_SIZES, **(sizes or {})}.items():
+        setattr(module, key, value)
+    return module
+
+
+@needs_engine_plan
+@pytest.mark.parametrize("name", ["misc_rope_rotate_half", "misc_rope_interleaved"])
+def test_the_corpus_rotations_of_model_inputs_are_not_fused_and_still_run(name, tmp_path):
+    corpus = _load_corpus(name)
+    torch.manual_seed(0)
+    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
+    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    composed = _optimize(module, make_inputs(), tmp_path)
+    report = composed.fact_report
+    assert not _rope_replacements(report), "q and k are model inputs here: no projection to fuse into"
+    with torch.no_grad():
+        torch.manual_seed(3)
+        inputs = make_inputs()
+        torch.testing.assert_close(composed(*inputs), module(*inputs), rtol=2e-2, atol=2e-2)
+
+
+@needs_engine_plan
+def test_transformers_llama_decoder_fuses_rope_into_q_and_k_projections(tmp_path):
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    corpus = _load_corpus("hf_llama_decoder")
+    torch.manual_seed(0)
+    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
+    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    composed = _optimize(module, make_inputs(), tmp_path)
+    report = composed.fact_report
+    ropes = _rope_replacements(report)
+    assert len(ropes) == 2 and all(r.verified and r.rule == "gemm_rope_rotate_half" for r in ropes), str(report)
+    assert not [item for item in report.left_to_pytorch if "rope" in item.what], str(report)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        inputs = make_inputs()
+        reference = module.double()(*[i.double() for i in inputs])
+        module.to(torch.bfloat16)
+        got = composed(*inputs)
+        want = module(*inputs)
+    # Within the precision contract of the model run in float64 (the conformance test's bound).
+    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
+    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
