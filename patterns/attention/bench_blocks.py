@@ -13,7 +13,9 @@ skipped) when the time budget would not allow it:
                                defines one (the block with attention through
                                F.scaled_dot_product_attention: bench/models/llama_block.py)
   fact_attention_only          the package with patterns=["attention"]
-  fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu"]
+  fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu", "rope"]
+  fact_no_rope                 the package without its rope replacements (the q/k projections and
+                               their rotary embedding left to PyTorch): the fused rope's share
   fact_cuda_graphs             the package with cuda_graphs=True (the forward captured as a CUDA
                                graph: what launch gaps cost)
 Every FACT variant is verified first: the composed module and the original against the
@@ -55,14 +57,14 @@ from fact.package import build_packaged_model, load_package
 from fact.timing import L2Flusher, time_device
 from fact.versions import collect_versions
 
-GEMM_PATTERNS = ["gemm", "mlp", "swiglu"]
+GEMM_PATTERNS = ["gemm", "mlp", "swiglu", "rope"]  # rope: a projection GEMM with its rotary epilogue
 # Seconds each variant is expected to take at most (compile included; on an H200 the minGPT
 # block's first torch.compile call took 5.5 s, max-autotune's 67 s, a fact.optimize with the
 # Inductor remainder 48 s: bench/results/compose-nvidia-h200-2026-11-22-part1.md); a variant
 # starts only when this much of the budget is left.
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
                     "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45,
-                    "fact_cuda_graphs": 60}
+                    "fact_cuda_graphs": 60, "fact_no_rope": 45}
 BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_sdpa")
 PROFILED = ("fact", "fact_cuda_graphs", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
 PROFILE_RUNS = 3
@@ -224,6 +226,7 @@ def run_package(run: Run, package: Path) -> None:
         "fact_attention_only": lambda: fact_variant("fact_attention_only", ["attention"]),
         "fact_gemms_only": lambda: fact_variant("fact_gemms_only", GEMM_PATTERNS),
         "fact_cuda_graphs": lambda: fact_variant("fact_cuda_graphs", None, cuda_graphs=True),
+        "fact_no_rope": lambda: fact_variant("fact_no_rope", ["attention", *GEMM_PATTERNS[:-1]]),
     }
     if twin is None:
         del variants["torch_compile_sdpa"]
@@ -291,7 +294,8 @@ def table(doc: dict) -> str:
                 ("FACT (all patterns)", case["fact_ms"]),
                 ("FACT attention only", case["ablation"].get("attention_only", {}).get("ms")),
                 ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms")),
-                ("FACT in a CUDA graph", case["ablation"].get("cuda_graphs", {}).get("ms"))]
+                ("FACT in a CUDA graph", case["ablation"].get("cuda_graphs", {}).get("ms")),
+                ("FACT without rope", case["ablation"].get("no_rope", {}).get("ms"))]
         for label, ms in rows:
             if ms is None:
                 lines.append(f"    {label:<28}        -")
