@@ -11,7 +11,7 @@
 # short table is printed last.
 #
 # The benchmark runs in two phases (python -m fact.conformance --help, "The prepare phase" in
-# python/fact/conformance.py). First the prepare phase: FACT_PREPARE_JOBS (default 8) worker
+# python/fact/conformance/prepare.py). First the prepare phase: FACT_PREPARE_JOBS (default 8) worker
 # processes of 2 cores each run the cases' compile work in queue order, timing nothing (nvcc
 # builds of the same tuning candidates the measurement tunes, torch.export, Inductor
 # compiles), for FACT_PREPARE_SHARE percent (default 45) of the case budget. Then the serial

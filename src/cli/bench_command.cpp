@@ -336,8 +336,8 @@ int run_bench(const BenchArgs& args) {
 }
 
 // The model-level suite: whole corpus models through fact.optimize against eager and
-// torch.compile, in Python (python/fact/conformance.py writes the results file, its plot and
-// its table). -o, --quick and --max-candidates map onto its options; anything the bench command
+// torch.compile, in Python (python/fact/conformance/, driver.py writes the results file, its plot
+// and its table). -o, --quick and --max-candidates map onto its options; anything the bench command
 // does not know is passed on (e.g. --models a,b --time-budget 480; see
 // `python -m fact.conformance --help`).
 constexpr const char* kConformanceSuite = "conformance";

@@ -1,0 +1,251 @@
+"""The GPU benchmark's driver (`run_gpu`) and its measurement worker (`_worker`): the driver
+runs the prepare phase (prepare.py), then the queued cases in worker processes
+(`python -m fact.conformance --worker`, one at a time; a fresh one when a case takes its process
+down), and assembles the results file, its table and plot from the case records (`_Run`)."""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, corpus_files, load_json,
+                                     write_json)
+from fact.conformance.gpu_case import (STRICT_CATEGORIES, SUITE, WORKER_LOST_EXIT, _log,
+                                       device_slug, gpu_cases, run_gpu_case)
+from fact.conformance.gpu_report import plot_gpu, render_gpu_markdown, summarize_gpu
+from fact.conformance.prepare import (_PreparePhase, cache_activity, cache_counters,
+                                      share_compile_caches, shared_caches, with_prepare_record)
+
+
+class _Run:
+    """The files of one GPU run: the results stem in out_dir; case records, the queue, the
+    device description and the logs in work_dir."""
+
+    def __init__(self, out_dir: Path, work_dir: Path, date: str, variant: str):
+        self.out_dir, self.work_dir, self.date, self.variant = Path(out_dir), Path(work_dir), date, variant
+        self.cases_dir = self.work_dir / "cases"
+        self.cases_dir.mkdir(parents=True, exist_ok=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def device(self) -> dict:
+        return load_json(self.work_dir / "device.json") or {"device": "unknown", "versions": {}}
+
+    def stem(self) -> str:
+        return f"{SUITE}-{device_slug(self.device()['device'])}-{self.date}" + (
+            f"-{self.variant}" if self.variant else "")
+
+    def record(self, index: int, case: dict) -> None:
+        write_json(self.cases_dir / f"{index:03d}-{case['name']}.json", case)
+
+    def cases(self) -> list[dict]:
+        return [doc for doc in (load_json(p) for p in sorted(self.cases_dir.glob("*.json"))) if doc]
+
+    def write(self, settings: dict, plot: bool = False) -> Path:
+        """Assembles the results file (and its .md; the plot too when asked) from the case
+        records so far; returns the JSON's path."""
+        device = self.device()
+        cases = self.cases()
+        doc = {"suite": SUITE, "date": self.date, "device": device["device"],
+               "versions": device.get("versions", {}), "settings": settings, "cases": cases,
+               "summary": summarize_gpu(cases)}
+        path = self.out_dir / f"{self.stem()}.json"
+        write_json(path, doc)
+        (self.out_dir / f"{self.stem()}.md").write_text(render_gpu_markdown(doc))
+        if plot:
+            problem = plot_gpu(doc, self.out_dir / f"{self.stem()}.png")
+            if problem:
+                print(f"plot: {problem}", flush=True)
+        return path
+
+
+def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> dict:
+    subset = "QUICK subset" if args.quick else ("--models " + ",".join(args.models) if args.models
+                                               else "whole corpus (QUICK first)")
+    sizes = "full-size constants" if args.sizes == "full" else "CPU_TEST_SIZES (smoke test)"
+    budget = f", time budget {args.time_budget:.0f} s (cases that would start later are skipped)" \
+        if args.time_budget else ""
+    prepare = (f"; before the measurements {args.prepare_jobs} parallel workers warmed the kernel "
+               f"and Inductor caches (prepare phase, budget "
+               f"{f'{args.prepare_budget:.0f} s' if args.prepare_budget else 'unlimited'})"
+               if args.prepare_jobs else "")
+    return {"tune": args.tune, "sizes": args.sizes, "iters": args.iters, "warmup": args.warmup,
+            "flush_mb": args.flush_mb, "time_budget_s": args.time_budget, "device": args.device,
+            "prepare_jobs": args.prepare_jobs, "prepare_budget_s": args.prepare_budget,
+            "caches": shared_caches(),
+            "cases_requested": [f"{p.stem}:{d}" for p, d in cases],
+            "note": (f"{len(cases)} cases ({subset}), the files' {sizes}, bf16 in native for every "
+                     f"file and float32 in strict for the {'/'.join(STRICT_CATEGORIES)} files; "
+                     f"FACT tuned over {args.tune} configuration(s) per kernel (tuning database "
+                     f"shared across models), Inductor remainder, never-slower guard on; "
+                     f"torch.compile default mode; {args.warmup} warm-up + {args.iters} timed runs, "
+                     f"median, L2 flushed ({args.flush_mb} MiB) before each{budget}{prepare}")}
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """Runs the queued cases in order, recording each (ok, wrong or failed) and rewriting the
+    results after each; skips those that would start past the deadline."""
+    started = args.started or time.time()
+    run = _Run(args.out_dir, args.work_dir, args.date, args.variant)
+    queue = json.loads(Path(args.queue).read_text())
+    settings = json.loads((run.work_dir / "settings.json").read_text())
+    if args.device.startswith("cuda"):
+        from fact.versions import collect_versions
+
+        index = torch.device(args.device).index or 0
+        write_json(run.work_dir / "device.json", {
+            "device": torch.cuda.get_device_name(index),
+            "versions": collect_versions(torch.device("cuda", index))})
+    elif not (run.work_dir / "device.json").is_file():
+        from fact.versions import collect_versions
+
+        write_json(run.work_dir / "device.json", {"device": "cpu",
+                                                  "versions": collect_versions(torch.device("cpu"))})
+    for index, file, dtype_name in queue:
+        path = Path(file)
+        stem, name = path.stem, f"{path.stem}-{dtype_name}"
+        if args.deadline and time.time() > args.deadline:
+            run.record(index, with_prepare_record(
+                {"name": name, "model": stem, "dtype": dtype_name,
+                 "precision": PRECISION_BY_DTYPE[dtype_name], "status": "skipped",
+                 "reason": "time budget spent before it started"}, run.work_dir))
+            continue
+        write_json(run.work_dir / "current.json", {"index": index, "name": name})
+        counters_before = cache_counters()
+        try:
+            case = run_gpu_case(path, dtype_name, run.work_dir / "optimize" / name,
+                                device=args.device, sizes=args.sizes, tune=args.tune,
+                                warmup=args.warmup, iters=args.iters, flush_mb=args.flush_mb,
+                                started=started)
+        except Exception as error:  # noqa: BLE001 - recorded, the next case runs
+            case = {"name": name, "model": stem, "dtype": dtype_name,
+                    "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
+                    "reason": _first_line(error), "traceback": traceback.format_exc(limit=-6)}
+            _log(f"{name}: FAILED: {case['reason']}", started)
+        case["caches"] = cache_activity(counters_before, cache_counters())
+        run.record(index, with_prepare_record(case, run.work_dir))
+        (run.work_dir / "current.json").unlink(missing_ok=True)
+        run.write(settings)
+        torch._dynamo.reset()
+        gc.collect()
+        if args.device.startswith("cuda"):
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception as error:  # noqa: BLE001 - a sticky CUDA error: a fresh process goes on
+                _log(f"the CUDA context is unusable after {name} ({_first_line(error)}); this "
+                     f"worker stops, a fresh one takes the remaining cases", started)
+                return WORKER_LOST_EXIT
+    return 0
+
+
+def _prepare_deadline(args: argparse.Namespace, started: float, deadline: float) -> float:
+    """When the prepare phase ends at the latest (0: no limit): --prepare-budget seconds after
+    the start, never after the run's own deadline."""
+    if not args.prepare_budget:
+        return deadline
+    end = started + args.prepare_budget
+    return min(end, deadline) if deadline else end
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    """The driver: with --prepare-jobs, first the prepare phase (_PreparePhase: the cases'
+    compile work in parallel workers, until --prepare-budget); then the measurements in worker
+    processes (one, unless a case takes its process down: the case is recorded as failed with
+    the worker's last output and a fresh worker takes the rest); then writes the results file,
+    its table and its plot. SIGTERM/SIGINT stop whichever phase runs and keep what was measured."""
+    started = time.time()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("fact.conformance --gpu: no CUDA GPU here (run it on a Hopper GPU; --device cpu "
+              "--sizes cpu is a smoke test of the runner)", file=sys.stderr)
+        return 2
+    share_compile_caches()
+    files = [Path(f) for f in args.files] or corpus_files(args.corpus)
+    cases = gpu_cases(files, args.models, args.quick, args.dtypes)
+    run = _Run(args.out_dir, args.work_dir, args.date, args.variant)
+    settings = _settings(args, cases)
+    write_json(run.work_dir / "settings.json", settings)
+    deadline = started + args.time_budget if args.time_budget else 0.0
+    pending = [(i, str(p), d) for i, (p, d) in enumerate(cases)]
+    _log(f"{len(pending)} cases: {', '.join(f'{Path(f).stem}:{d}' for _, f, d in pending)}", started)
+    prepare = None
+    if args.prepare_jobs > 0 and pending:
+        prepare = _PreparePhase(run, pending, args, started, _prepare_deadline(args, started, deadline))
+        if not settings["caches"]["fx_graph_cache"]:
+            _log("Inductor's FX graph cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE): the prepare "
+                 "phase warms the kernel and Triton caches only", started)
+    child: list = [None]
+    stopping = [False]
+
+    def stop(signum, frame):  # noqa: ARG001 - SIGTERM/SIGINT: stop the workers, keep the results
+        if stopping[0]:
+            return  # already stopping: let the first stop finish writing the results
+        stopping[0] = True
+        if prepare is not None:
+            prepare.interrupt()
+        if child[0] is not None and child[0].poll() is None:
+            child[0].terminate()
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    try:
+        if prepare is not None:
+            try:
+                prepare.run()
+            finally:
+                settings["prepare"] = prepare.summary()
+                write_json(run.work_dir / "settings.json", settings)
+        while pending:
+            queue = run.work_dir / "queue.json"
+            queue.write_text(json.dumps(pending))
+            (run.work_dir / "current.json").unlink(missing_ok=True)
+            log_path = run.work_dir / f"worker-{pending[0][0]:03d}.log"
+            argv = [sys.executable, "-m", "fact.conformance", "--worker", "--queue", str(queue),
+                    "--started", str(started), "--deadline", str(deadline), *args.passed]
+            with open(log_path, "w") as log:
+                child[0] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for line in child[0].stdout:
+                    log.write(line)
+                    log.flush()
+                    if line.startswith("[") or line.startswith("plot:"):
+                        print(line, end="", flush=True)
+                status = child[0].wait()
+            done = {p.name.split("-", 1)[0] for p in run.cases_dir.glob("*.json")}
+            current = load_json(run.work_dir / "current.json")
+            if current is not None and f"{current['index']:03d}" not in done:
+                tail = log_path.read_text().splitlines()[-15:]
+                index = current["index"]
+                stem, dtype_name = next((Path(f).stem, d) for i, f, d in pending if i == index)
+                run.record(index, with_prepare_record(
+                    {"name": current["name"], "model": stem, "dtype": dtype_name,
+                     "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
+                     "reason": f"the worker process died during it (exit {status})",
+                     "log_tail": tail}, run.work_dir))
+                _log(f"{current['name']}: FAILED: the worker died (exit {status})", started)
+                done.add(f"{index:03d}")
+            remaining = [c for c in pending if f"{c[0]:03d}" not in done]
+            if len(remaining) == len(pending):
+                _log(f"the worker made no progress (exit {status}); stopping", started)
+                break
+            pending = remaining
+    except KeyboardInterrupt:
+        _log("stopped: writing what was measured", started)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not load_json(run.work_dir / "device.json"):
+        write_json(run.work_dir / "device.json", {"device": args.device, "versions": {}})
+    path = run.write(settings, plot=True)
+    doc = load_json(path) or {}
+    print("\n" + render_gpu_markdown(doc), flush=True)
+    print(f"results: {path}\ntable: {path.with_suffix('.md')}\nplot: {path.with_suffix('.png')}", flush=True)
+    return 0
