@@ -16,6 +16,9 @@ skipped) when the time budget would not allow it:
   fact_gemms_only              the package with patterns=["gemm", "mlp", "swiglu", "rope"]
   fact_no_rope                 the package without its rope replacements (the q/k projections and
                                their rotary embedding left to PyTorch): the fused rope's share
+                               (the fused rope is opt-in, patterns/rope/README.md: a package holds
+                               rope replacements only when it was planned with rope named,
+                               e.g. python -m fact.package --patterns rope,gemm,attention,...)
   fact_cuda_graphs             the package with cuda_graphs=True (the forward captured as a CUDA
                                graph: what launch gaps cost)
 Every FACT variant is verified first: the composed module and the original against the

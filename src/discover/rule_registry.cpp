@@ -14,6 +14,8 @@ RuleRegistry& RuleRegistry::global() {
 void RuleRegistry::add(Rule rule) {
   if (find(rule.name) != nullptr)
     throw std::invalid_argument("rule '" + rule.name + "' is already registered");
+  if (rule.opt_in && rule.opt_in_reason.empty())
+    throw std::invalid_argument("opt-in rule '" + rule.name + "' gives no opt_in_reason");
   rules_.push_back(std::make_unique<Rule>(std::move(rule)));
 }
 
@@ -76,6 +78,15 @@ std::vector<graph::NodeId> covered_captured_nodes(const graph::Graph& g,
   return covered;
 }
 
+// True when the user's selection names an opt-in rule: its name, its pattern folder, or the
+// match's own rule / pattern name (a rule may name its matches by form: gemm_rope_rotate_half).
+bool opted_in(const Rule& rule, const Match& match, const DiscoverOptions& options) {
+  for (const std::string& name : {rule.name, rule.pattern, match.rule, match.pattern}) {
+    if (!name.empty() && options.opt_in.count(name)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverOptions& options,
@@ -98,6 +109,14 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
       if (overlaps || (result->claims.empty() && !report_only) || intermediates_escape(canonical, *result)) continue;
       if (result->match.pattern.empty()) result->match.pattern = rule->pattern;
       if (!report_only) result->match.nodes = covered_captured_nodes(canonical, result->claims);
+      if (rule->opt_in && result->match.status == MatchStatus::Accepted && !opted_in(*rule, result->match, options)) {
+        // Not named by the selection: a report of what it would replace; other rules take it.
+        result->match.status = MatchStatus::Declined;
+        result->match.reason = rule->opt_in_reason;
+        result->match.problems.clear();
+        result->match.derived.clear();
+        result->claims.clear();
+      }
       result->match.outputs = result->outputs;
       claimed.insert(result->claims.begin(), result->claims.end());
       results.push_back(std::move(*result));

@@ -274,6 +274,8 @@ PlanResult make_plan(const PlanRequest& request) {
   result.options = discover_options({request.precision, request.device_profile, request.use_tuning_db,
                                      request.tuning_db, request.use_registry, request.registry_dir, arch},
                                     result.captured);
+  // Opt-in rules (rule.hpp's Rule::opt_in) accept only what the selection names.
+  if (request.patterns) result.options.opt_in.insert(request.patterns->begin(), request.patterns->end());
   const std::string& precision = result.options.precision;
   result.discovery = discover::discover(result.captured, result.options);
   util::write_file_atomically(

@@ -34,6 +34,12 @@ struct DiscoverOptions {
   };
   std::function<Classified(const Match&, const graph::Graph& captured, const DiscoverOptions&)> classify_match;
   std::string registry;
+  // The names the user's pattern selection gave (the plan request's `patterns`: rule names,
+  // match rule names or pattern folders; the engine copies them here). An opt-in rule
+  // (Rule::opt_in in rule.hpp, e.g. patterns/rope) accepts only when one of its names is here;
+  // otherwise its matches are declined reports and other rules take their nodes. Empty (no
+  // selection): no opt-in rule accepts.
+  std::set<std::string> opt_in;
 };
 
 // The precision mode a graph runs in unless the user says otherwise: "native" when its

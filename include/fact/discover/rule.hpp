@@ -133,6 +133,12 @@ struct Rule {
   bool has_template = false;  // a realization template exists (ADAPT) or not (NEW)
   Pattern root;
   RuleCheck check;
+  // An opt-in rule (e.g. a fusion measured slower than what it replaces) accepts only when the
+  // user's selection names it (DiscoverOptions::opt_in holds its name, its pattern folder or
+  // the accepted match's rule name); otherwise run_rules turns each match it would accept into
+  // a declined report with `opt_in_reason` (it claims nothing, so other rules take its nodes).
+  bool opt_in = false;
+  std::string opt_in_reason = {};  // why it is opt-in and how to name it; required when opt_in
 };
 
 class RuleRegistry {
@@ -160,7 +166,9 @@ struct RuleRegistrar {
 // outside its claims (or are graph outputs) other than its `outputs` is discarded. Each
 // result's Match::nodes lists the captured nodes covered (the claims' origins, in canonical
 // order). A declined result with no claims is kept as a report: it replaces nothing, claims
-// nothing (other rules may match its nodes) and keeps the Match::nodes its rule set.
+// nothing (other rules may match its nodes) and keeps the Match::nodes its rule set. An
+// accepted result of an opt-in rule (Rule::opt_in) that options.opt_in does not name becomes
+// such a report, with the rule's opt_in_reason and the nodes it would have covered.
 std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverOptions& options,
                                   const std::vector<const Rule*>& rules);
 

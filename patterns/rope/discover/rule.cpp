@@ -459,6 +459,18 @@ std::optional<RuleResult> match_rope(const RuleContext& context, const graph::No
   return result;
 }
 
+// Opt-in (README.md, "Status"): on an H100 the rope store is slower than what it replaces (its
+// epilogue reads cos / sin as scalar 2-byte global loads), so by default each match this rule
+// would accept is declined with this reason and the projection stays a plain GEMM
+// (gemm_epilogue); naming "rope" (or gemm_rope, gemm_rope_rotate_half, gemm_rope_interleaved)
+// in the pattern selection fuses it.
+constexpr const char* kOptInReason =
+    "fused rope is opt-in (name it: fact.optimize(..., patterns=['rope', ...]) / fact plan --patterns rope,... ; "
+    "a selection composes only the patterns it names, so list the others too, e.g. "
+    "['rope', 'gemm', 'attention', 'swiglu', 'mlp']): measured slower than the plain projection + Inductor's "
+    "rotary on an H100 (0.713 vs 0.51 ms for the Llama q/k projections, "
+    "bench/results/blocks-nvidia-h100-80gb-hbm3-2026-11-25-llama-rope.json)";
+
 const RuleRegistrar kRopeRule{Rule{
     .name = "gemm_rope",
     .pattern = "rope",
@@ -466,6 +478,8 @@ const RuleRegistrar kRopeRule{Rule{
     .has_template = true,
     .root = rope_pattern(),
     .check = match_rope,
+    .opt_in = true,
+    .opt_in_reason = kOptInReason,
 }};
 
 }  // namespace

@@ -1,8 +1,11 @@
 // patterns/rope rule on captured graphs (patterns/rope/tests/graphs, regenerate.py): rotary
-// embeddings of a projection's heads become the projection with a Rope step; what the rope
-// epilogue cannot compute is declined with its reason (a report: the projection stays a GEMM).
+// embeddings of a projection's heads become the projection with a Rope step when the selection
+// names the rule (it is opt-in: measured slower than the plain GEMM + Inductor's rotary, see
+// README.md); by default, and for what the rope epilogue cannot compute, it is declined with
+// its reason (a report: the projection stays a GEMM).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "fact/discover/discover.hpp"
@@ -18,6 +21,14 @@ using testing::describe;
 using testing::find_rule;
 using testing::gemms;
 using Kind = EpilogueStep::Kind;
+
+// Discovery with the rope rule named by the selection (DiscoverOptions::opt_in): any of its
+// names opts in.
+DiscoverOptions opted_in(const std::string& name = "rope") {
+  DiscoverOptions options;
+  options.opt_in = {name};
+  return options;
+}
 
 graph::Graph rope_fixture(const std::string& name) {
   return graph::load_graph(std::filesystem::path(FACT_SOURCE_DIR) / "patterns/rope/tests/graphs" / (name + ".json"));
@@ -54,7 +65,7 @@ void expect_rope_problem(const Match& m, bool interleaved, int64_t period_stride
 }
 
 TEST(RopeRule, RotateHalfOfTransposedHeadsPermutesTheWeightRows) {
-  const auto d = discover(rope_fixture("rotate_half_bf16"));
+  const auto d = discover(rope_fixture("rotate_half_bf16"), opted_in());
   SCOPED_TRACE(describe(d.matches));
   ASSERT_EQ(d.matches.size(), 1u);
   const Match& m = d.matches[0];
@@ -79,7 +90,7 @@ TEST(RopeRule, RotateHalfOfTransposedHeadsPermutesTheWeightRows) {
 }
 
 TEST(RopeRule, Qwen2BiasIsPermutedLikeTheWeightAndAddedBeforeTheRotation) {
-  const auto d = discover(rope_fixture("rotate_half_bias_bf16"));
+  const auto d = discover(rope_fixture("rotate_half_bias_bf16"), opted_in("gemm_rope"));
   SCOPED_TRACE(describe(d.matches));
   ASSERT_EQ(d.matches.size(), 1u);
   const Match& m = d.matches[0];
@@ -96,7 +107,7 @@ TEST(RopeRule, Qwen2BiasIsPermutedLikeTheWeightAndAddedBeforeTheRotation) {
 }
 
 TEST(RopeRule, UntransposedHeadsWriteAContiguousOutput) {
-  const auto d = discover(rope_fixture("rotate_half_untransposed_bf16"));
+  const auto d = discover(rope_fixture("rotate_half_untransposed_bf16"), opted_in());
   SCOPED_TRACE(describe(d.matches));
   ASSERT_EQ(d.matches.size(), 1u);
   EXPECT_EQ(d.matches[0].status, MatchStatus::Accepted) << d.matches[0].reason;
@@ -104,7 +115,7 @@ TEST(RopeRule, UntransposedHeadsWriteAContiguousOutput) {
 }
 
 TEST(RopeRule, GptjInterleavedPairsKeepTheWeight) {
-  const auto d = discover(rope_fixture("interleaved_bf16"));
+  const auto d = discover(rope_fixture("interleaved_bf16"), opted_in("gemm_rope_interleaved"));
   SCOPED_TRACE(describe(d.matches));
   const Match* m = rope_match(d.matches);
   ASSERT_NE(m, nullptr);
@@ -119,7 +130,7 @@ TEST(RopeRule, GptjInterleavedPairsKeepTheWeight) {
 }
 
 TEST(RopeRule, TransformersTablesPerSequenceAreReadWithTheirBatchStride) {
-  const auto d = discover(rope_fixture("per_sequence_tables_bf16"));
+  const auto d = discover(rope_fixture("per_sequence_tables_bf16"), opted_in("gemm_rope_rotate_half"));
   SCOPED_TRACE(describe(d.matches));
   const Match* m = rope_match(d.matches);
   ASSERT_NE(m, nullptr);
@@ -158,6 +169,44 @@ TEST(RopeRule, PartialRotaryIsDeclinedWithTheReason) {
   EXPECT_EQ(m->status, MatchStatus::Declined);
   EXPECT_NE(m->reason.find("partial rotary (the first 8 of 16"), std::string::npos) << m->reason;
   ASSERT_NE(find_rule(d.matches, "gemm"), nullptr);
+}
+
+// By default (no selection, or one that does not name the rope rule) every match the rule
+// would accept is a report with the measured reason, and the projection is the GEMM rule's.
+TEST(RopeRule, ByDefaultTheFusionIsDeclinedAndTheProjectionStaysAGemm) {
+  for (const char* fixture : {"rotate_half_bf16", "rotate_half_bias_bf16", "rotate_half_untransposed_bf16",
+                              "interleaved_bf16", "per_sequence_tables_bf16"}) {
+    for (const DiscoverOptions& options : {DiscoverOptions{}, opted_in("gemm"), opted_in("attention")}) {
+      const auto d = discover(rope_fixture(fixture), options);
+      SCOPED_TRACE(std::string(fixture) + "\n" + describe(d.matches));
+      const Match* m = rope_match(d.matches);
+      ASSERT_NE(m, nullptr);
+      EXPECT_EQ(m->status, MatchStatus::Declined);
+      EXPECT_NE(m->reason.find("fused rope is opt-in"), std::string::npos) << m->reason;
+      EXPECT_NE(m->reason.find("patterns=['rope'"), std::string::npos) << m->reason;
+      EXPECT_NE(m->reason.find("fact plan --patterns rope"), std::string::npos) << m->reason;
+      EXPECT_NE(m->reason.find("bench/results/blocks-nvidia-h100-80gb-hbm3-2026-11-25-llama-rope.json"),
+                std::string::npos)
+          << m->reason;
+      EXPECT_TRUE(m->problems.empty());
+      EXPECT_TRUE(m->derived.empty());
+      // It names what it would have replaced: the projection and the rotation.
+      EXPECT_NE(std::find(m->nodes.begin(), m->nodes.end(), "linear"), m->nodes.end());
+      ASSERT_FALSE(m->nodes.empty());
+      EXPECT_EQ(m->nodes.back().rfind("add", 0), 0u) << m->nodes.back();  // the rotation's add
+      // The projection is a plain GEMM (with its bias for Qwen2), no rope step.
+      const Match* gemm = nullptr;
+      for (const auto& other : d.matches) {
+        if (other.pattern == "gemm" && std::find(other.nodes.begin(), other.nodes.end(), "linear") != other.nodes.end())
+          gemm = &other;
+      }
+      ASSERT_NE(gemm, nullptr);
+      EXPECT_EQ(gemm->status, MatchStatus::Accepted) << gemm->reason;
+      ASSERT_EQ(gemms(*gemm).size(), 1u);
+      EXPECT_FALSE(gemms(*gemm)[0].roped());
+      EXPECT_EQ(gemms(*gemm)[0].shape_string(), "32x64x64");
+    }
+  }
 }
 
 TEST(RopeRule, TheRotationOfAnInputIsNoMatch) {

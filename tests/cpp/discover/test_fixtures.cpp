@@ -128,12 +128,39 @@ TEST(MinGptFp32, PrecisionModeDecidesTheMath) {
   EXPECT_NE(up->reason.find("--precision strict"), std::string::npos);
 }
 
+// The q / k projections with their rotary embedding fused (patterns/rope, issue 12) when the
+// selection names the rope rule (it is opt-in); by default they are plain GEMMs and the rope
+// rule reports each with the measured reason.
+TEST(Llama, ProjectionsWithoutTheOptInRopeArePlainGemms) {
+  const auto d = discover(load_fixture("llama_block_bf16.json"));
+  SCOPED_TRACE(describe(d.matches));
+  ASSERT_EQ(d.matches.size(), 8u);
+  EXPECT_EQ(count_status(d.matches, MatchStatus::Accepted), 6u);
+  for (const auto& [node, shape] : std::vector<std::pair<std::string, std::string>>{
+           {"linear", "8192x4096x4096"}, {"linear_1", "8192x1024x4096"}, {"linear_2", "8192x1024x4096"}}) {
+    const Match* m = covering(d.matches, node);  // accepted matches rank first
+    ASSERT_NE(m, nullptr) << node;
+    EXPECT_EQ(m->rule, "gemm") << node;
+    EXPECT_EQ(m->status, MatchStatus::Accepted) << m->reason;
+    EXPECT_EQ(gemms(*m).at(0).shape_string(), shape) << node;
+    EXPECT_FALSE(gemms(*m).at(0).roped()) << node;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    const Match* rope = find_rule(d.matches, "gemm_rope_rotate_half", i);
+    ASSERT_NE(rope, nullptr) << i;
+    EXPECT_EQ(rope->status, MatchStatus::Declined);
+    EXPECT_NE(rope->reason.find("fused rope is opt-in"), std::string::npos) << rope->reason;
+  }
+}
+
 TEST(Llama, ProjectionsSwigluAndAttention) {
   const auto g = load_fixture("llama_block_bf16.json");
-  const auto d = discover(g);
+  DiscoverOptions options;
+  options.opt_in = {"rope"};
+  const auto d = discover(g, options);
   SCOPED_TRACE(describe(d.matches));
   ASSERT_EQ(d.matches.size(), 6u);
-  // q and k projections carry their rotary embedding (patterns/rope, issue 12); v is a GEMM.
+  // q and k projections carry their rotary embedding (patterns/rope, opted in); v is a GEMM.
   for (const auto& [node, shape, rule] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"linear", "8192x4096x4096", "gemm_rope_rotate_half"},
            {"linear_1", "8192x1024x4096", "gemm_rope_rotate_half"},

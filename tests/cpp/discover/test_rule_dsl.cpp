@@ -164,5 +164,58 @@ TEST(RunRules, HigherPriorityClaimsFirstAndEscapesAreRefused) {
   EXPECT_EQ(results[2].match.nodes, std::vector<std::string>{"neg"});
 }
 
+// An opt-in rule accepts only when the selection names it (its name, pattern folder or match
+// rule); otherwise its accepted match becomes a report with the rule's reason that claims
+// nothing, so a lower-priority rule takes the node.
+TEST(RunRules, OptInRuleIsAReportUnlessTheSelectionNamesIt) {
+  auto g = small_graph();
+  Rule fused{.name = "fused", .pattern = "f", .priority = 2, .root = Pattern::op({"aten.neg"}),
+             .check = [](const RuleContext&, const graph::Node& anchor, const Binding&) {
+               RuleResult r = claim({anchor.id}, anchor.outputs, "fused_neg");
+               r.match.status = MatchStatus::Accepted;
+               r.match.problems.push_back(Problem{"k", {}});
+               return std::optional(r);
+             },
+             .opt_in = true,
+             .opt_in_reason = "fused is opt-in: slower"};
+  Rule plain{.name = "plain", .pattern = "p", .priority = 1, .root = Pattern::op({"aten.neg"}),
+             .check = [](const RuleContext&, const graph::Node& anchor, const Binding&) {
+               RuleResult r = claim({anchor.id}, anchor.outputs, "plain");
+               r.match.status = MatchStatus::Accepted;
+               return std::optional(r);
+             }};
+  for (const std::set<std::string>& selection : {std::set<std::string>{}, std::set<std::string>{"p", "other"}}) {
+    DiscoverOptions options;
+    options.opt_in = selection;
+    auto results = run_rules(g, options, {&fused, &plain});
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(results[0].match.rule, "fused_neg");
+    EXPECT_EQ(results[0].match.status, MatchStatus::Declined);
+    EXPECT_EQ(results[0].match.reason, "fused is opt-in: slower");
+    EXPECT_TRUE(results[0].claims.empty());
+    EXPECT_TRUE(results[0].match.problems.empty());
+    EXPECT_EQ(results[0].match.nodes, std::vector<std::string>{"neg"});
+    EXPECT_EQ(results[1].match.rule, "plain");
+    EXPECT_EQ(results[1].match.status, MatchStatus::Accepted);
+    EXPECT_EQ(results[1].claims, std::vector<std::string>{"neg"});
+  }
+  for (const char* name : {"fused", "f", "fused_neg"}) {
+    DiscoverOptions options;
+    options.opt_in = {name};
+    auto results = run_rules(g, options, {&fused, &plain});
+    ASSERT_EQ(results.size(), 1u) << name;
+    EXPECT_EQ(results[0].match.rule, "fused_neg");
+    EXPECT_EQ(results[0].match.status, MatchStatus::Accepted);
+    EXPECT_EQ(results[0].match.problems.size(), 1u);
+  }
+}
+
+TEST(RuleRegistry, AnOptInRuleNeedsItsReason) {
+  RuleRegistry registry;
+  EXPECT_THROW(registry.add(Rule{.name = "quiet", .pattern = "q", .opt_in = true}), std::invalid_argument);
+  registry.add(Rule{.name = "loud", .pattern = "q", .opt_in = true, .opt_in_reason = "why"});
+  EXPECT_NE(registry.find("loud"), nullptr);
+}
+
 }  // namespace
 }  // namespace fact::discover
