@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
-import importlib
 import json
 import re
 import sys
@@ -83,8 +82,7 @@ def first_line(error: BaseException) -> str:
 
 def sdpa_twin_of(model):
     """The model file's `sdpa_twin` (the block with SDPA attention, same weights), or None."""
-    module = importlib.import_module(type(model).__module__) if type(model).__module__ in sys.modules else None
-    return getattr(module, "sdpa_twin", None)
+    return getattr(sys.modules.get(type(model).__module__), "sdpa_twin", None)
 
 
 def kernel_profile(fn, device: torch.device, runs: int = PROFILE_RUNS, top: int = 12) -> dict:
@@ -229,7 +227,8 @@ def run_package(run: Run, package: Path) -> None:
         "fact_attention_only": lambda: fact_variant("fact_attention_only", ["attention"]),
         "fact_gemms_only": lambda: fact_variant("fact_gemms_only", GEMM_PATTERNS),
         "fact_cuda_graphs": lambda: fact_variant("fact_cuda_graphs", None, cuda_graphs=True),
-        "fact_no_rope": lambda: fact_variant("fact_no_rope", ["attention", *GEMM_PATTERNS[:-1]]),
+        "fact_no_rope": lambda: fact_variant("fact_no_rope",
+                                             [p for p in ("attention", *GEMM_PATTERNS) if p != "rope"]),
     }
     if twin is None:
         del variants["torch_compile_sdpa"]

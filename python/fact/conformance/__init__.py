@@ -57,7 +57,7 @@ from __future__ import annotations
 from fact.conformance.corpus import (CATEGORIES, CORPUS_DIR, DTYPE_BY_NAME, OUTPUT_BOUND,
                                      PRECISION_BY_DTYPE, REPO_ROOT, TORCH_ERROR_FACTOR,
                                      _call_get_inputs, _first_line, _single_tensor, build,
-                                     corpus_files, file_dtypes, float64_output, load_file,
+                                     build_case, corpus_files, file_dtypes, float64_output, load_file,
                                      load_json, output_bound, quiet_torch, relative_error,
                                      write_json)
 from fact.conformance.coverage import (GEMM_KINDS, _CALL_LABEL, _NUMBER, _SHAPE, _einsum_flops,

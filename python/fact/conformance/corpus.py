@@ -116,6 +116,17 @@ def build(module: ModuleType, dtype_name: str, device: str = "cpu", seed: int = 
     return model, tuple(inputs)
 
 
+def build_case(path: Path, dtype_name: str, device: str, sizes: str = "full",
+               seed: int = 0) -> tuple[ModuleType, torch.nn.Module, tuple]:
+    """One case's file imported afresh, its model and inputs (build): sizes "full" keeps the
+    file's constants, "cpu" assigns its CPU_TEST_SIZES. The GPU measurement and the prepare
+    phase both build through here, so that the graphs prepare compiles are the ones measured."""
+    module = load_file(path)
+    model, inputs = build(module, dtype_name, device, seed,
+                          getattr(module, "CPU_TEST_SIZES", {}) if sizes == "cpu" else None)
+    return module, model, inputs
+
+
 # --------------------------------------------------------------------------------------------
 # Checking an output against float64
 

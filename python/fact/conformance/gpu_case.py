@@ -11,8 +11,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, _single_tensor, build,
-                                     file_dtypes, float64_output, load_file, load_json,
+from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, _single_tensor, build_case,
+                                     file_dtypes, float64_output, load_json,
                                      output_bound, quiet_torch, relative_error)
 from fact.conformance.coverage import _share, coverage_row
 
@@ -81,9 +81,7 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     seconds: dict = {}
     case["seconds"] = seconds
     clock = time.perf_counter()
-    module = load_file(path)
-    model, inputs = build(module, dtype_name, device, seed,
-                          getattr(module, "CPU_TEST_SIZES", {}) if sizes == "cpu" else None)
+    module, model, inputs = build_case(path, dtype_name, device, sizes, seed)
     case["inputs"] = [list(x.shape) if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
     case["sizes"] = {k: getattr(module, k) for k in getattr(module, "CPU_TEST_SIZES", {})}
 

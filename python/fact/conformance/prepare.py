@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
-from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, build, load_file,
-                                     load_json, quiet_torch, write_json)
+from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, build_case, load_json,
+                                     quiet_torch, write_json)
 from fact.conformance.gpu_case import WORKER_LOST_EXIT, _log
 
 if TYPE_CHECKING:
@@ -201,9 +201,7 @@ def prepare_gpu_case(path: Path, dtype_name: str, case_dir: Path, *, device: str
             record["steps"][name] = round(time.perf_counter() - begun, 3)
 
     def build_model():
-        module = load_file(path)
-        return build(module, dtype_name, device, seed,
-                     getattr(module, "CPU_TEST_SIZES", {}) if sizes == "cpu" else None)
+        return build_case(path, dtype_name, device, sizes, seed)[1:]
 
     def optimize_model(model, inputs):
         with quiet_torch():
