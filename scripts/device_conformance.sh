@@ -11,7 +11,7 @@
 # short table is printed last.
 #
 # The benchmark runs in two phases (python -m fact.conformance --help, "The prepare phase" in
-# python/fact/conformance/prepare.py). First the prepare phase: FACT_PREPARE_JOBS (default 8) worker
+# python/fact/conformance/prepare.py). First the prepare phase: FACT_PREPARE_JOBS (default 8 per GPU) worker
 # processes of 2 cores each run the cases' compile work in queue order, timing nothing (nvcc
 # builds of the same tuning candidates the measurement tunes, torch.export, Inductor
 # compiles), for FACT_PREPARE_SHARE percent (default 45) of the case budget. Then the serial
@@ -24,7 +24,17 @@
 # roughly twice the cases of a serial call over the rest of the corpus (serially, i.e. with
 # FACT_PREPARE_JOBS=0: 4-6 cases with cold kernel and Inductor caches).
 #
-# Usage (device tool, kind nvidia-h100-x1, carry [".deps"]; write .fact-git-sha first):
+# On a machine with several GPUs (kinds nvidia-h100-x2/x4/x8, nvidia-h200-x2/x4/x8) the
+# measurements run in one lane per GPU (--gpus, FACT_GPUS: default every GPU nvidia-smi lists;
+# python/fact/conformance/lanes.py), each lane on its own GPU and its own slice of the cores,
+# and the prepare phase gets 8 workers per GPU (at most half the cores): a 4-GPU machine of
+# 64 cores takes the whole corpus in about the time one GPU takes a quarter of it. A run that
+# does not fit one call goes on in the next with --resume RESULTS_JSON (the cases measured
+# there are kept, the rest are measured): write the first call's results file into the
+# checkout (e.g. bench/results/) so it travels with the next call.
+#
+# Usage (device tool, kind nvidia-h100-x1 or a multi-GPU kind, carry [".deps"]; write
+# .fact-git-sha first):
 #   bash scripts/device_conformance.sh [TOTAL_SECONDS [fact.conformance arguments...]]
 # TOTAL_SECONDS (default 560) bounds the whole call; the benchmark gets what is left after the
 # build minus FACT_STAGE_MARGIN (default 110 s: a case in progress when the budget runs out,
@@ -45,7 +55,11 @@ TOTAL_SECONDS=${1:-560}
 shift || true
 [ $# -eq 0 ] && set -- --quick   # default: the QUICK subset (what one call holds)
 STAGE_MARGIN=${FACT_STAGE_MARGIN:-110}
-PREPARE_JOBS=${FACT_PREPARE_JOBS:-8}
+GPUS=${FACT_GPUS:-$(nvidia-smi --list-gpus 2>/dev/null | wc -l)}
+[ "$GPUS" -ge 1 ] 2>/dev/null || GPUS=1
+CORES=$(nproc)
+DEFAULT_PREPARE_JOBS=$(( 8 * GPUS < CORES / 2 ? 8 * GPUS : CORES / 2 ))
+PREPARE_JOBS=${FACT_PREPARE_JOBS:-$(( DEFAULT_PREPARE_JOBS > 0 ? DEFAULT_PREPARE_JOBS : 1 ))}
 PREPARE_SHARE=${FACT_PREPARE_SHARE:-45}   # percent of the case budget for the prepare phase
 PACK_MARGIN=20
 LOGS=$OUT/logs
@@ -101,11 +115,11 @@ if [ "$budget" -lt 60 ]; then
 fi
 prepare_budget=$(( budget * PREPARE_SHARE / 100 ))
 stamp "fact bench conformance (budget ${budget}s for starting cases, the first ${prepare_budget}s" \
-      "preparing with ${PREPARE_JOBS} workers; stopped at ${left}s)"
+      "preparing with ${PREPARE_JOBS} workers; ${GPUS} GPU lane(s); stopped at ${left}s)"
 rm -rf "$WORK"
 timeout --signal=TERM --kill-after=20 "$left" \
   "$FACT_ENGINE" bench conformance -o "$RESULTS" --work-dir "$WORK" --time-budget "$budget" \
-  --prepare-jobs "$PREPARE_JOBS" --prepare-budget "$prepare_budget" "$@" \
+  --prepare-jobs "$PREPARE_JOBS" --prepare-budget "$prepare_budget" --gpus "$GPUS" "$@" \
   >"$LOGS/conformance.log" 2>&1 &
 bench_pid=$!
 tail -n +1 -f "$LOGS/conformance.log" --pid="$bench_pid" | grep --line-buffered -E '^\[ *[0-9.]+s\]'

@@ -13,6 +13,8 @@ One generator for both runs:
   `conformance-<device>-<date>.json` (DESIGN.md "Measuring") with a plot and a readable table.
   A prepare phase first runs the cases' compile work in parallel workers, timing nothing, so
   that the serial measurements find it cached (--prepare-jobs; "The prepare phase" in prepare.py).
+  On a machine with several GPUs, --gpus N measures in N lanes, one per GPU (lanes.py), and
+  --resume takes the cases an earlier results file measured instead of measuring them again.
 
 The coverage of one (model, dtype) (`coverage_row`):
 
@@ -46,6 +48,7 @@ The package, one file per concern (this module re-exports the names other code u
 - gpu_case.py: the GPU run's cases and one case measured (run_gpu_case);
 - gpu_report.py: the GPU results' summary, readable table, plot and short table;
 - prepare.py: the GPU run's prepare phase (its notes say what it warms and how);
+- lanes.py: the GPU run's measurement lanes (one per GPU; claims from one queue) and --resume;
 - driver.py: the GPU run's driver (run_gpu), its measurement worker and results files;
 - cli.py, __main__.py: `python -m fact.conformance`.
 
@@ -72,12 +75,15 @@ from fact.conformance.gpu_case import (QUICK, STRICT_CATEGORIES, SUITE, WORKER_L
 from fact.conformance.gpu_report import (_geomean, plot_gpu, render_gpu_markdown, short_table,
                                          summarize_gpu)
 from fact.conformance.prepare import (PREPARE_BUDGET_SHARE, PREPARE_DIR,
-                                      PREPARE_GPU_MEMORY_SHARE, _claim, _end_with_the_driver,
+                                      PREPARE_GPU_MEMORY_SHARE, _end_with_the_driver, claim,
                                       _kill_group, _prepare_worker, _PreparePhase,
                                       _release_case_memory, _share_machine, available_cores,
                                       cache_activity, cache_counters, default_prepare_jobs,
                                       kernel_cache_entries, prepare_gpu_case, prepare_record_path,
                                       scratch_tuning_db, share_compile_caches, shared_caches,
                                       with_prepare_record)
+from fact.conformance.lanes import (MEASURE_DIR, LaneError, Measurements, claim_case,
+                                     current_path, lane_cores, lane_gpus, pin_to_lane,
+                                     resumed_records, visible_gpus)
 from fact.conformance.driver import _prepare_deadline, _Run, _settings, _worker, run_gpu
 from fact.conformance.cli import main

@@ -17,6 +17,7 @@ from fact.conformance.cpu import (BASELINE_FILE, baseline_of, compare, dump_base
                                   format_table, run_cpu)
 from fact.conformance.driver import _worker, run_gpu
 from fact.conformance.gpu_report import short_table
+from fact.conformance.lanes import visible_gpus
 from fact.conformance.prepare import PREPARE_BUDGET_SHARE, _prepare_worker, default_prepare_jobs
 
 
@@ -71,6 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "a scratch tuning database: the measurement times them again and stores its "
                           "choice); the composed module's Inductor remainder reuses only its Triton "
                           "kernels (see the notes on the prepare phase in fact/conformance/prepare.py)")
+    gpu.add_argument("--gpus", type=int, default=1, metavar="N",
+                     help="measure in N lanes, one per GPU (the first N visible ones; 0: all), "
+                          "each lane's workers on their own GPU and their own share of the cores, "
+                          "taking cases from one queue; the prepare workers spread over the same "
+                          "GPUs (default 1: the serial measurement)")
+    gpu.add_argument("--resume", type=Path, default=None, metavar="RESULTS_JSON",
+                     help="keep the cases this earlier results file measured (status ok or "
+                          "wrong; its records go into this run's file as they are, marked "
+                          "resumed_from) and measure the rest: a run that did not fit one call "
+                          "goes on in the next")
     gpu.add_argument("--iters", type=int, default=30)
     gpu.add_argument("--warmup", type=int, default=5)
     gpu.add_argument("--flush-mb", type=int, default=256)
@@ -86,9 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     gpu.add_argument("--prepare-deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     gpu.add_argument("--worker-number", type=int, default=0, help=argparse.SUPPRESS)
+    gpu.add_argument("--lane", type=int, default=0, help=argparse.SUPPRESS)
+    gpu.add_argument("--lanes", type=int, default=1, help=argparse.SUPPRESS)
+    gpu.add_argument("--gpu-name", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.gpus < 0:
+        parser.error(f"--gpus {args.gpus}: give a number of GPUs (0: all)")
+    if args.gpus == 0 and args.device.startswith("cuda"):
+        args.gpus = len(visible_gpus())
     if args.prepare_jobs is None:
-        args.prepare_jobs = default_prepare_jobs(args.device)
+        args.prepare_jobs = default_prepare_jobs(args.device, args.gpus)
     if args.prepare_budget is None:
         args.prepare_budget = PREPARE_BUDGET_SHARE * args.time_budget
 
@@ -101,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # what the workers get: this command line without the mode, with the resolved
             # folders and date
             args.passed = [a for a in argv if a != "--gpu"] + [
-                "--work-dir", str(args.work_dir), "--out-dir", str(args.out_dir), "--date", args.date]
+                "--work-dir", str(args.work_dir), "--out-dir", str(args.out_dir), "--date", args.date,
+                "--gpus", str(args.gpus)]
             return run_gpu(args)
         return _prepare_worker(args) if args.prepare_worker else _worker(args)
 

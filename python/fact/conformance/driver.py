@@ -1,14 +1,14 @@
 """The GPU benchmark's driver (`run_gpu`) and its measurement worker (`_worker`): the driver
 runs the prepare phase (prepare.py), then the queued cases in worker processes
-(`python -m fact.conformance --worker`, one at a time; a fresh one when a case takes its process
-down), and assembles the results file, its table and plot from the case records (`_Run`)."""
+(`python -m fact.conformance --worker`: one lane of them per GPU, lanes.py; a fresh one when a
+case takes its process down), and assembles the results file, its table and plot from the case
+records (`_Run`)."""
 from __future__ import annotations
 
 import argparse
 import gc
 import json
 import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -22,6 +22,9 @@ from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, corpus_fil
 from fact.conformance.gpu_case import (STRICT_CATEGORIES, SUITE, WORKER_LOST_EXIT, _log,
                                        device_slug, gpu_cases, run_gpu_case)
 from fact.conformance.gpu_report import plot_gpu, render_gpu_markdown, summarize_gpu
+from fact.conformance.lanes import (LaneError, Measurements, check_resumable, claim_case,
+                                    current_path, lane_gpus, pin_to_lane, resumed_records,
+                                    write_device)
 from fact.conformance.prepare import (_PreparePhase, cache_activity, cache_counters,
                                       share_compile_caches, shared_caches, with_prepare_record)
 
@@ -77,9 +80,12 @@ def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> di
                f"and Inductor caches (prepare phase, budget "
                f"{f'{args.prepare_budget:.0f} s' if args.prepare_budget else 'unlimited'})"
                if args.prepare_jobs else "")
+    lanes = (f"; measured in {args.gpus} lanes, one per GPU (each case on one GPU, which its record "
+             f"names)" if args.gpus > 1 else "")
     return {"tune": args.tune, "sizes": args.sizes, "iters": args.iters, "warmup": args.warmup,
             "flush_mb": args.flush_mb, "time_budget_s": args.time_budget, "device": args.device,
             "prepare_jobs": args.prepare_jobs, "prepare_budget_s": args.prepare_budget,
+            "lanes": args.gpus,
             "caches": shared_caches(),
             "cases_requested": [f"{p.stem}:{d}" for p, d in cases],
             "note": (f"{len(cases)} cases ({subset}), the files' {sizes}, bf16 in native for every "
@@ -87,38 +93,33 @@ def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> di
                      f"FACT tuned over {args.tune} configuration(s) per kernel (tuning database "
                      f"shared across models), Inductor remainder, never-slower guard on; "
                      f"torch.compile default mode; {args.warmup} warm-up + {args.iters} timed runs, "
-                     f"median, L2 flushed ({args.flush_mb} MiB) before each{budget}{prepare}")}
+                     f"median, L2 flushed ({args.flush_mb} MiB) before each{budget}{prepare}{lanes}")}
 
 
 def _worker(args: argparse.Namespace) -> int:
-    """Runs the queued cases in order, recording each (ok, wrong or failed) and rewriting the
-    results after each; skips those that would start past the deadline."""
+    """A measurement worker of lane --lane (lanes.py): takes the queued cases no lane took yet, in
+    queue order, and runs each, recording it (ok, wrong or failed) and rewriting the results
+    after each; records those it takes past the deadline as skipped."""
     started = args.started or time.time()
     run = _Run(args.out_dir, args.work_dir, args.date, args.variant)
     queue = json.loads(Path(args.queue).read_text())
     settings = json.loads((run.work_dir / "settings.json").read_text())
-    if args.device.startswith("cuda"):
-        from fact.versions import collect_versions
-
-        index = torch.device(args.device).index or 0
-        write_json(run.work_dir / "device.json", {
-            "device": torch.cuda.get_device_name(index),
-            "versions": collect_versions(torch.device("cuda", index))})
-    elif not (run.work_dir / "device.json").is_file():
-        from fact.versions import collect_versions
-
-        write_json(run.work_dir / "device.json", {"device": "cpu",
-                                                  "versions": collect_versions(torch.device("cpu"))})
+    pin_to_lane(args.lane, args.lanes)
+    write_device(run.work_dir, args.device)
+    current = current_path(run.work_dir, args.lane)
     for index, file, dtype_name in queue:
         path = Path(file)
         stem, name = path.stem, f"{path.stem}-{dtype_name}"
+        if not claim_case(run.work_dir, index, name, args.lane):
+            continue
+        where = {"gpu": args.gpu_name} if args.gpu_name else {}
         if args.deadline and time.time() > args.deadline:
             run.record(index, with_prepare_record(
                 {"name": name, "model": stem, "dtype": dtype_name,
                  "precision": PRECISION_BY_DTYPE[dtype_name], "status": "skipped",
                  "reason": "time budget spent before it started"}, run.work_dir))
             continue
-        write_json(run.work_dir / "current.json", {"index": index, "name": name})
+        write_json(current, {"index": index, "name": name})
         counters_before = cache_counters()
         try:
             case = run_gpu_case(path, dtype_name, run.work_dir / "optimize" / name,
@@ -131,8 +132,9 @@ def _worker(args: argparse.Namespace) -> int:
                     "reason": _first_line(error), "traceback": traceback.format_exc(limit=-6)}
             _log(f"{name}: FAILED: {case['reason']}", started)
         case["caches"] = cache_activity(counters_before, cache_counters())
+        case.update(where)
         run.record(index, with_prepare_record(case, run.work_dir))
-        (run.work_dir / "current.json").unlink(missing_ok=True)
+        current.unlink(missing_ok=True)
         run.write(settings)
         torch._dynamo.reset()
         gc.collect()
@@ -157,32 +159,55 @@ def _prepare_deadline(args: argparse.Namespace, started: float, deadline: float)
 
 
 def run_gpu(args: argparse.Namespace) -> int:
-    """The driver: with --prepare-jobs, first the prepare phase (_PreparePhase: the cases'
-    compile work in parallel workers, until --prepare-budget); then the measurements in worker
-    processes (one, unless a case takes its process down: the case is recorded as failed with
-    the worker's last output and a fresh worker takes the rest); then writes the results file,
-    its table and its plot. SIGTERM/SIGINT stop whichever phase runs and keep what was measured."""
+    """The driver: with --resume, first takes the cases an earlier results file measured; with
+    --prepare-jobs, then the prepare phase (_PreparePhase: the cases' compile work in parallel
+    workers, until --prepare-budget); then the measurements (lanes.Measurements: one lane per GPU
+    of --gpus, each running worker processes one after another: a case that takes its process
+    down is recorded as failed with the worker's last output and a fresh worker of that lane
+    takes the rest); then writes the results file, its table and its plot. SIGTERM/SIGINT stop
+    whichever phase runs and keep what was measured."""
     started = time.time()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("fact.conformance --gpu: no CUDA GPU here (run it on a Hopper GPU; --device cpu "
               "--sizes cpu is a smoke test of the runner)", file=sys.stderr)
+        return 2
+    try:
+        gpus = lane_gpus(args.device, args.gpus)
+        previous = None
+        if args.resume:
+            previous = load_json(args.resume)
+            if previous is None:
+                raise LaneError(f"--resume {args.resume}: no such results file (or not JSON)")
+            check_resumable(previous, args.resume)
+    except LaneError as error:
+        print(f"fact.conformance --gpu: {error}", file=sys.stderr)
         return 2
     share_compile_caches()
     files = [Path(f) for f in args.files] or corpus_files(args.corpus)
     cases = gpu_cases(files, args.models, args.quick, args.dtypes)
     run = _Run(args.out_dir, args.work_dir, args.date, args.variant)
     settings = _settings(args, cases)
+    settings["gpus"] = [g for g in gpus if g is not None]
+    pending = [(i, str(p), d) for i, (p, d) in enumerate(cases)]
+    if previous is not None:
+        resumed = resumed_records(previous, pending)
+        for index, case in resumed.items():
+            run.record(index, case)
+        pending = [c for c in pending if c[0] not in resumed]
+        settings["resumed"] = {"from": str(args.resume), "device": previous.get("device"),
+                               "date": previous.get("date"), "cases": len(resumed)}
+        _log(f"--resume: {len(resumed)} cases measured in {args.resume} are kept", started)
     write_json(run.work_dir / "settings.json", settings)
     deadline = started + args.time_budget if args.time_budget else 0.0
-    pending = [(i, str(p), d) for i, (p, d) in enumerate(cases)]
     _log(f"{len(pending)} cases: {', '.join(f'{Path(f).stem}:{d}' for _, f, d in pending)}", started)
     prepare = None
     if args.prepare_jobs > 0 and pending:
-        prepare = _PreparePhase(run, pending, args, started, _prepare_deadline(args, started, deadline))
+        prepare = _PreparePhase(run, pending, args, started, _prepare_deadline(args, started, deadline),
+                                gpus=gpus)
         if not settings["caches"]["fx_graph_cache"]:
             _log("Inductor's FX graph cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE): the prepare "
                  "phase warms the kernel and Triton caches only", started)
-    child: list = [None]
+    measurements = Measurements(run, pending, args, started, deadline, gpus)
     stopping = [False]
 
     def stop(signum, frame):  # noqa: ARG001 - SIGTERM/SIGINT: stop the workers, keep the results
@@ -191,11 +216,10 @@ def run_gpu(args: argparse.Namespace) -> int:
         stopping[0] = True
         if prepare is not None:
             prepare.interrupt()
-        if child[0] is not None and child[0].poll() is None:
-            child[0].terminate()
+        measurements.interrupt()
         raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     try:
         if prepare is not None:
@@ -204,46 +228,19 @@ def run_gpu(args: argparse.Namespace) -> int:
             finally:
                 settings["prepare"] = prepare.summary()
                 write_json(run.work_dir / "settings.json", settings)
-        while pending:
-            queue = run.work_dir / "queue.json"
-            queue.write_text(json.dumps(pending))
-            (run.work_dir / "current.json").unlink(missing_ok=True)
-            log_path = run.work_dir / f"worker-{pending[0][0]:03d}.log"
-            argv = [sys.executable, "-m", "fact.conformance", "--worker", "--queue", str(queue),
-                    "--started", str(started), "--deadline", str(deadline), *args.passed]
-            with open(log_path, "w") as log:
-                child[0] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                for line in child[0].stdout:
-                    log.write(line)
-                    log.flush()
-                    if line.startswith("[") or line.startswith("plot:"):
-                        print(line, end="", flush=True)
-                status = child[0].wait()
-            done = {p.name.split("-", 1)[0] for p in run.cases_dir.glob("*.json")}
-            current = load_json(run.work_dir / "current.json")
-            if current is not None and f"{current['index']:03d}" not in done:
-                tail = log_path.read_text().splitlines()[-15:]
-                index = current["index"]
-                stem, dtype_name = next((Path(f).stem, d) for i, f, d in pending if i == index)
-                run.record(index, with_prepare_record(
-                    {"name": current["name"], "model": stem, "dtype": dtype_name,
-                     "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
-                     "reason": f"the worker process died during it (exit {status})",
-                     "log_tail": tail}, run.work_dir))
-                _log(f"{current['name']}: FAILED: the worker died (exit {status})", started)
-                done.add(f"{index:03d}")
-            remaining = [c for c in pending if f"{c[0]:03d}" not in done]
-            if len(remaining) == len(pending):
-                _log(f"the worker made no progress (exit {status}); stopping", started)
-                break
-            pending = remaining
+        if pending:
+            measurements.run()
     except KeyboardInterrupt:
         _log("stopped: writing what was measured", started)
     finally:
-        for sig, handler in previous.items():
+        for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
     if not load_json(run.work_dir / "device.json"):
-        write_json(run.work_dir / "device.json", {"device": args.device, "versions": {}})
+        if previous is not None and previous.get("device"):
+            write_json(run.work_dir / "device.json", {"device": previous["device"],
+                                                      "versions": previous.get("versions", {})})
+        else:
+            write_json(run.work_dir / "device.json", {"device": args.device, "versions": {}})
     path = run.write(settings, plot=True)
     doc = load_json(path) or {}
     print("\n" + render_gpu_markdown(doc), flush=True)

@@ -64,12 +64,12 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_prepare_jobs(device: str) -> int:
+def default_prepare_jobs(device: str, gpus: int = 1) -> int:
     """--prepare-jobs' default: none on the CPU (a smoke test), else half the cores, at most 8
-    (each worker's nvcc and Inductor compiles get two cores of a 16-core machine)."""
+    per GPU (each worker's nvcc and Inductor compiles get two cores of a 16-core machine)."""
     if not device.startswith("cuda"):
         return 0
-    return max(1, min(8, available_cores() // 2))
+    return max(1, min(8 * max(1, gpus), available_cores() // 2))
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,14 +230,15 @@ def prepare_gpu_case(path: Path, dtype_name: str, case_dir: Path, *, device: str
     return record
 
 
-def _claim(prepare_dir: Path, name: str, worker: int) -> bool:
-    """Takes a case for this prepare worker: links <name>.claim into place (one of the workers
-    that try wins) holding the worker's number, pid and the time."""
-    claim = prepare_dir / f"{name}.claim"
-    draft = prepare_dir / f".{name}.{os.getpid()}.claim"
+def claim(folder: Path, name: str, worker: int) -> bool:
+    """Takes a case for a worker (of the prepare phase, or a measurement lane): links
+    <name>.claim into place in `folder` (one of the workers that try wins) holding the worker's
+    number, pid and the time."""
+    target = folder / f"{name}.claim"
+    draft = folder / f".{name}.{os.getpid()}.claim"
     draft.write_text(json.dumps({"worker": worker, "pid": os.getpid(), "at": time.time()}))
     try:
-        os.link(draft, claim)
+        os.link(draft, target)
         return True
     except FileExistsError:
         return False
@@ -265,10 +266,11 @@ def _end_with_the_driver() -> None:
         pass  # not Linux: the driver's stop() still kills the group
 
 
-def _share_machine(device: str, jobs: int) -> int:
-    """Sets this prepare worker's share of the machine, one of `jobs`: Inductor compile
-    processes and kernel compiles (returned) of cores / jobs, at most
-    PREPARE_GPU_MEMORY_SHARE / jobs of the GPU's memory (the caching allocator raises past it:
+def _share_machine(device: str, jobs: int, gpus: int = 1) -> int:
+    """Sets this prepare worker's share of the machine, one of `jobs` spread over `gpus` GPUs:
+    Inductor compile processes and kernel compiles (returned) of cores / jobs, at most
+    PREPARE_GPU_MEMORY_SHARE / (its GPU's share of the jobs) of the GPU's memory (the caching
+    allocator raises past it:
     that case's prepare fails, the others go on; the corpus' largest cases need a few GB at full
     size). Triton launch-configuration benchmarks are not stored (autotune_local_cache: they
     ran on a shared GPU)."""
@@ -278,7 +280,8 @@ def _share_machine(device: str, jobs: int) -> int:
     inductor_config.compile_threads = cores
     inductor_config.autotune_local_cache = False
     if device.startswith("cuda"):
-        torch.cuda.set_per_process_memory_fraction(min(1.0, PREPARE_GPU_MEMORY_SHARE / jobs),
+        per_gpu = -(-jobs // max(1, gpus))
+        torch.cuda.set_per_process_memory_fraction(min(1.0, PREPARE_GPU_MEMORY_SHARE / per_gpu),
                                                    torch.device(device).index or 0)
     return cores
 
@@ -303,7 +306,7 @@ def _prepare_worker(args: argparse.Namespace) -> int:
     (prepare_gpu_case) and writes its record. Output goes to its log only; the driver reports
     the records."""
     _end_with_the_driver()
-    compile_jobs = _share_machine(args.device, max(1, args.prepare_jobs))
+    compile_jobs = _share_machine(args.device, max(1, args.prepare_jobs), args.lanes)
     prepare_dir = Path(args.work_dir) / PREPARE_DIR
     started = args.started or time.time()
     for _index, file, dtype_name in json.loads(Path(args.queue).read_text()):
@@ -311,7 +314,7 @@ def _prepare_worker(args: argparse.Namespace) -> int:
             break
         path = Path(file)
         name = f"{path.stem}-{dtype_name}"
-        if not _claim(prepare_dir, name, args.worker_number):
+        if not claim(prepare_dir, name, args.worker_number):
             continue
         print(f"[{time.time() - started:7.1f}s] prepare {name}", flush=True)
         record = prepare_gpu_case(path, dtype_name, prepare_dir / name, device=args.device,
@@ -347,7 +350,8 @@ class _PreparePhase:
     POLL_S = 0.5
 
     def __init__(self, run: _Run, pending: Sequence[tuple[int, str, str]],
-                 args: argparse.Namespace, started: float, deadline: float):
+                 args: argparse.Namespace, started: float, deadline: float,
+                 gpus: Sequence[str | None] = (None,)):
         self.folder = run.work_dir / PREPARE_DIR
         self.pending = list(pending)
         self.names = {f"{Path(f).stem}-{d}": (Path(f).stem, d) for _, f, d in self.pending}
@@ -357,6 +361,8 @@ class _PreparePhase:
         self.reported: set[str] = set()
         self.began = self.ended = 0.0
         self.compile_jobs = max(1, available_cores() // max(1, args.prepare_jobs))
+        # worker n runs on GPU gpus[(n - 1) % len(gpus)] (CUDA_VISIBLE_DEVICES) with several
+        self.gpus = list(gpus) if len([g for g in gpus if g is not None]) > 1 else []
 
     def run(self) -> None:
         self.began = time.time()
@@ -398,6 +404,7 @@ class _PreparePhase:
         statuses = [(load_json(prepare_record_path(self.folder.parent, name)) or {}).get("status")
                     for name in self.names]
         return {"jobs": self.args.prepare_jobs, "budget_s": self.args.prepare_budget,
+                "gpus": len(self.gpus) or 1,
                 "compile_jobs_per_worker": self.compile_jobs,
                 "wall_s": round((self.ended or time.time()) - self.began, 1),
                 "prepared": statuses.count("ok"), "failed": statuses.count("failed"),
@@ -410,10 +417,15 @@ class _PreparePhase:
         argv = [sys.executable, "-m", "fact.conformance", "--prepare-worker",
                 "--queue", str(self.folder / "queue.json"), "--started", str(self.started),
                 "--prepare-deadline", str(self.deadline), "--worker-number", str(number),
-                *self.args.passed, "--prepare-jobs", str(self.args.prepare_jobs)]
+                *self.args.passed, "--prepare-jobs", str(self.args.prepare_jobs),
+                "--lanes", str(max(1, len(self.gpus)))]
+        env = dict(os.environ)
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus[(number - 1) % len(self.gpus)]
         with open(self.folder / f"worker-{number}.log", "w") as log:
             self.workers[number] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                                    env=env)
 
     def _reap_workers(self) -> None:
         """Settles the workers that exited: the case a dead one was on gets a failed record; a
