@@ -27,7 +27,6 @@ import io
 import json
 import logging
 import operator
-import statistics
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from fact import graph_writer
 from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
+from fact.timing import Timer, capture_cuda_graph, cuda_median_ms
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
@@ -51,8 +51,6 @@ PLAN_SCHEMA = "fact.plan/2"
 PLAN_FILE = "plan.json"
 USABLE_KERNEL_STATUSES = ("built", "cached")
 SLOWER_BY = 1.02   # the composed module falls back when it takes longer than this × the compiled original
-
-Timer = Callable[[Callable[[], Any]], float]
 
 
 def _first_line(error: BaseException) -> str:
@@ -103,17 +101,8 @@ class _CudaGraphRunner:
 
     def __init__(self, fn: Callable, example_args: Sequence[Any], warmup_calls: int = 3):
         self.static_args = [_static_like(a) for a in example_args]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(warmup_calls):
-                fn(*self.static_args)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(self.graph):
-            self.static_output = fn(*self.static_args)
-        torch.cuda.synchronize()
+        self.graph, self.static_output = capture_cuda_graph(lambda: fn(*self.static_args),
+                                                            warmup_calls)
 
     def __call__(self, args: Sequence[Any]):
         for static, arg in zip(self.static_args, args):
@@ -635,23 +624,6 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
         return
     composed.__dict__["_cuda_graph"] = runner
     composed.fact_report.cuda_graphs = "on"
-
-
-def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> float:
-    """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
-    runs (no L2 flush: both sides of the comparison run the same way)."""
-    with torch.no_grad():
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(iters)]
-        for start, end in events:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
 def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
