@@ -9,7 +9,8 @@ Two halves, so a saved plan can be applied again without the engine:
   folder.
 - `apply_plan(...)` (no engine): export the module, map the plan's value ids to FX nodes,
   check each planned replacement against the graph, register its calls, verify it against the
-  subgraph it replaces (fact.verify), insert one `fact::launch` per call, compile the PyTorch
+  subgraph it replaces (fact.verify), leave to PyTorch the ones slower than the subgraph they
+  replace (fact.replacement_speed), insert one `fact::launch` per call, compile the PyTorch
   remainder, and make sure the result is never slower than `torch.compile` of the original.
 
 The plan is the one description of every replacement: nothing here knows a problem kind, an
@@ -27,7 +28,6 @@ import io
 import json
 import logging
 import operator
-import statistics
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -43,16 +43,17 @@ from fact.graph_capture import capture
 from fact import graph_writer
 from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
+from fact.replacement_speed import time_replacement
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
+from fact.timing import Timer, capture_cuda_graph, cuda_median_ms
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
 PLAN_SCHEMA = "fact.plan/2"
 PLAN_FILE = "plan.json"
 USABLE_KERNEL_STATUSES = ("built", "cached")
-SLOWER_BY = 1.02   # the composed module falls back when it takes longer than this × the compiled original
-
-Timer = Callable[[Callable[[], Any]], float]
+SLOWER_BY = 1.02   # the composed module falls back when it takes longer than this × the compiled original,
+                   # and a replacement is left to PyTorch when its calls take longer than this × its subgraph
 
 
 def _first_line(error: BaseException) -> str:
@@ -103,17 +104,8 @@ class _CudaGraphRunner:
 
     def __init__(self, fn: Callable, example_args: Sequence[Any], warmup_calls: int = 3):
         self.static_args = [_static_like(a) for a in example_args]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(warmup_calls):
-                fn(*self.static_args)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(self.graph):
-            self.static_output = fn(*self.static_args)
-        torch.cuda.synchronize()
+        self.graph, self.static_output = capture_cuda_graph(lambda: fn(*self.static_args),
+                                                            warmup_calls)
 
     def __call__(self, args: Sequence[Any]):
         for static, arg in zip(self.static_args, args):
@@ -309,6 +301,7 @@ class _Planned:
     derived: dict = field(default_factory=dict)   # derived value id -> (plan entry, source nodes)
     tensors: dict = field(default_factory=dict)   # derived value id -> its tensor (once applied)
     buffers: dict = field(default_factory=dict)   # derived value id -> its buffer in the graph module
+    seed: int = 0                 # of the random inputs of its checks (float64 and speed: the same inputs)
 
 
 def _meta(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> Any:
@@ -637,23 +630,6 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
     composed.fact_report.cuda_graphs = "on"
 
 
-def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> float:
-    """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
-    runs (no L2 flush: both sides of the comparison run the same way)."""
-    with torch.no_grad():
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(iters)]
-        for start, end in events:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
-
-
 def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
                   timer: Timer) -> None:
     """Times the composed forward against torch.compile of the original on the example inputs
@@ -680,6 +656,48 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
         report.runs = (f"composed ({composed_ms:.4g} ms; {name} {original_ms:.4g} ms)")
 
 
+def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard: Union[bool, Timer],
+                       on_gpu: bool) -> tuple[bool, Timer | None]:
+    """(whether each replacement is timed against its subgraph, the timer: None for
+    fact.replacement_speed's CUDA-graph timing). None follows bool(speed_guard); True times on
+    CUDA only; a callable is the timer, on any device."""
+    guard = bool(speed_guard) if replacement_guard is None else replacement_guard
+    if callable(guard):
+        return True, guard
+    return bool(guard) and on_gpu, None
+
+
+def _faster_than_their_subgraphs(accepted: list, graph_module: torch.fx.GraphModule, examples: dict,
+                                 device: torch.device, timer: Timer | None, report: FactReport) -> list:
+    """DESIGN.md rule 11 per replacement: times each accepted (planned, entry)'s calls against
+    the subgraph it replaces (fact.replacement_speed, on the inputs of its float64 check) and
+    returns those not slower by more than SLOWER_BY; the others are left to PyTorch (stage
+    "speed"). Both times go into the entry. A replacement that cannot be timed is kept, with a
+    note."""
+    kept = []
+    for planned, entry in accepted:
+        rid = planned.doc.get("id")
+        try:
+            timing = time_replacement(
+                planned.lifted, graph_module, planned.values,
+                [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
+                device, seed=planned.seed, examples=examples,
+                derived=planned.derived, timer=timer)
+        except Exception as error:  # noqa: BLE001 - timing trouble never costs a verified replacement
+            report.notes.append(f"{planned.what}: kept without timing it against the subgraph it "
+                                f"replaces ({_first_line(error)})")
+            kept.append((planned, entry))
+            continue
+        entry.calls_ms, entry.subgraph_ms, entry.timing = timing.calls_ms, timing.subgraph_ms, timing.method
+        if timing.slower_than_subgraph(SLOWER_BY):
+            report.leave(planned.what, f"slower than PyTorch's own run of the subgraph: "
+                                       f"{timing.calls_ms:.4g} ms vs {timing.subgraph_ms:.4g} ms",
+                         rid, "speed")
+            continue
+        kept.append((planned, entry))
+    return kept
+
+
 # --------------------------------------------------------------------------------------------
 # Applying (no engine)
 
@@ -688,7 +706,8 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
                *, remainder: str = "inductor", cuda_graphs: bool = False,
                patterns: Iterable[str] | str | None = None, verify: bool = True,
                kernel_dir: str | Path | None = None, report_path: str | Path | None = None,
-               speed_guard: Union[bool, Timer] = True) -> ComposedModule:
+               speed_guard: Union[bool, Timer] = True,
+               replacement_guard: Union[bool, Timer, None] = None) -> ComposedModule:
     """Applies a plan (docs/plan.md, written by the engine) to `module`; no engine needed.
 
     The inputs must have the plan's shapes and dtypes. On CUDA the calls run their kernel
@@ -700,8 +719,13 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     `speed_guard`: on CUDA, time the composed forward against torch.compile of the original
     and run the latter when the composed one is slower by more than 2%; False turns this off
     (benchmarks of the raw composed module); a callable (fn -> milliseconds) is the timer to
-    use, on any device. Writes the report to `report_path` when given. Raises ValueError for
-    an unknown remainder or a document that is not a plan; anything else is reported."""
+    use, on any device. `replacement_guard`: on CUDA, time each verified replacement's calls
+    against the subgraph it replaces, run eagerly by PyTorch on the same inputs
+    (fact.replacement_speed), and leave it to PyTorch (stage "speed") when its calls are slower
+    by more than 2%; None (default) follows bool(speed_guard), False turns it off, a callable
+    (fn -> milliseconds, given the calls' run, then the subgraph's) is the timer to use, on
+    any device. Writes the report to `report_path` when given. Raises ValueError for an
+    unknown remainder or a document that is not a plan; anything else is reported."""
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
     doc, folder = load_plan(plan_dir)
@@ -821,9 +845,11 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             claimed[node] = what
         candidates.append(planned)
 
-    # 2. Register the calls and verify each replacement against the subgraph it replaces.
+    # 2. Register the calls, verify each replacement against the subgraph it replaces, and
+    #    leave those slower than it to PyTorch.
+    time_each, replacement_timer = _replacement_timer(replacement_guard, speed_guard, on_gpu)
     examples = {}
-    if verify and candidates:
+    if (verify or time_each) and candidates:
         needed = set()
         for p in candidates:
             read = checks.operand_nodes(p.values, [checks.CallToCheck(-1, c.label, c.operands, c.results)
@@ -837,6 +863,7 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     accepted: list[tuple[_Planned, ComposedReplacement]] = []
     for index, planned in enumerate(candidates):
         rid = planned.doc.get("id")
+        planned.seed = 1000 + index
         try:
             for call in planned.calls:
                 call.id = ops.register_call(call.doc, call.library, entry=call.entry)
@@ -870,7 +897,7 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             verdict = checks.check(
                 planned.lifted, graph_module, planned.values,
                 [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
-                list(planned.outputs), tolerances, device, seed=1000 + index, examples=examples,
+                list(planned.outputs), tolerances, device, seed=planned.seed, examples=examples,
                 derived=planned.derived)
             entry.errors = verdict.errors
             entry.rel_err, entry.tolerance = verdict.worst
@@ -879,6 +906,12 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
                 continue
             entry.verified = True
         accepted.append((planned, entry))
+    if time_each:
+        accepted = _faster_than_their_subgraphs(accepted, graph_module, examples, device,
+                                                replacement_timer, report)
+    elif on_gpu and accepted:
+        report.notes.append("replacement_guard off: the replacements were not timed against the "
+                            "subgraphs they replace")
 
     if not accepted:
         return unoptimized(None)
@@ -1027,6 +1060,7 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              remainder: str = "inductor", cuda_graphs: bool = False,
              patterns: Iterable[str] | str | None = None, tune: int = 0,
              verify: bool = True, speed_guard: Union[bool, Timer] = True,
+             replacement_guard: Union[bool, Timer, None] = None,
              tuning_db: str | Path | None = None, compile_jobs: int = 0) -> ComposedModule:
     """Returns `module` with the engine's planned replacements composed as `fact::launch`
     calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
@@ -1037,7 +1071,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     inputs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
     engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
     configurations on the GPU first. verify: check every replacement against the subgraph it
-    replaces. speed_guard: never slower than torch.compile of the original (apply_plan).
+    replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
+    no replacement slower than the subgraph it replaces (both: apply_plan).
     tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
     raises for a module that runs (ValueError for an unknown precision or remainder); the
     report is `.fact_report`, also written to `<work_dir>/report.json`."""
@@ -1058,4 +1093,4 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
                   tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
     return apply_plan(module, example_inputs, folder, remainder=remainder,
                       cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
-                      speed_guard=speed_guard)
+                      speed_guard=speed_guard, replacement_guard=replacement_guard)

@@ -63,7 +63,7 @@ PACKAGE_DIR = _Path(__file__).resolve().parent
 def load(device="cuda", **options):
     """The composed module on `device` with the optimized weights. Options: inputs (example
     inputs; default get_inputs()), remainder ("inductor" | "eager"), cuda_graphs, patterns,
-    verify (see fact.package.load_package)."""
+    verify, speed_guard, replacement_guard (see fact.package.load_package)."""
     from fact.package import load_package
 
     return load_package(PACKAGE_DIR, device=device, **options)
@@ -184,7 +184,9 @@ def _readme(name: str, meta: dict, report: FactReport | None, kernel_count: int)
         "`remainder='inductor'|'eager'` (the PyTorch rest of the graph), `cuda_graphs=True`, "
         "`patterns=` (compose only these rules/patterns), `verify=` (check each replacement "
         "against the subgraph it replaces first; default True), `speed_guard=` (fall back to "
-        "torch.compile of the original where that is faster; default True).",
+        "torch.compile of the original where that is faster; default True), `replacement_guard=` "
+        "(leave to PyTorch each replacement slower than the subgraph it replaces; default: as "
+        "speed_guard).",
         "",
         "Inputs with other shapes, dtypes or strides run the original module (one warning per "
         "signature). Needs the `fact` Python package (the FACT front end) and torch; the "
@@ -216,14 +218,17 @@ def build_packaged_model(package_dir: str | Path, device: str = "cpu"
 def load_package(package_dir: str | Path, device: str = "cuda", *,
                  inputs: Sequence[Any] | None = None, remainder: str = "inductor",
                  cuda_graphs: bool = False, patterns: Iterable[str] | str | None = None,
-                 verify: bool = True, speed_guard: bool = True) -> ComposedModule:
+                 verify: bool = True, speed_guard: bool = True,
+                 replacement_guard: bool | None = None) -> ComposedModule:
     """The packaged module composed on `device` from the package's plan and kernel libraries
-    (fact.compose.apply_plan; no engine)."""
+    (fact.compose.apply_plan; no engine). Whether a replacement is faster than the subgraph
+    it replaces is decided here, on the device (replacement_guard), never at packaging."""
     package_dir = Path(package_dir)
     model, example = build_packaged_model(package_dir, device)
     return apply_plan(model, tuple(inputs) if inputs is not None else example, package_dir,
                       remainder=remainder, cuda_graphs=cuda_graphs, patterns=patterns,
-                      verify=verify, kernel_dir=package_dir, speed_guard=speed_guard)
+                      verify=verify, kernel_dir=package_dir, speed_guard=speed_guard,
+                      replacement_guard=replacement_guard)
 
 
 def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, device: str,

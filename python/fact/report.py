@@ -32,6 +32,9 @@ class ComposedReplacement:
     errors: dict = field(default_factory=dict)  # output value -> [rel_err, tolerance]
     verified: bool = False
     derived: list[str] = field(default_factory=list)  # "<value>: <purpose>" per derived operand
+    calls_ms: Optional[float] = None     # its calls, timed against the subgraph it replaces
+    subgraph_ms: Optional[float] = None  # that subgraph run eagerly by PyTorch (fact.replacement_speed)
+    timing: str = ""                     # how both were timed ("" when not timed)
 
 
 @dataclass
@@ -39,7 +42,7 @@ class LeftToPyTorch:
     what: str      # "<label> <rule> at <nodes>" or "module"
     reason: str
     replacement: Optional[int] = None  # the plan's replacement id
-    stage: str = ""   # plan | selection | check | verify | module
+    stage: str = ""   # plan | selection | check | verify | speed | module
 
 
 @dataclass
@@ -88,7 +91,9 @@ class FactReport:
         for c in self.composed:
             check = (f"rel_err {c.rel_err:.2e} (tol {c.tolerance:.0e})"
                      if c.rel_err is not None and c.tolerance is not None else "not verified")
-            lines.append(f"  composed {c.label} {c.rule} ({c.implementation}, {check}):")
+            timed = (f", calls {c.calls_ms:.4g} ms vs subgraph {c.subgraph_ms:.4g} ms"
+                     if c.calls_ms is not None and c.subgraph_ms is not None else "")
+            lines.append(f"  composed {c.label} {c.rule} ({c.implementation}, {check}{timed}):")
             for call in c.calls:
                 config = f" [{call.config} ({call.config_source})]" if call.config else ""
                 lines.append(f"    {call.label}: {call.summary}{config}")

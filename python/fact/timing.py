@@ -7,15 +7,22 @@ left in L2 by the previous one. `time_cpu`: time.perf_counter around each run, f
 
 `cpu_time_per_call`: wall time of many back-to-back calls with one synchronize at the end, for
 measuring the host-side (Python, dispatch, launch) cost of a forward when its GPU work is small.
+
+`cuda_median_ms`: the quick timer of the never-slower checks (fact.compose, fact.replacement_speed):
+median of CUDA events around each run after warm-up, no flush. `capture_cuda_graph`: a function
+warmed up on a side stream and captured into a CUDA graph (fact.compose's CUDA-graph runner, the
+per-replacement speed check).
 """
 from __future__ import annotations
 
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
+
+Timer = Callable[[Callable[[], Any]], float]   # fn -> milliseconds (the never-slower checks' timers)
 
 
 @dataclass
@@ -124,3 +131,38 @@ def cpu_time_per_call(fn: Callable[[], object], device: torch.device, warmup: in
         samples.append((time.perf_counter() - start) * 1e3 / calls)
     return summarize(samples, f"time.perf_counter over {calls} back-to-back calls, one synchronize "
                               f"at the end, {repeats} repeats, {warmup} warm-up calls")
+
+
+def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> float:
+    """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
+    runs (no L2 flush: both sides of a comparison run the same way)."""
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iters)]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def capture_cuda_graph(fn: Callable[[], Any], warmup_calls: int = 3) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """(fn captured into a torch.cuda.CUDAGraph, what fn returned while captured: its tensors are
+    the graph's static outputs). fn runs `warmup_calls` times on a side stream first (lazy
+    initialization, allocator pools), under no_grad throughout. Raises what capture raises."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(warmup_calls):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        output = fn()
+    torch.cuda.synchronize()
+    return graph, output

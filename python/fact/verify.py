@@ -219,15 +219,17 @@ def compare(got: torch.Tensor, reference: torch.Tensor, tolerance: float) -> tup
     return rel_err, ""
 
 
-def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, calls: Sequence[CallToCheck],
-          outputs: Sequence[str], tolerances: dict, device: torch.device, seed: int,
-          examples: dict, derived: dict | None = None) -> Verdict:
-    """Runs the replacement's calls against the lifted subgraph in float64 (module docstring).
-    `values`: value id -> node of the exported graph for the calls' operands that are not
-    results of earlier calls; `tolerances`: output value id -> tolerance; `examples`: node ->
-    example value (for inputs that keep theirs); `derived`: derived value id -> (its plan
-    entry, its source nodes), computed here from the same source values the reference reads
-    (fact.transforms), so a wrong transform fails the check like a wrong kernel."""
+class InputError(ValueError):
+    """The replacement's inputs cannot be built (its message says why)."""
+
+
+def replacement_inputs(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict,
+                       calls: Sequence[CallToCheck], device: torch.device, seed: int,
+                       examples: dict) -> dict:
+    """node -> the value the check (and the per-replacement speed check, fact.replacement_speed)
+    gives each input of the lifted subgraph and each operand node of the calls: parameters,
+    buffers and constants their real values, floating activations the calls read fresh random
+    values (seeded), the rest their example values. Raises InputError."""
     generator = torch.Generator().manual_seed(seed)
     given: dict[torch.fx.Node, Any] = {}
     read = operand_nodes(values, calls)
@@ -240,17 +242,44 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
         elif node in examples:
             given[node] = examples[node]
         else:
-            return Verdict(f"no example value for input {node.name}")
-    try:
-        reference = float64_run(lifted.module, [given[node] for node in lifted.inputs])
-    except Exception as error:  # noqa: BLE001 - the subgraph itself does not run lifted
-        return Verdict(f"the replaced subgraph does not run on its own in float64 ({_first_line(error)})")
+            raise InputError(f"no example value for input {node.name}")
+    return given
+
+
+def call_environment(values: dict, given: dict, derived: dict | None) -> dict:
+    """value id -> tensor for the calls' operands that are not results of earlier calls: the
+    given values, and the derived operands computed from them (fact.transforms). Raises
+    InputError."""
     env = {vid: given[node] for vid, node in values.items()}
     try:
         for vid, (entry, sources) in (derived or {}).items():
             env[vid] = transforms.evaluate(entry, [given[node] for node in sources])
     except (transforms.TransformError, KeyError) as error:
-        return Verdict(f"derived operand: {_first_line(error)}")
+        raise InputError(f"derived operand: {_first_line(error)}") from error
+    return env
+
+
+def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, calls: Sequence[CallToCheck],
+          outputs: Sequence[str], tolerances: dict, device: torch.device, seed: int,
+          examples: dict, derived: dict | None = None) -> Verdict:
+    """Runs the replacement's calls against the lifted subgraph in float64 (module docstring).
+    `values`: value id -> node of the exported graph for the calls' operands that are not
+    results of earlier calls; `tolerances`: output value id -> tolerance; `examples`: node ->
+    example value (for inputs that keep theirs); `derived`: derived value id -> (its plan
+    entry, its source nodes), computed here from the same source values the reference reads
+    (fact.transforms), so a wrong transform fails the check like a wrong kernel."""
+    try:
+        given = replacement_inputs(lifted, graph_module, values, calls, device, seed, examples)
+    except InputError as error:
+        return Verdict(str(error))
+    try:
+        reference = float64_run(lifted.module, [given[node] for node in lifted.inputs])
+    except Exception as error:  # noqa: BLE001 - the subgraph itself does not run lifted
+        return Verdict(f"the replaced subgraph does not run on its own in float64 ({_first_line(error)})")
+    try:
+        env = call_environment(values, given, derived)
+    except InputError as error:
+        return Verdict(str(error))
     try:
         with torch.no_grad():
             for call in calls:

@@ -99,7 +99,8 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     case["config"] = "; ".join(f"{call.summary}: {call.config or call.kernel or c.implementation}"
                                for c in report.composed for call in c.calls)
     case["replacements"] = [{"label": c.label, "rule": c.rule, "rel_err": c.rel_err,
-                             "tolerance": c.tolerance} for c in report.composed]
+                             "tolerance": c.tolerance, "calls_ms": c.calls_ms,
+                             "subgraph_ms": c.subgraph_ms} for c in report.composed]
     cov = case["coverage"]
     _log(f"{case['name']}: composed {cov['composed']} of {cov['matches']} matches, GEMM-FLOP "
          f"share {_share(cov['share'])}; runs: {report.runs}", started)
