@@ -31,7 +31,8 @@
 # 64 cores takes the whole corpus in about the time one GPU takes a quarter of it. A run that
 # does not fit one call goes on in the next with --resume RESULTS_JSON (the cases measured
 # there are kept, the rest are measured): write the first call's results file into the
-# checkout (e.g. bench/results/) so it travels with the next call.
+# checkout (e.g. bench/results/) so it travels with the next call, and name it in FACT_RESUME
+# (the script passes --resume only when that file was measured on the same kind of GPU).
 #
 # Usage (device tool, kind nvidia-h100-x1 or a multi-GPU kind, carry [".deps"]; write
 # .fact-git-sha first):
@@ -114,6 +115,15 @@ if [ "$budget" -lt 60 ]; then
   exit 1
 fi
 prepare_budget=$(( budget * PREPARE_SHARE / 100 ))
+if [ -n "${FACT_RESUME:-}" ]; then  # --resume FILE, when FILE was measured on this kind of GPU
+  here=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  there=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("device", ""))' "$FACT_RESUME")
+  if [ "$here" = "$there" ]; then
+    set -- --resume "$FACT_RESUME" "$@"
+  else
+    stamp "FACT_RESUME=$FACT_RESUME was measured on '$there', this is '$here': measuring every case"
+  fi
+fi
 stamp "fact bench conformance (budget ${budget}s for starting cases, the first ${prepare_budget}s" \
       "preparing with ${PREPARE_JOBS} workers; ${GPUS} GPU lane(s); stopped at ${left}s)"
 rm -rf "$WORK"

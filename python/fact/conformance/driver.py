@@ -179,6 +179,13 @@ def run_gpu(args: argparse.Namespace) -> int:
             if previous is None:
                 raise LaneError(f"--resume {args.resume}: no such results file (or not JSON)")
             check_resumable(previous, args.resume)
+            if args.device.startswith("cuda"):
+                here = torch.cuda.get_device_properties(0).name  # the lanes' GPUs are of one kind
+                if previous.get("device") != here:
+                    raise LaneError(f"--resume {args.resume}: its cases were measured on "
+                                    f"{previous.get('device')}, this is {here}; one results file "
+                                    f"holds one device's measurements (run the whole corpus here, "
+                                    f"or go on on {previous.get('device')})")
     except LaneError as error:
         print(f"fact.conformance --gpu: {error}", file=sys.stderr)
         return 2
