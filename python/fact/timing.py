@@ -5,6 +5,10 @@ every timed run (a write of `flush_mb` MiB, outside the events), so no run reads
 left in L2 by the previous one. `time_cpu`: time.perf_counter around each run, for CPU tensors
 (no flush). Both return `TimingStats`: the median and the spread of the runs.
 
+`time_cuda_interleaved`: time_cuda of several functions in rounds (each once per round, the
+order rotating), so that the GPU's clock drift during a measurement falls on all of them alike
+(the conformance benchmark's FACT / eager / torch.compile comparison).
+
 `cpu_time_per_call`: wall time of many back-to-back calls with one synchronize at the end, for
 measuring the host-side (Python, dispatch, launch) cost of a forward when its GPU work is small.
 
@@ -88,6 +92,38 @@ def time_cuda(fn: Callable[[], object], warmup: int, iters: int, flusher: L2Flus
     samples = [start.elapsed_time(end) for start, end in zip(starts, ends)]
     flushed = f", L2 flushed ({flusher.megabytes} MiB write) before each" if flusher.buffer is not None else ""
     return summarize(samples, f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}")
+
+
+def time_cuda_interleaved(fns: dict[str, Callable[[], object]], warmup: int, iters: int,
+                          flusher: L2Flusher) -> dict[str, TimingStats]:
+    """time_cuda of several functions at once, interleaved: `iters` rounds, each running every
+    function once (L2 flushed before each, CUDA events around it), the order rotating from round
+    to round. The GPU's clocks and temperature drift while a case is timed (a heavy GEMM
+    throttles it); timed one after the other, the last one pays for that drift (in the
+    2026-11-26 H200 conformance run, gemm_bmm bf16, whose FACT run was torch.compile of the
+    original itself, read 0.86x that same compiled module timed just before it). Interleaved,
+    every function sees the same conditions. Warm-up: `warmup` runs of each, in turn."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    torch.cuda.synchronize()
+    events = {name: [] for name in names}
+    for round_index in range(iters):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flusher()
+            start.record()
+            fns[name]()
+            end.record()
+            events[name].append((start, end))
+    torch.cuda.synchronize()
+    flushed = f", L2 flushed ({flusher.megabytes} MiB write) before each" if flusher.buffer is not None else ""
+    timer = (f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}, interleaved with "
+             f"{', '.join(n for n in names)} (order rotating each round)")
+    return {name: summarize([start.elapsed_time(end) for start, end in pairs], timer)
+            for name, pairs in events.items()}
 
 
 def time_cpu(fn: Callable[[], object], warmup: int, iters: int) -> TimingStats:

@@ -80,6 +80,8 @@ def test_resumed_records_keep_what_was_measured():
     kept = conf.resumed_records(previous, pending)
     assert set(kept) == {0, 1}  # failed and skipped cases run again, other dtypes are other cases
     assert kept[0]["fact_ms"] == 1.0 and kept[0]["resumed_from"] == "NVIDIA H100 2026-11-26"
+    assert set(conf.resumed_records(previous, pending, ["b-bfloat16"])) == {0}  # --remeasure a case
+    assert set(conf.resumed_records(previous, pending, ["a"])) == {1}           # ... or a stem
 
 
 def _environment(tmp_path: Path) -> dict:

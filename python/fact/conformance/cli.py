@@ -82,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "wrong; its records go into this run's file as they are, marked "
                           "resumed_from) and measure the rest: a run that did not fit one call "
                           "goes on in the next")
+    gpu.add_argument("--remeasure", type=lambda s: [m.replace(":", "-") for m in s.split(",") if m],
+                     default=None, metavar="CASES",
+                     help="with --resume: these cases (stem or stem:dtype, comma-separated) are "
+                          "measured again even where the earlier file has them")
     gpu.add_argument("--iters", type=int, default=30)
     gpu.add_argument("--warmup", type=int, default=5)
     gpu.add_argument("--flush-mb", type=int, default=256)

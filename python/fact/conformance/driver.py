@@ -93,7 +93,8 @@ def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> di
                      f"FACT tuned over {args.tune} configuration(s) per kernel (tuning database "
                      f"shared across models), Inductor remainder, never-slower guard on; "
                      f"torch.compile default mode; {args.warmup} warm-up + {args.iters} timed runs, "
-                     f"median, L2 flushed ({args.flush_mb} MiB) before each{budget}{prepare}{lanes}")}
+                     f"median, L2 flushed ({args.flush_mb} MiB) before each, eager / torch.compile / "
+                     f"FACT interleaved run by run{budget}{prepare}{lanes}")}
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -197,7 +198,7 @@ def run_gpu(args: argparse.Namespace) -> int:
     settings["gpus"] = [g for g in gpus if g is not None]
     pending = [(i, str(p), d) for i, (p, d) in enumerate(cases)]
     if previous is not None:
-        resumed = resumed_records(previous, pending)
+        resumed = resumed_records(previous, pending, args.remeasure or ())
         for index, case in resumed.items():
             run.record(index, case)
         pending = [c for c in pending if c[0] not in resumed]

@@ -72,7 +72,7 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     baseline that fails is recorded in its entry."""
     from fact.compose import optimize
     from fact.measure import _fresh_like
-    from fact.timing import L2Flusher, time_device
+    from fact.timing import L2Flusher, time_cuda_interleaved, time_device
 
     started = started or time.time()
     precision = PRECISION_BY_DTYPE[dtype_name]
@@ -136,13 +136,20 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     clock = time.perf_counter()
     flusher = L2Flusher(flush_mb, torch.device(device)) if device.startswith("cuda") else None
     timing: dict[str, dict] = {}
+    timed = {name: (lambda fn=fn: fn(*inputs)) for name, fn in [*variants.items(), ("fact", composed)]
+             if name not in errors}
     with quiet_torch(), torch.no_grad():
-        for name, fn in [*variants.items(), ("fact", composed)]:
-            if name in errors:
+        if flusher is not None:
+            try:  # all variants in rounds, so clock drift falls on each alike (time_cuda_interleaved)
+                timing = {name: stats.to_json() for name, stats in
+                          time_cuda_interleaved(timed, warmup, iters, flusher).items()}
+            except Exception:  # noqa: BLE001 - one variant fails to run: time them one by one
+                timing = {}
+        for name, fn in timed.items():
+            if name in timing:
                 continue
             try:
-                timing[name] = time_device(lambda fn=fn: fn(*inputs), torch.device(device), warmup,
-                                           iters, flusher).to_json()
+                timing[name] = time_device(fn, torch.device(device), warmup, iters, flusher).to_json()
             except Exception as error:  # noqa: BLE001
                 if name == "fact":
                     raise

@@ -190,7 +190,7 @@ class Measurements:
                    if (load_json(path) or {}).get("worker") == lane)
 
     def _run_worker(self, lane: int, attempt: int, queue: Path) -> tuple[int, Path]:
-        env = dict(os.environ)
+        env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash in native code leaves its Python stack
         gpu = self.gpus[lane]
         if gpu is not None and len(self.gpus) > 1:
             env["CUDA_VISIBLE_DEVICES"] = gpu
@@ -220,7 +220,7 @@ class Measurements:
             return
         index = current["index"]
         stem, dtype_name = next((Path(f).stem, d) for i, f, d in self.pending if i == index)
-        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        tail = log_path.read_text(errors="replace").splitlines()[-40:]  # a faulthandler traceback fits
         record = {"name": current["name"], "model": stem, "dtype": dtype_name,
                   "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
                   "reason": f"the worker process died during it (exit {status})", "log_tail": tail}
@@ -231,12 +231,16 @@ class Measurements:
         _log(f"{current['name']}: FAILED: the worker died (exit {status})", self.started)
 
 
-def resumed_records(previous: dict, pending: Sequence[tuple[int, str, str]]) -> dict[int, dict]:
+def resumed_records(previous: dict, pending: Sequence[tuple[int, str, str]],
+                    remeasure: Sequence[str] = ()) -> dict[int, dict]:
     """--resume: queue index -> the earlier results file's record of that case, for the cases
     it measured (status ok or wrong); those are not measured again. Failed and skipped cases
-    are measured again."""
+    are measured again, and those `remeasure` names (a case name "stem-dtype", or a stem: all
+    its dtypes)."""
+    again = set(remeasure)
     by_name = {case.get("name"): case for case in previous.get("cases", [])
-               if case.get("status") in ("ok", "wrong")}
+               if case.get("status") in ("ok", "wrong") and case.get("name") not in again
+               and str(case.get("name")).rsplit("-", 1)[0] not in again}
     kept = {}
     for index, file, dtype_name in pending:
         case = by_name.get(f"{Path(file).stem}-{dtype_name}")

@@ -1,0 +1,37 @@
+"""fact.timing's interleaved timer (the conformance benchmark's FACT / eager / torch.compile
+comparison) on a GPU: every function is timed `iters` times, in rotating order, and a function
+that does more work reads slower than one that does less."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fact.timing import L2Flusher, time_cuda_interleaved
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)"),
+]
+
+
+def test_interleaved_timing_times_each_function_every_round():
+    device = torch.device("cuda")
+    a = torch.randn(2048, 2048, device=device)
+    calls = []
+
+    def small():
+        calls.append("small")
+        return a @ a
+
+    def large():
+        calls.append("large")
+        return [a @ a for _ in range(8)]
+
+    stats = time_cuda_interleaved({"small": small, "large": large}, warmup=2, iters=10,
+                                  flusher=L2Flusher(64, device))
+    assert set(stats) == {"small", "large"}
+    assert all(s.runs == 10 and s.min_ms > 0 for s in stats.values())
+    assert "interleaved" in stats["small"].timer and "L2 flushed" in stats["small"].timer
+    timed = calls[4:]  # after the warm-up: rounds of one call each, the order rotating
+    assert [timed[i:i + 2] for i in (0, 2)] == [["small", "large"], ["large", "small"]]
+    assert stats["large"].median_ms > 4 * stats["small"].median_ms
