@@ -399,10 +399,10 @@ def test_a_slower_composed_module_falls_back_to_the_compiled_original(tmp_path, 
     compiled_calls = []
     monkeypatch.setattr(torch, "compile", _Compiled(compiled_calls))
     module = Chain()
-    timings = iter([2.0, 1.0])  # the composed forward is timed first
+    timings = iter([2.0, 1.0, 3.0])  # the composed forward, the compiled original, the original eagerly
     composed = _apply(tmp_path, module, [_first()], speed_guard=lambda fn: (fn(), next(timings))[1])
     report = composed.fact_report
-    assert report.speed == {"composed_ms": 2.0, "original_ms": 1.0,
+    assert report.speed == {"composed_ms": 2.0, "original_ms": 1.0, "eager_ms": 3.0,
                             "original": "torch.compile of the original", "threshold": 1.02}
     assert report.runs.startswith("torch.compile of the original: the composed module took 2 ms")
     assert len(report.composed) == 1  # still reported: composed, verified, not the fastest
@@ -410,15 +410,54 @@ def test_a_slower_composed_module_falls_back_to_the_compiled_original(tmp_path, 
     _assert_same_as(composed, module, seeds=(1,))
     assert compiled_calls == [module]
 
-    faster = iter([1.0, 1.5])
+    faster = iter([1.0, 1.5, 1.2])
     kept = _apply(tmp_path / "kept", module, [_first()], speed_guard=lambda fn: (fn(), next(faster))[1])
-    assert kept.fact_report.runs == "composed (1 ms; torch.compile of the original 1.5 ms)"
+    assert kept.fact_report.runs == "composed (1 ms; torch.compile of the original 1.5 ms; eagerly 1.2 ms)"
     compiled_calls.clear()
     _assert_same_as(kept, module, seeds=(1,))
     assert compiled_calls == []
-    within = iter([1.015, 1.0])  # slower by less than 2%: kept
+    within = iter([1.015, 1.0, 1.0])  # slower by less than 2%: kept
     assert _apply(tmp_path / "within", module, [_first()],
                   speed_guard=lambda fn: next(within)).fact_report.runs.startswith("composed")
+
+
+def test_a_slower_composed_module_falls_back_to_the_original_when_eager_is_fastest(
+        tmp_path, reference, monkeypatch):
+    """A small module can run faster eagerly than compiled: the fallback is the faster of the two."""
+    compiled_calls = []
+    monkeypatch.setattr(torch, "compile", _Compiled(compiled_calls))
+    module = Chain()
+    timings = iter([2.0, 1.5, 1.0])
+    composed = _apply(tmp_path, module, [_first()], speed_guard=lambda fn: (fn(), next(timings))[1])
+    report = composed.fact_report
+    assert report.runs.startswith("the original eagerly: the composed module took 2 ms")
+    assert report.speed["eager_ms"] == 1.0 and report.speed["original_ms"] == 1.5
+    compiled_calls.clear()
+    _assert_same_as(composed, module, seeds=(1,))
+    assert compiled_calls == []  # the original itself runs, not its compiled version
+    close = iter([2.0, 1.0, 0.99])  # eager faster than compiled by less than 2%: compiled
+    again = _apply(tmp_path / "close", module, [_first()], speed_guard=lambda fn: next(close))
+    assert again.fact_report.runs.startswith("torch.compile of the original: the composed module")
+
+
+def test_nothing_composed_runs_the_faster_of_compiled_and_eager(tmp_path, reference, monkeypatch):
+    compiled_calls = []
+    monkeypatch.setattr(torch, "compile", _Compiled(compiled_calls))
+    module = Chain()
+    timings = iter([0.08, 0.04])  # torch.compile of the original, then the original eagerly
+    composed = _apply(tmp_path, module, [_first(kind="axpby_half")], remainder="inductor",
+                      speed_guard=lambda fn: (fn(), next(timings))[1])
+    report = composed.fact_report
+    assert composed.graph_module is None
+    assert report.runs == "the original eagerly (nothing composed; 0.04 ms, torch.compile of it 0.08 ms)"
+    assert report.speed["eager_ms"] == 0.04 and report.speed["original_ms"] == 0.08
+    compiled_calls.clear()
+    _assert_same_as(composed, module, seeds=(1,))
+    assert compiled_calls == []
+    slower = iter([0.04, 0.08])
+    kept = _apply(tmp_path / "compiled", module, [_first(kind="axpby_half")], remainder="inductor",
+                  speed_guard=lambda fn: (fn(), next(slower))[1])
+    assert kept.fact_report.runs == "torch.compile of the original (nothing composed)"
 
 
 def test_nothing_composed_runs_torch_compile_of_the_original(tmp_path, reference, monkeypatch):

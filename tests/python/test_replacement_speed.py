@@ -159,7 +159,7 @@ def test_on_the_cpu_only_a_given_timer_times_the_replacements(tmp_path, referenc
     composed = _apply(tmp_path, Chain(), [_first()], replacement_guard=replacement_guard,
                       speed_guard=_counting_timer(module_timings))
     report = composed.fact_report
-    assert len(module_timings) == 2  # the composed forward and the compiled original, nothing else
+    assert len(module_timings) == 3  # the composed forward, the compiled and the eager original, nothing else
     [entry] = report.composed
     assert entry.calls_ms is None and entry.subgraph_ms is None and entry.timing == ""
     assert not report.left_to_pytorch

@@ -60,6 +60,14 @@ def render_gpu_markdown(doc: dict) -> str:
              f"driver {v.get('driver', '?')}, CUDA {v.get('cuda', '?')}, torch {v.get('torch', '?')}, "
              f"CUTLASS {v.get('cutlass', '?')}, fact {v.get('fact', '?')}", "",
              f"Settings: {settings.get('note', '')}", ""]
+    resumed = settings.get("resumed")
+    if resumed:
+        timers = sorted({"interleaved" if "interleaved" in str(c.get("timing", {}).get("fact", {}).get("timer"))
+                         else "one after the other" for c in doc.get("cases", []) if c.get("resumed_from")})
+        lines += [f"{resumed.get('cases', 0)} cases (marked `resumed_from` in the JSON) were measured "
+                  f"in earlier calls and kept from `{resumed.get('from')}` ({resumed.get('device')}, "
+                  f"{resumed.get('date')}), where eager / torch.compile / FACT were timed "
+                  f"{' and '.join(timers) or '?'}; each case's `timing` names its timer.", ""]
     g = s.get("geomean_vs_torch_compile", {})
 
     def x(value):
