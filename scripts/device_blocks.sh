@@ -19,7 +19,14 @@
 # call with FACT_BLOCKS_DTYPES=float32 measures it alone), FACT_BLOCKS_MODEL (default
 # bench/models/mingpt_block.py:MinGPTBlock; bench/models/llama_block.py:LlamaDecoderBlock for
 # issue 12, whose file adds the torch_compile_sdpa baseline), FACT_BLOCKS_VARIANTS (bench_blocks
-# --variants, default all), FACT_BLOCKS_PROFILE=1 (bench_blocks --profile: each variant's kernels).
+# --variants, default all), FACT_BLOCKS_PROFILE=1 (bench_blocks --profile: each variant's kernels),
+# FACT_BLOCKS_PATTERNS (fact optimize --patterns: the package's selection, e.g.
+# rmsnorm,gemm,attention,swiglu,mlp to package the opt-in RMSNorm fold; default: the default
+# patterns). The RMSNorm fold against the package without it, in one run: the fact_rmsnorm
+# variant (the model planned again in process with rmsnorm named), e.g.
+#   FACT_BLOCKS_MODEL=bench/models/llama_block.py:LlamaDecoderBlock FACT_BLOCKS_DTYPES=bfloat16 \
+#   FACT_BLOCKS_VARIANTS=torch_eager,fact,torch_compile_sdpa,fact_rmsnorm FACT_BLOCKS_PROFILE=1 \
+#   bash scripts/device_blocks.sh
 #
 # Expected time on an H100 (16 cores): engine build ~2.5 min, fact optimize ~1.5-2 min (5 kernels
 # compiled in parallel, ~1 min of nvcc; the package verified on the GPU), bench_blocks.py ~3-4
@@ -78,6 +85,8 @@ if [ "${FACT_BLOCKS_TUNE:-0}" -gt 0 ]; then tune_args=(--max-candidates "$FACT_B
 
 MODEL=${FACT_BLOCKS_MODEL:-bench/models/mingpt_block.py:MinGPTBlock}
 MODEL_SLUG=$(basename "${MODEL%%:*}" .py | sed 's/_block$//')   # mingpt, llama
+optimize_args=()
+[ -n "${FACT_BLOCKS_PATTERNS:-}" ] && optimize_args+=(--patterns "$FACT_BLOCKS_PATTERNS")
 bench_args=()
 [ -n "${FACT_BLOCKS_VARIANTS:-}" ] && bench_args+=(--variants "$FACT_BLOCKS_VARIANTS")
 [ "${FACT_BLOCKS_PROFILE:-0}" = 1 ] && bench_args+=(--profile)
@@ -85,7 +94,7 @@ bench_args=()
 optimize() {  # $1: dtype, $2: folder name; the package lands in $WORK/$2/fact_<class name>
   stamp "fact optimize $MODEL --dtype $1"
   "$FACT_ENGINE" optimize "$MODEL" --dtype "$1" -o "$WORK/$2" \
-    --no-measure "${tune_args[@]}" >"$LOGS/optimize-$2.log" 2>&1
+    --no-measure "${tune_args[@]}" "${optimize_args[@]}" >"$LOGS/optimize-$2.log" 2>&1
   local status=$?
   stamp "fact optimize ($1): exit $status"
   grep -E "^(#|[0-9]+[ab]? )|verif|declined|failed|error" "$LOGS/optimize-$2.log" | head -30

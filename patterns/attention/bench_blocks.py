@@ -21,6 +21,13 @@ skipped) when the time budget would not allow it:
                                e.g. python -m fact.package --patterns rope,gemm,attention,...)
   fact_cuda_graphs             the package with cuda_graphs=True (the forward captured as a CUDA
                                graph: what launch gaps cost)
+  fact_rmsnorm                 the model planned again in this process (fact.optimize: the engine
+                               discovers, realizes and compiles) with the opt-in RMSNorm fold named
+                               (patterns/rmsnorm/README.md: each norm folded into the projections
+                               that read it), the other patterns as the package has them, no rope:
+                               against `fact` it measures the fold. Its kernels take the stored
+                               (tuning database) or default configurations; plan the package with
+                               --no-tune for a like-for-like comparison
 Every FACT variant is verified first: the composed module and the original against the
 original run in float64 on fresh inputs (fact.measure.verify), ‖out − ref‖ / ‖ref‖; apply_plan
 also checked each replacement against the subgraph it replaces. FACT variants run with
@@ -48,6 +55,7 @@ import gc
 import json
 import re
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -60,13 +68,15 @@ from fact.timing import L2Flusher, time_device
 from fact.versions import collect_versions
 
 GEMM_PATTERNS = ["gemm", "mlp", "swiglu", "rope"]  # rope: a projection GEMM with its rotary epilogue
+# fact_rmsnorm's selection: the opt-in fold and what it folds into (not rope: opt-in, slower).
+RMSNORM_PATTERNS = ["rmsnorm", "attention", "gemm", "mlp", "swiglu"]
 # Seconds each variant is expected to take at most (compile included; on an H200 the minGPT
 # block's first torch.compile call took 5.5 s, max-autotune's 67 s, a fact.optimize with the
 # Inductor remainder 48 s: bench/results/compose-nvidia-h200-2026-11-22-part1.md); a variant
 # starts only when this much of the budget is left.
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
                     "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45,
-                    "fact_cuda_graphs": 60, "fact_no_rope": 45}
+                    "fact_cuda_graphs": 60, "fact_no_rope": 45, "fact_rmsnorm": 180}
 BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_sdpa")
 PROFILED = ("fact", "fact_cuda_graphs", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
 PROFILE_RUNS = 3
@@ -181,6 +191,21 @@ def run_package(run: Run, package: Path) -> None:
     def fact_variant(key: str, patterns, cuda_graphs: bool = False):
         composed = load_package(package, run.args.device, inputs=inputs, patterns=patterns, speed_guard=False,
                                 cuda_graphs=cuda_graphs)
+        return measure_composed(key, composed, patterns)
+
+    def fact_planned_variant(key: str, patterns):
+        """The model planned and composed in this process with `patterns` named (an opt-in fold the
+        package was not planned with), the Inductor remainder as the package has it."""
+        from fact.compose import optimize
+
+        work = Path(tempfile.mkdtemp(prefix=f"fact_bench_{key}_"))
+        composed = optimize(model, inputs, work_dir=work, remainder="inductor", patterns=patterns,
+                            speed_guard=False)
+        stats = measure_composed(key, composed, patterns)
+        case["ablation"][key.removeprefix("fact_")]["plan"] = str(work)
+        return stats
+
+    def measure_composed(key: str, composed, patterns):
         report = composed.fact_report
         check = {"seed": run.args.seed, "fact_rel_err": error_of(composed), "torch_rel_err": error_of(model)}
         stats = timed(lambda: composed(*inputs))
@@ -229,6 +254,7 @@ def run_package(run: Run, package: Path) -> None:
         "fact_cuda_graphs": lambda: fact_variant("fact_cuda_graphs", None, cuda_graphs=True),
         "fact_no_rope": lambda: fact_variant("fact_no_rope",
                                              [p for p in ("attention", *GEMM_PATTERNS) if p != "rope"]),
+        "fact_rmsnorm": lambda: fact_planned_variant("fact_rmsnorm", RMSNORM_PATTERNS),
     }
     if twin is None:
         del variants["torch_compile_sdpa"]
@@ -297,7 +323,8 @@ def table(doc: dict) -> str:
                 ("FACT attention only", case["ablation"].get("attention_only", {}).get("ms")),
                 ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms")),
                 ("FACT in a CUDA graph", case["ablation"].get("cuda_graphs", {}).get("ms")),
-                ("FACT without rope", case["ablation"].get("no_rope", {}).get("ms"))]
+                ("FACT without rope", case["ablation"].get("no_rope", {}).get("ms")),
+                ("FACT with the RMSNorm fold", case["ablation"].get("rmsnorm", {}).get("ms"))]
         for label, ms in rows:
             if ms is None:
                 lines.append(f"    {label:<28}        -")

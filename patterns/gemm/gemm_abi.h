@@ -53,6 +53,8 @@ typedef enum FactGemmStepKind {
                                  D[m, head + b] = x[2p+1]·cos[r + b] + x[2p]·sin[r + b]
                                cos = operand, sin = operand2 (one dtype, operand_type); D is
                                M×N (every column written once, in the original order) */
+  FACT_STEP_ROW_SCALE = 9,  /* x *= operand[m]            (a length-M vector indexed by the row: a
+                               per-row scale such as RMSNorm's 1/rms; batch_stride per batch) */
 } FactGemmStepKind;
 
 typedef enum FactActivation {
@@ -73,11 +75,14 @@ typedef struct FactGemmStep {
   float value;           /* SCALE factor, ADD_SCALAR addend, RESIDUAL beta, BIAS multiplier
                             (addmm's beta; 1 for a plain bias); else 0 */
   float p0, p1;          /* ACTIVATION parameters; else 0 */
-  int32_t operand_type;  /* FactDType of `operand` (BIAS, RESIDUAL, MULTIPLY), else 0 */
-  const void* operand;   /* BIAS vector, RESIDUAL / MULTIPLY tensor; else NULL */
+  int32_t operand_type;  /* FactDType of `operand` (BIAS, RESIDUAL, MULTIPLY, ROPE, ROW_SCALE),
+                            else 0 */
+  const void* operand;   /* BIAS / ROW_SCALE vector, RESIDUAL / MULTIPLY tensor, ROPE cos table;
+                            else NULL */
   int64_t ld;            /* RESIDUAL / MULTIPLY: leading dimension in D's layout; else 0 */
-  int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY: elements between batches (0 = shared) */
-  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY, ROPE: elements between outer batches */
+  int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY, ROW_SCALE: elements between batches (0 = shared) */
+  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY, ROPE, ROW_SCALE: elements between outer
+                                 batches */
   const void* operand2;  /* ROPE: the sin table (operand: the cos table; same dtype and strides);
                             else NULL */
   int64_t period;        /* ROPE: rows of M per sequence (T: position = m % period); else 0 */

@@ -450,6 +450,13 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.operand = operands[i].device;
         step.outer_batch_stride = n;
         break;
+      case FACT_STEP_ROW_SCALE:
+        // One length-M vector per outer batch, shared by the kernel's batches.
+        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                 size_t(m * outer), 10 + i);
+        step.operand = operands[i].device;
+        step.outer_batch_stride = m;
+        break;
       case FACT_STEP_RESIDUAL:
       case FACT_STEP_MULTIPLY:
         step.value = step.kind == FACT_STEP_RESIDUAL ? 0.5f : 0.0f;

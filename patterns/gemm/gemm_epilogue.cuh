@@ -25,7 +25,8 @@
 //   check_operands<Config>(args, size_query)   leading dimensions, batch strides; and, unless a
 //                                    size query, null pointers and alignment of every operand
 // Links: ScaledAccumulator (alpha · acc), Scale (x · value), AddScalar (x + value),
-// ColumnBias<E> (x + value · bias[n], any number of them), Activation<Fn> (x = Fn(x; p0, p1)),
+// ColumnBias<E> (x + value · bias[n], any number of them), RowScale<E> (x · scale[m]),
+// Activation<Fn> (x = Fn(x; p0, p1)),
 // Residual<E> (x + value · C_i[m, n]) and Multiply<E> (x · C_i[m, n]). The first M×N operand of a
 // chain (innermost) is read through CUTLASS's source (C) fetch: TMA into shared memory, pipelined
 // with the mainloop; every further one through Sm90AuxLoad<0>, which loads the thread's fragment
@@ -444,6 +445,77 @@ struct ColumnBias : detail::LinkBase<Prev> {
     if (size_query) return FACT_OK;
     if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
     if (!detail::aligned_16(s.operand) || s.batch_stride % detail::kVector<ElementBias> != 0) {
+      return FACT_ERR_CANNOT_IMPLEMENT;
+    }
+    return FACT_OK;
+  }
+};
+
+// x · scale[m]: a length-M vector per batch (batch_stride 0: one for every batch) indexed by the
+// problem's row (FACT_STEP_ROW_SCALE): RMSNorm's 1/rms when the norm's weight is folded into B
+// (patterns/rmsnorm). A broadcast along the kernel's M mode (CUTLASS's Sm90ColBroadcast: each
+// thread loads its rows straight from global memory, no shared memory), or along its N mode under
+// a Config with kBiasAlongM (a kernel computing D^T, whose M is the problem's N). Composes with
+// every link: before a Glu link it scales the gate and up columns alike, before a Rope link the
+// pairs before their rotation.
+template <class ElementScale, class Prev>
+struct RowScale : detail::LinkBase<Prev> {
+  using Base = detail::LinkBase<Prev>;
+
+  template <class Cfg>
+  using Broadcast = std::conditional_t<
+      Cfg::kBiasAlongM,
+      detail::fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementScale,
+                                       typename Cfg::ElementCompute, detail::ColumnVectorStride>,
+      detail::fusion::Sm90ColBroadcast<0, typename Cfg::CtaTile, ElementScale,
+                                       typename Cfg::ElementCompute, detail::RowVectorStride>>;
+
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<
+      detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
+                                  Cfg::kRound>,
+      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>, Broadcast<Cfg>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    using Stride = std::conditional_t<Cfg::kBiasAlongM, detail::ColumnVectorStride,
+                                      detail::RowVectorStride>;
+    Stride stride{};
+    cute::get<2>(stride) = Base::step(args).batch_stride;
+    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
+            {static_cast<const ElementScale*>(Base::step(args).operand), ElementScale(0), stride},
+            {}};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::template reference<Cfg>(args, accumulator, m, n, l) *
+           detail::load_as_float<ElementScale>(s.operand,
+                                               l * s.batch_stride + (Cfg::kBiasAlongM ? n : m));
+  }
+
+  static bool matches(const FactGemmArgs& args) {
+    const FactGemmStep& s = Base::step(args);
+    return Prev::matches(args) && s.kind == FACT_STEP_ROW_SCALE &&
+           s.operand_type == detail::dtype_id<ElementScale>();
+  }
+  static void describe(FactGemmStep* steps) {
+    Base::describe_step(steps, FACT_STEP_ROW_SCALE, FACT_ACT_IDENTITY, detail::dtype_id<ElementScale>());
+  }
+
+  template <class Cfg>
+  static int check_operands(const FactGemmArgs& args, bool size_query) {
+    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+      return status;
+    }
+    const FactGemmStep& s = Base::step(args);
+    if (s.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
+    if (size_query) return FACT_OK;
+    if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
+    // The broadcast loads up to 16-byte vectors of the rows a thread holds.
+    if (!detail::aligned_16(s.operand) || s.batch_stride % detail::kVector<ElementScale> != 0) {
       return FACT_ERR_CANNOT_IMPLEMENT;
     }
     return FACT_OK;

@@ -169,6 +169,23 @@ def operand_nodes(values: dict, calls: Sequence["CallToCheck"]) -> set:
     return {values[vid] for call in calls for vid in call.operands if vid in values}
 
 
+_CONVERSIONS = ("aten.to.dtype", "aten._to_copy.default", "aten.to.dtype_layout")
+
+
+def _converted_from(node: torch.fx.Node, read: set) -> torch.fx.Node | None:
+    """The node a lifted input is a plain dtype conversion of, when the calls read that node
+    (else None). RMSNorm folded into its projections (patterns/rmsnorm): the replaced nodes read
+    x.float(), the calls read x itself; the reference must see the conversion of the x the
+    calls get, not an unrelated random tensor."""
+    if node.op != "call_function" or str(node.target) not in _CONVERSIONS:
+        return None
+    source = node.args[0] if node.args else None
+    meta = node.meta.get("val")
+    if not isinstance(source, torch.fx.Node) or source not in read or not isinstance(meta, torch.Tensor):
+        return None
+    return source
+
+
 @dataclass
 class CallToCheck:
     id: int                      # registered fact::launch call
@@ -233,7 +250,11 @@ def replacement_inputs(lifted: Lifted, graph_module: torch.fx.GraphModule, value
     generator = torch.Generator().manual_seed(seed)
     given: dict[torch.fx.Node, Any] = {}
     read = operand_nodes(values, calls)
+    converted = {node: source for node in lifted.inputs
+                 if (source := _converted_from(node, read)) is not None}
     for node in list(dict.fromkeys([*lifted.inputs, *values.values()])):
+        if node in converted:
+            continue  # computed below from the value the calls read
         if node.op == "get_attr":
             value = _attribute(graph_module, node.target)
             given[node] = value.detach() if isinstance(value, torch.Tensor) else value
@@ -243,6 +264,8 @@ def replacement_inputs(lifted: Lifted, graph_module: torch.fx.GraphModule, value
             given[node] = examples[node]
         else:
             raise InputError(f"no example value for input {node.name}")
+    for node, source in converted.items():
+        given[node] = given[source].to(node.meta["val"].dtype)
     return given
 
 

@@ -64,6 +64,7 @@ struct OptimizeArgs {
   int jobs = 0;
   bool no_tune = false;
   bool no_compile = false;
+  std::vector<std::string> patterns;  // empty: every default pattern (opt-in ones not named)
   std::string package_name;  // empty: fact_<class>
   bool no_measure = false, no_max_autotune = false;
   bool verbose = false;
@@ -372,6 +373,7 @@ void run(OptimizeArgs args) {
   request.progress = isatty(STDERR_FILENO) != 0;
   request.device = no_gpu ? "cpu" : "cuda";
   request.inputs = planned_signature(graph_path);
+  if (!args.patterns.empty()) request.patterns = args.patterns;
   std::cout << "\n== plan (engine: discover" << (request.tune ? ", tune" : "") << ", realize)\n" << std::flush;
   const engine::PlanResult plan = engine::make_plan(request);
   const std::string precision = plan.options.precision;
@@ -503,6 +505,10 @@ void add_optimize_command(CLI::App& app) {
                 "On a GPU, skip the end-to-end check (float64 verification and the speedup table)");
   cmd->add_flag("--no-max-autotune", args->no_max_autotune,
                 "End-to-end table without torch.compile(mode=\"max-autotune\") (its compile takes minutes)");
+  cmd->add_option("--patterns", args->patterns,
+                  "Only these rules or pattern folders (opt-in ones such as rmsnorm or rope only when "
+                  "named; list the others too, e.g. rmsnorm,gemm,attention,swiglu,mlp)")
+      ->delimiter(',');
   cmd->add_flag("--no-tune", args->no_tune, "Do not tune (the package takes stored or default configurations)");
   cmd->add_flag("--no-compile", args->no_compile,
                 "Render the kernels only (no nvcc); the package then composes with the reference "

@@ -27,6 +27,15 @@ std::string input_kind(graph::ValueKind kind) {
   return "activation";
 }
 
+// The values the captured nodes `nodes` produce.
+std::set<graph::ValueId> produced_by(const graph::Graph& captured, const std::vector<graph::NodeId>& nodes) {
+  std::set<graph::ValueId> produced;
+  for (const auto& id : nodes) {
+    if (const graph::Node* node = captured.node(id)) produced.insert(node->outputs.begin(), node->outputs.end());
+  }
+  return produced;
+}
+
 // The values the captured nodes of a match read from outside them, in first-read order.
 json replacement_inputs(const graph::Graph& captured, const std::vector<graph::NodeId>& nodes) {
   const std::set<graph::NodeId> region(nodes.begin(), nodes.end());
@@ -202,6 +211,16 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
             if (!captured.has_value(value)) continue;
             operand["shape"] = captured.value(value).desc.shape;
             operand["stride"] = captured.value(value).desc.stride;
+            // A graph value the call reads that no replaced node reads nor produces (an RMSNorm
+            // folded into its projections: the GEMM reads the pre-norm x) is an input too.
+            const bool listed = std::any_of(r["inputs"].begin(), r["inputs"].end(),
+                                            [&](const json& in) { return in.at("value") == value; });
+            if (!listed && !produced_by(captured, m.nodes).count(value)) {
+              const graph::Value& v = captured.value(value);
+              json entry = {{"value", value}, {"kind", input_kind(v.kind)}};
+              if (!v.target.empty()) entry["target"] = v.target;
+              r["inputs"].push_back(std::move(entry));
+            }
           }
           call.update(image);
         }

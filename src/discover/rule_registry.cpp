@@ -95,6 +95,7 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
   std::vector<RuleResult> results;
   const RuleContext context{canonical, options, claimed};
   for (const Rule* rule : rules) {
+    if (rule->attach) continue;  // prologues run below, over these results
     for (const auto& node : canonical.nodes()) {
       if (claimed.count(node.id) || !target_in(node, rule->root.targets())) continue;
       auto binding = rule->root.match_node(node, canonical);
@@ -120,6 +121,53 @@ std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverO
       result->match.outputs = result->outputs;
       claimed.insert(result->claims.begin(), result->claims.end());
       results.push_back(std::move(*result));
+    }
+  }
+  for (const Rule* rule : rules) {
+    if (!rule->attach) continue;
+    for (const auto& node : canonical.nodes()) {
+      if (!target_in(node, rule->root.targets())) continue;
+      auto binding = rule->root.match_node(node, canonical);
+      if (!binding) continue;
+      auto attached = rule->attach(context, node, *binding, results);
+      if (!attached) continue;
+      RuleResult& result = attached->result;
+      if (result.match.pattern.empty()) result.match.pattern = rule->pattern;
+      if (result.match.status != MatchStatus::Accepted) {
+        result.claims.clear();  // a report: the results it looked at stay as they are
+        result.match.outputs = result.outputs;
+        results.push_back(std::move(result));
+        continue;
+      }
+      if (rule->opt_in && !opted_in(*rule, result.match, options)) {
+        result.match.status = MatchStatus::Declined;
+        result.match.reason = rule->opt_in_reason;
+        result.match.problems.clear();
+        result.match.derived.clear();
+        result.match.nodes = covered_captured_nodes(canonical, result.claims);
+        result.claims.clear();
+        result.match.outputs = result.outputs;
+        results.push_back(std::move(result));
+        continue;
+      }
+      // Its claims may overlap only the claims of the results it absorbs.
+      std::set<graph::NodeId> others = claimed;
+      std::set<size_t> absorbed(attached->absorbed.begin(), attached->absorbed.end());
+      bool valid = !absorbed.empty() && *absorbed.rbegin() < results.size();
+      for (size_t index : absorbed) {
+        if (!valid) break;
+        valid = results[index].match.status == MatchStatus::Accepted;
+        for (const auto& id : results[index].claims) others.erase(id);
+      }
+      for (const auto& id : result.claims) valid = valid && !others.count(id);
+      if (!valid || intermediates_escape(canonical, result)) continue;
+      result.match.nodes = covered_captured_nodes(canonical, result.claims);
+      result.match.outputs = result.outputs;
+      for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
+        results.erase(results.begin() + static_cast<std::ptrdiff_t>(*it));
+      }
+      claimed.insert(result.claims.begin(), result.claims.end());
+      results.push_back(std::move(result));
     }
   }
   return results;

@@ -126,6 +126,20 @@ struct RuleResult {
 using RuleCheck = std::function<std::optional<RuleResult>(const RuleContext&, const graph::Node&,
                                                           const Binding&)>;
 
+// What a prologue rule (Rule::attach) makes of one anchor: a declined report (claims nothing),
+// or one accepted result that replaces the earlier results it names in `absorbed` (indices into
+// the results run_rules has so far): e.g. patterns/rmsnorm folds an RMSNorm into the projection
+// matches that read its output and merges them into one match, its own nodes claimed with theirs.
+struct PrologueResult {
+  RuleResult result;
+  std::vector<size_t> absorbed;
+};
+
+// A prologue's check: like RuleCheck, and also given every result of the ordinary rules (and of
+// prologues that ran before it). Returns nothing when the rule does not apply after all.
+using PrologueAttach = std::function<std::optional<PrologueResult>(
+    const RuleContext&, const graph::Node&, const Binding&, const std::vector<RuleResult>& results)>;
+
 struct Rule {
   std::string name;        // "gemm_epilogue"; unique in the registry
   std::string pattern;     // owning folder: "gemm", "mlp", "swiglu", "attention"
@@ -139,6 +153,11 @@ struct Rule {
   // a declined report with `opt_in_reason` (it claims nothing, so other rules take its nodes).
   bool opt_in = false;
   std::string opt_in_reason = {};  // why it is opt-in and how to name it; required when opt_in
+  // Set for a prologue rule (then `check` is unused): it runs after every ordinary rule, over
+  // their results (PrologueAttach); a computation feeding other matches' operands is folded
+  // into them (patterns/rmsnorm). Opt-in applies as for checks: an accepted result the
+  // selection does not name becomes a report and the results it would absorb stay as they are.
+  PrologueAttach attach = {};
 };
 
 class RuleRegistry {
@@ -168,7 +187,10 @@ struct RuleRegistrar {
 // order). A declined result with no claims is kept as a report: it replaces nothing, claims
 // nothing (other rules may match its nodes) and keeps the Match::nodes its rule set. An
 // accepted result of an opt-in rule (Rule::opt_in) that options.opt_in does not name becomes
-// such a report, with the rule's opt_in_reason and the nodes it would have covered.
+// such a report, with the rule's opt_in_reason and the nodes it would have covered. Prologue
+// rules (Rule::attach) run after the ordinary ones, by priority: an accepted result replaces the
+// results it absorbs, when its claims overlap no other result's and its intermediates do not
+// escape (else it is dropped and they stay).
 std::vector<RuleResult> run_rules(const graph::Graph& canonical, const DiscoverOptions& options,
                                   const std::vector<const Rule*>& rules);
 

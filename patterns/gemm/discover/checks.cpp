@@ -61,8 +61,9 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
     const int64_t v = kTmaAlignmentBytes / operand_bytes;
     const std::string what = std::string(epilogue_kind_name(step.kind)) + " operand";
     const DType ot = step.operand_dtype;
-    // A rope step reads its tables element by element: no vector alignment.
-    if (step.kind != EpilogueStep::Kind::Bias && step.kind != EpilogueStep::Kind::Rope) {
+    // A rope step reads its tables element by element, bias and row-scale vectors have no ld.
+    if (step.kind != EpilogueStep::Kind::Bias && step.kind != EpilogueStep::Kind::Rope &&
+        step.kind != EpilogueStep::Kind::RowScale) {
       if (auto r = misaligned((what + " ld").c_str(), step.operand_ld, v, ot)) return r;
     }
     if (p.batch > 1) {

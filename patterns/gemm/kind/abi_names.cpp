@@ -36,6 +36,7 @@ int32_t abi_step_kind(EpilogueStep::Kind kind) {
     case EpilogueStep::Kind::Multiply: return FACT_STEP_MULTIPLY;
     case EpilogueStep::Kind::Glu: return FACT_STEP_GLU;
     case EpilogueStep::Kind::Rope: return FACT_STEP_ROPE;
+    case EpilogueStep::Kind::RowScale: return FACT_STEP_ROW_SCALE;
   }
   return 0;
 }

@@ -33,7 +33,7 @@ constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationName
     {Activation::Tanh, "tanh"},
 }};
 
-constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 8> kEpilogueKindNames{{
+constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 9> kEpilogueKindNames{{
     {EpilogueStep::Kind::Scale, "scale"},
     {EpilogueStep::Kind::AddScalar, "add"},
     {EpilogueStep::Kind::Bias, "bias"},
@@ -42,6 +42,7 @@ constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 8> kEpilog
     {EpilogueStep::Kind::Multiply, "mul"},
     {EpilogueStep::Kind::Glu, "glu"},
     {EpilogueStep::Kind::Rope, "rope"},
+    {EpilogueStep::Kind::RowScale, "row_scale"},
 }};
 
 // Distinct matrices an operand holds over both batch modes (a zero stride shares one).
@@ -118,7 +119,8 @@ std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name) {
 
 bool reads_operand(EpilogueStep::Kind k) {
   return k == EpilogueStep::Kind::Bias || k == EpilogueStep::Kind::Residual ||
-         k == EpilogueStep::Kind::Multiply || k == EpilogueStep::Kind::Rope;
+         k == EpilogueStep::Kind::Multiply || k == EpilogueStep::Kind::Rope ||
+         k == EpilogueStep::Kind::RowScale;
 }
 
 double GemmProblem::min_bytes() const {
@@ -130,6 +132,7 @@ double GemmProblem::min_bytes() const {
     const double held = copies(step.operand_batch_stride, step.operand_outer_batch_stride, batch,
                                outer_batch);
     if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * held;
+    if (step.kind == EpilogueStep::Kind::RowScale) bytes += double(m) * bytes_per * held;
     if (step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Multiply)
       bytes += double(m) * double(n) * held * bytes_per;
     if (step.kind == EpilogueStep::Kind::Rope && step.rope_period > 0) {

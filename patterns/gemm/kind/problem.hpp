@@ -58,6 +58,8 @@ struct EpilogueStep {
     Rope,        // the last step: rotary position embedding over pairs of columns of each
                  // head, each result written to its original column (gemm_abi.h's
                  // FACT_STEP_ROPE): operand = cos table, operand2 = sin table
+    RowScale,    // x *= operand[m]                  (operand: length-M vector, one scale per row:
+                 //                                   RMSNorm's rstd, patterns/rmsnorm)
   };
   Kind kind = Kind::Scale;
   Activation activation = Activation::Identity;
@@ -66,7 +68,7 @@ struct EpilogueStep {
   graph::ValueId operand;  // Bias / Residual / Multiply
   DType operand_dtype = DType::Unknown;
   int64_t operand_ld = 0;            // Residual / Multiply: leading dimension (row-major)
-  int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply: elements between batches
+  int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply / RowScale: elements between batches
   int64_t operand_outer_batch_stride = 0;  // the same between outer batches
   // Rope only: the sin table (operand is the cos table; one dtype, operand_ld = elements between
   // positions), rows of M per sequence (position = m % period), elements between the tables of
@@ -79,7 +81,7 @@ struct EpilogueStep {
 };
 std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
-bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply, Rope (its cos table)
+bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply, Rope (its cos table), RowScale
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0, batch = 1;

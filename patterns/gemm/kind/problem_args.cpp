@@ -109,6 +109,11 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       step.operand_ld = sizes.n;
       step.operand_batch_stride = problem.d.batch_stride;
       step.operand_outer_batch_stride = problem.d.outer_batch_stride;
+    } else if (token == "row_scale") {
+      // One float32 scale per row (RMSNorm's rstd, patterns/rmsnorm), shared by every batch.
+      step.kind = EpilogueStep::Kind::RowScale;
+      step.operand = "row_scale";
+      step.operand_dtype = graph::DType::Float32;
     } else if (token == "scale" || token == "add") {
       // A constant after the GEMM (a leading one folds into alpha): 0.5 and 1.0 stand in for
       // the model's constant, which the call carries at run time.
@@ -139,7 +144,7 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       }
     } else {
       throw std::invalid_argument("epilogue step '" + token +
-                                  "': expected bias, residual, mul, scale, add, an activation (relu, gelu_tanh, ...) "
+                                  "': expected bias, row_scale, residual, mul, scale, add, an activation (relu, gelu_tanh, ...) "
                                   "or glu_<activation> / rope / rope_interleaved (last)");
     }
     problem.epilogue.push_back(step);

@@ -53,8 +53,9 @@ int reference_gemm_host(const FactGemmArgs& args) {
   for (int s = 0; s < args.num_steps; ++s) {
     const FactGemmStep& step = args.steps[s];
     const bool operand = step.kind == FACT_STEP_BIAS || step.kind == FACT_STEP_RESIDUAL ||
-                         step.kind == FACT_STEP_MULTIPLY || step.kind == FACT_STEP_ROPE;
-    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_ROPE) return FACT_ERR_INVALID_ARGS;
+                         step.kind == FACT_STEP_MULTIPLY || step.kind == FACT_STEP_ROPE ||
+                         step.kind == FACT_STEP_ROW_SCALE;
+    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_ROW_SCALE) return FACT_ERR_INVALID_ARGS;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
     // A gated step pairs columns: it is the last, over an even N.
     if (step.kind == FACT_STEP_GLU && (s != args.num_steps - 1 || args.n % 2 != 0))
@@ -133,6 +134,9 @@ int reference_gemm_host(const FactGemmArgs& args) {
                   break;
                 case FACT_STEP_MULTIPLY:
                   x *= load_abi_element(step.operand, step0[s] + i * step.ld + j, step.operand_type);
+                  break;
+                case FACT_STEP_ROW_SCALE:
+                  x *= load_abi_element(step.operand, step0[s] + i, step.operand_type);
                   break;
                 default: bad_step = true; return;
               }

@@ -74,7 +74,7 @@ constexpr std::array<Spelling<Activation>, 2> kAccurateFloatActivations{{
     {Activation::Tanh, "fact::gemm::epilogue::TanhAccurate", "tanh"},
 }};
 
-constexpr std::array<Spelling<EpilogueStep::Kind>, 8> kEpilogueKinds{{
+constexpr std::array<Spelling<EpilogueStep::Kind>, 9> kEpilogueKinds{{
     {EpilogueStep::Kind::Scale, "fact::gemm::epilogue::Scale", "scale"},
     {EpilogueStep::Kind::AddScalar, "fact::gemm::epilogue::AddScalar", "add"},
     {EpilogueStep::Kind::Bias, "fact::gemm::epilogue::ColumnBias", "bias"},
@@ -83,6 +83,7 @@ constexpr std::array<Spelling<EpilogueStep::Kind>, 8> kEpilogueKinds{{
     {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::Multiply", "mul"},
     {EpilogueStep::Kind::Glu, "fact::gemm::epilogue::Glu", "glu"},
     {EpilogueStep::Kind::Rope, "fact::gemm::epilogue::Rope", "rope"},
+    {EpilogueStep::Kind::RowScale, "fact::gemm::epilogue::RowScale", "rowscale"},
 }};
 
 }  // namespace

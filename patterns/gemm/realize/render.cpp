@@ -63,6 +63,7 @@ std::string epilogue_chain_type(const GemmSpec& spec) {
       case Kind::Residual:
       case Kind::Multiply:
       case Kind::Rope:
+      case Kind::RowScale:
         chain = link + "<" + cpp(op.operand_dtype) + ",\n      " + chain + ">";
         break;
       case Kind::Activation:

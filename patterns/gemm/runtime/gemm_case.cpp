@@ -132,7 +132,7 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
           throw std::invalid_argument("a rope step needs one batch, N a multiple of its head size and "
                                       "M a multiple of its sequence length");
         }
-      } else if (op.kind == Kind::Bias) {
+      } else if (op.kind == Kind::Bias || op.kind == Kind::RowScale) {
         step.operand_ld = 0;
         step.operand_batch_stride = 0;  // one vector for every batch
         step.operand_outer_batch_stride = 0;
@@ -174,6 +174,7 @@ GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier) {
       case Kind::Multiply:
       case Kind::Glu:   // its activations take no constants
       case Kind::Rope:  // no constants: its tables are operands
+      case Kind::RowScale:  // no constants: its scales are an operand
         break;
     }
   }

@@ -61,6 +61,7 @@ RefStepKind ref_kind(Kind k) {
     case Kind::Multiply: return RefStepKind::Multiply;
     case Kind::Glu: return RefStepKind::Glu;
     case Kind::Rope: return RefStepKind::Rope;
+    case Kind::RowScale: return RefStepKind::RowScale;
   }
   throw std::invalid_argument("unknown epilogue step kind");
 }
@@ -132,6 +133,14 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       s.operand.batch_stride = step.operand_batch_stride;
       s.operand.outer_stride = step.operand_outer_batch_stride;
     }
+    if (step.kind == Kind::RowScale) {
+      s.operand.data = operands[i];
+      s.operand.type = element_type(step.operand_dtype);
+      s.operand.row_stride = 1;  // scale[m]: the same for every column
+      s.operand.col_stride = 0;
+      s.operand.batch_stride = step.operand_batch_stride;
+      s.operand.outer_stride = step.operand_outer_batch_stride;
+    }
     if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
       s.operand = view_of(operands[i], step.operand_dtype, p.d.layout, step.operand_ld,
                           step.operand_batch_stride, step.operand_outer_batch_stride);
@@ -188,6 +197,10 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
       operands_[i] = DeviceBuffer(bytes_of(
           step.operand_dtype, (p.outer_batch - 1) * step.operand_outer_batch_stride +
                                   (p.batch - 1) * step.operand_batch_stride + p.n));
+    } else if (step.kind == Kind::RowScale) {
+      operands_[i] = DeviceBuffer(bytes_of(
+          step.operand_dtype, (p.outer_batch - 1) * step.operand_outer_batch_stride +
+                                  (p.batch - 1) * step.operand_batch_stride + p.m));
     } else if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
       operands_[i] = DeviceBuffer(bytes_of(
           step.operand_dtype,

@@ -74,6 +74,7 @@ __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o
       case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
       case RefStepKind::Residual: x += step.value * load_matrix(step.operand, o, l, i, j); break;
       case RefStepKind::Multiply: x *= load_matrix(step.operand, o, l, i, j); break;
+      case RefStepKind::RowScale: x *= load_matrix(step.operand, o, l, i, j); break;  // col_stride 0
       case RefStepKind::Glu: break;  // pairs columns: gate_reference_kernel, after this kernel
       case RefStepKind::Rope: break;  // pairs columns: rope_reference_kernel, after this kernel
     }

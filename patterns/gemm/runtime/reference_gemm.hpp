@@ -24,14 +24,15 @@ struct MatrixView {
   int64_t outer_stride = 0;
 };
 
-enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu, Rope };
+enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu, Rope, RowScale };
 enum class RefActivation : int {
   Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
 };
 
 // One epilogue step: Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
-// x *= operand(l, i, j). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
+// x *= operand(l, i, j), RowScale x *= operand(l, i, j) with a view of col_stride 0 (row_stride
+// 1: one scale per row). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
 // only, n even) pairs columns: out(l, i, j) = act(x(l, i, 2j); p0, p1) · x(l, i, 2j+1) for j < n/2.
 // Rope (the last step only, one batch) rotates pairs (2p, 2p+1) of each head of `group` columns
 // into their original columns a, b (rotate-half a = p, b = p + group/2; interleaved a = 2p,
@@ -44,7 +45,7 @@ struct RefEpilogueStep {
   RefActivation activation = RefActivation::Identity;
   double value = 1.0;
   double p0 = 0.0, p1 = 0.0;
-  MatrixView operand;  // Bias, Residual, Multiply; Rope: cos
+  MatrixView operand;  // Bias, Residual, Multiply, RowScale; Rope: cos
   MatrixView operand2;  // Rope: sin
   int64_t period = 0, group = 0;  // Rope
   bool interleaved = false;       // Rope

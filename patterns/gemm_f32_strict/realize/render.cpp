@@ -40,6 +40,9 @@ std::optional<std::string> epilogue_unsupported_reason(const GemmSpec& spec) {
     if (op.kind == Kind::Rope)
       return "a rope step (the rope store writes bf16/f16 through the sm90 GEMM template's "
              "epilogue; strict kernels have none)";
+    if (op.kind == Kind::RowScale)
+      return "a row_scale step (the RMSNorm fusion is realized for bf16/f16 GEMMs; the strict "
+             "kernels' row-scale path is neither built nor verified)";
     if (reads_operand(op.kind) && op.operand_dtype != DType::Float32 &&
         op.operand_dtype != DType::Unknown)
       return "strict epilogue operands (bias, M×N tensors) must be float32";

@@ -1,0 +1,60 @@
+"""Regenerates the rmsnorm pattern's committed graph fixtures (captures of rmsnorm_models.py at
+small sizes, read by test_discover_rmsnorm.cpp).
+
+    $V/bin/python patterns/rmsnorm/tests/graphs/regenerate.py [--check]
+
+--check compares instead of writing and exits 1 when a fixture is stale.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[3]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(HERE.parent))
+
+from fact.graph_capture import capture  # noqa: E402
+from fact.graph_writer import dumps_graph  # noqa: E402
+import rmsnorm_models as R  # noqa: E402
+
+X = (2, 16, 64)  # batch, positions, hidden
+
+
+def fixtures():
+    yield "norm_qkv_bf16", R.NormQKV(), torch.bfloat16, [X]
+    yield "norm_qkv_bias_bf16", R.NormQKV(bias=True), torch.bfloat16, [X]
+    yield "norm_qkv_fp32", R.NormQKV(), torch.float32, [X]
+    yield "norm_swiglu_bf16", R.NormSwiGLU(), torch.bfloat16, [X]
+    yield "norm_also_returned_bf16", R.NormAlsoReturned(), torch.bfloat16, [X]
+    yield "norm_other_dim_bf16", R.NormOverOtherDim(), torch.bfloat16, [X]
+    yield "norm_computed_weight_bf16", R.NormComputedWeight(), torch.bfloat16, [X]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    stale = []
+    for name, module, dtype, shapes in fixtures():
+        module = module.to(dtype).eval()
+        inputs = [torch.zeros(shape, dtype=dtype, device="meta") for shape in shapes]
+        text = dumps_graph(capture(module.to("meta"), inputs))
+        path = HERE / f"{name}.json"
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print("stale:", ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
