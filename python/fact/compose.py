@@ -511,6 +511,60 @@ def _register_derived(graph_module: torch.fx.GraphModule, planned: _Planned) -> 
     return made
 
 
+def _dense_order(shape: Sequence[int], stride: Sequence[int]) -> list[int] | None:
+    """The dims from outermost to innermost when (shape, stride) is a dense, non-overlapping
+    layout (a permutation of a contiguous one, size-1 dims anywhere); None otherwise."""
+    order = sorted(range(len(shape)), key=lambda d: (-stride[d], -d))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and stride[d] != expected:
+            return None
+        expected *= shape[d]
+    return order
+
+
+def _pin_layout(graph: torch.fx.Graph, node: torch.fx.Node, operand: dict,
+                anchor: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node]:
+    """The operand `node` made to have the planned dense layout in the graph itself: permute to
+    the planned dim order, `contiguous`, permute back (only `contiguous` when the order is the
+    identity). Eagerly these are views and a no-op `contiguous` (the exported value already has
+    the planned layout); a compiler that reorders or decomposes the producer (Inductor's `cat`
+    of one non-empty tensor becomes a stride-preserving `clone`, which gave phi3's rotated q/k
+    another layout than the plan's) must produce it here, because fact::launch is tagged
+    needs_exact_strides and takes the strides of its inputs as traced. A layout that is not
+    dense (a view into a larger tensor, e.g. V sliced out of a fused QKV projection) cannot be
+    produced by a copy and is left as it is (fact::launch checks it). Returns (the node to
+    pass, the last node inserted or `anchor`)."""
+    shape, stride = operand.get("shape"), operand.get("stride")
+    meta = node.meta.get("val")
+    if shape is None or stride is None or not isinstance(meta, torch.Tensor):
+        return node, anchor
+    shape, stride = [int(v) for v in shape], [int(v) for v in stride]
+    if list(meta.shape) != shape:
+        return node, anchor
+    order = _dense_order(shape, stride)
+    if order is None:
+        return node, anchor
+    identity = order == list(range(len(shape)))
+    inverse = [order.index(d) for d in range(len(shape))]
+    value = meta
+    steps = ([] if identity else [(torch.ops.aten.permute.default, (order,))]) + \
+        [(torch.ops.aten.contiguous.default, ())] + \
+        ([] if identity else [(torch.ops.aten.permute.default, (inverse,))])
+    for target, extra in steps:
+        with graph.inserting_after(anchor):
+            node = graph.call_function(target, (node, *extra))
+        if value is not None:
+            try:
+                value = target(value, *extra)
+            except Exception:  # noqa: BLE001 - metadata only
+                value = None
+        if value is not None:
+            node.meta["val"] = value
+        anchor = node
+    return node, anchor
+
+
 def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[str]:
     """Inserts the replacement's fact::launch calls after its last node, redirects the uses of
     its outputs, erases its nodes left without users; returns the names of replaced nodes that
@@ -528,7 +582,12 @@ def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[st
             made[vid] = graph.get_attr(name)
         made[vid].meta["val"] = planned.tensors[vid]
     for call in planned.calls:
-        operands = [made[vid] if vid in made else current(planned.values[vid]) for vid in call.operands]
+        operands = []
+        for vid, operand in zip(call.operands, call.doc.get("operands", [])):
+            node = made[vid] if vid in made else current(planned.values[vid])
+            if vid not in made and node.op == "call_function":
+                node, anchor = _pin_layout(graph, node, operand, anchor)
+            operands.append(node)
         with graph.inserting_after(anchor):
             launch = graph.call_function(torch.ops.fact.launch.default, (operands, call.id))
         anchor = launch
