@@ -253,6 +253,31 @@ def _check_results(call: Call, results: Sequence[torch.Tensor]) -> None:
                              f"writes {spec.dtype} {list(spec.shape)} stride {list(spec.stride)}")
 
 
+def _check_slots(call: Call, operands: Sequence[torch.Tensor],
+                 results: Sequence[torch.Tensor]) -> None:
+    """Every pointer slot's tensor has elements, and its address (data_ptr + element_offset)
+    and the elements its shape and strides span lie inside its storage (the native op checks
+    the same): a view whose storage is smaller than it claims is refused instead of handing the
+    kernel an address outside the allocation."""
+    for slot in call.slots:
+        tensor = results[slot.index] if slot.from_result else operands[slot.index]
+        what = f"{'result' if slot.from_result else 'operand'} {slot.index}"
+        if tensor.numel() == 0:
+            raise ValueError(f"{call.describe()}: {what} has no elements (shape "
+                             f"{list(tensor.shape)})")
+        if any(stride < 0 for stride in tensor.stride()):
+            raise ValueError(f"{call.describe()}: {what} has a negative stride")
+        capacity = tensor.untyped_storage().nbytes() // tensor.element_size()
+        last = tensor.storage_offset() + sum((size - 1) * stride
+                                             for size, stride in zip(tensor.shape, tensor.stride()))
+        first = tensor.storage_offset() + slot.element_offset
+        if not (0 <= first < capacity and last < capacity):
+            raise ValueError(f"{call.describe()}: {what} (shape {list(tensor.shape)} stride "
+                             f"{list(tensor.stride())} storage offset {tensor.storage_offset()}, "
+                             f"pointer slot element offset {slot.element_offset}) reaches "
+                             f"outside its storage of {capacity} elements")
+
+
 def _device(operands: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> torch.device:
     for tensor in (*operands, *results):
         return tensor.device
@@ -267,6 +292,7 @@ def _allocate(call: Call, device: torch.device) -> list[torch.Tensor]:
 def _patched_image(call: Call, operands: Sequence[torch.Tensor],
                    results: Sequence[torch.Tensor]) -> ctypes.Array:
     """A copy of the call's image (8-byte aligned) with every pointer slot filled in."""
+    _check_slots(call, operands, results)
     buffer = (ctypes.c_uint64 * ((len(call.image) + 7) // 8))()
     ctypes.memmove(buffer, call.image, len(call.image))
     for slot in call.slots:

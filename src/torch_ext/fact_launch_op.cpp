@@ -265,6 +265,7 @@ void check_operands(const Call& call, at::TensorList operands) {
               " operands, the call has ", call.operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {
     const TensorSpec& spec = call.operands[i];
+    TORCH_CHECK(operands[i].defined(), describe(call), ": operand ", i, " is an undefined tensor");
     TORCH_CHECK(operands[i].scalar_type() == spec.dtype, describe(call), ": operand ", i, " is ",
                 operands[i].scalar_type(), ", the call was planned for ", spec.dtype);
     TORCH_CHECK(!spec.check_layout ||
@@ -281,6 +282,7 @@ void check_results(const Call& call, at::TensorList results) {
               " results, the call has ", call.results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     const TensorSpec& spec = call.results[i];
+    TORCH_CHECK(results[i].defined(), describe(call), ": result ", i, " is an undefined tensor");
     TORCH_CHECK(results[i].scalar_type() == spec.dtype &&
                     results[i].sizes() == c10::IntArrayRef(spec.shape) &&
                     results[i].strides() == c10::IntArrayRef(spec.stride),
@@ -288,6 +290,32 @@ void check_results(const Call& call, at::TensorList results) {
                 results[i].sizes(), " stride ", results[i].strides(), ", the call writes ",
                 spec.dtype, " ", c10::IntArrayRef(spec.shape), " stride ",
                 c10::IntArrayRef(spec.stride));
+  }
+}
+
+// Every pointer slot's tensor has elements, and its address (data_ptr + element_offset) and
+// the elements its shape and strides span lie inside its storage: a view whose storage is
+// smaller than it claims (an unchecked reinterpretation) is refused here instead of handing
+// the kernel an address outside the allocation.
+void check_slots(const Call& call, at::TensorList operands, at::TensorList results) {
+  for (const PointerSlot& slot : call.slots) {
+    const at::Tensor& t = slot.from_result ? results[slot.index] : operands[slot.index];
+    const char* what = slot.from_result ? "result " : "operand ";
+    TORCH_CHECK(t.numel() > 0, describe(call), ": ", what, slot.index, " has no elements (shape ",
+                t.sizes(), ")");
+    TORCH_CHECK(t.has_storage(), describe(call), ": ", what, slot.index, " has no storage");
+    const int64_t item = static_cast<int64_t>(t.element_size());
+    const int64_t capacity = static_cast<int64_t>(t.storage().nbytes()) / item;
+    int64_t last = t.storage_offset();
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      TORCH_CHECK(t.stride(d) >= 0, describe(call), ": ", what, slot.index, " has a negative stride");
+      last += (t.size(d) - 1) * t.stride(d);
+    }
+    const int64_t first = t.storage_offset() + slot.element_offset;
+    TORCH_CHECK(first >= 0 && first < capacity && last < capacity, describe(call), ": ", what,
+                slot.index, " (shape ", t.sizes(), " stride ", t.strides(), " storage offset ",
+                t.storage_offset(), ", pointer slot element offset ", slot.element_offset,
+                ") reaches outside its storage of ", capacity, " elements");
   }
 }
 
@@ -305,6 +333,11 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
     TORCH_CHECK(tensor.device() == device, describe(call), ": operands on ", tensor.device(),
                 " and ", device);
   }
+  for (const auto& tensor : results) {
+    TORCH_CHECK(tensor.device() == device, describe(call), ": results on ", tensor.device(),
+                " and operands on ", device);
+  }
+  check_slots(call, operands, results);
   c10::cuda::CUDAGuard device_guard(device);
   alignas(16) uint8_t local[512];
   std::vector<uint8_t> heap;
