@@ -10,7 +10,6 @@ test_conformance.py's runner smoke test): on the CPU a lane has no GPU of its ow
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,30 +18,11 @@ import pytest
 
 from fact import conformance as conf
 from fact.compose import engine_can_plan
+from test_conformance_prepare import DIES, _environment  # a model that ends its worker; a fresh cache
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CAN_PLAN, WHY_NOT = engine_can_plan()
 needs_engine = pytest.mark.skipif(not CAN_PLAN, reason=f"no FACT engine to plan with: {WHY_NOT}")
-
-# A model whose forward ends its process (the measurement worker running it dies).
-DIES = '''"""A model whose forward ends the process."""
-import os
-import torch
-N = 64
-CPU_TEST_SIZES = {"N": 16}
-DTYPES = ("float32",)
-class Model(torch.nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.fc = torch.nn.Linear(n, n)
-    def forward(self, x):
-        os._exit(7)
-def get_inputs(dtype=torch.float32, device="cpu"):
-    return [torch.randn(N, N, dtype=dtype, device=device)]
-def get_init_inputs():
-    return [N]
-'''
-
 
 def test_lane_cores_split_the_cores_evenly():
     cores = list(range(64))
@@ -82,13 +62,6 @@ def test_resumed_records_keep_what_was_measured():
     assert kept[0]["fact_ms"] == 1.0 and kept[0]["resumed_from"] == "NVIDIA H100 2026-11-26"
     assert set(conf.resumed_records(previous, pending, ["b-bfloat16"])) == {0}  # --remeasure a case
     assert set(conf.resumed_records(previous, pending, ["a"])) == {1}           # ... or a stem
-
-
-def _environment(tmp_path: Path) -> dict:
-    env = dict(os.environ, FACT_CACHE_DIR=str(tmp_path / "fact-cache"),
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    return env
 
 
 @needs_engine
