@@ -13,7 +13,8 @@ order rotating), so that the GPU's clock drift during a measurement falls on all
 measuring the host-side (Python, dispatch, launch) cost of a forward when its GPU work is small.
 
 `cuda_median_ms`: the quick timer of the never-slower checks (fact.compose, fact.replacement_speed):
-median of CUDA events around each run after warm-up, no flush. `capture_cuda_graph`: a function
+median of CUDA events around each run after warm-up (`l2_flushed_median_ms`: the same with the
+L2 flushed before each run, the whole-module check's timer). `capture_cuda_graph`: a function
 warmed up on a side stream and captured into a CUDA graph (fact.compose's CUDA-graph runner, the
 per-replacement speed check).
 """
@@ -169,9 +170,11 @@ def cpu_time_per_call(fn: Callable[[], object], device: torch.device, warmup: in
                               f"at the end, {repeats} repeats, {warmup} warm-up calls")
 
 
-def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> float:
+def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20,
+                   flusher: L2Flusher | None = None) -> float:
     """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
-    runs (no L2 flush: both sides of a comparison run the same way)."""
+    runs; with `flusher`, the L2 cache flushed before each run, outside the events (both sides
+    of a comparison run the same way)."""
     with torch.no_grad():
         for _ in range(warmup):
             fn()
@@ -179,11 +182,28 @@ def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20) -> f
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(iters)]
         for start, end in events:
+            if flusher is not None:
+                flusher()
             start.record()
             fn()
             end.record()
         torch.cuda.synchronize()
     return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def l2_flushed_median_ms(fn: Callable[[], Any]) -> float:
+    """cuda_median_ms with the L2 cache flushed before each run (a write of twice the current
+    device's L2, at least 64 MiB): the whole-module never-slower check's timer, so that it
+    decides on what the benchmarks measure (DESIGN.md "Measuring": L2 flushed before each run;
+    with a warm L2 a weight-heavy composed module read 3.04 ms against torch.compile's 3.36,
+    flushed 3.43 against 3.33: mlp_swiglu_fused bf16 on an H200, 2026-11-26)."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
+    flusher = L2Flusher(max(64, 2 * l2_bytes // (1024 * 1024)), device)
+    try:
+        return cuda_median_ms(fn, flusher=flusher)
+    finally:
+        del flusher
 
 
 def capture_cuda_graph(fn: Callable[[], Any], warmup_calls: int = 3) -> tuple[torch.cuda.CUDAGraph, Any]:

@@ -35,3 +35,19 @@ def test_interleaved_timing_times_each_function_every_round():
     timed = calls[4:]  # after the warm-up: rounds of one call each, the order rotating
     assert [timed[i:i + 2] for i in (0, 2)] == [["small", "large"], ["large", "small"]]
     assert stats["large"].median_ms > 4 * stats["small"].median_ms
+
+
+def test_l2_flushed_median_ms_reads_a_cold_cache_slower_than_a_warm_one():
+    """The whole-module never-slower check's timer flushes L2 before each run: reading a 16 MiB
+    tensor (it fits the L2 of an H100 / H200) takes longer from a flushed cache."""
+    from fact.timing import cuda_median_ms, l2_flushed_median_ms
+
+    x = torch.randn(4 * 1024 * 1024, device="cuda")  # 16 MiB
+
+    def read():
+        return x.sum()
+
+    warm = cuda_median_ms(read, warmup=3, iters=30)
+    cold = l2_flushed_median_ms(read)
+    assert cold > 0 and warm > 0
+    assert cold > 1.05 * warm, (cold, warm)
