@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fact  # noqa: E402
 import fact.compose  # noqa: E402
+from fact.conformance.corpus import load_at_cpu_sizes  # noqa: E402
 import rmsnorm_models as R  # noqa: E402
 
 ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
@@ -146,14 +147,8 @@ def test_what_the_fold_cannot_take_is_declined_and_correct(name, tmp_path):
     _assert_matches(composed, module, make_inputs, tol=2e-2 if dtype == torch.bfloat16 else 1e-5)
 
 
-def _load_corpus(name, sizes=None):
-    path = REPO_ROOT / "corpus" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"rmsnorm_test_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for key, value in {**module.CPU_TEST_SIZES, **(sizes or {})}.items():
-        setattr(module, key, value)
-    return module
+def _load_corpus(name):
+    return load_at_cpu_sizes(REPO_ROOT / "corpus" / f"{name}.py")
 
 
 @needs_engine_plan

@@ -70,6 +70,15 @@ def load_file(path: Path) -> ModuleType:
     return module
 
 
+def load_at_cpu_sizes(path: Path) -> ModuleType:
+    """load_file with the file's CPU_TEST_SIZES assigned to its constants (pattern tests that
+    build a corpus model themselves)."""
+    module = load_file(path)
+    for key, value in getattr(module, "CPU_TEST_SIZES", {}).items():
+        setattr(module, key, value)
+    return module
+
+
 def file_dtypes(module: ModuleType | Path) -> tuple[str, ...]:
     """The file's DTYPES (a module, or a path to import; a file that does not import gets
     both, so that its rows record the failure instead of vanishing)."""
