@@ -7,7 +7,6 @@ small sizes, read by test_discover_rmsnorm.cpp).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -18,8 +17,7 @@ ROOT = HERE.parents[3]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE.parent))
 
-from fact.graph_capture import capture  # noqa: E402
-from fact.graph_writer import dumps_graph  # noqa: E402
+from fact.fixtures import regenerate  # noqa: E402
 import rmsnorm_models as R  # noqa: E402
 
 X = (2, 16, 64)  # batch, positions, hidden
@@ -36,24 +34,7 @@ def fixtures():
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
-    stale = []
-    for name, module, dtype, shapes in fixtures():
-        module = module.to(dtype).eval()
-        inputs = [torch.zeros(shape, dtype=dtype, device="meta") for shape in shapes]
-        text = dumps_graph(capture(module.to("meta"), inputs))
-        path = HERE / f"{name}.json"
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
-    if stale:
-        print("stale:", ", ".join(stale))
-        return 1
-    return 0
+    return regenerate(fixtures(), HERE)
 
 
 if __name__ == "__main__":
