@@ -45,7 +45,7 @@ from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
 from fact.replacement_speed import time_replacement
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
-from fact.timing import Timer, capture_cuda_graph, cuda_median_ms, l2_flushed_median_ms
+from fact.timing import Timer, capture_cuda_graph, l2_flushed_median_ms
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
@@ -742,6 +742,14 @@ def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, e
     return compiled
 
 
+def _module_timer(speed_guard: Union[bool, Timer], on_gpu: bool) -> Timer | None:
+    """The whole-module never-slower check's timer: a callable speed_guard itself (any device),
+    l2_flushed_median_ms for True on CUDA, else None (no check)."""
+    if callable(speed_guard):
+        return speed_guard
+    return l2_flushed_median_ms if speed_guard and on_gpu else None
+
+
 def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard: Union[bool, Timer],
                        on_gpu: bool) -> tuple[bool, Timer | None]:
     """(whether each replacement is timed against its subgraph, the timer: None for
@@ -846,8 +854,7 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             if compiled is not None:
                 report.remainder = "inductor"
                 report.runs = "torch.compile of the original (nothing composed)"
-                timer = speed_guard if callable(speed_guard) else (
-                    l2_flushed_median_ms if speed_guard and device.type == "cuda" else None)
+                timer = _module_timer(speed_guard, device.type == "cuda")
                 composed.__dict__["_fallback"] = compiled if timer is None else \
                     _faster_of_compiled_and_eager(module, compiled, example_inputs, timer, report)
             else:
@@ -1048,10 +1055,9 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             _capture_cuda_graph(composed, example_inputs)
         else:
             report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
-    if callable(speed_guard):
-        _never_slower(composed, module, example_inputs, speed_guard)
-    elif speed_guard and on_gpu:
-        _never_slower(composed, module, example_inputs, l2_flushed_median_ms)
+    timer = _module_timer(speed_guard, on_gpu)
+    if timer is not None:
+        _never_slower(composed, module, example_inputs, timer)
     elif not speed_guard:
         report.notes.append("speed_guard=False: not compared with torch.compile of the original")
     return done(composed)

@@ -78,21 +78,8 @@ class L2Flusher:
 
 def time_cuda(fn: Callable[[], object], warmup: int, iters: int, flusher: L2Flusher) -> TimingStats:
     """Median and spread of `iters` runs of fn, each between two CUDA events on the current
-    stream, L2 flushed before each."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for start, end in zip(starts, ends):
-        flusher()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    samples = [start.elapsed_time(end) for start, end in zip(starts, ends)]
-    flushed = f", L2 flushed ({flusher.megabytes} MiB write) before each" if flusher.buffer is not None else ""
-    return summarize(samples, f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}")
+    stream, L2 flushed before each (time_cuda_interleaved of fn alone)."""
+    return time_cuda_interleaved({"fn": fn}, warmup, iters, flusher)["fn"]
 
 
 def time_cuda_interleaved(fns: dict[str, Callable[[], object]], warmup: int, iters: int,
@@ -121,8 +108,8 @@ def time_cuda_interleaved(fns: dict[str, Callable[[], object]], warmup: int, ite
             events[name].append((start, end))
     torch.cuda.synchronize()
     flushed = f", L2 flushed ({flusher.megabytes} MiB write) before each" if flusher.buffer is not None else ""
-    timer = (f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}, interleaved with "
-             f"{', '.join(n for n in names)} (order rotating each round)")
+    timer = f"CUDA events, {warmup} warm-up + {iters} timed runs{flushed}" + (
+        f", interleaved with {', '.join(names)} (order rotating each round)" if len(names) > 1 else "")
     return {name: summarize([start.elapsed_time(end) for start, end in pairs], timer)
             for name, pairs in events.items()}
 
@@ -172,23 +159,11 @@ def cpu_time_per_call(fn: Callable[[], object], device: torch.device, warmup: in
 
 def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20,
                    flusher: L2Flusher | None = None) -> float:
-    """Median of `iters` runs of fn between CUDA events on the current stream, after `warmup`
-    runs; with `flusher`, the L2 cache flushed before each run, outside the events (both sides
-    of a comparison run the same way)."""
+    """The median of time_cuda under no_grad; with `flusher` the L2 cache is flushed before
+    each run (both sides of a comparison run the same way), without it not."""
     with torch.no_grad():
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(iters)]
-        for start, end in events:
-            if flusher is not None:
-                flusher()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
+        return time_cuda(fn, warmup, iters,
+                         flusher or L2Flusher(0, torch.device("cuda", torch.cuda.current_device()))).median_ms
 
 
 def l2_flushed_median_ms(fn: Callable[[], Any]) -> float:

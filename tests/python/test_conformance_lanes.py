@@ -109,7 +109,7 @@ def test_two_lanes_share_the_queue_and_survive_a_dying_worker(tmp_path):
     assert not any("gemm_linear_bias" in name for name in claims)
     dying_lane = next(c["worker"] for n, c in claims.items() if "gemm_b_dies" in n)
     logs = sorted(p.name for p in (tmp_path / "work" / conf.MEASURE_DIR).glob("worker-*.log"))
-    assert {f"worker-0-1.log", "worker-1-1.log"} <= set(logs), logs
+    assert {"worker-0-1.log", "worker-1-1.log"} <= set(logs), logs
     # the lane whose worker died went on with a fresh one only if cases were left to take
     after_death = [n for n in logs if n.startswith(f"worker-{dying_lane}-") and n != f"worker-{dying_lane}-1.log"]
     assert all(n == f"worker-{dying_lane}-2.log" for n in after_death), logs

@@ -136,7 +136,7 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     clock = time.perf_counter()
     flusher = L2Flusher(flush_mb, torch.device(device)) if device.startswith("cuda") else None
     timing: dict[str, dict] = {}
-    timed = {name: (lambda fn=fn: fn(*inputs)) for name, fn in [*variants.items(), ("fact", composed)]
+    timed = {name: (lambda fn=fn, args=inputs: fn(*args)) for name, fn in [*variants.items(), ("fact", composed)]
              if name not in errors}
     with quiet_torch(), torch.no_grad():
         if flusher is not None:

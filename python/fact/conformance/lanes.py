@@ -18,13 +18,12 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from fact.conformance.corpus import PRECISION_BY_DTYPE, load_json, write_json
 from fact.conformance.gpu_case import _log
-from fact.conformance.prepare import available_cores, claim, with_prepare_record
+from fact.conformance.prepare import claim, with_prepare_record
 
 if TYPE_CHECKING:
     from fact.conformance.driver import _Run
