@@ -283,6 +283,20 @@ int check_matrix_operand(const FactGemmArgs& args, const FactGemmStep& step, boo
   return FACT_OK;
 }
 
+// The checks a per-row or per-column vector operand (a bias, a row scale) passes: a
+// non-negative batch stride, and at run time a pointer and batch stride a 16-byte vector load
+// can take (the EVT broadcasts load up to 16 bytes of the entries a thread holds).
+template <class Element>
+int check_vector_operand(const FactGemmStep& s, bool size_query) {
+  if (s.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
+  if (size_query) return FACT_OK;
+  if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
+  if (!aligned_16(s.operand) || s.batch_stride % kVector<Element> != 0) {
+    return FACT_ERR_CANNOT_IMPLEMENT;
+  }
+  return FACT_OK;
+}
+
 }  // namespace detail
 
 // alpha * accumulator. The innermost link of every chain (no step of its own: alpha is
@@ -440,14 +454,7 @@ struct ColumnBias : detail::LinkBase<Prev> {
     if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
       return status;
     }
-    const FactGemmStep& s = Base::step(args);
-    if (s.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
-    if (size_query) return FACT_OK;
-    if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
-    if (!detail::aligned_16(s.operand) || s.batch_stride % detail::kVector<ElementBias> != 0) {
-      return FACT_ERR_CANNOT_IMPLEMENT;
-    }
-    return FACT_OK;
+    return detail::check_vector_operand<ElementBias>(Base::step(args), size_query);
   }
 };
 
@@ -510,15 +517,7 @@ struct RowScale : detail::LinkBase<Prev> {
     if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
       return status;
     }
-    const FactGemmStep& s = Base::step(args);
-    if (s.batch_stride < 0) return FACT_ERR_INVALID_ARGS;
-    if (size_query) return FACT_OK;
-    if (s.operand == nullptr) return FACT_ERR_INVALID_ARGS;
-    // The broadcast loads up to 16-byte vectors of the rows a thread holds.
-    if (!detail::aligned_16(s.operand) || s.batch_stride % detail::kVector<ElementScale> != 0) {
-      return FACT_ERR_CANNOT_IMPLEMENT;
-    }
-    return FACT_OK;
+    return detail::check_vector_operand<ElementScale>(Base::step(args), size_query);
   }
 };
 
