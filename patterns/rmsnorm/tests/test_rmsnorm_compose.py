@@ -12,7 +12,6 @@ LlamaDecoderLayer at its CPU sizes, its norm weights randomized (transformers in
 ones, which would hide a fold that forgot them)."""
 import importlib.util
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fact  # noqa: E402
 import fact.compose  # noqa: E402
 from fact.conformance.corpus import load_at_cpu_sizes  # noqa: E402
+from fact.testing import outputs as _outputs  # noqa: E402
+from fact.testing import assert_matches as _assert_matches  # noqa: E402
+from fact.testing import needs_engine_plan  # noqa: E402
+from fact.testing import optimize_eagerly as _optimize  # noqa: E402
 import rmsnorm_models as R  # noqa: E402
 
-ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
-needs_engine_plan = pytest.mark.skipif(
-    not ENGINE_CAN_PLAN, reason=f"the engine's in-process planning is not available: {ENGINE_WHY_NOT}")
 
 # A selection composes only what it names: the fold's tests name the patterns it folds into.
 OPT_IN = ["rmsnorm", "gemm", "swiglu", "mlp"]
@@ -38,24 +38,10 @@ OPT_IN_BLOCK = ["rmsnorm", "gemm", "attention", "swiglu", "mlp"]
 OPT_IN_REASON = "fused rmsnorm is opt-in"
 
 
-def _optimize(module, inputs, tmp_path, precision="native", patterns=None):
-    return fact.optimize(module, tuple(inputs), work_dir=tmp_path, remainder="eager", precision=precision,
-                         patterns=patterns)
 
 
-def _outputs(value):
-    return value if isinstance(value, tuple) else (value,)
 
 
-def _assert_matches(composed, module, make_inputs, seeds=(1, 2), tol=2e-2):
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("error")  # the planned signature must not fall back
-        for seed in seeds:
-            torch.manual_seed(seed)
-            inputs = make_inputs()
-            for got, want in zip(_outputs(composed(*inputs)), _outputs(module(*inputs))):
-                assert got.abs().max() > 0
-                torch.testing.assert_close(got, want, rtol=tol, atol=tol)
 
 
 def _rmsnorm_replacements(report):

@@ -12,7 +12,6 @@ shapes) and the corpus' transformers LlamaDecoderLayer at its CPU sizes. The cor
 files rotate model inputs (no projection): nothing to fuse, and they must still run unchanged."""
 import importlib.util
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,12 @@ if importlib.util.find_spec("fact") is None:
     sys.path.insert(0, str(REPO_ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fact  # noqa: E402
-import fact.compose  # noqa: E402
 from fact.conformance.corpus import load_at_cpu_sizes  # noqa: E402
+from fact.testing import assert_matches as _assert_matches  # noqa: E402
+from fact.testing import needs_engine_plan  # noqa: E402
+from fact.testing import optimize_eagerly as _optimize  # noqa: E402
 import rope_models as R  # noqa: E402
 
-ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
-needs_engine_plan = pytest.mark.skipif(
-    not ENGINE_CAN_PLAN, reason=f"the engine's in-process planning is not available: {ENGINE_WHY_NOT}")
 
 LAUNCH = torch.ops.fact.launch.default
 
@@ -43,21 +40,8 @@ OPT_IN_ALL = ["rope", "gemm", "attention", "swiglu", "mlp"]
 OPT_IN_REASON = "fused rope is opt-in"
 
 
-def _optimize(module, inputs, tmp_path, precision="native", patterns=None):
-    return fact.optimize(module, tuple(inputs), work_dir=tmp_path, remainder="eager", precision=precision,
-                         patterns=patterns)
 
 
-def _assert_matches(composed, module, make_inputs, seeds=(1, 2), tol=2e-2):
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("error")  # the planned signature must not fall back
-        for seed in seeds:
-            torch.manual_seed(seed)
-            inputs = make_inputs()
-            got, want = composed(*inputs), module(*inputs)
-            assert got.shape == want.shape and got.stride() == want.stride(), (got.stride(), want.stride())
-            assert got.abs().max() > 0
-            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
 
 
 def _rope_replacements(report):
