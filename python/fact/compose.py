@@ -698,18 +698,21 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
     report's `runs` and `speed` say what was found."""
     report = composed.fact_report
     original, why_not = _compiled_original(module, example_inputs)
+    # Never `original or module`: torch.compile's OptimizedModule forwards len() (so truth
+    # testing) to the module, which raises TypeError for one without __len__.
+    baseline = original if original is not None else module
     name = "torch.compile of the original" if original is not None else \
         f"the original eagerly ({why_not})"
     try:
         composed_ms = float(timer(lambda: composed._run_composed(example_inputs)))
-        original_ms = float(timer(lambda: (original or module)(*example_inputs)))
+        original_ms = float(timer(lambda: baseline(*example_inputs)))
         eager_ms = float(timer(lambda: module(*example_inputs))) if original is not None else None
     except Exception as error:  # noqa: BLE001 - timing trouble: keep what was composed
         report.notes.append(f"never-slower check not done: {_first_line(error)}")
         return
     report.speed = {"composed_ms": composed_ms, "original_ms": original_ms, "original": name,
                     "threshold": SLOWER_BY}
-    fastest, fastest_ms, fastest_name = original or module, original_ms, name
+    fastest, fastest_ms, fastest_name = baseline, original_ms, name
     if eager_ms is not None:
         report.speed["eager_ms"] = eager_ms
         if original_ms > SLOWER_BY * eager_ms:

@@ -382,6 +382,22 @@ def test_patterns_select_by_rule_and_by_pattern_name(tmp_path, reference):
 # --- never slower than doing nothing -------------------------------------------------------------
 
 
+class _CompiledModule:
+    """What the stand-in torch.compile returns: calls the module and, like torch's
+    OptimizedModule, forwards len() to it, so that truth testing it raises TypeError for a
+    module without __len__ (`compiled or module` broke the GPU guard on 2026-11-26)."""
+
+    def __init__(self, module, calls):
+        self.module, self.calls = module, calls
+
+    def __call__(self, *args):
+        self.calls.append(self.module)
+        return self.module(*args)
+
+    def __len__(self):
+        raise TypeError(f"{type(self.module).__name__} does not support len()")
+
+
 class _Compiled:
     """Stands in for torch.compile (Inductor is slow on this machine): calls the module."""
 
@@ -389,10 +405,7 @@ class _Compiled:
         self.calls = calls
 
     def __call__(self, module, **options):
-        def run(*args):
-            self.calls.append(module)
-            return module(*args)
-        return run
+        return _CompiledModule(module, self.calls)
 
 
 def test_a_slower_composed_module_falls_back_to_the_compiled_original(tmp_path, reference, monkeypatch):
