@@ -2,8 +2,8 @@
 """Blocks end to end on the GPU, with each pattern's share: the packages `fact optimize` wrote
 (one per block and dtype) against PyTorch in the same process, on the same inputs.
 
-For each package (in the order given), variants in this order, each skipped (and recorded as
-skipped) when the time budget would not allow it:
+For each package (in the order given), variants built and verified in this order, each skipped
+(and recorded as skipped) when the time budget would not allow it, then timed together:
   torch_eager                  the block as written
   fact                         the package composed as users load it (fact.package.load_package:
                                every planned replacement, Inductor for the remainder)
@@ -31,14 +31,22 @@ skipped) when the time budget would not allow it:
 Every FACT variant is verified first: the composed module and the original against the
 original run in float64 on fresh inputs (fact.measure.verify), ‖out − ref‖ / ‖ref‖; apply_plan
 also checked each replacement against the subgraph it replaces. FACT variants run with
-speed_guard=False (the composed module itself is timed, never its fallback). Timing:
-fact.timing.time_cuda (CUDA events, warm-up, L2 flushed before each run, median and p10–p90).
+speed_guard=False (the composed module itself is timed, never its fallback). Timing: once every
+variant of a case is built, all of them together with fact.timing.time_cuda_interleaved (CUDA
+events, warm-up, L2 flushed before each run, rounds of one run of each variant in rotating
+order; median and p10–p90), so that every ratio between two variants comes from the same
+rounds: timed one after the other, clock drift during the case fell on each variant differently
+(FACT on the llama block in bf16, H200, 2026-11-26: median 6.076 ms, min 5.724). Each case's
+"timing" entries name the interleaving in their "timer". A case's variants (their compiled
+modules) stay alive until they are timed, and are freed before the next case is built. On the
+CPU (--device cpu, a smoke test) the same rounds are timed with time.perf_counter.
 
 Writes <out-dir>/blocks-<device>-<date>.json in DESIGN.md's results shape (suite "blocks"; one
 case per package: fact_ms, rel_err, baselines, speedup, config, plus "ablation" with each
-pattern's share and "left_to_pytorch"), rewritten after every variant (the cases of an earlier
-run of the same day and device are kept: a later call adds its packages), and prints a short
-table of every case last.
+pattern's share and "left_to_pytorch"), rewritten after every variant built and after the
+case's timing (the ms of baselines and ablation entries appear once the case is timed; the
+cases of an earlier run of the same day and device are kept: a later call adds its packages),
+and prints a short table of every case last.
 
 --variants narrows the list (e.g. torch_eager,fact,torch_compile_sdpa,fact_gemms_only).
 --profile adds, for FACT and the torch.compile baselines, where the time goes: the CUDA kernels
@@ -59,12 +67,13 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from fact.measure import _fresh_like, _relative_error, float64_in_place
 from fact.package import build_packaged_model, load_package
-from fact.timing import L2Flusher, time_device
+from fact.timing import L2Flusher, TimingStats, summarize, time_cuda_interleaved
 from fact.versions import collect_versions
 
 GEMM_PATTERNS = ["gemm", "mlp", "swiglu", "rope"]  # rope: a projection GEMM with its rotary epilogue
@@ -77,7 +86,10 @@ RMSNORM_PATTERNS = ["rmsnorm", "attention", "gemm", "mlp", "swiglu"]
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
                     "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45,
                     "fact_cuda_graphs": 60, "fact_no_rope": 45, "fact_rmsnorm": 180}
-BASELINE_NAMES = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_sdpa")
+# Seconds kept for timing the built variants together at the end of a case (the interleaved
+# rounds and, with --profile, the profiles): a variant is built only when its expected seconds
+# plus these are left.
+TIMING_SECONDS = 15
 PROFILED = ("fact", "fact_cuda_graphs", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
 PROFILE_RUNS = 3
 
@@ -179,21 +191,22 @@ def run_package(run: Run, package: Path) -> None:
     wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in fresh)
     with torch.no_grad(), float64_in_place(model):
         reference = model(*wide)
+    del wide
 
     def error_of(fn) -> float:
         with torch.no_grad():
             return _relative_error(fn(*fresh), reference)
 
-    def timed(fn):
-        with torch.no_grad():
-            return time_device(fn, device, warmup, iters, flusher).to_json()
+    # Built and verified variants of this case, kept alive until they are timed together:
+    # key -> (the call that is timed, what records its entries once its timing is known).
+    built: dict[str, tuple[Callable[[], object], Callable[[dict], None]]] = {}
 
-    def fact_variant(key: str, patterns, cuda_graphs: bool = False):
+    def fact_variant(key: str, patterns, cuda_graphs: bool = False) -> str:
         composed = load_package(package, run.args.device, inputs=inputs, patterns=patterns, speed_guard=False,
                                 cuda_graphs=cuda_graphs)
-        return measure_composed(key, composed, patterns)
+        return build_composed(key, composed, patterns)
 
-    def fact_planned_variant(key: str, patterns):
+    def fact_planned_variant(key: str, patterns) -> str:
         """The model planned and composed in this process with `patterns` named (an opt-in fold the
         package was not planned with), the Inductor remainder as the package has it."""
         from fact.compose import optimize
@@ -201,45 +214,44 @@ def run_package(run: Run, package: Path) -> None:
         work = Path(tempfile.mkdtemp(prefix=f"fact_bench_{key}_"))
         composed = optimize(model, inputs, work_dir=work, remainder="inductor", patterns=patterns,
                             speed_guard=False)
-        stats = measure_composed(key, composed, patterns)
-        case["ablation"][key.removeprefix("fact_")]["plan"] = str(work)
-        return stats
+        return build_composed(key, composed, patterns, plan=str(work))
 
-    def measure_composed(key: str, composed, patterns):
+    def build_composed(key: str, composed, patterns, plan: str | None = None) -> str:
         report = composed.fact_report
         check = {"seed": run.args.seed, "fact_rel_err": error_of(composed), "torch_rel_err": error_of(model)}
-        stats = timed(lambda: composed(*inputs))
-        if run.args.profile and key in PROFILED and device.type == "cuda":
-            case["profile"][key] = kernel_profile(lambda: composed(*inputs), device)
-        entry = {"ms": stats["median_ms"], "rel_err": check["fact_rel_err"], "torch_rel_err": check["torch_rel_err"],
+        entry = {"ms": None, "rel_err": check["fact_rel_err"], "torch_rel_err": check["torch_rel_err"],
                  "patterns": patterns, "composed": composed_summary(report),
                  "verified": all(e.verified for e in report.composed), "remainder": report.remainder,
                  "runs": report.runs}
-        case["timing"][key] = stats
+        if plan is not None:
+            entry["plan"] = plan
         case["precision"] = report.precision
-        if key == "fact":
-            case["fact_ms"] = stats["median_ms"]
+        if key == "fact":  # the verification is recorded now; the time once all variants are timed
             case["rel_err"] = check["fact_rel_err"]
             case["verification"] = check
             case["config"] = "; ".join(f"{call.summary}: {call.kernel or call.config}"
                                        for e in report.composed for call in e.calls)
             case["left_to_pytorch"] = [f"{item.what}: {item.reason}" for item in report.left_to_pytorch]
-            case["ablation"]["all"] = entry
-        else:
-            case["ablation"][key.removeprefix("fact_")] = entry
-        del composed
-        return stats
 
-    errors: dict[str, float] = {}
+        def record(stats: dict) -> None:
+            entry["ms"] = stats["median_ms"]
+            if key == "fact":
+                case["fact_ms"] = stats["median_ms"]
+            case["ablation"]["all" if key == "fact" else key.removeprefix("fact_")] = entry
 
-    def baseline(key: str, mode, source=None):
+        built[key] = ((lambda: composed(*inputs)), record)
+        return f"rel_err {check['fact_rel_err']:.2e}"
+
+    def baseline(key: str, mode, source=None) -> str:
         source = model if source is None else source
         fn = (lambda *xs: source(*xs)) if key == "torch_eager" else _compiled(source, inputs, mode)
-        errors[key] = error_of(fn)
-        stats = timed(lambda: fn(*inputs))
-        if run.args.profile and key in PROFILED and device.type == "cuda":
-            case["profile"][key] = kernel_profile(lambda: fn(*inputs), device)
-        return stats
+        rel_err = error_of(fn)
+
+        def record(stats: dict) -> None:
+            case["baselines"][key] = {"ms": stats["median_ms"], "rel_err": rel_err}
+
+        built[key] = ((lambda: fn(*inputs)), record)
+        return f"rel_err {rel_err:.2e}"
 
     twin = sdpa_twin_of(model)
 
@@ -258,32 +270,107 @@ def run_package(run: Run, package: Path) -> None:
     }
     if twin is None:
         del variants["torch_compile_sdpa"]
-    for key, measure in variants.items():
-        if run.args.variants and key not in run.args.variants:
-            continue
-        if run.left() < EXPECTED_SECONDS[key]:
-            case["skipped"][key] = f"time budget: {run.left():.0f}s left, about {EXPECTED_SECONDS[key]}s needed"
-            run.log(f"{name}: {key} skipped ({case['skipped'][key]})")
-            continue
-        run.log(f"{name}: {key} ...")
-        try:
-            stats = measure()
-            if key in BASELINE_NAMES:
-                case["timing"][key] = stats
-                case["baselines"][key] = {"ms": stats["median_ms"], "rel_err": errors.get(key)}
-            run.log(f"{name}: {key} {stats['median_ms']:.3f} ms")
-        except Exception as error:  # noqa: BLE001 - a variant that fails is recorded, not fatal
-            case["skipped"][key] = f"failed: {first_line(error)}"
-            run.log(f"{name}: {key} failed: {first_line(error)}")
-            traceback.print_exc()
-        finally:
-            gc.collect()
-            torch.cuda.empty_cache()
-        finish(case)
-        run.save()
+    try:
+        # Build and verify every variant first (each kept alive in `built`) ...
+        for key, build in variants.items():
+            if run.args.variants and key not in run.args.variants:
+                continue
+            needed = EXPECTED_SECONDS[key] + TIMING_SECONDS
+            if run.left() < needed:
+                case["skipped"][key] = f"time budget: {run.left():.0f}s left, about {needed}s needed"
+                run.log(f"{name}: {key} skipped ({case['skipped'][key]})")
+                continue
+            run.log(f"{name}: {key} ...")
+            try:
+                run.log(f"{name}: built {key} ({build()})")
+            except Exception as error:  # noqa: BLE001 - a variant that fails is recorded, not fatal
+                built.pop(key, None)
+                case["skipped"][key] = f"failed: {first_line(error)}"
+                run.log(f"{name}: {key} failed: {first_line(error)}")
+                traceback.print_exc()
+            finally:
+                gc.collect()
+                torch.cuda.empty_cache()
+            run.save()
+        # ... then time them together, interleaved, so every ratio between them comes from the
+        # same rounds (the GPU's clock drift falls on all alike).
+        timing = time_together(run, name, case, {key: fn for key, (fn, _) in built.items()},
+                               device, warmup, iters, flusher)
+        for key, stats in timing.items():
+            case["timing"][key] = stats
+            built[key][1](stats)
+        if timing:
+            run.log(f"{name}: timed interleaved: "
+                    + ", ".join(f"{key} {stats['median_ms']:.3f} ms" for key, stats in timing.items()))
+        if run.args.profile and device.type == "cuda":
+            for key in timing:
+                if key in PROFILED:
+                    try:
+                        case["profile"][key] = kernel_profile(built[key][0], device)
+                    except Exception as error:  # noqa: BLE001 - a profile is extra
+                        run.log(f"{name}: profile of {key} failed: {first_line(error)}")
+    finally:
+        built.clear()  # the compiled modules of this case go before the next case is built
+        gc.collect()
+        torch.cuda.empty_cache()
     case["status"] = "ok" if case["fact_ms"] and case["rel_err"] is not None else "incomplete"
     finish(case)
     run.save()
+
+
+def time_together(run: Run, name: str, case: dict, fns: dict[str, Callable[[], object]], device: torch.device,
+                  warmup: int, iters: int, flusher: L2Flusher) -> dict[str, dict]:
+    """time_interleaved of the built variants (under no_grad), each stats' to_json. When a round
+    raises, each variant runs once alone: those that fail are recorded as skipped and the rest
+    are timed together again (never one by one: every time comes from interleaved rounds)."""
+    fns = dict(fns)
+    while fns:
+        try:
+            with torch.no_grad():
+                return {key: stats.to_json()
+                        for key, stats in time_interleaved(fns, device, warmup, iters, flusher).items()}
+        except Exception as error:  # noqa: BLE001
+            run.log(f"{name}: interleaved timing failed: {first_line(error)}; running each variant alone")
+            failing = {}
+            for key, fn in fns.items():
+                try:
+                    with torch.no_grad():
+                        fn()
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                except Exception as alone:  # noqa: BLE001
+                    failing[key] = first_line(alone)
+            if not failing:
+                raise
+            for key, why in failing.items():
+                case["skipped"][key] = f"failed while timed: {why}"
+                run.log(f"{name}: {key} failed while timed: {why}")
+                del fns[key]
+    return {}
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, warmup: int, iters: int,
+                     flusher: L2Flusher) -> dict[str, TimingStats]:
+    """Every function timed together in rounds, the order rotating from round to round, so that
+    the GPU's clock drift falls on all of them alike: fact.timing.time_cuda_interleaved on a CUDA
+    device (CUDA events, L2 flushed before each run). On the CPU (the smoke test) the same rounds
+    with time.perf_counter around each run."""
+    if device.type == "cuda":
+        return time_cuda_interleaved(fns, warmup, iters, flusher)
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(iters):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            fns[name]()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    timer = f"time.perf_counter, {warmup} warm-up + {iters} timed runs (CPU)" + (
+        f", interleaved with {', '.join(names)} (order rotating each round)" if len(names) > 1 else "")
+    return {name: summarize(values, timer) for name, values in samples.items()}
 
 
 def _compiled(model, inputs, mode):
