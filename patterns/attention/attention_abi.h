@@ -18,6 +18,10 @@
  *                                       alignment: the last query sees every key).
  * Both are the same when seq_q == seq_k. A query row that sees no key (only possible bottom-right
  * with seq_q > seq_k) gets O = 0 and LSE = -inf.
+ * `window` > 0 (a causal mask only; Mistral's and Phi-3's sliding window): query i sees only the
+ * `window` newest of those keys, i + off - window < j <= i + off (off = 0 top-left, seq_k - seq_q
+ * bottom-right). 0: no window. This word was `reserved` (always 0) before, so a library built
+ * before windows refuses a window with FACT_ERR_INVALID_ARGS instead of ignoring it.
  *
  * `lse` (may be NULL): float32 log-sum-exp of each query row, natural log, including `scale`:
  * lse[b*lse_batch_stride + h*lse_head_stride + i]; the sequence stride is 1.
@@ -58,7 +62,7 @@ typedef struct FactAttentionArgs {
   int32_t v_head_dim;    /* of V and O */
   int32_t causal;        /* FactAttentionMask */
   int32_t dtype;         /* FactDType of Q, K, V and O */
-  int32_t reserved;      /* 0 */
+  int32_t window;        /* causal sliding window (0: none); see "Masks" */
   const void* q; int64_t q_batch_stride, q_seq_stride, q_head_stride; /* elements */
   const void* k; int64_t k_batch_stride, k_seq_stride, k_head_stride;
   const void* v; int64_t v_batch_stride, v_seq_stride, v_head_stride;

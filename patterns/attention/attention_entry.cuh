@@ -64,7 +64,8 @@ struct Entry {
         a.causal != FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
       return FACT_ERR_INVALID_ARGS;
     }
-    if (!std::isfinite(a.scale) || a.sm_count < 0 || a.reserved != 0) return FACT_ERR_INVALID_ARGS;
+    if (!std::isfinite(a.scale) || a.sm_count < 0 || a.window < 0) return FACT_ERR_INVALID_ARGS;
+    if (a.window > 0 && a.causal == FACT_ATTN_MASK_NONE) return FACT_ERR_INVALID_ARGS;  // a window is causal
     if (a.dtype != abi_dtype()) return FACT_ERR_INVALID_ARGS;  // another element type than built for
     if (!size_query && (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.o == nullptr)) {
       return FACT_ERR_INVALID_ARGS;
@@ -121,6 +122,7 @@ struct Entry {
     p.v = static_cast<Element const*>(a.v);
     p.o = static_cast<Element*>(a.o);
     p.diag_offset = a.causal == FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? a.seq_k - a.seq_q : 0;
+    p.window = a.window;
     p.scale = a.scale;
     p.lse = a.lse;
     p.lse_batch_stride = a.lse_batch_stride;

@@ -51,7 +51,7 @@ class AttentionArgs(ctypes.Structure):  # mirrors patterns/attention/attention_a
     _fields_ = ([("header", Header)] +
                 [(n, ctypes.c_int32) for n in ("batch", "heads", "kv_heads", "seq_q", "seq_k",
                                                "head_dim", "v_head_dim", "causal", "dtype",
-                                               "reserved")] +
+                                               "window")] +
                 _operand("q") + _operand("k") + _operand("v") + _operand("o") +
                 [("lse", ctypes.c_void_p), ("lse_batch_stride", ctypes.c_int64),
                  ("lse_head_stride", ctypes.c_int64), ("scale", ctypes.c_float),
@@ -124,6 +124,16 @@ CASES = [
          mask=MASK_BOTTOM_RIGHT, dtype="bf16", layout="bshd", timed=False),
     dict(name="top_left_b2_sq1000_sk300_h8_kv2_d128", B=2, Sq=1000, Sk=300, H=8, Hkv=2, d=128,
          mask=MASK_TOP_LEFT, dtype="bf16", layout="bshd", timed=False),
+    # Causal sliding windows (Phi-3's 2047 at its T 2048, Mistral-style narrow ones), correctness
+    # only: torch's SDPA has no window, and its masked (non-flash) backends are no fair baseline.
+    dict(name="window2047_b4_t2048_h32_d96_phi3", B=4, Sq=2048, Sk=2048, H=32, Hkv=32, d=96,
+         mask=MASK_TOP_LEFT, window=2047, dtype="bf16", layout="qkv_fused", timed=False),
+    dict(name="window256_b2_t1000_h8_kv2_d128", B=2, Sq=1000, Sk=1000, H=8, Hkv=2, d=128,
+         mask=MASK_TOP_LEFT, window=256, dtype="bf16", layout="bshd", timed=False),
+    dict(name="window100_b2_t777_h8_d64", B=2, Sq=777, Sk=777, H=8, Hkv=8, d=64,
+         mask=MASK_TOP_LEFT, window=100, dtype="bf16", layout="bshd", timed=False),
+    dict(name="window300_bottom_right_b2_sq300_sk1000_h8_d128", B=2, Sq=300, Sk=1000, H=8, Hkv=8, d=128,
+         mask=MASK_BOTTOM_RIGHT, window=300, dtype="bf16", layout="bshd", timed=False),
 ]
 
 
@@ -143,8 +153,9 @@ def make_inputs(case, gen):
     return q, k, v, o
 
 
-def reference(q, k, v, mask, scale):
-    """float64 attention on the GPU, batch by batch; [B, S, H, D] in and out."""
+def reference(q, k, v, mask, scale, window=0):
+    """float64 attention on the GPU, batch by batch; [B, S, H, D] in and out. `window` > 0: a
+    causal sliding window (query i sees keys i + off - window < j <= i + off)."""
     B, Sq, H, d = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     g = H // Hkv
@@ -157,6 +168,9 @@ def reference(q, k, v, mask, scale):
         visible = j <= i
     elif mask == MASK_BOTTOM_RIGHT:
         visible = j <= i + (Sk - Sq)
+    if window > 0:
+        off = Sk - Sq if mask == MASK_BOTTOM_RIGHT else 0
+        visible = visible & (j > i + off - window)
     for b in range(B):
         qb = q[b].permute(1, 0, 2).double()
         kb = k[b].permute(1, 0, 2).double().repeat_interleave(g, dim=0)
@@ -192,6 +206,7 @@ def make_args(case, q, k, v, o, lse, scale):
     a.batch, a.heads, a.kv_heads = case["B"], case["H"], case["Hkv"]
     a.seq_q, a.seq_k, a.head_dim, a.v_head_dim = case["Sq"], case["Sk"], case["d"], case["d"]
     a.causal = case["mask"]
+    a.window = case.get("window", 0)
     a.dtype = FACT_DTYPE[case["dtype"]]
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
         assert t.stride(3) == 1
@@ -228,7 +243,13 @@ class Timer:
 
 
 def flops(case):
+    """4*B*H*Sq*Sk*d, halved for causal; with a sliding window the visible pairs counted."""
     f = 4.0 * case["B"] * case["H"] * case["Sq"] * case["Sk"] * case["d"]
+    window = case.get("window", 0)
+    if window > 0:
+        off = case["Sk"] - case["Sq"] if case["mask"] == MASK_BOTTOM_RIGHT else 0
+        pairs = sum(max(0, min(case["Sk"], i + off + 1) - max(0, i + off - window + 1)) for i in range(case["Sq"]))
+        return 4.0 * case["B"] * case["H"] * pairs * case["d"]
     return f / 2 if case["mask"] != MASK_NONE else f
 
 
@@ -295,6 +316,7 @@ def abi_checks(lib):
     results["bad_group"] = status(lambda a: setattr(a, "kv_heads", 3)) == 1
     results["head_dim_refused"] = status(lambda a: setattr(a, "head_dim", lib.spec["head_dim"] + 8)) == 2
     results["mask_refused"] = status(lambda a: setattr(a, "causal", MASK_NONE if lib.spec["causal"] else MASK_TOP_LEFT)) == 2
+    results["negative_window"] = status(lambda a: setattr(a, "window", -1)) == 1
     results["misaligned_refused"] = status(lambda a: setattr(a, "q_seq_stride", a.q_seq_stride + 1)) == 2
     size = ctypes.c_size_t(123)
     a = make_args(case, q, k, v, o, None, 0.125)
@@ -308,11 +330,12 @@ def run_case(case, libs, timer, seed):
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v, o = make_inputs(case, gen)
     scale = 1.0 / math.sqrt(case["d"])
-    ref, ref_lse = reference(q, k, v, case["mask"], scale)
+    ref, ref_lse = reference(q, k, v, case["mask"], scale, case.get("window", 0))
     lse = torch.empty(case["B"], case["H"], case["Sq"], device=DEVICE, dtype=torch.float32)
     result = {"name": case["name"], "precision": f"native {case['dtype']} (float32 accumulate and softmax)",
               "shape": {k_: case[k_] for k_ in ("B", "Sq", "Sk", "H", "Hkv", "d")},
               "mask": ["none", "causal_top_left", "causal_bottom_right"][case["mask"]],
+              "window": case.get("window", 0),
               "layout": case["layout"], "flop": flops(case), "variants": []}
     for lib in libs:
         if not lib.matches(case):

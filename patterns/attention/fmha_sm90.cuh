@@ -257,6 +257,7 @@ struct Sm90Fmha {
     int batch, heads, kv_heads, group, seq_q, seq_k;
     int num_m_blocks, num_n_blocks, total_tiles, hb_total, section;
     int diag_offset;  // causal: key j is visible to query i iff j <= i + diag_offset
+    int window;       // causal sliding window: and iff j > i + diag_offset - window (0: none)
     float scale_log2;
     float scale;
     float* lse;
@@ -273,6 +274,7 @@ struct Sm90Fmha {
     Element* o;
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
     int diag_offset;
+    int window;  // 0: none
     float scale;
     float* lse;
     int64_t lse_batch_stride, lse_head_stride;
@@ -308,6 +310,7 @@ struct Sm90Fmha {
                   p.batch, p.heads, p.kv_heads, group, p.seq_q, p.seq_k,
                   m_blocks, (p.seq_k + kBlockN - 1) / kBlockN, m_blocks * hb_total, hb_total, section,
                   p.diag_offset,
+                  kCausal ? p.window : 0,
                   float(double(p.scale) * 1.4426950408889634),  // scale * log2(e)
                   p.scale,
                   p.lse, p.lse_batch_stride, p.lse_head_stride,
@@ -351,7 +354,25 @@ struct Sm90Fmha {
     return c;
   }
 
-  // Key blocks [0, n_max) this tile sees; n_max <= 0: none (rows that see no key).
+  // Key blocks [n_min, n_max) this tile sees; n_max <= n_min: none (rows that see no key).
+  CUTE_DEVICE static int n_block_min(Params const& p, int m) {
+    if constexpr (!kCausal) {
+      return 0;
+    } else {
+      if (p.window <= 0) return 0;
+      return max(0, detail::floor_div(m * kBlockM + p.diag_offset - p.window + 1, kBlockN));
+    }
+  }
+  // Sliding window: blocks n < n_block_window hold keys below some row's window (masked there).
+  CUTE_DEVICE static int n_block_window(Params const& p, int m) {
+    if constexpr (!kCausal) {
+      return 0;
+    } else {
+      if (p.window <= 0) return 0;
+      int const last_row = min((m + 1) * kBlockM, p.seq_q) - 1;
+      return max(0, detail::floor_div(last_row + p.diag_offset - p.window + kBlockN, kBlockN));
+    }
+  }
   CUTE_DEVICE static int n_block_max(Params const& p, int m) {
     if constexpr (!kCausal) {
       return p.num_n_blocks;
@@ -414,7 +435,8 @@ struct Sm90Fmha {
       while (tile < params.total_tiles) {
         TileCoord const c = tile_coord(params, tile);
         int const n_max = n_block_max(params, c.m);
-        if (n_max > 0) {
+        int const n_min = n_block_min(params, c.m);
+        if (n_max > n_min) {
           int const hk = c.h / params.group;
           Tensor gQ = local_tile(mQ(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
           Tensor gK = local_tile(mK(_, _, hk, c.b), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
@@ -452,11 +474,11 @@ struct Sm90Fmha {
           }
           qw.template advance<kQStages>();
           // Consumers use K(n-1) before V(n): keep that order in the ring.
-          for (int n = n_max - 2; n >= 0; --n) {
+          for (int n = n_max - 2; n >= n_min; --n) {
             load_k(n);
             load_v(n + 1);
           }
-          load_v(0);
+          load_v(n_min);
         }
         if constexpr (kDynamic) {
           int next = 0;
@@ -508,16 +530,18 @@ struct Sm90Fmha {
       while (tile < params.total_tiles) {
         TileCoord const c = tile_coord(params, tile);
         int const n_max = n_block_max(params, c.m);
+        int const n_min = n_block_min(params, c.m);
         int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
 
         Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
         float row_max[kRows], row_sum[kRows];
 
-        if (n_max > 0) {
+        if (n_max > n_min) {
           cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
           Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
 
-          // Masks: key tail (cols >= seq_k) and causal (col > row + diag_offset).
+          // Masks: key tail (cols >= seq_k), causal (col > row + diag_offset) and, with a sliding
+          // window, the keys below it (col <= row + diag_offset - window).
           auto apply_mask = [&](auto& tSrS, int n, auto causal_tag, auto tail_tag) {
             constexpr bool kMaskCausal = decltype(causal_tag)::value;
             constexpr bool kMaskTail = decltype(tail_tag)::value;
@@ -526,13 +550,16 @@ struct Sm90Fmha {
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r) {
               int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
+              int lower = 0;
               if constexpr (kMaskCausal) {
                 int const row = row0 + int(get<0>(tScS_rc(r, 0)));
                 limit = min(limit, row + params.diag_offset + 1 - col0);
+                if (params.window > 0) lower = row + params.diag_offset + 1 - params.window - col0;
               }
               CUTE_UNROLL
               for (int j = 0; j < kCols; ++j) {
-                if (int(get<1>(tScS_rc(r, j))) >= limit) s(r, j) = -INFINITY;
+                int const col = int(get<1>(tScS_rc(r, j)));
+                if (col >= limit || col < lower) s(r, j) = -INFINITY;
               }
             }
           };
@@ -615,8 +642,10 @@ struct Sm90Fmha {
           }
 
           int n = n_max - 2;
-          // Causal: blocks n >= n_mask cross the diagonal for some row of the tile.
-          int const n_mask = kCausal ? max(0, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+          // Causal: blocks n >= n_mask cross the diagonal for some row of the tile. Sliding window:
+          // blocks n_min <= n < n_win cross its lower edge; the blocks between are not masked.
+          int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+          int const n_win = max(n_min, n_block_window(params, c.m));
           int v_done = -1;  // V stage whose PV has completed but is not yet released
           int parity = 0;   // kDeferPv: the P buffer holding the newest P
 
@@ -661,8 +690,13 @@ struct Sm90Fmha {
                 parity ^= 1;
               }
             };
-            if constexpr (kCausal) run(n_mask, cute::true_type{});
-            run(0, cute::false_type{});
+            if constexpr (kCausal) {
+              run(n_mask, cute::true_type{});
+              run(n_win, cute::false_type{});
+              run(n_min, cute::true_type{});
+            } else {
+              run(0, cute::false_type{});
+            }
           } else {
             // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes,
             // then the wait for PV(n+1).
@@ -692,9 +726,14 @@ struct Sm90Fmha {
             if constexpr (kCausal) {
               CUTE_NO_UNROLL
               for (; n >= n_mask; --n) step(n, cute::true_type{});
+              CUTE_NO_UNROLL
+              for (; n >= n_win; --n) step(n, cute::false_type{});
+              CUTE_NO_UNROLL
+              for (; n >= n_min; --n) step(n, cute::true_type{});
+            } else {
+              CUTE_NO_UNROLL
+              for (; n >= 0; --n) step(n, cute::false_type{});
             }
-            CUTE_NO_UNROLL
-            for (; n >= 0; --n) step(n, cute::false_type{});
           }
 
           // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only once
@@ -749,7 +788,7 @@ struct Sm90Fmha {
             if (row < params.seq_q) lse[row] = row_sum[r];
           }
         }
-        if (n_max <= 0) {
+        if (n_max <= n_min) {
           // Rows that see no key: O = 0, written directly (no Q stage is held for this tile).
           Element* o = params.o + int64_t(c.b) * params.o_batch_stride + int64_t(c.h) * params.o_head_stride;
           for (int i = tid; i < 64 * (D / 8); i += 128) {

@@ -489,6 +489,7 @@ ValueId take_mask_chain(const Graph& g, const ValueId& mask, Region& region) {
 
 struct MaskFacts {
   MaskKind kind = MaskKind::None;
+  int64_t window = 0;  // a causal sliding window (0: none)
   std::string evidence = "no mask";
   std::string unsupported;
   json description = nullptr;
@@ -512,6 +513,10 @@ MaskFacts read_attention_mask(const Graph& g, const ValueId& value, MaskUse use,
     case MaskReading::Kind::AllVisible: facts.kind = MaskKind::None; break;
     case MaskReading::Kind::CausalTopLeft: facts.kind = MaskKind::CausalTopLeft; break;
     case MaskReading::Kind::CausalBottomRight: facts.kind = MaskKind::CausalBottomRight; break;
+    case MaskReading::Kind::CausalWindow:
+      facts.kind = MaskKind::CausalTopLeft;
+      facts.window = reading.window;
+      break;
     case MaskReading::Kind::Other:
       facts.unsupported = "mask: " + reading.detail + " (the kernel takes causal masks or none)";
       break;
@@ -570,6 +575,7 @@ json finish_attrs(json attrs, const Graph& g, const ValueId& output, const Strid
   attrs["mask_kind"] = mask_kind_name(mask.kind);
   attrs["causal"] = mask.kind != MaskKind::None;
   attrs["causal_evidence"] = mask.evidence;
+  attrs["window"] = mask.window;
   attrs["mask"] = mask.description;
   attrs["scale"] = scale;
   attrs["dropout"] = dropout;

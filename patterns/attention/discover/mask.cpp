@@ -648,7 +648,12 @@ MaskReading classify(const Dense& m, MaskUse use, int64_t seq, int64_t kv_seq) {
         }
       }
     });
-    if (sliding) reading.detail = "a causal sliding-window mask (window " + std::to_string(window) + ")";
+    if (sliding) {
+      reading.kind = MaskReading::Kind::CausalWindow;
+      reading.window = window;
+      reading.detail = "a causal sliding-window mask (query i sees keys i - " + std::to_string(window) +
+                       " < j <= i)";
+    }
   }
   return reading;
 }
@@ -682,7 +687,8 @@ MaskReading read_mask(const Graph& g, const ValueId& mask, MaskUse use, int64_t 
     if (evaluator.assumed().empty()) return reading;
     reading.assumed = true;
     const bool causal = reading.kind == MaskReading::Kind::CausalTopLeft ||
-                        reading.kind == MaskReading::Kind::CausalBottomRight;
+                        reading.kind == MaskReading::Kind::CausalBottomRight ||
+                        reading.kind == MaskReading::Kind::CausalWindow;
     if (causal) {
       const char* assumed = use == MaskUse::Additive
                                 ? (assumption == 0 ? "0 on and below the diagonal, -inf above" : "tril(ones)")

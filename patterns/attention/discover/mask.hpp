@@ -29,11 +29,13 @@ struct MaskReading {
     AllVisible,         // the mask hides nothing
     CausalTopLeft,      // query i sees keys j <= i
     CausalBottomRight,  // query i sees keys j <= i + kv_seq - seq
-    Other,              // evaluated, and not one of the above (a window, a padding pattern, ...)
+    CausalWindow,       // query i sees keys i - window < j <= i (a sliding window, top-left)
+    Other,              // evaluated, and not one of the above (a padding or block pattern, ...)
     Unknown,            // not evaluated (depends on an input, an op not evaluated here, too large)
   };
   Kind kind = Kind::Unknown;
   bool assumed = false;  // read from a buffer / constant assumed to be a causal one
+  int64_t window = 0;    // CausalWindow: the number of keys each query sees at most
   std::string detail;    // the evidence (Causal*), or why not (Other, Unknown)
 };
 

@@ -15,7 +15,8 @@ namespace fact::attention {
 namespace {
 
 // "b=4,h=32,kvh=8,s=2048,skv=2048,d=128,causal" (also batch=, heads=, kv_heads=, seq=, kv_seq=,
-// head_dim=, mask=none|causal|causal_top_left|causal_bottom_right, scale=); nullopt when the
+// head_dim=, mask=none|causal|causal_top_left|causal_bottom_right, window= (a causal sliding
+// window, e.g. "s=2048,d=96,causal,window=1024"), scale=); nullopt when the
 // words do not name heads and a head dim (another kind's problem).
 std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std::string>& words) {
   auto found = words.find("problem");
@@ -72,6 +73,12 @@ std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std
     p.mask = *kind;
   } else {
     throw std::invalid_argument("attention problem: unknown mask '" + mask + "'");
+  }
+  if (pick({"w", "window"})) {
+    p.window = number({"w", "window"}, std::nullopt);
+    if (p.mask == MaskKind::None) {
+      throw std::invalid_argument("attention problem: a sliding window needs a causal mask (add 'causal')");
+    }
   }
   auto dtype_word = words.find("dtype");
   const std::string dtype = dtype_word == words.end() || dtype_word->second.empty() ? "bf16" : dtype_word->second;

@@ -1,7 +1,9 @@
 #include "patterns/attention/kind/pack.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <stdexcept>
 
 namespace fact::attention {
@@ -91,6 +93,11 @@ FactAttentionArgs attention_args(const AttentionProblem& p) {
     case MaskKind::CausalTopLeft: a.causal = FACT_ATTN_MASK_CAUSAL_TOP_LEFT; break;
     case MaskKind::CausalBottomRight: a.causal = FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
   }
+  if (p.window < 0 || p.window > INT32_MAX || (p.window > 0 && p.mask == MaskKind::None)) {
+    throw std::invalid_argument("attention: sliding window " + std::to_string(p.window) +
+                                " (needs a causal mask and 0 <= window < 2^31)");
+  }
+  a.window = static_cast<int32_t>(p.window);
   a.dtype = abi_dtype(p.dtype);
   const std::pair<const TensorView*, int64_t*> views[] = {
       {&p.q, &a.q_batch_stride}, {&p.k, &a.k_batch_stride}, {&p.v, &a.v_batch_stride}, {&p.o, &a.o_batch_stride}};

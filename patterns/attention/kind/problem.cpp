@@ -79,9 +79,15 @@ std::optional<MaskKind> parse_mask_kind(std::string_view name) {
 }
 
 double AttentionProblem::flops() const {
-  double f = 2.0 * double(batch) * double(heads) * double(seq) * double(kv_seq) *
-             double(head_dim + v_head_dim);
-  return mask == MaskKind::None ? f : 0.5 * f;
+  const double per_pair = 2.0 * double(batch) * double(heads) * double(head_dim + v_head_dim);
+  if (mask == MaskKind::None) return per_pair * double(seq) * double(kv_seq);
+  if (window <= 0) return 0.5 * per_pair * double(seq) * double(kv_seq);
+  const int64_t off = mask == MaskKind::CausalBottomRight ? kv_seq - seq : 0;
+  double pairs = 0.0;  // keys max(0, i + off - window + 1) .. min(kv_seq - 1, i + off) per query i
+  for (int64_t i = 0; i < seq; ++i) {
+    pairs += double(std::max<int64_t>(0, std::min(kv_seq, i + off + 1) - std::max<int64_t>(0, i + off - window + 1)));
+  }
+  return per_pair * pairs;
 }
 
 double AttentionProblem::min_bytes() const {
@@ -96,7 +102,8 @@ std::string AttentionProblem::shape_string() const {
   if (kv_heads != heads) text += "/" + std::to_string(kv_heads);
   text += "x" + std::to_string(seq);
   if (kv_seq != seq) text += "/" + std::to_string(kv_seq);
-  return text + "xd" + std::to_string(head_dim);
+  text += "xd" + std::to_string(head_dim);
+  return window > 0 ? text + "w" + std::to_string(window) : text;
 }
 
 std::string AttentionProblem::fusion_name() const {
@@ -116,6 +123,7 @@ json attention_problem_to_json(const AttentionProblem& p) {
             {"mask_kind", mask_kind_name(p.mask)},
             {"causal", p.mask != MaskKind::None},
             {"causal_evidence", p.mask_evidence},
+            {"window", p.window},
             {"scale", p.scale},
             {"unsupported", p.unsupported},
             {"dropout", p.dropout}};
@@ -147,6 +155,15 @@ AttentionProblem attention_problem_from_json(const json& j) {
     p.mask = j.value("causal", false) ? MaskKind::CausalTopLeft : MaskKind::None;
   }
   p.mask_evidence = j.value("causal_evidence", std::string());
+  if (auto it = j.find("window"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      throw std::invalid_argument(where + ": 'window' must be a non-negative integer");
+    }
+    p.window = it->get<int64_t>();
+    if (p.window > 0 && p.mask == MaskKind::None) {
+      throw std::invalid_argument(where + ": a sliding window (" + std::to_string(p.window) + ") needs a causal mask");
+    }
+  }
   auto scale = j.find("scale");
   if (scale == j.end() || !scale->is_number()) throw std::invalid_argument(where + ": missing 'scale'");
   p.scale = scale->get<double>();

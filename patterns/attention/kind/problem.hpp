@@ -54,6 +54,10 @@ struct AttentionProblem {
   DType dtype = DType::Unknown;          // of Q, K, V and O
   DType softmax_dtype = DType::Unknown;  // what the captured softmax computed in (reports)
   MaskKind mask = MaskKind::None;
+  // A causal sliding window (Mistral's and Phi-3's `sliding_window`): with a causal mask, query i
+  // sees only the `window` newest keys up to its diagonal, i + off - window < j <= i + off (off
+  // 0 top-left, kv_seq - seq bottom-right); 0: no window (and always 0 without a mask).
+  int64_t window = 0;
   double scale = 1.0;
   std::string mask_evidence;             // why the mask is what `mask` says
   // Why this attention cannot be one kernel call although it was recognized (an arbitrary
@@ -62,9 +66,10 @@ struct AttentionProblem {
   double dropout = 0.0;                  // dropout probability in training mode (0: none)
   TensorView q, k, v, o;
 
-  double flops() const;      // 2·B·H·Tq·Tk·(D + Dv), halved for causal masks
+  double flops() const;      // 2·B·H·Tq·Tk·(D + Dv), halved for causal masks; the visible
+                             // (query, key) pairs exactly with a sliding window
   double min_bytes() const;  // Q, K, V read once, O written once
-  // "128x8x512xd96", "4x32/8x2048xd128", "2x4x16/32xd64"
+  // "128x8x512xd96", "4x32/8x2048xd128", "2x4x16/32xd64", "4x32x2048xd96w2047" (a window)
   std::string shape_string() const;
   // "attention" or "attention_causal"
   std::string fusion_name() const;
@@ -72,7 +77,7 @@ struct AttentionProblem {
 
 // JSON form (fact.attention's attrs plus "dtype"; the plan's "problem"):
 // {"batch","heads","kv_heads","seq","kv_seq","head_dim","v_head_dim","dtype","softmax_dtype",
-//  "mask_kind","causal","causal_evidence","scale","unsupported","dropout",
+//  "mask_kind","causal","causal_evidence","window","scale","unsupported","dropout",
 //  "q"/"k"/"v"/"out": {"value","shape","stride","offset"}, ...} (members it does not know are
 // kept by discovery for reports: "mask"). from_json throws std::invalid_argument naming the
 // missing or malformed field; "out" and the views may be absent for a problem written on a

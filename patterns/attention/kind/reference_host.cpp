@@ -16,7 +16,8 @@ int reference_attention_host(const FactAttentionArgs& a) {
     return FACT_ERR_INVALID_ARGS;
   }
   if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.seq_q <= 0 || a.seq_k <= 0 || a.head_dim <= 0 ||
-      a.v_head_dim <= 0 || a.heads % a.kv_heads != 0 || a.reserved != 0) {
+      a.v_head_dim <= 0 || a.heads % a.kv_heads != 0 || a.window < 0 ||
+      (a.window > 0 && a.causal == FACT_ATTN_MASK_NONE)) {
     return FACT_ERR_INVALID_ARGS;
   }
   if (a.causal != FACT_ATTN_MASK_NONE && a.causal != FACT_ATTN_MASK_CAUSAL_TOP_LEFT &&
@@ -40,11 +41,13 @@ int reference_attention_host(const FactAttentionArgs& a) {
       for (int64_t i = 0; i < a.seq_q; ++i) {
         const int64_t q_row = b * a.q_batch_stride + i * a.q_seq_stride + h * a.q_head_stride;
         for (int64_t d = 0; d < a.head_dim; ++d) q[d] = load_abi_element(a.q, q_row + d, a.dtype);
-        // Keys 0 .. visible-1 are visible (all of them without a mask).
-        int64_t visible = a.seq_k;
+        // Keys first .. visible-1 are visible (all of them without a mask; a sliding window
+        // keeps the `window` newest up to the diagonal).
+        int64_t visible = a.seq_k, first = 0;
         if (a.causal != FACT_ATTN_MASK_NONE) visible = std::max<int64_t>(0, std::min<int64_t>(a.seq_k, i + offset + 1));
+        if (a.window > 0) first = std::max<int64_t>(0, i + offset - a.window + 1);
         double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const int64_t k_row = b * a.k_batch_stride + j * a.k_seq_stride + kh * a.k_head_stride;
           double s = 0.0;
           for (int64_t d = 0; d < a.head_dim; ++d) s += q[d] * load_abi_element(a.k, k_row + d, a.dtype);
@@ -53,7 +56,7 @@ int reference_attention_host(const FactAttentionArgs& a) {
         }
         double sum = 0.0;
         std::fill(out.begin(), out.end(), 0.0);
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const double p = std::exp(scores[j] - max_score);
           sum += p;
           const int64_t v_row = b * a.v_batch_stride + j * a.v_seq_stride + kh * a.v_head_stride;

@@ -85,8 +85,8 @@ EXPECTED = {
     "hf_gemma_decoder": "model input 'attention_mask'",
     "hf_gpt2_block": "head dim 32",
     "hf_llama_decoder": "head dim 16",
-    "hf_mistral_decoder": "sliding-window mask (window 24)",
-    "hf_phi3_decoder": "sliding-window mask (window 15)",
+    "hf_mistral_decoder": "head dim 16",
+    "hf_phi3_decoder": "head dim 32",
     "hf_qwen2_decoder": "head dim 32",
     "hf_vit_layer": "head dim 32",
 }
@@ -220,6 +220,28 @@ def test_gpt2_additive_mask_computed_in_the_graph_is_verified_on_its_value(tmp_p
     assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
     assert not any("stay" in note and "attention" in note for note in composed.fact_report.notes)
     assert _close(got, want), str(composed.fact_report)
+
+
+@needs_engine_plan
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
+@pytest.mark.parametrize("name,sizes,window", [
+    ("hf_phi3_decoder", {"HIDDEN_SIZE": 128, "NUM_HEADS": 2, "SEQ_LEN": 16, "SLIDING_WINDOW": 5}, 5),
+    ("hf_mistral_decoder", {"HIDDEN_SIZE": 256, "NUM_HEADS": 4, "NUM_KV_HEADS": 2, "SEQ_LEN": 32,
+                            "SLIDING_WINDOW": 9}, 9),
+])
+def test_sliding_window_attention_composes_with_its_window(name, sizes, window, tmp_path):
+    # transformers' sliding-window mask (Phi-3, Mistral: query i sees keys i - w < j <= i) is read
+    # as causal with a window; the call carries it, and the host reference computes it.
+    model, inputs = build(load_model_file(CORPUS / f"{name}.py", sizes))
+    composed, want, got = _compose(model, inputs, tmp_path)
+    report = composed.fact_report
+    attention = _attention_entries(report)
+    assert len(attention) == 1 and attention[0].verified, str(report)
+    assert attention[0].rule == "attention_causal", str(report)
+    plan = json.loads((tmp_path / "work" / "plan.json").read_text())
+    call = next(r for r in plan["replacements"] if r["pattern"] == "attention")["calls"][0]
+    assert call["problem"]["window"] == window and call["problem"]["mask_kind"] == "causal_top_left", call["problem"]
+    assert _close(got, want), str(report)
 
 
 # --------------------------------------------------------------------------------------------

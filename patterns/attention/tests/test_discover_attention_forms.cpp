@@ -196,7 +196,8 @@ TEST(AttentionForms, AntiCausalTriangleIsDeclined) {
   EXPECT_NE(m.reason.find("neither causal nor empty"), std::string::npos) << m.reason;
 }
 
-TEST(AttentionForms, SlidingWindowIsDeclinedWithItsWidth) {
+TEST(AttentionForms, SlidingWindowIsCausalWithItsWidth) {
+  // tril(ones) ∧ triu(ones, -2): query i sees keys i-2 .. i, a causal window of 3 (Mistral, Phi-3).
   auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
     auto ones = b.op("aten.ones.default", {C(V{8, 8})}, {8, 8}, OpOptions{.dtype = DType::Bool});
     auto lower = b.op("aten.tril.default", {T(ones)}, {8, 8});
@@ -204,8 +205,24 @@ TEST(AttentionForms, SlidingWindowIsDeclinedWithItsWidth) {
     auto hidden = b.op("aten.logical_not.default", {T(band)}, {8, 8});
     return b.op("aten.masked_fill.Scalar", {T(scores), T(hidden), C(kMinusInf)}, {1, 2, 8, 8});
   });
+  const auto attrs = accepted(g);
+  EXPECT_EQ(attrs["mask_kind"], "causal_top_left");
+  EXPECT_EQ(attrs["window"], 3);
+  EXPECT_NE(attrs["causal_evidence"].get<std::string>().find("sliding-window"), std::string::npos);
+}
+
+TEST(AttentionForms, ABandThatIsNotCausalIsDeclined) {
+  // A band around the diagonal that also sees one future key: no causal window explains it.
+  auto g = with_mask([](GraphBuilder& b, const ValueId& scores) {
+    auto ones = b.op("aten.ones.default", {C(V{8, 8})}, {8, 8}, OpOptions{.dtype = DType::Bool});
+    auto lower = b.op("aten.tril.default", {T(ones), C(1)}, {8, 8});
+    auto band = b.op("aten.triu.default", {T(lower), C(-2)}, {8, 8});
+    auto hidden = b.op("aten.logical_not.default", {T(band)}, {8, 8});
+    return b.op("aten.masked_fill.Scalar", {T(scores), T(hidden), C(kMinusInf)}, {1, 2, 8, 8});
+  });
   const Match m = declined(g);
-  EXPECT_NE(m.reason.find("sliding-window mask (window 3)"), std::string::npos) << m.reason;
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_NE(m.reason.find("neither causal nor empty"), std::string::npos) << m.reason;
 }
 
 TEST(AttentionForms, BottomRightCausalWhenQueriesAreFewerThanKeys) {

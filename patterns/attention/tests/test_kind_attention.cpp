@@ -25,7 +25,8 @@ using graph::DType;
 struct Case {
   int64_t batch = 2, heads = 4, kv_heads = 4, seq = 5, kv_seq = 5, dim = 8;
   MaskKind mask = MaskKind::CausalTopLeft;
-  bool fused = true;  // Q, K, V pieces of one [B, T, (H + 2 Hkv) D] projection (seq == kv_seq)
+  bool fused = true;
+  int64_t window = 0;  // a causal sliding window (0: none)  // Q, K, V pieces of one [B, T, (H + 2 Hkv) D] projection (seq == kv_seq)
 };
 
 // The problem's views and a graph holding its values: "qkv" (fused) or "q", "k", "v"
@@ -46,6 +47,7 @@ Built build(const Case& c, DType dtype) {
   p.head_dim = p.v_head_dim = c.dim;
   p.dtype = p.softmax_dtype = dtype;
   p.mask = c.mask;
+  p.window = c.window;
   p.scale = 1.0 / std::sqrt(double(c.dim));
   graph::GraphBuilder b(dtype);
   const int64_t d = c.dim;
@@ -88,8 +90,9 @@ std::vector<double> direct(const AttentionProblem& p, const std::vector<double>&
           double dot = 0;
           for (int64_t e = 0; e < p.head_dim; ++e) dot += at(qd, p.q, b, h, i, e) * at(kd, p.k, b, h / group, j, e);
           s[j] = dot * double(static_cast<float>(p.scale));  // the ABI carries the scale as a float
-          const bool hidden = (p.mask == MaskKind::CausalTopLeft && j > i) ||
-                              (p.mask == MaskKind::CausalBottomRight && j > i + p.kv_seq - p.seq);
+          const int64_t off = p.mask == MaskKind::CausalBottomRight ? p.kv_seq - p.seq : 0;
+          const bool hidden = (p.mask != MaskKind::None && j > i + off) ||
+                              (p.window > 0 && j <= i + off - p.window);
           if (hidden) s[j] = -std::numeric_limits<double>::infinity();
         }
         double m = -std::numeric_limits<double>::infinity();
@@ -154,6 +157,18 @@ TEST(AttentionKind, TailsAndBothCausalAlignments) {
   }
 }
 
+TEST(AttentionKind, SlidingWindowsOfBothAlignments) {
+  for (MaskKind mask : {MaskKind::CausalTopLeft, MaskKind::CausalBottomRight}) {
+    for (int64_t window : {1, 2, 3, 6, 40}) {
+      check_case({.heads = 4, .kv_heads = 2, .seq = 9, .kv_seq = 9, .dim = 4, .mask = mask, .window = window});
+      check_case({.batch = 1, .heads = 2, .kv_heads = 1, .seq = 5, .kv_seq = 11, .dim = 3, .mask = mask,
+                  .fused = false, .window = window});
+      check_case({.batch = 1, .heads = 2, .kv_heads = 2, .seq = 9, .kv_seq = 4, .dim = 3, .mask = mask,
+                  .fused = false, .window = window});
+    }
+  }
+}
+
 TEST(AttentionKind, ImageLayout) {
   Case c;
   c.heads = 8;
@@ -168,7 +183,12 @@ TEST(AttentionKind, ImageLayout) {
   EXPECT_EQ(a.kv_heads, 2);
   EXPECT_EQ(a.causal, FACT_ATTN_MASK_CAUSAL_TOP_LEFT);
   EXPECT_EQ(a.dtype, FACT_DTYPE_BF16);
-  EXPECT_EQ(a.reserved, 0);
+  EXPECT_EQ(a.window, 0);
+  c.window = 3;
+  FactAttentionArgs w;
+  std::memcpy(&w, pack_attention(build(c, DType::BFloat16).problem, build(c, DType::BFloat16).graph).bytes.data(),
+              sizeof(w));
+  EXPECT_EQ(w.window, 3);
   const int64_t width = (8 + 2 * 2) * 8;
   EXPECT_EQ(a.q_seq_stride, width);
   EXPECT_EQ(a.q_head_stride, 8);
@@ -245,6 +265,13 @@ TEST(AttentionKind, ReferenceRefusesMalformedArguments) {
   bad.causal = 7;
   EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
   bad = a;
+  bad.window = -1;
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+  bad = a;
+  bad.causal = FACT_ATTN_MASK_NONE;
+  bad.window = 4;  // a window is causal
+  EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
+  bad = a;
   bad.header.size = 208;
   EXPECT_EQ(reference_attention_host(bad), FACT_ERR_INVALID_ARGS);
 }
@@ -288,6 +315,26 @@ TEST(AttentionKind, JsonRoundTripAndKindQueries) {
   EXPECT_EQ(cli.kv_heads, 8);
   EXPECT_EQ(cli.mask, MaskKind::CausalTopLeft);
   EXPECT_FALSE(kind.from_command_line({{"problem", "m=128,n=128,k=64"}}).has_value());
+}
+
+TEST(AttentionKind, SlidingWindowInJsonFlopsAndCommandLine) {
+  Built built = build({.heads = 2, .kv_heads = 2, .seq = 6, .kv_seq = 6, .dim = 8, .window = 2}, DType::BFloat16);
+  const Problem problem = to_problem(built.problem);
+  EXPECT_EQ(attention_problem_of(problem).window, 2);
+  const ProblemKind& kind = kind_of(problem);
+  EXPECT_EQ(kind.shape(problem.desc), "2x2x6xd8w2");
+  // Visible pairs: 1 + 2 * 5 = 11 of the 36 (query 0 sees one key, the others two).
+  EXPECT_DOUBLE_EQ(kind.flops(problem.desc), 2.0 * 2 * 2 * 16 * 11);
+  nlohmann::json no_mask = problem.desc;
+  no_mask["mask_kind"] = "none";
+  EXPECT_THROW(attention_problem_from_json(no_mask), std::invalid_argument);
+  nlohmann::json negative = problem.desc;
+  negative["window"] = -1;
+  EXPECT_THROW(attention_problem_from_json(negative), std::invalid_argument);
+  const auto words = kind.from_command_line({{"problem", "b=4,h=32,s=2048,d=96,causal,window=2047"}});
+  ASSERT_TRUE(words.has_value());
+  EXPECT_EQ(attention_problem_from_json(*words).window, 2047);
+  EXPECT_THROW(kind.from_command_line({{"problem", "h=4,s=64,d=64,window=8"}}), std::invalid_argument);
 }
 
 }  // namespace

@@ -67,7 +67,11 @@ std::string check_abi(Entry entry, const AttentionSpec& spec) {
       {"kind", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.header.kind = fact_kind_id("gemm"); }},
       {"size", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.header.size -= 8; }},
       {"dtype", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.dtype = a.dtype == FACT_DTYPE_BF16 ? FACT_DTYPE_F16 : FACT_DTYPE_BF16; }},
-      {"reserved", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.reserved = 1; }},
+      {"negative window", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.window = -1; }},
+      {"window without a causal mask", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) {
+         a.causal = FACT_ATTN_MASK_NONE;
+         a.window = 16;
+       }},
       {"GQA group", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.kv_heads = 3; }},
       {"mask kind", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.causal = 7; }},
       {"empty problem", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.seq_q = 0; }},
