@@ -86,6 +86,7 @@ struct Entry {
   static int can_implement(FactAttentionArgs const& a, typename Kernel::Problem& p) {
     if (a.head_dim != Cfg::kHeadDim || a.v_head_dim != Cfg::kHeadDim) return FACT_ERR_CANNOT_IMPLEMENT;
     if (Cfg::kCausal != (a.causal != FACT_ATTN_MASK_NONE)) return FACT_ERR_CANNOT_IMPLEMENT;
+    if (a.window > 0 && !Kernel::kWindows) return FACT_ERR_CANNOT_IMPLEMENT;  // the deferred-PV variant
     if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.o)) {
       return FACT_ERR_CANNOT_IMPLEMENT;
     }

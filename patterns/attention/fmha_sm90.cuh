@@ -310,7 +310,7 @@ struct Sm90Fmha {
                   p.batch, p.heads, p.kv_heads, group, p.seq_q, p.seq_k,
                   m_blocks, (p.seq_k + kBlockN - 1) / kBlockN, m_blocks * hb_total, hb_total, section,
                   p.diag_offset,
-                  kCausal ? p.window : 0,
+                  kWindows ? p.window : 0,
                   float(double(p.scale) * 1.4426950408889634),  // scale * log2(e)
                   p.scale,
                   p.lse, p.lse_batch_stride, p.lse_head_stride,
@@ -354,9 +354,12 @@ struct Sm90Fmha {
     return c;
   }
 
+  // Sliding windows: causal kernels without the deferred PV wait (see the entry's can_implement).
+  static constexpr bool kWindows = kCausal && !kDeferPv;
+
   // Key blocks [n_min, n_max) this tile sees; n_max <= n_min: none (rows that see no key).
   CUTE_DEVICE static int n_block_min(Params const& p, int m) {
-    if constexpr (!kCausal) {
+    if constexpr (!kWindows) {
       return 0;
     } else {
       if (p.window <= 0) return 0;
@@ -365,7 +368,7 @@ struct Sm90Fmha {
   }
   // Sliding window: blocks n < n_block_window hold keys below some row's window (masked there).
   CUTE_DEVICE static int n_block_window(Params const& p, int m) {
-    if constexpr (!kCausal) {
+    if constexpr (!kWindows) {
       return 0;
     } else {
       if (p.window <= 0) return 0;
@@ -690,13 +693,10 @@ struct Sm90Fmha {
                 parity ^= 1;
               }
             };
-            if constexpr (kCausal) {
-              run(n_mask, cute::true_type{});
-              run(n_win, cute::false_type{});
-              run(n_min, cute::true_type{});
-            } else {
-              run(0, cute::false_type{});
-            }
+            // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
+            // this variant's wgmma, C7520), so n_min = n_win = 0.
+            if constexpr (kCausal) run(n_mask, cute::true_type{});
+            run(0, cute::false_type{});
           } else {
             // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes,
             // then the wait for PV(n+1).
