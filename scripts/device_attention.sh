@@ -26,7 +26,7 @@ CUTLASS=${CUTLASS_DIR:-$ROOT/.deps/cutlass}
 BUILD=${BUILD_DIR:-/tmp/fact-attn-build}
 mkdir -p "$BUILD/libs" "$BUILD/logs"
 export FACT_CUTLASS_VERSION=$(awk '/define CUTLASS_(MAJOR|MINOR|PATCH)/{v=v (v?".":"") $3} END{print v}' "$CUTLASS/include/cutlass/version.h")
-export FACT_GIT_SHA=$(cat "$SRC/../FACT_SHA" 2>/dev/null || git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+export FACT_GIT_SHA=$(cat "$ROOT/.fact-git-sha" 2>/dev/null || cat "$SRC/../FACT_SHA" 2>/dev/null || git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 stamp "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
