@@ -96,6 +96,7 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     case["runs"] = report.runs
     case["remainder"] = report.remainder
     case["speed_guard"] = report.speed
+    case["notes"] = [note[:400] for note in report.notes]  # e.g. "never-slower check not done: ..."
     case["config"] = "; ".join(f"{call.summary}: {call.config or call.kernel or c.implementation}"
                                for c in report.composed for call in c.calls)
     case["replacements"] = [{"label": c.label, "rule": c.rule, "rel_err": c.rel_err,

@@ -107,6 +107,12 @@ def render_gpu_markdown(doc: dict) -> str:
     if problems:
         lines += ["", "## Not measured or wrong", ""]
         lines += [f"- {c['name']}: {c.get('status')}: {c.get('reason', '')}" for c in problems]
+    unguarded = [c for c in doc.get("cases", []) if c.get("status") == "ok" and c.get("speed_guard") is None
+                 and str(c.get("runs", "")).startswith("composed")]
+    if unguarded:  # the never-slower check did not run: FACT's time is the composed module's as is
+        lines += ["", "## Composed without the never-slower check", ""]
+        lines += [f"- {c['name']}: " + ("; ".join(n for n in c.get("notes", []) if "never-slower" in n)
+                                        or "no timing recorded") for c in unguarded]
     declines: dict[str, int] = {}
     for c in doc.get("cases", []):
         for reason, n in ((c.get("coverage") or {}).get("declined_by_reason") or {}).items():
