@@ -27,6 +27,13 @@ DTYPE_BY_NAME = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16"
 PRECISION_BY_DTYPE = {"float32": "strict", "bfloat16": "native", "float16": "native"}
 
 
+def case_record(stem: str, dtype_name: str, status: str = "ok", reason: str = "", **fields) -> dict:
+    """The start of every GPU case record ("<stem>-<dtype>"): its name, model, dtype, precision
+    mode, status and reason, then `fields`; the measured, failed and skipped records all start so."""
+    return {"name": f"{stem}-{dtype_name}", "model": stem, "dtype": dtype_name,
+            "precision": PRECISION_BY_DTYPE[dtype_name], "status": status, "reason": reason, **fields}
+
+
 # The bound FACT's output error must meet, ‖fact − ref64‖ / ‖ref64‖ with ref64 the original
 # module run in float64 on the same weights and inputs. The precision contract (DESIGN.md):
 # `strict` is "as accurate as the framework's own float32 path": PyTorch's float32 error on the

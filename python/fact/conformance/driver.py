@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, corpus_files, load_json,
+from fact.conformance.corpus import (_first_line, case_record, corpus_files, load_json,
                                      write_json)
 from fact.conformance.gpu_case import (STRICT_CATEGORIES, SUITE, WORKER_LOST_EXIT, _log,
                                        device_slug, gpu_cases, run_gpu_case)
@@ -116,9 +116,7 @@ def _worker(args: argparse.Namespace) -> int:
         where = {"gpu": args.gpu_name} if args.gpu_name else {}
         if args.deadline and time.time() > args.deadline:
             run.record(index, with_prepare_record(
-                {"name": name, "model": stem, "dtype": dtype_name,
-                 "precision": PRECISION_BY_DTYPE[dtype_name], "status": "skipped",
-                 "reason": "time budget spent before it started"}, run.work_dir))
+                case_record(stem, dtype_name, "skipped", "time budget spent before it started"), run.work_dir))
             continue
         write_json(current, {"index": index, "name": name})
         counters_before = cache_counters()
@@ -128,9 +126,8 @@ def _worker(args: argparse.Namespace) -> int:
                                 warmup=args.warmup, iters=args.iters, flush_mb=args.flush_mb,
                                 started=started)
         except Exception as error:  # noqa: BLE001 - recorded, the next case runs
-            case = {"name": name, "model": stem, "dtype": dtype_name,
-                    "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
-                    "reason": _first_line(error), "traceback": traceback.format_exc(limit=-6)}
+            case = case_record(stem, dtype_name, "failed", _first_line(error),
+                               traceback=traceback.format_exc(limit=-6))
             _log(f"{name}: FAILED: {case['reason']}", started)
         case["caches"] = cache_activity(counters_before, cache_counters())
         case.update(where)

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, _single_tensor, build_case,
+from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, _single_tensor, build_case, case_record,
                                      file_dtypes, float64_output, load_json,
                                      output_bound, quiet_torch, relative_error)
 from fact.conformance.coverage import _share, coverage_row
@@ -76,8 +76,7 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
 
     started = started or time.time()
     precision = PRECISION_BY_DTYPE[dtype_name]
-    case: dict = {"name": f"{path.stem}-{dtype_name}", "model": path.stem, "dtype": dtype_name,
-                  "precision": precision, "status": "ok", "reason": ""}
+    case = case_record(path.stem, dtype_name)
     seconds: dict = {}
     case["seconds"] = seconds
     clock = time.perf_counter()

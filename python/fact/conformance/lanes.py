@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from fact.conformance.corpus import PRECISION_BY_DTYPE, load_json, write_json
+from fact.conformance.corpus import case_record, load_json, write_json
 from fact.conformance.gpu_case import _log
 from fact.conformance.prepare import claim, with_prepare_record
 
@@ -220,9 +220,8 @@ class Measurements:
         index = current["index"]
         stem, dtype_name = next((Path(f).stem, d) for i, f, d in self.pending if i == index)
         tail = log_path.read_text(errors="replace").splitlines()[-40:]  # a faulthandler traceback fits
-        record = {"name": current["name"], "model": stem, "dtype": dtype_name,
-                  "precision": PRECISION_BY_DTYPE[dtype_name], "status": "failed",
-                  "reason": f"the worker process died during it (exit {status})", "log_tail": tail}
+        record = case_record(stem, dtype_name, "failed", f"the worker process died during it (exit {status})",
+                             log_tail=tail)
         if self.gpus[lane] is not None:
             record["gpu"] = self.gpus[lane]
         self.run_files.record(index, with_prepare_record(record, self.run_files.work_dir))
