@@ -6,6 +6,10 @@
 //   rstd = rsqrt(mean(x_f ** 2 | x_f * x_f, dim=-1, keepdim=True) + eps)
 //   y = g * (x_f * rstd).to(x.dtype)                 (either operand order of both muls)
 //
+// and Gemma's, whose weight multiplies in float32 before the cast and is offset by a constant:
+//
+//   y = ((x_f * rstd) * (w.to(float32) + c)).to(x.dtype)      (c = 1: g = 1 + w)
+//
 // and, when every reader of y is a GEMM of an accepted match that reads y as its A operand,
 // rewrites each such GEMM to read x instead: B becomes the derived operand W·diag(g) (computed
 // once at plan time in float32 and rounded to W's dtype, operand_transform.hpp) and the
@@ -17,6 +21,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "fact/discover/graph_rewrite.hpp"
 #include "fact/discover/rule.hpp"
@@ -48,13 +53,22 @@ bool is_stored(const graph::Value& v) {
 
 bool is_16bit(graph::DType t) { return t == graph::DType::BFloat16 || t == graph::DType::Float16; }
 
+std::string number_text(double v) {
+  std::ostringstream text;
+  text << v;
+  return text.str();
+}
+
 // One recognized RMSNorm y = g * cast(x_f * rstd). `declined` says why it cannot be folded when
 // the structure is an RMSNorm but something about it is not (the reduction's dim).
 struct RmsNorm {
   ValueId x;           // the pre-norm input (x_f's source, or x_f itself without a cast)
   ValueId rstd;        // rsqrt(mean(x²) + eps): [..., 1] float32, stays in the graph
-  ValueId gamma;       // the norm's weight g
+  ValueId gamma;       // the norm's weight g (Gemma: the graph's w + c)
   ValueId normalized;  // y, what the projections read
+  // Gemma's g = w.to(float32) + c: the stored w the fold reads and the offset c (0: g itself).
+  ValueId gamma_source;
+  double gamma_offset = 0.0;
   double eps = 0.0;
   std::vector<graph::NodeId> tail;  // x_f * rstd, its cast (if any), g * ...: claimed when fused
   std::vector<graph::NodeId> head;  // x_f's cast, the square, mean, + eps, rsqrt (reports only)
@@ -114,6 +128,29 @@ std::optional<RmsNorm> rms_norm_of(const Graph& g, const Node& anchor) {
       norm.tail.push_back(scale->id);
       if (cast != nullptr) norm.tail.push_back(cast->id);
       norm.tail.push_back(anchor.id);
+      if (cast == nullptr) {
+        // Gemma: the weight multiplies in float32 and the product is cast back to x's dtype.
+        const auto readers = g.consumers(norm.normalized);
+        if (readers.size() == 1 && !g.is_graph_output(norm.normalized) && readers.front()->outputs.size() == 1 &&
+            (target_is(*readers.front(), "aten.to") || target_is(*readers.front(), "aten._to_copy") ||
+             target_is(*readers.front(), "aten.type_as")) &&
+            tensor_args(*readers.front()).front() == norm.normalized) {
+          norm.normalized = readers.front()->outputs.front();
+          norm.tail.push_back(readers.front()->id);
+        }
+      }
+      // g = w.to(float32) + c (Gemma's 1 + w), computed in forward from a stored w.
+      if (const Node* offset = producer_of(g, norm.gamma, {"fact.add_scalar"}); offset != nullptr) {
+        ValueId source = tensor_args(*offset).front();
+        if (const Node* widen_w = producer_of(g, source, {"aten.to", "aten._to_copy"}); widen_w != nullptr &&
+            g.value(source).desc.dtype == graph::DType::Float32) {
+          source = tensor_args(*widen_w).front();
+        }
+        if (is_stored(g.value(source))) {
+          norm.gamma_source = source;
+          norm.gamma_offset = offset->attrs.value("value", 0.0);
+        }
+      }
       // The mean over the last dim, kept: one scale per row of the projections' A.
       const int64_t rank = g.value(x_f).desc.rank();
       const graph::Arg* dims = detail::argument(*mean, 1, "dim");
@@ -165,7 +202,7 @@ RuleResult report(const Graph& g, const RmsNorm& norm, const std::string& reason
 // weight is itself derived (SwiGLU's interleaved gate/up weight, the rope's permuted rows) its
 // program is extended, so the fold applies to what the kernel reads.
 DerivedOperand folded_weight(const Graph& g, const std::string& id, const ValueId& weight,
-                             const DerivedOperand* derived, const ValueId& gamma) {
+                             const DerivedOperand* derived, const ValueId& gamma, double gamma_offset) {
   DerivedOperand d;
   d.value = std::string(kDerivedPrefix) + id + ".rmsnorm_weight";
   ProgramBuilder program;
@@ -186,11 +223,13 @@ DerivedOperand folded_weight(const Graph& g, const std::string& id, const ValueI
   std::string scale = source_ref(d.from.size() - 1);
   if (d.dtype != graph::DType::Float32) w = program.to(w, graph::DType::Float32);
   if (g.value(gamma).desc.dtype != graph::DType::Float32) scale = program.to(scale, graph::DType::Float32);
+  if (gamma_offset != 0.0) scale = program.add_scalar(scale, gamma_offset);  // Gemma's 1 + w, in float32
   const std::string product = program.mul(w, scale);
   if (d.dtype != graph::DType::Float32) program.to(product, d.dtype);
   d.ops = std::move(program.ops);
-  d.purpose = "projection weight with the RMSNorm weight folded into its columns (W·diag(g), float32 "
-              "product rounded once)" +
+  d.purpose = std::string("projection weight with the RMSNorm weight folded into its columns (W·diag(") +
+              (gamma_offset != 0.0 ? "w + " + number_text(gamma_offset) : std::string("g")) +
+              "), float32 product rounded once)" +
               std::string(derived ? "; " + derived->purpose : "");
   return d;
 }
@@ -225,9 +264,10 @@ std::optional<PrologueResult> attach_rmsnorm(const RuleContext& context, const N
                    std::string(graph::dtype_name(x.dtype)) +
                    " (the weight multiplies after a cast to another dtype): the projection would not read x");
   }
-  if (!is_stored(g.value(norm.gamma))) {
+  if (!is_stored(g.value(norm.gamma)) && norm.gamma_source.empty()) {
     return decline("norm weight '" + norm.gamma +
-                   "' is computed by the graph (folding it into the projection weights needs a parameter)");
+                   "' is computed by the graph (folding it into the projection weights needs a parameter, "
+                   "or a parameter plus a constant)");
   }
   const int64_t k = x.rank() > 0 ? x.shape.back() : 0;
   if (gamma.shape != std::vector<int64_t>{k} || !gamma.is_contiguous()) {
@@ -334,7 +374,8 @@ std::optional<PrologueResult> attach_rmsnorm(const RuleContext& context, const N
         return decline("match '" + rule_of(r) + "' has a full epilogue (no room for the row scale)");
       }
       const DerivedOperand weight =
-          folded_weight(g, p.d.value, p.b.value, is_derived ? &*existing : nullptr, norm.gamma);
+          folded_weight(g, p.d.value, p.b.value, is_derived ? &*existing : nullptr,
+                        norm.gamma_source.empty() ? norm.gamma : norm.gamma_source, norm.gamma_offset);
       folded_from[p.b.value] = weight.value;
       p.a.value = norm.x;
       p.b.value = weight.value;

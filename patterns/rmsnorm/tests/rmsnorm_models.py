@@ -78,7 +78,24 @@ class NormOverOtherDim(nn.Module):
 
 
 class NormComputedWeight(nn.Module):
-    """The norm weight is computed in forward (1 + w, not a parameter): declined."""
+    """The norm weight is computed in forward (exp(w): not a parameter, nor one plus a constant):
+    declined."""
+
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.w = nn.Parameter(0.1 * torch.randn(hidden))
+        self.q = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.q(torch.exp(self.w) * h.to(dtype))
+
+
+class NormOffsetWeight(nn.Module):
+    """Llama's order with a weight 1 + w computed in forward from a parameter: folded as
+    W·diag(1 + w) (the offset added in float32 at plan time)."""
 
     def __init__(self, hidden=64):
         super().__init__()
@@ -90,3 +107,30 @@ class NormComputedWeight(nn.Module):
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
         return self.q((1.0 + self.w) * h.to(dtype))
+
+
+class GemmaRMSNorm(nn.Module):
+    """transformers' GemmaRMSNorm: the weight multiplies in float32, offset by one, then the cast."""
+
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(0.1 * torch.randn(hidden))
+        self.eps = eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).type_as(x)
+
+
+class GemmaNormQKV(nn.Module):
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.norm = GemmaRMSNorm(hidden)
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.k = nn.Linear(hidden, hidden // 2, bias=False)
+        self.v = nn.Linear(hidden, hidden // 2, bias=False)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return self.q(h), self.k(h), self.v(h)

@@ -204,6 +204,45 @@ TEST(RmsNormRule, DeclinesWhatTheFoldCannotTake) {
   }
 }
 
+// The fold of g = w + c: W and w to float32, c added to w, their product, rounded once to bf16.
+void expect_offset_fold(const Match& m, const GemmProblem& p, const graph::ValueId& norm_weight) {
+  EXPECT_EQ(p.a.value, "x");
+  ASSERT_FALSE(p.epilogue.empty());
+  EXPECT_EQ(p.epilogue[0].kind, Kind::RowScale);
+  const DerivedOperand* w = derived(m, p.b.value);
+  ASSERT_NE(w, nullptr) << p.b.value;
+  ASSERT_EQ(w->from.size(), 2u);
+  EXPECT_EQ(w->from.back(), norm_weight);
+  std::vector<std::string> ops;
+  for (const auto& op : w->ops) ops.push_back(op.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"to", "to", "add_scalar", "mul", "to"}));
+  EXPECT_DOUBLE_EQ(w->ops[2].attrs.at("value").get<double>(), 1.0);
+  EXPECT_EQ(w->ops[2].args, (std::vector<std::string>{"%1"}));
+}
+
+// transformers' GemmaRMSNorm: (x_f · rstd · (1 + w.float())).type_as(x) — the weight multiplies in
+// float32 before the cast and is one plus a parameter: folded as W·diag(1 + w); the cast back is
+// claimed with the norm's tail.
+TEST(RmsNormRule, GemmaNormFoldsWithItsOffsetWeight) {
+  const auto d = discover(fixture("norm_gemma_qkv_bf16"), opted_in());
+  SCOPED_TRACE(describe(d.matches));
+  const Match* m = rmsnorm_match(d.matches);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->status, MatchStatus::Accepted) << m->reason;
+  EXPECT_EQ(m->extra.at("folded_projections"), 3);
+  for (const auto& p : gemms(*m)) expect_offset_fold(*m, p, "p_norm_weight");
+}
+
+TEST(RmsNormRule, OffsetWeightInLlamaOrderFolds) {
+  const auto d = discover(fixture("norm_offset_weight_bf16"), opted_in());
+  SCOPED_TRACE(describe(d.matches));
+  const Match* m = rmsnorm_match(d.matches);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->status, MatchStatus::Accepted) << m->reason;
+  ASSERT_EQ(gemms(*m).size(), 1u);
+  expect_offset_fold(*m, gemms(*m).front(), "p_w");
+}
+
 // The bench Llama block (tests/data/graphs/llama_block_bf16.json): both norms fold, the first
 // into q / k (with their rope when it is named too) and v, the second into the SwiGLU MLP.
 TEST(RmsNormRule, LlamaBlockFoldsBothNorms) {

@@ -48,17 +48,22 @@ def _rmsnorm_replacements(report):
     return [c for c in report.composed if c.pattern == "rmsnorm"]
 
 
-CASES = {
-    "qkv": (lambda: R.NormQKV(), "rmsnorm_3_matches", 3),
-    "qkv_bias": (lambda: R.NormQKV(bias=True), "rmsnorm_3_matches", 3),
-    "swiglu_mlp": (lambda: R.NormSwiGLU(), "rmsnorm_swiglu_mlp", 2),
+LLAMA_TAIL = {"mul", "to_1", "mul_1"}  # x_f·rstd, its cast, g·...
+CASES = {  # model, merged rule, calls, the norm's nodes it replaces
+    "qkv": (lambda: R.NormQKV(), "rmsnorm_3_matches", 3, LLAMA_TAIL),
+    "qkv_bias": (lambda: R.NormQKV(bias=True), "rmsnorm_3_matches", 3, LLAMA_TAIL),
+    "swiglu_mlp": (lambda: R.NormSwiGLU(), "rmsnorm_swiglu_mlp", 2, LLAMA_TAIL),
+    # g = 1 + w computed in forward: folded as W·diag(1 + w)
+    "offset_weight": (lambda: R.NormOffsetWeight(), "rmsnorm_gemm", 1, LLAMA_TAIL),
+    # Gemma: x_f·rstd, ·(1 + w.float()) in float32, then the cast back
+    "gemma_qkv": (lambda: R.GemmaNormQKV(), "rmsnorm_3_matches", 3, {"mul", "mul_1", "type_as"}),
 }
 
 
 @needs_engine_plan
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_norm_folds_into_its_projections(name, tmp_path):
-    make, rule, calls = CASES[name]
+    make, rule, calls, tail = CASES[name]
     torch.manual_seed(0)
     module = make().to(torch.bfloat16).eval()
     make_inputs = lambda: [torch.randn(2, 16, 64, dtype=torch.bfloat16)]  # noqa: E731
@@ -70,7 +75,7 @@ def test_the_norm_folds_into_its_projections(name, tmp_path):
     assert "row_scale" in norms[0].calls[0].summary, str(report)
     assert norms[0].derived and all("RMSNorm weight folded" in d for d in norms[0].derived), str(report)
     # The norm's statistics stay PyTorch's (rsqrt); its last nodes are replaced.
-    assert {"mul", "to_1", "mul_1"} <= set(norms[0].nodes) and "rsqrt" not in norms[0].nodes, str(report)
+    assert tail <= set(norms[0].nodes) and "rsqrt" not in norms[0].nodes, str(report)
     _assert_matches(composed, module, make_inputs)
 
 
@@ -168,6 +173,34 @@ def test_transformers_llama_decoder_folds_both_norms(patterns, tmp_path):
     # Within the precision contract of the model run in float64 (the conformance test's bound).
     assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
     torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+
+
+@needs_engine_plan
+def test_transformers_gemma_decoder_folds_both_norms(tmp_path):
+    """GemmaRMSNorm (the weight in float32 as 1 + w, then the cast) folds into q/k/v and into the
+    GeGLU MLP's interleaved gate/up weight."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    corpus = _load_corpus("hf_gemma_decoder")
+    torch.manual_seed(0)
+    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for norm in (module.layer.input_layernorm, module.layer.post_attention_layernorm):
+            norm.weight.normal_(0.0, 0.25)  # transformers initializes Gemma's to zeros (g = 1)
+    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    composed = _optimize(module, make_inputs(), tmp_path, patterns=OPT_IN_BLOCK)
+    report = composed.fact_report
+    norms = _rmsnorm_replacements(report)
+    assert len(norms) == 2 and all(n.verified for n in norms), str(report)
+    assert any("w + 1" in d for n in norms for d in n.derived), str(report)
+    assert not [item for item in report.left_to_pytorch if "rmsnorm" in item.what], str(report)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        inputs = make_inputs()
+        reference = module.double()(*[i.double() for i in inputs])
+        module.to(torch.bfloat16)
+        got = composed(*inputs)
+    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
 
 
 # GPU (marked `gpu`, skipped elsewhere): the fold at the Llama-3-8B layer's sizes (hidden 4096,
