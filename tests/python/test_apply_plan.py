@@ -453,6 +453,21 @@ def test_a_slower_composed_module_falls_back_to_the_original_when_eager_is_faste
     assert again.fact_report.runs.startswith("torch.compile of the original: the composed module")
 
 
+def test_a_never_slower_check_that_cannot_time_warns_and_keeps_the_composed_module(tmp_path, reference, monkeypatch):
+    monkeypatch.setattr(torch, "compile", _Compiled([]))
+    module = Chain()
+
+    def broken_timer(fn):
+        raise TypeError("Model does not support len()")
+
+    with pytest.warns(RuntimeWarning, match="never-slower check not done: TypeError"):
+        composed = _apply(tmp_path, module, [_first()], speed_guard=broken_timer)
+    report = composed.fact_report
+    assert report.runs == "composed" and report.speed is None
+    assert "never-slower check not done: TypeError: Model does not support len()" in report.notes
+    _assert_same_as(composed, module, seeds=(1,))
+
+
 def test_nothing_composed_runs_the_faster_of_compiled_and_eager(tmp_path, reference, monkeypatch):
     compiled_calls = []
     monkeypatch.setattr(torch, "compile", _Compiled(compiled_calls))
