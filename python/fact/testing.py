@@ -10,6 +10,11 @@ needs pytest, so only tests import it.
                                          zero, within `tol`; the planned signature must not fall
                                          back (a warning fails it)
     outputs(value)                       a forward's outputs as a tuple
+    corpus_model(name, dtype)            a corpus file's Model at its CPU_TEST_SIZES (seed 0,
+                                         eval) and its make_inputs
+    assert_within_float64_contract(composed, module, make_inputs, ...)
+                                         the composed output within 2e-2 of the module run in
+                                         float64 (the conformance bound) and close to the module
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import torch
 
 import fact
 import fact.compose
+from fact.conformance.corpus import CORPUS_DIR, load_at_cpu_sizes
 
 ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
 needs_engine_plan = pytest.mark.skipif(
@@ -54,3 +60,32 @@ def assert_matches(composed: torch.nn.Module, module: torch.nn.Module,
                     (got.shape, got.stride(), want.shape, want.stride())
                 assert got.abs().max() > 0
                 torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def corpus_model(name: str, dtype: torch.dtype = torch.bfloat16):
+    """(module, make_inputs): corpus/<name>.py's Model at its CPU_TEST_SIZES, built after
+    torch.manual_seed(0), in `dtype`, in eval mode; make_inputs() draws the file's inputs."""
+    corpus = load_at_cpu_sizes(CORPUS_DIR / f"{name}.py")
+    torch.manual_seed(0)
+    module = corpus.Model(*corpus.get_init_inputs()).to(dtype).eval()
+    return module, lambda: corpus.get_inputs(dtype=dtype)
+
+
+def assert_within_float64_contract(composed: torch.nn.Module, module: torch.nn.Module,
+                                   make_inputs: Callable[[], Sequence[Any]], seed: int = 3,
+                                   bound: float = 2e-2, close_to_module: float | None = 5e-2) -> None:
+    """On inputs drawn after torch.manual_seed(seed): ||composed - ref|| / ||ref|| < `bound`, with ref
+    the module run in float64 (the conformance test's bound for `native`), and, unless
+    `close_to_module` is None, the composed output within that rtol/atol of the module's own.
+    The module is returned to its dtype afterwards."""
+    dtype = next(module.parameters()).dtype
+    with torch.no_grad():
+        torch.manual_seed(seed)
+        inputs = make_inputs()
+        reference = module.double()(*[i.double() if i.is_floating_point() else i for i in inputs])
+        module.to(dtype)
+        got = composed(*inputs)
+        error = ((got.double() - reference).norm() / reference.norm()).item()
+        assert error < bound, (error, bound)
+        if close_to_module is not None:
+            torch.testing.assert_close(got, module(*inputs), rtol=close_to_module, atol=close_to_module)

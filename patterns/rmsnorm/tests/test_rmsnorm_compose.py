@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fact  # noqa: E402
 import fact.compose  # noqa: E402
-from fact.conformance.corpus import load_at_cpu_sizes  # noqa: E402
 from fact.testing import outputs as _outputs  # noqa: E402
 from fact.testing import assert_matches as _assert_matches  # noqa: E402
+from fact.testing import assert_within_float64_contract, corpus_model  # noqa: E402
 from fact.testing import needs_engine_plan  # noqa: E402
 from fact.testing import optimize_eagerly as _optimize  # noqa: E402
 import rmsnorm_models as R  # noqa: E402
@@ -138,22 +138,15 @@ def test_what_the_fold_cannot_take_is_declined_and_correct(name, tmp_path):
     _assert_matches(composed, module, make_inputs, tol=2e-2 if dtype == torch.bfloat16 else 1e-5)
 
 
-def _load_corpus(name):
-    return load_at_cpu_sizes(REPO_ROOT / "corpus" / f"{name}.py")
-
-
 @needs_engine_plan
 @pytest.mark.parametrize("patterns", [OPT_IN_BLOCK, ["rope", *OPT_IN_BLOCK]], ids=["rmsnorm", "rmsnorm_and_rope"])
 def test_transformers_llama_decoder_folds_both_norms(patterns, tmp_path):
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")
-    corpus = _load_corpus("hf_llama_decoder")
-    torch.manual_seed(0)
-    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
+    module, make_inputs = corpus_model("hf_llama_decoder")
     with torch.no_grad():
         for norm in (module.layer.input_layernorm, module.layer.post_attention_layernorm):
             norm.weight.normal_(1.0, 0.25)
-    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
     composed = _optimize(module, make_inputs(), tmp_path, patterns=patterns)
     report = composed.fact_report
     norms = _rmsnorm_replacements(report)
@@ -163,16 +156,7 @@ def test_transformers_llama_decoder_folds_both_norms(patterns, tmp_path):
         attention_input = next(n for n in norms if n.rule == "rmsnorm_3_matches")
         assert sum("rope" in call.summary for call in attention_input.calls) == 2, str(report)
     assert not [item for item in report.left_to_pytorch if "rmsnorm" in item.what], str(report)
-    with torch.no_grad():
-        torch.manual_seed(3)
-        inputs = make_inputs()
-        reference = module.double()(*[i.double() for i in inputs])
-        module.to(torch.bfloat16)
-        got = composed(*inputs)
-        want = module(*inputs)
-    # Within the precision contract of the model run in float64 (the conformance test's bound).
-    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
-    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+    assert_within_float64_contract(composed, module, make_inputs)
 
 
 @needs_engine_plan
@@ -181,26 +165,17 @@ def test_transformers_gemma_decoder_folds_both_norms(tmp_path):
     GeGLU MLP's interleaved gate/up weight."""
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")
-    corpus = _load_corpus("hf_gemma_decoder")
-    torch.manual_seed(0)
-    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
+    module, make_inputs = corpus_model("hf_gemma_decoder")
     with torch.no_grad():
         for norm in (module.layer.input_layernorm, module.layer.post_attention_layernorm):
             norm.weight.normal_(0.0, 0.25)  # transformers initializes Gemma's to zeros (g = 1)
-    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
     composed = _optimize(module, make_inputs(), tmp_path, patterns=OPT_IN_BLOCK)
     report = composed.fact_report
     norms = _rmsnorm_replacements(report)
     assert len(norms) == 2 and all(n.verified for n in norms), str(report)
     assert any("w + 1" in d for n in norms for d in n.derived), str(report)
     assert not [item for item in report.left_to_pytorch if "rmsnorm" in item.what], str(report)
-    with torch.no_grad():
-        torch.manual_seed(3)
-        inputs = make_inputs()
-        reference = module.double()(*[i.double() for i in inputs])
-        module.to(torch.bfloat16)
-        got = composed(*inputs)
-    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
+    assert_within_float64_contract(composed, module, make_inputs, close_to_module=None)
 
 
 # GPU (marked `gpu`, skipped elsewhere): the fold at the Llama-3-8B layer's sizes (hidden 4096,

@@ -22,8 +22,8 @@ if importlib.util.find_spec("fact") is None:
     sys.path.insert(0, str(REPO_ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fact.conformance.corpus import load_at_cpu_sizes  # noqa: E402
 from fact.testing import assert_matches as _assert_matches  # noqa: E402
+from fact.testing import assert_within_float64_contract, corpus_model  # noqa: E402
 from fact.testing import needs_engine_plan  # noqa: E402
 from fact.testing import optimize_eagerly as _optimize  # noqa: E402
 import rope_models as R  # noqa: E402
@@ -142,17 +142,10 @@ def test_what_the_rope_epilogue_cannot_compute_stays_a_gemm_and_is_correct(name,
     _assert_matches(composed, module, make_inputs, tol=2e-2 if dtype == torch.bfloat16 else 1e-5)
 
 
-def _load_corpus(name):
-    return load_at_cpu_sizes(REPO_ROOT / "corpus" / f"{name}.py")
-
-
 @needs_engine_plan
 @pytest.mark.parametrize("name", ["misc_rope_rotate_half", "misc_rope_interleaved"])
 def test_the_corpus_rotations_of_model_inputs_are_not_fused_and_still_run(name, tmp_path):
-    corpus = _load_corpus(name)
-    torch.manual_seed(0)
-    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
-    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    module, make_inputs = corpus_model(name)
     composed = _optimize(module, make_inputs(), tmp_path)
     report = composed.fact_report
     assert not _rope_replacements(report), "q and k are model inputs here: no projection to fuse into"
@@ -166,35 +159,20 @@ def test_the_corpus_rotations_of_model_inputs_are_not_fused_and_still_run(name, 
 def test_transformers_llama_decoder_fuses_rope_into_q_and_k_projections(tmp_path):
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")
-    corpus = _load_corpus("hf_llama_decoder")
-    torch.manual_seed(0)
-    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
-    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    module, make_inputs = corpus_model("hf_llama_decoder")
     composed = _optimize(module, make_inputs(), tmp_path, patterns=OPT_IN_ALL)
     report = composed.fact_report
     ropes = _rope_replacements(report)
     assert len(ropes) == 2 and all(r.verified and r.rule == "gemm_rope_rotate_half" for r in ropes), str(report)
     assert not [item for item in report.left_to_pytorch if "rope" in item.what], str(report)
-    with torch.no_grad():
-        torch.manual_seed(3)
-        inputs = make_inputs()
-        reference = module.double()(*[i.double() for i in inputs])
-        module.to(torch.bfloat16)
-        got = composed(*inputs)
-        want = module(*inputs)
-    # Within the precision contract of the model run in float64 (the conformance test's bound).
-    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
-    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+    assert_within_float64_contract(composed, module, make_inputs)
 
 
 @needs_engine_plan
 def test_transformers_llama_decoder_by_default_composes_q_and_k_as_plain_gemms(tmp_path):
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")
-    corpus = _load_corpus("hf_llama_decoder")
-    torch.manual_seed(0)
-    module = corpus.Model(*corpus.get_init_inputs()).to(torch.bfloat16).eval()
-    make_inputs = lambda: corpus.get_inputs(dtype=torch.bfloat16)  # noqa: E731
+    module, make_inputs = corpus_model("hf_llama_decoder")
     composed = _optimize(module, make_inputs(), tmp_path)
     report = composed.fact_report
     assert not _rope_replacements(report), str(report)
@@ -207,12 +185,4 @@ def test_transformers_llama_decoder_by_default_composes_q_and_k_as_plain_gemms(t
         gemms = [c for c in report.composed if c.pattern == "gemm" and node in c.nodes]
         assert len(gemms) == 1 and gemms[0].verified, (node, str(report))
         assert all("rope" not in call.summary for call in gemms[0].calls), str(report)
-    with torch.no_grad():
-        torch.manual_seed(3)
-        inputs = make_inputs()
-        reference = module.double()(*[i.double() for i in inputs])
-        module.to(torch.bfloat16)
-        got = composed(*inputs)
-        want = module(*inputs)
-    assert ((got.double() - reference).norm() / reference.norm()) < 2e-2
-    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+    assert_within_float64_contract(composed, module, make_inputs)
