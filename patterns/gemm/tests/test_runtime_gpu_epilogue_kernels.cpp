@@ -30,6 +30,7 @@
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
+#include "patterns/gemm/tests/gpu_kernel_test.hpp"
 #include "tests/cpp/runtime/runtime_test_support.hpp"
 
 namespace fact::gemm {
@@ -55,43 +56,12 @@ EpilogueStep step(Kind kind, double value = 1.0, Activation act = Activation::Id
   return s;
 }
 
-class GpuEpilogueKernels : public ::testing::Test {
+class GpuEpilogueKernels : public test::GpuGemmKernelTest {
  protected:
-  void SetUp() override {
-    FACT_REQUIRE_GPU();
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    if (major != 9) GTEST_SKIP() << "the kernels are built for sm_90a: needs a Hopper GPU";
-    options_ = realize::default_compile_options();
-    if (auto why = realize::compile_unavailable_reason(options_)) GTEST_SKIP() << *why;
-  }
-
-  // Renders `spec`, compiles it, and runs `problem` through run_kernel in `precision` (every
-  // check, timing off); returns the report.
   RunReport run(const GemmSpec& spec, const GemmProblem& problem, PrecisionMode precision,
                 const std::string& name) {
-    const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options_);
-    const realize::CompileResult built = realize::compile_kernel(kernel, dir_ / name, options_);
-    EXPECT_TRUE(built.ok) << built.reason << "\n" << built.log.substr(0, 4000);
-    if (!built.ok) return {};
-    EXPECT_EQ(built.log.find("C7510"), std::string::npos);
-    const std::filesystem::path problem_file = dir_ / (name + ".problem.json");
-    runtime::test::write_text(problem_file, problem_to_json(to_problem(problem)).dump());
-    runtime::RunKernelOptions o;
-    o.lib = built.output.string();
-    o.problem_json = problem_file.string();
-    o.precision = precision;
-    o.verify_only = true;
-    o.seed = 2026;
-    const RunReport report = runtime::run_kernel(o);
-    EXPECT_EQ(report.status, RunStatus::Ok) << report.error;
-    EXPECT_EQ(report.checks.size(), 5u);
-    if (report.rel_err) EXPECT_LE(*report.rel_err, report.tolerance);
-    return report;
+    return compile_and_verify(spec, problem, precision, name);
   }
-
-  runtime::test::ScratchDir dir_;
-  realize::CompileOptions options_;
 };
 
 TEST_F(GpuEpilogueKernels, IssueChainBf16) {

@@ -14,17 +14,14 @@
 // (sm_90a) to run the kernels; each compiles one kernel (30-90 s of nvcc).
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <iostream>
 
-#include "fact/realize/compile_command.hpp"
-#include "fact/realize/render.hpp"
-#include "fact/runtime/cuda_check.hpp"
-#include "fact/runtime/run_kernel.hpp"
+
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
-#include "tests/cpp/runtime/runtime_test_support.hpp"
+#include "patterns/gemm/tests/gpu_kernel_test.hpp"
 
 namespace fact::gemm {
 namespace {
@@ -33,7 +30,6 @@ using graph::DType;
 using Kind = EpilogueStep::Kind;
 using runtime::PrecisionMode;
 using runtime::RunReport;
-using runtime::RunStatus;
 
 // A projection [m, k] x [k, n] (nn.Linear, bf16) whose output is rotated per head of `group`
 // columns over sequences of `period` rows; `bias` adds a bias step before the rotation.
@@ -54,46 +50,16 @@ GemmProblem rope_problem(int64_t m, int64_t n, int64_t k, int64_t group, int64_t
   return p;
 }
 
-class GpuRopeKernels : public ::testing::Test {
+class GpuRopeKernels : public test::GpuGemmKernelTest {
  protected:
-  void SetUp() override {
-    FACT_REQUIRE_GPU();
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    if (major != 9) GTEST_SKIP() << "the kernels are built for sm_90a: needs a Hopper GPU";
-    options_ = realize::default_compile_options();
-    if (auto why = realize::compile_unavailable_reason(options_)) GTEST_SKIP() << *why;
-  }
-
-  // Renders the spec realization makes for `problem`, compiles it and runs every check of
-  // run_kernel (timing off); returns the report.
+  // The spec realization makes for `problem`, compiled and verified (compile_and_verify).
   RunReport run(const GemmProblem& problem, const std::string& name) {
     const GemmSpec spec = spec_from_problem(problem, "native");
     EXPECT_EQ(gemm_spec_error(spec), std::nullopt);
-    const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options_);
-    const realize::CompileResult built = realize::compile_kernel(kernel, dir_ / name, options_);
-    EXPECT_TRUE(built.ok) << built.reason << "\n" << built.log.substr(0, 4000);
-    if (!built.ok) return {};
-    EXPECT_EQ(built.log.find("C7510"), std::string::npos);
-    const std::filesystem::path problem_file = dir_ / (name + ".problem.json");
-    runtime::test::write_text(problem_file, problem_to_json(to_problem(problem)).dump());
-    runtime::RunKernelOptions o;
-    o.lib = built.output.string();
-    o.problem_json = problem_file.string();
-    o.precision = PrecisionMode::Native;
-    o.verify_only = true;
-    o.seed = 2026;
-    const RunReport report = runtime::run_kernel(o);
-    EXPECT_EQ(report.status, RunStatus::Ok) << report.error;
-    EXPECT_EQ(report.checks.size(), 5u);
-    if (report.rel_err) EXPECT_LE(*report.rel_err, report.tolerance);
-    std::cout << "[ rope ] " << spec.name() << ": rel_err "
-              << (report.rel_err ? std::to_string(*report.rel_err) : std::string("-")) << "\n";
+    const RunReport report = compile_and_verify(spec, problem, PrecisionMode::Native, name, 2026);
+    std::cout << "[ rope ] " << spec.name() << ": " << rel_err_text(report) << "\n";
     return report;
   }
-
-  runtime::test::ScratchDir dir_;
-  realize::CompileOptions options_;
 };
 
 TEST_F(GpuRopeKernels, LlamaQProjRotateHalfBf16) {
