@@ -24,6 +24,7 @@
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
+#include "patterns/gemm/tests/host_check.hpp"
 
 namespace fact::gemm {
 namespace {
@@ -353,22 +354,11 @@ int main() {
     s.tile = {c.m, c.n, 64};
     s.mainloop = c.schedule;
     ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-    RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
-    // The kernel's types only (no entry point: nothing is instantiated for the device), then main().
-    const size_t end = kernel.source.find("}  // namespace " + kernel.entry_symbol + "_kernel");
-    ASSERT_NE(end, std::string::npos) << kernel.source;
-    kernel.source = kernel.source.substr(0, end) + "}\n#define KERNEL_NAMESPACE " + kernel.entry_symbol +
-                    "_kernel\n" + kCheck;
-    realize::CompileOptions host = options_;
-    host.standalone_main = true;
     const std::string name = "glu_pairs_" + std::to_string(c.m) + "x" + std::to_string(c.n);
-    const realize::CompileResult r = realize::compile_kernel(kernel, scratch(name), host);
-    ASSERT_TRUE(r.ok) << r.reason << "\n" << r.log.substr(0, 20000);
-    const std::string output = (r.output.parent_path() / "pairs.txt").string();
-    const int status = std::system((r.output.string() + " > " + output + " 2>&1").c_str());
-    const std::string printed = util::read_file(output);
-    EXPECT_EQ(status, 0) << name << ": " << printed;
-    std::cout << "[ pairs ] " << s.name() << ": " << printed;
+    const test::HostCheckResult r = test::run_host_check(s, kCheck, scratch(name), options_);
+    ASSERT_TRUE(r.built) << r.printed;
+    EXPECT_EQ(r.status, 0) << name << ": " << r.printed;
+    std::cout << "[ pairs ] " << s.name() << ": " << r.printed;
   }
 }
 
