@@ -28,9 +28,23 @@ class AttentionRealizer final : public realize::Realizer {
     if (auto why = attention_decline_reason(p, precision)) throw std::invalid_argument(*why);
     return default_spec(p).to_kernel_spec();
   }
-  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem&,
+  // The pattern's space; for a sliding window without the deferred-PV variants, which refuse one
+  // (attention_entry.cuh's can_implement), so tuning does not build them for nothing.
+  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& problem,
                             const realize::SpaceOptions& options) const override {
-    return attention_space(AttentionSpec::of(problem_class), options);
+    realize::ParamSpace space = attention_space(AttentionSpec::of(problem_class), options);
+    if (attention_problem_of(problem).window > 0) {
+      std::vector<realize::KernelSpec> kept;
+      for (const realize::KernelSpec& c : space.candidates) {
+        if (AttentionSpec::of(c).defer_pv_wait) {
+          space.pruned.push_back({c, "the deferred-PV variant refuses a sliding window"});
+        } else {
+          kept.push_back(c);
+        }
+      }
+      space.candidates = std::move(kept);
+    }
+    return space;
   }
   realize::KernelTemplate render(const realize::KernelSpec& spec) const override {
     return render_attention_template(AttentionSpec::of(spec));

@@ -3,6 +3,7 @@
 // rendered instance (type choices only, content-keyed entry, fact_kernel_info with the spec).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "fact/discover/discover.hpp"
@@ -102,6 +103,23 @@ TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
   realize::SpaceOptions all;
   all.exhaustive = true;
   EXPECT_GT(realizer().space(cls, problem, all).candidates.size(), space.candidates.size());
+}
+
+TEST(AttentionRealizer, ASlidingWindowSpaceLeavesOutTheDeferredPvVariants) {
+  Problem problem = mingpt_attention();
+  const realize::KernelSpec cls = realizer().problem_class(problem, "native");
+  const realize::ParamSpace plain = realizer().space(cls, problem, {});
+  const auto deferred = [](const realize::KernelSpec& c) { return AttentionSpec::of(c).defer_pv_wait; };
+  ASSERT_TRUE(std::any_of(plain.candidates.begin(), plain.candidates.end(), deferred));
+  problem.desc["window"] = 100;
+  const realize::ParamSpace windowed = realizer().space(cls, problem, {});
+  EXPECT_EQ(windowed.candidates.front(), cls);
+  EXPECT_TRUE(std::none_of(windowed.candidates.begin(), windowed.candidates.end(), deferred));
+  EXPECT_EQ(windowed.candidates.size() + std::count_if(plain.candidates.begin(), plain.candidates.end(), deferred),
+            plain.candidates.size());
+  EXPECT_TRUE(std::any_of(windowed.pruned.begin(), windowed.pruned.end(), [](const realize::PrunedConfig& p) {
+    return p.reason.find("sliding window") != std::string::npos;
+  }));
 }
 
 TEST(AttentionRealizer, SpecJsonRoundTripAndErrors) {
