@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "fact/discover/graph_rewrite.hpp"
 #include "fact/discover/rule.hpp"
@@ -53,22 +52,14 @@ bool is_stored(const graph::Value& v) {
 
 bool is_16bit(graph::DType t) { return t == graph::DType::BFloat16 || t == graph::DType::Float16; }
 
-std::string number_text(double v) {
-  std::ostringstream text;
-  text << v;
-  return text.str();
-}
-
 // One recognized RMSNorm y = g * cast(x_f * rstd). `declined` says why it cannot be folded when
 // the structure is an RMSNorm but something about it is not (the reduction's dim).
 struct RmsNorm {
   ValueId x;           // the pre-norm input (x_f's source, or x_f itself without a cast)
   ValueId rstd;        // rsqrt(mean(x²) + eps): [..., 1] float32, stays in the graph
-  ValueId gamma;       // the norm's weight g (Gemma: the graph's w + c)
+  ValueId gamma;       // the norm's weight g; for Gemma's g = w.to(float32) + c, the stored w
+  double gamma_offset = 0.0;  // that c (0: g itself)
   ValueId normalized;  // y, what the projections read
-  // Gemma's g = w.to(float32) + c: the stored w the fold reads and the offset c (0: g itself).
-  ValueId gamma_source;
-  double gamma_offset = 0.0;
   double eps = 0.0;
   std::vector<graph::NodeId> tail;  // x_f * rstd, its cast (if any), g * ...: claimed when fused
   std::vector<graph::NodeId> head;  // x_f's cast, the square, mean, + eps, rsqrt (reports only)
@@ -147,7 +138,7 @@ std::optional<RmsNorm> rms_norm_of(const Graph& g, const Node& anchor) {
           source = tensor_args(*widen_w).front();
         }
         if (is_stored(g.value(source))) {
-          norm.gamma_source = source;
+          norm.gamma = source;
           norm.gamma_offset = offset->attrs.value("value", 0.0);
         }
       }
@@ -228,7 +219,7 @@ DerivedOperand folded_weight(const Graph& g, const std::string& id, const ValueI
   if (d.dtype != graph::DType::Float32) program.to(product, d.dtype);
   d.ops = std::move(program.ops);
   d.purpose = std::string("projection weight with the RMSNorm weight folded into its columns (W·diag(") +
-              (gamma_offset != 0.0 ? "w + " + number_text(gamma_offset) : std::string("g")) +
+              (gamma_offset != 0.0 ? "w + " + nlohmann::json(gamma_offset).dump() : std::string("g")) +
               "), float32 product rounded once)" +
               std::string(derived ? "; " + derived->purpose : "");
   return d;
@@ -264,7 +255,7 @@ std::optional<PrologueResult> attach_rmsnorm(const RuleContext& context, const N
                    std::string(graph::dtype_name(x.dtype)) +
                    " (the weight multiplies after a cast to another dtype): the projection would not read x");
   }
-  if (!is_stored(g.value(norm.gamma)) && norm.gamma_source.empty()) {
+  if (!is_stored(g.value(norm.gamma))) {
     return decline("norm weight '" + norm.gamma +
                    "' is computed by the graph (folding it into the projection weights needs a parameter, "
                    "or a parameter plus a constant)");
@@ -374,8 +365,7 @@ std::optional<PrologueResult> attach_rmsnorm(const RuleContext& context, const N
         return decline("match '" + rule_of(r) + "' has a full epilogue (no room for the row scale)");
       }
       const DerivedOperand weight =
-          folded_weight(g, p.d.value, p.b.value, is_derived ? &*existing : nullptr,
-                        norm.gamma_source.empty() ? norm.gamma : norm.gamma_source, norm.gamma_offset);
+          folded_weight(g, p.d.value, p.b.value, is_derived ? &*existing : nullptr, norm.gamma, norm.gamma_offset);
       folded_from[p.b.value] = weight.value;
       p.a.value = norm.x;
       p.b.value = weight.value;

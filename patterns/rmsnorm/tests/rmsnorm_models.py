@@ -78,11 +78,13 @@ class NormOverOtherDim(nn.Module):
 
 
 class NormComputedWeight(nn.Module):
-    """The norm weight is computed in forward (exp(w): not a parameter, nor one plus a constant):
-    declined."""
+    """Llama's order with the norm weight computed in forward from a parameter w: `weight(w)`.
+    1 + w folds as W·diag(1 + w) (the offset added in float32 at plan time); exp(w), neither a
+    parameter nor one plus a constant, is declined."""
 
-    def __init__(self, hidden=64):
+    def __init__(self, weight, hidden=64):
         super().__init__()
+        self.weight = weight
         self.w = nn.Parameter(0.1 * torch.randn(hidden))
         self.q = nn.Linear(hidden, hidden, bias=False)
 
@@ -90,23 +92,15 @@ class NormComputedWeight(nn.Module):
         dtype = x.dtype
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
-        return self.q(torch.exp(self.w) * h.to(dtype))
+        return self.q(self.weight(self.w) * h.to(dtype))
 
 
-class NormOffsetWeight(nn.Module):
-    """Llama's order with a weight 1 + w computed in forward from a parameter: folded as
-    W·diag(1 + w) (the offset added in float32 at plan time)."""
+def exp_weight(w):
+    return torch.exp(w)
 
-    def __init__(self, hidden=64):
-        super().__init__()
-        self.w = nn.Parameter(0.1 * torch.randn(hidden))
-        self.q = nn.Linear(hidden, hidden, bias=False)
 
-    def forward(self, x):
-        dtype = x.dtype
-        h = x.to(torch.float32)
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
-        return self.q((1.0 + self.w) * h.to(dtype))
+def one_plus_weight(w):
+    return 1.0 + w
 
 
 class GemmaRMSNorm(nn.Module):

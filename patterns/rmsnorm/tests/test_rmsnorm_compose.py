@@ -54,7 +54,7 @@ CASES = {  # model, merged rule, calls, the norm's nodes it replaces
     "qkv_bias": (lambda: R.NormQKV(bias=True), "rmsnorm_3_matches", 3, LLAMA_TAIL),
     "swiglu_mlp": (lambda: R.NormSwiGLU(), "rmsnorm_swiglu_mlp", 2, LLAMA_TAIL),
     # g = 1 + w computed in forward: folded as W·diag(1 + w)
-    "offset_weight": (lambda: R.NormOffsetWeight(), "rmsnorm_gemm", 1, LLAMA_TAIL),
+    "offset_weight": (lambda: R.NormComputedWeight(R.one_plus_weight), "rmsnorm_gemm", 1, LLAMA_TAIL),
     # Gemma: x_f·rstd, ·(1 + w.float()) in float32, then the cast back
     "gemma_qkv": (lambda: R.GemmaNormQKV(), "rmsnorm_3_matches", 3, {"mul", "mul_1", "type_as"}),
 }
@@ -117,7 +117,7 @@ def test_the_folded_projection_is_as_close_to_float64_as_pytorchs_bf16(tmp_path)
 DECLINED = {
     "also_returned": (lambda: R.NormAlsoReturned(), torch.bfloat16, "native", "also read by"),
     "other_dim": (lambda: R.NormOverOtherDim(), torch.bfloat16, "native", "not the last"),
-    "computed_weight": (lambda: R.NormComputedWeight(), torch.bfloat16, "native", "computed by the graph"),
+    "computed_weight": (lambda: R.NormComputedWeight(R.exp_weight), torch.bfloat16, "native", "computed by the graph"),
     "float32_strict": (lambda: R.NormQKV(), torch.float32, "strict", "dtype float32"),
 }
 

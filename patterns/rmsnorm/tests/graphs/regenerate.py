@@ -30,8 +30,8 @@ def fixtures():
     yield "norm_swiglu_bf16", R.NormSwiGLU(), torch.bfloat16, [X]
     yield "norm_also_returned_bf16", R.NormAlsoReturned(), torch.bfloat16, [X]
     yield "norm_other_dim_bf16", R.NormOverOtherDim(), torch.bfloat16, [X]
-    yield "norm_computed_weight_bf16", R.NormComputedWeight(), torch.bfloat16, [X]
-    yield "norm_offset_weight_bf16", R.NormOffsetWeight(), torch.bfloat16, [X]
+    yield "norm_computed_weight_bf16", R.NormComputedWeight(R.exp_weight), torch.bfloat16, [X]
+    yield "norm_offset_weight_bf16", R.NormComputedWeight(R.one_plus_weight), torch.bfloat16, [X]
     yield "norm_gemma_qkv_bf16", R.GemmaNormQKV(), torch.bfloat16, [X]
 
 
