@@ -13,8 +13,8 @@ needs pytest, so only tests import it.
     corpus_model(name, dtype)            a corpus file's Model at its CPU_TEST_SIZES (seed 0,
                                          eval) and its make_inputs
     assert_within_float64_contract(composed, module, make_inputs, ...)
-                                         the composed output within 2e-2 of the module run in
-                                         float64 (the conformance bound) and close to the module
+                                         the composed output within the conformance bound of
+                                         the module run in float64, and close to the module
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import torch
 
 import fact
 import fact.compose
-from fact.conformance.corpus import CORPUS_DIR, load_at_cpu_sizes
+from fact.conformance.corpus import CORPUS_DIR, OUTPUT_BOUND, load_at_cpu_sizes
 
 ENGINE_CAN_PLAN, ENGINE_WHY_NOT = fact.compose.engine_can_plan()
 needs_engine_plan = pytest.mark.skipif(
@@ -73,9 +73,10 @@ def corpus_model(name: str, dtype: torch.dtype = torch.bfloat16):
 
 def assert_within_float64_contract(composed: torch.nn.Module, module: torch.nn.Module,
                                    make_inputs: Callable[[], Sequence[Any]], seed: int = 3,
-                                   bound: float = 2e-2, close_to_module: float | None = 5e-2) -> None:
+                                   bound: float = OUTPUT_BOUND["native"],
+                                   close_to_module: float | None = 5e-2) -> None:
     """On inputs drawn after torch.manual_seed(seed): ||composed - ref|| / ||ref|| < `bound`, with ref
-    the module run in float64 (the conformance test's bound for `native`), and, unless
+    the module run in float64 (default: the conformance bound for `native`), and, unless
     `close_to_module` is None, the composed output within that rtol/atol of the module's own.
     The module is returned to its dtype afterwards."""
     dtype = next(module.parameters()).dtype

@@ -248,6 +248,19 @@ def test_sliding_window_attention_composes_with_its_window(name, sizes, window, 
 # GPU
 
 
+def _gpu_attention_of(model, inputs, tmp_path):
+    """fact.optimize on the GPU (no speed guard): the composed module matches the model, and its
+    one attention replacement runs verified kernels; returns that replacement's report entry."""
+    with torch.no_grad():
+        composed = fact.compose.optimize(model, inputs, work_dir=tmp_path / "work", speed_guard=False)
+        want, got = model(*inputs), composed(*inputs)
+    attention = _attention_entries(composed.fact_report)
+    assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
+    assert attention[0].implementation == "kernels"
+    assert _close(got, want)
+    return attention[0]
+
+
 
 @pytest.mark.gpu
 @pytest.mark.slow
@@ -260,14 +273,8 @@ def test_mingpt_block_attention_kernel_through_optimize_on_the_gpu(tmp_path):
     torch.manual_seed(0)
     model = module.MinGPTBlock(768, 8, 512).to("cuda", torch.bfloat16).eval()
     inputs = (torch.randn(4, 512, 768, device="cuda", dtype=torch.bfloat16),)
-    with torch.no_grad():
-        composed = fact.compose.optimize(model, inputs, work_dir=tmp_path / "work", speed_guard=False)
-        want, got = model(*inputs), composed(*inputs)
-    attention = _attention_entries(composed.fact_report)
-    assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
-    assert attention[0].implementation == "kernels"
-    assert attention[0].calls[0].kernel.startswith("attn_bf16_d96_causal")
-    assert _close(got, want)
+    attention = _gpu_attention_of(model, inputs, tmp_path)
+    assert attention.calls[0].kernel.startswith("attn_bf16_d96_causal")
 
 
 @pytest.mark.gpu
@@ -285,14 +292,8 @@ def test_phi3_sliding_window_attention_kernel_through_optimize_on_the_gpu(tmp_pa
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs()).to("cuda", torch.bfloat16).eval()
     inputs = tuple(module.get_inputs(dtype=torch.bfloat16, device="cuda"))
-    with torch.no_grad():
-        composed = fact.compose.optimize(model, inputs, work_dir=tmp_path / "work", speed_guard=False)
-        want, got = model(*inputs), composed(*inputs)
-    attention = _attention_entries(composed.fact_report)
-    assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
-    assert attention[0].implementation == "kernels"
-    assert "w200" in attention[0].calls[0].summary, attention[0].calls[0].summary
-    assert _close(got, want)
+    attention = _gpu_attention_of(model, inputs, tmp_path)
+    assert "w200" in attention.calls[0].summary, attention.calls[0].summary
 
 
 @pytest.mark.gpu

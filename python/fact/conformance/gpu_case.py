@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, _single_tensor, build_case, case_record,
+from fact.conformance.corpus import (_first_line, _single_tensor, build_case, case_record,
                                      file_dtypes, float64_output, load_json,
                                      output_bound, quiet_torch, relative_error)
 from fact.conformance.coverage import _share, coverage_row
@@ -75,8 +75,8 @@ def run_gpu_case(path: Path, dtype_name: str, work_dir: Path, *, device: str = "
     from fact.timing import L2Flusher, time_cuda_interleaved, time_device
 
     started = started or time.time()
-    precision = PRECISION_BY_DTYPE[dtype_name]
     case = case_record(path.stem, dtype_name)
+    precision = case["precision"]
     seconds: dict = {}
     case["seconds"] = seconds
     clock = time.perf_counter()
