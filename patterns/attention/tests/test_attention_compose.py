@@ -12,7 +12,6 @@ rendered attention kernel compiled, and the kernel alone through `fact run-kerne
 attention runtime's verification and timing)."""
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
