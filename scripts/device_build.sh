@@ -8,7 +8,10 @@
 #     LOG_DIR/configure.log and LOG_DIR/build.log; FACT_BUILD_TARGETS (space-separated target
 #     names, e.g. "fact fact_library fact_runtime_tests") builds only those;
 #   - on success exports FACT_ENGINE=$PWD/build-device/fact and returns 0; on failure prints
-#     the error's context and returns 1.
+#     the error's context and returns 1;
+#   - FACT_PREBUILT=1: build-device was built by the caller (scripts/device_parallel.sh builds
+#     once, then runs several scripts side by side): only the exports, no cmake (two cmake runs
+#     in one build folder at once would clash).
 fact_device_build() {
   local log_dir=$1
   mkdir -p "$log_dir"
@@ -16,6 +19,10 @@ fact_device_build() {
   export FACT_CACHE_DIR=${FACT_CACHE_DIR:-/tmp/fact-cache}
   export FACT_GIT_SHA=$(cat .fact-git-sha 2>/dev/null || echo unknown)
   export PYTHONUNBUFFERED=1
+  if [ "${FACT_PREBUILT:-0}" = 1 ] && [ -x build-device/fact ]; then
+    export FACT_ENGINE=$PWD/build-device/fact
+    return 0
+  fi
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFACT_BUILD_TESTS=${FACT_BUILD_TESTS:-OFF} \
         >"$log_dir/configure.log" 2>&1 || { tail -40 "$log_dir/configure.log"; return 1; }
   # shellcheck disable=SC2086  # FACT_BUILD_TARGETS is a word list
