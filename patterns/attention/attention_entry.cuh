@@ -1,5 +1,6 @@
 // The logic behind every FACT attention kernel library (DESIGN.md rule 5): an instantiation file
-// names one Config (fmha_sm90.cuh) and expands FACT_ATTENTION_INSTANCE, which exports
+// names one Config (fmha_sm90.cuh's Config for bf16/fp16, fmha_f32_sm90.cuh's F32Config for
+// float32 with 3xTF32 or TF32 products; KernelOf<Config> names the kernel) and expands FACT_ATTENTION_INSTANCE, which exports
 //
 //   extern "C" int fact_<key>(const FactCallHeader*, void* workspace, size_t* workspace_size,
 //                             void* stream);          // kernel C ABI v2 (docs/abi.md)
@@ -19,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "patterns/attention/attention_abi.h"
+#include "patterns/attention/fmha_f32_sm90.cuh"
 #include "patterns/attention/fmha_sm90.cuh"
 
 #ifndef FACT_EXPORT
@@ -31,17 +33,19 @@ inline constexpr uint32_t kKindId = fact_kind_id(FACT_ATTENTION_KIND_NAME);
 
 template <class Cfg>
 struct Entry {
-  using Kernel = Sm90Fmha<Cfg>;
+  using Kernel = typename KernelOf<Cfg>::type;
   using Element = typename Cfg::Element;
   static_assert(!Cfg::kDynamicSchedule || Cfg::kPersistent, "a dynamic schedule needs a persistent grid");
   static constexpr int64_t kTmaStrideLimit = int64_t(1) << 40;  // bytes
 
   static constexpr const char* dtype_name() {
-    return std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16";
+    return std::is_same_v<Element, float> ? "f32" : std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16";
   }
   // The FactDType of Q, K, V and O this kernel was built for.
   static constexpr int32_t abi_dtype() {
-    return std::is_same_v<Element, cutlass::bfloat16_t> ? FACT_DTYPE_BF16 : FACT_DTYPE_F16;
+    return std::is_same_v<Element, float>                  ? FACT_DTYPE_F32
+           : std::is_same_v<Element, cutlass::bfloat16_t> ? FACT_DTYPE_BF16
+                                                           : FACT_DTYPE_F16;
   }
 
   static size_t workspace_bytes() { return Cfg::kDynamicSchedule ? 16 : 0; }
@@ -171,7 +175,7 @@ struct Entry {
       DeviceInfo* info = device_info(device);
       if (info == nullptr) return FACT_ERR_INITIALIZE;
       p.l2_bytes = info->l2_bytes;
-      auto kernel = &fmha_sm90_kernel<Kernel>;
+      auto kernel = KernelOf<Cfg>::function();
       if (!info->smem_set) {
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes) !=
             cudaSuccess) {
@@ -206,13 +210,14 @@ struct Entry {
                     "\"name\":\"%s\",\"spec\":{\"arch\":\"sm_90a\",\"dtype\":\"%s\",\"head_dim\":%d,"
                     "\"v_head_dim\":%d,\"causal\":%s,\"block_m\":%d,\"block_n\":%d,\"stages\":%d,"
                     "\"consumer_warpgroups\":%d,\"schedule\":\"%s\",\"tile_order\":\"%s\","
-                    "\"persistent\":%s,\"smem_bytes\":%d,\"args_size\":%d,\"workspace_bytes\":%d}}",
+                    "\"persistent\":%s,\"smem_bytes\":%d,\"args_size\":%d,\"workspace_bytes\":%d,"
+                    "\"products\":\"%s\"}}",
                     FACT_ABI_VERSION, key, key, name, dtype_name(), Cfg::kHeadDim, Cfg::kHeadDim,
                     Cfg::kCausal ? "true" : "false", Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
                     Kernel::kNumWG, Cfg::kPingPong ? "pingpong" : "cooperative",
                     Cfg::kDynamicSchedule ? "dynamic_lpt" : "static_lpt",
                     Cfg::kPersistent ? "true" : "false", Kernel::kSmemBytes,
-                    int(sizeof(FactAttentionArgs)), int(workspace_bytes()));
+                    int(sizeof(FactAttentionArgs)), int(workspace_bytes()), KernelOf<Cfg>::precision());
       done = true;
     }
     return buffer;

@@ -848,4 +848,18 @@ __global__ void __launch_bounds__(Kernel::kThreads, 1)
 #endif
 }
 
+// Which kernel a Config builds, for the shared C entry (attention_entry.cuh): the kernel class,
+// its __global__ function and the precision of its products. fmha_f32_sm90.cuh specializes it
+// for F32Config.
+template <class Cfg>
+struct KernelOf;
+
+template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
+          bool OA>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>>;
+  static constexpr auto function() { return &fmha_sm90_kernel<type>; }
+  static constexpr const char* precision() { return "native"; }
+};
+
 }  // namespace fact::attention
