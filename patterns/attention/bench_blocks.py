@@ -85,7 +85,8 @@ RMSNORM_PATTERNS = ["rmsnorm", "attention", "gemm", "mlp", "swiglu"]
 # starts only when this much of the budget is left.
 EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_compile_max_autotune": 120,
                     "torch_compile_sdpa": 30, "fact_attention_only": 45, "fact_gemms_only": 45,
-                    "fact_cuda_graphs": 60, "fact_no_rope": 45, "fact_rmsnorm": 180}
+                    "fact_cuda_graphs": 60, "fact_no_rope": 45, "fact_rmsnorm": 180, "fact_tf32": 120,
+                    "torch_eager_tf32": 15}
 # Seconds kept for timing the built variants together at the end of a case (the interleaved
 # rounds and, with --profile, the profiles): a variant is built only when its expected seconds
 # plus these are left.
@@ -206,13 +207,14 @@ def run_package(run: Run, package: Path) -> None:
                                 cuda_graphs=cuda_graphs)
         return build_composed(key, composed, patterns)
 
-    def fact_planned_variant(key: str, patterns) -> str:
+    def fact_planned_variant(key: str, patterns, precision: str | None = None) -> str:
         """The model planned and composed in this process with `patterns` named (an opt-in fold the
-        package was not planned with), the Inductor remainder as the package has it."""
+        package was not planned with) or in another `precision` (a float32 block in tf32), the
+        Inductor remainder as the package has it."""
         from fact.compose import optimize
 
         work = Path(tempfile.mkdtemp(prefix=f"fact_bench_{key}_"))
-        composed = optimize(model, inputs, work_dir=work, remainder="inductor", patterns=patterns,
+        composed = optimize(model, inputs, precision, work_dir=work, remainder="inductor", patterns=patterns,
                             speed_guard=False)
         return build_composed(key, composed, patterns, plan=str(work))
 
@@ -225,8 +227,9 @@ def run_package(run: Run, package: Path) -> None:
                  "runs": report.runs}
         if plan is not None:
             entry["plan"] = plan
-        case["precision"] = report.precision
-        if key == "fact":  # the verification is recorded now; the time once all variants are timed
+        entry["precision"] = report.precision
+        if key == "fact":
+            case["precision"] = report.precision  # the verification is recorded now; the time once all variants are timed
             case["rel_err"] = check["fact_rel_err"]
             case["verification"] = check
             case["config"] = "; ".join(f"{call.summary}: {call.kernel or call.config}"
@@ -244,7 +247,12 @@ def run_package(run: Run, package: Path) -> None:
 
     def baseline(key: str, mode, source=None) -> str:
         source = model if source is None else source
-        fn = (lambda *xs: source(*xs)) if key == "torch_eager" else _compiled(source, inputs, mode)
+        if key == "torch_eager":
+            fn = lambda *xs: source(*xs)  # noqa: E731
+        elif key == "torch_eager_tf32":
+            fn = lambda *xs: _with_tf32(source, xs)  # noqa: E731
+        else:
+            fn = _compiled(source, inputs, mode)
         rel_err = error_of(fn)
 
         def record(stats: dict) -> None:
@@ -268,6 +276,11 @@ def run_package(run: Run, package: Path) -> None:
                                              [p for p in ("attention", *GEMM_PATTERNS) if p != "rope"]),
         "fact_rmsnorm": lambda: fact_planned_variant("fact_rmsnorm", RMSNORM_PATTERNS),
     }
+    if dtype == "float32":
+        # The float32 block in tf32 too: FACT planned in precision tf32 (TF32 GEMMs and attention)
+        # against eager with TF32 allowed (issue 11's tf32 goal).
+        variants["fact_tf32"] = lambda: fact_planned_variant("fact_tf32", None, precision="tf32")
+        variants["torch_eager_tf32"] = lambda: baseline("torch_eager_tf32", None)
     if twin is None:
         del variants["torch_compile_sdpa"]
     try:
@@ -373,6 +386,17 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device,
     return {name: summarize(values, timer) for name, values in samples.items()}
 
 
+def _with_tf32(model, inputs):
+    """model(*inputs) with TF32 allowed for matmuls and convolutions (PyTorch's opt-in), the
+    flags restored after."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        return model(*inputs)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
 def _compiled(model, inputs, mode):
     compiled = torch.compile(copy.deepcopy(model), mode=mode)
     with torch.no_grad():
@@ -385,15 +409,18 @@ def finish(case: dict) -> None:
     if case["fact_ms"]:
         case["speedup"] = {k: b["ms"] / case["fact_ms"] for k, b in case["baselines"].items() if b.get("ms")}
     eager = case["baselines"].get("torch_eager", {}).get("ms")
+    eager_tf32 = case["baselines"].get("torch_eager_tf32", {}).get("ms")
     for entry in case["ablation"].values():
-        if eager:
+        if eager and entry.get("ms"):
             entry["speedup_vs_eager"] = eager / entry["ms"]
+        if eager_tf32 and entry.get("ms"):
+            entry["speedup_vs_eager_tf32"] = eager_tf32 / entry["ms"]
     # Each pattern's share of the time FACT saves over eager (attention only and GEMMs only need
     # not add up to all: the remainders Inductor compiles differ).
     if eager and "all" in case["ablation"]:
         saved = eager - case["ablation"]["all"]["ms"]
         for key, entry in case["ablation"].items():
-            if key not in ("all", "cuda_graphs") and saved > 0:
+            if key not in ("all", "cuda_graphs", "tf32") and saved > 0:
                 entry["share_of_saving"] = (eager - entry["ms"]) / saved
 
 
@@ -411,12 +438,16 @@ def table(doc: dict) -> str:
                 ("FACT GEMMs only", case["ablation"].get("gemms_only", {}).get("ms")),
                 ("FACT in a CUDA graph", case["ablation"].get("cuda_graphs", {}).get("ms")),
                 ("FACT without rope", case["ablation"].get("no_rope", {}).get("ms")),
-                ("FACT with the RMSNorm fold", case["ablation"].get("rmsnorm", {}).get("ms"))]
+                ("FACT with the RMSNorm fold", case["ablation"].get("rmsnorm", {}).get("ms")),
+                ("torch eager, TF32 allowed", case["baselines"].get("torch_eager_tf32", {}).get("ms")),
+                ("FACT in precision tf32", case["ablation"].get("tf32", {}).get("ms"))]
         for label, ms in rows:
             if ms is None:
                 lines.append(f"    {label:<28}        -")
                 continue
-            ratio = f"  FACT x{ms / case['fact_ms']:.2f}" if case["fact_ms"] and label.startswith("torch") else ""
+            # TF32-allowed eager against FACT in tf32; every other baseline against FACT (all patterns).
+            mine = case["ablation"].get("tf32", {}).get("ms") if "TF32" in label else case["fact_ms"]
+            ratio = f"  FACT x{ms / mine:.2f}" if mine and label.startswith("torch") else ""
             lines.append(f"    {label:<28} {ms:8.3f} ms{ratio}")
         for key, why in case["skipped"].items():
             lines.append(f"    ({key}: {why})")

@@ -292,6 +292,7 @@ struct F32Fmha {
       }
 
       // Online softmax, float32. Rows g (elements 0, 1) and g + 8 (elements 2, 3).
+      float alpha[2];  // the factor O's rows are rescaled by (exp of the old max - the new one)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         float mx = row_max[half];
@@ -301,7 +302,7 @@ struct F32Fmha {
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // A row that has seen no key yet keeps max -inf: exponents against 0 give p = 0.
         float const base = mx == -INFINITY ? 0.f : mx * P.scale_log2;
-        float const alpha = row_max[half] == -INFINITY ? 0.f : exp2f(row_max[half] * P.scale_log2 - base);
+        alpha[half] = row_max[half] == -INFINITY ? 0.f : exp2f(row_max[half] * P.scale_log2 - base);
         row_max[half] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -313,12 +314,7 @@ struct F32Fmha {
             sum += pe;
           }
         }
-        row_sum[half] = row_sum[half] * alpha + sum;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          o[i][2 * half] *= alpha;
-          o[i][2 * half + 1] *= alpha;
-        }
+        row_sum[half] = row_sum[half] * alpha[half] + sum;
       }
 
       cp_async_wait_all();
@@ -328,7 +324,14 @@ struct F32Fmha {
         cp_async_commit();
       }
 
-      // O += P V: P's fragment is the thread's S accumulator (k t <-> key 2t, k t+4 <-> key 2t+1).
+      // O = alpha O + P V. P's fragment is the thread's S accumulator (k t <-> key 2t, k t+4 <->
+      // key 2t+1). Two-level accumulation: the tensor cores' float32 accumulation truncates
+      // (patterns/gemm_f32_strict/strict_gemm_sm90.cuh measured it), so the block's P V is
+      // accumulated from zero in `pv` and added to O with a rounded FFMA; a chain over every key
+      // block would grow the error with the sequence length.
+      float pv[D / 8][4];
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) pv[i][0] = pv[i][1] = pv[i][2] = pv[i][3] = 0.f;
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
         uint32_t ab[4], as[4];
@@ -343,8 +346,13 @@ struct F32Fmha {
           uint32_t bb0, bs0, bb1, bs1;
           split<kProducts>(v_lo[i * 8], bb0, bs0);  // (k t,   dim g) <- key 2t
           split<kProducts>(v_hi[i * 8], bb1, bs1);  // (k t+4, dim g) <- key 2t+1
-          mma_split<kProducts>(o[i], ab, as, bb0, bb1, bs0, bs1);
+          mma_split<kProducts>(pv[i], ab, as, bb0, bb1, bs0, bs1);
         }
+      }
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = fmaf(o[i][e], alpha[e / 2], pv[i][e]);
       }
     }
     cp_async_wait_all();  // nothing may be in flight at exit (a tile that saw no key loaded Q)

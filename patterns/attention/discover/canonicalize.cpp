@@ -548,12 +548,17 @@ bool self_contained(const Graph& g, const Analysis& a) {
   return true;
 }
 
-// Whether a kernel could compute it (in any precision mode; the rule says which, and why not).
+// Whether a kernel could compute it in some precision mode (bf16/fp16 kernels run native ones,
+// the float32 kernels strict and tf32 ones; the rule says which mode the run has, and why not).
 bool kernel_takes(const Analysis& a, const Graph& g) {
   json desc = a.attrs;
   desc["dtype"] = graph::dtype_name(g.value(a.output).desc.dtype);
   try {
-    return !attention_decline_reason(attention_problem_from_json(desc), "native").has_value();
+    const AttentionProblem p = attention_problem_from_json(desc);
+    for (const char* precision : {"native", "strict"}) {
+      if (!attention_decline_reason(p, precision).has_value()) return true;
+    }
+    return false;
   } catch (const std::invalid_argument&) {
     return false;
   }

@@ -204,15 +204,12 @@ std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
                                                     const std::string& precision) {
   if (!p.unsupported.empty()) return p.unsupported;
   if (p.dtype == DType::Float32) {
-    if (precision == "native") {
-      return std::string("float32 attention: the attention kernel is bf16/fp16 only (a float32 model keeps "
-                         "float32 attention in a native run)");
+    if (precision != "strict" && precision != "tf32") {
+      return "float32 attention in a '" + precision +
+             "' run: the float32 attention kernels are 3xTF32 (precision strict) and TF32 (precision tf32)";
     }
-    return "float32 attention: no float32 attention kernel yet (precision '" + precision +
-           "' needs a 3xTF32 flash attention for strict or a TF32 one for tf32; neither is built)";
-  }
-  if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) {
-    return "dtype " + std::string(graph::dtype_name(p.dtype)) + ": the attention kernel is bf16/fp16 only";
+  } else if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) {
+    return "dtype " + std::string(graph::dtype_name(p.dtype)) + ": the attention kernels are bf16/fp16 and float32";
   }
   if (p.head_dim != p.v_head_dim) {
     return "head dim of Q/K (" + std::to_string(p.head_dim) + ") differs from V's (" +

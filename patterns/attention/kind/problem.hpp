@@ -92,8 +92,8 @@ AttentionProblem attention_problem_of(const Problem& problem);  // throws for an
 void set_dense_views(AttentionProblem& p);
 
 // Why no FACT attention kernel computes `p` under `precision` (nullopt: one does): the
-// canonicalization's `unsupported` reason, a float32 model (no strict / tf32 attention kernel
-// yet), head dims outside kKernelHeadDims or unequal, a head dim that is not contiguous, a
+// canonicalization's `unsupported` reason, a float32 problem in another precision than strict
+// (3xTF32 kernel) or tf32 (TF32 kernel), another dtype than bf16/fp16/float32, head dims outside kKernelHeadDims or unequal, a head dim that is not contiguous, a
 // stride or offset that is not a multiple of 16 bytes (TMA), a GQA group that does not divide.
 std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
                                                     const std::string& precision);

@@ -1,5 +1,6 @@
 // The attention pattern's realizer (fact/realize/realizer.hpp): bf16/fp16 attention in
-// precision native as FACT's own sm_90a FMHA (fmha_sm90.cuh). Declines with the same reasons
+// precision native as FACT's own sm_90a FMHA (fmha_sm90.cuh), float32 attention in precision
+// strict (3xTF32) or tf32 (TF32) as its float32 flash attention (fmha_f32_sm90.cuh). Declines with the same reasons
 // discovery gives (kind/problem.hpp's attention_decline_reason).
 #include "fact/realize/realizer.hpp"
 #include "fact/realize/cutlass_names.hpp"
@@ -17,7 +18,7 @@ class AttentionRealizer final : public realize::Realizer {
     try {
       const AttentionProblem p = attention_problem_of(problem);
       if (auto why = attention_decline_reason(p, precision)) return why;
-      if (auto error = attention_spec_error(default_spec(p))) return error;
+      if (auto error = attention_spec_error(default_spec(p, precision))) return error;
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
@@ -26,7 +27,7 @@ class AttentionRealizer final : public realize::Realizer {
   realize::KernelSpec problem_class(const Problem& problem, const std::string& precision) const override {
     const AttentionProblem p = attention_problem_of(problem);
     if (auto why = attention_decline_reason(p, precision)) throw std::invalid_argument(*why);
-    return default_spec(p).to_kernel_spec();
+    return default_spec(p, precision).to_kernel_spec();
   }
   // The pattern's space; for a sliding window without the deferred-PV variants, which refuse one
   // (attention_entry.cuh's can_implement), so tuning does not build them for nothing.
@@ -49,14 +50,17 @@ class AttentionRealizer final : public realize::Realizer {
   realize::KernelTemplate render(const realize::KernelSpec& spec) const override {
     return render_attention_template(AttentionSpec::of(spec));
   }
-  // "bf16|d96|causal": what a tuned choice is valid for besides the sizes.
+  // "bf16|d96|causal" ("f32|d96|causal|3xtf32"): what a tuned choice is valid for besides the sizes.
   std::string class_token(const realize::KernelSpec& problem_class) const override {
     const AttentionSpec s = AttentionSpec::of(problem_class);
-    return std::string(realize::dtype_token(s.dtype)) + "|d" + std::to_string(s.head_dim) + "|" +
-           (s.causal ? "causal" : "nomask");
+    std::string token = std::string(realize::dtype_token(s.dtype)) + "|d" + std::to_string(s.head_dim) + "|" +
+                        (s.causal ? "causal" : "nomask");
+    if (is_float32_kernel(s)) token += s.products == 1 ? "|tf32" : "|3xtf32";
+    return token;
   }
   std::string family(const realize::KernelSpec& spec) const override {
     const AttentionSpec s = AttentionSpec::of(spec);
+    if (is_float32_kernel(s)) return "f32/m" + std::to_string(s.block_m) + "/n" + std::to_string(s.block_n);
     return std::string(s.pingpong ? "pingpong" : "cooperative") + "/" + (s.dynamic_schedule ? "dynamic" : "static") +
            "/" + (s.persistent ? "persistent" : "grid") + "/n" + std::to_string(s.block_n);
   }

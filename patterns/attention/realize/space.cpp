@@ -12,7 +12,7 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
   p.dtype = problem_class.dtype;
   p.head_dim = p.v_head_dim = problem_class.head_dim;
   p.mask = problem_class.causal ? MaskKind::CausalTopLeft : MaskKind::None;
-  const AttentionSpec base = default_spec(p);
+  const AttentionSpec base = default_spec(p, problem_class.products == 1 ? "tf32" : "strict");
 
   std::vector<AttentionSpec> configs{base};
   auto vary = [&](auto change) {
@@ -20,24 +20,32 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
     change(s);
     configs.push_back(s);
   };
-  // Ping-pong of the consumer warpgroups (2-7% behind cooperative in every measured shape, kept
-  // for the tuner), with and without the deferred PV wait; KERNEL.md's ping-pong instances use
-  // L2 sections and two Q stages.
-  vary([](AttentionSpec& s) { s.pingpong = true; s.tile_order = 0; s.q_stages = 2; });
-  vary([](AttentionSpec& s) { s.pingpong = true; s.defer_pv_wait = true; s.tile_order = 0; s.q_stages = 2; });
-  vary([](AttentionSpec& s) { s.tile_order = 1 - s.tile_order; });
-  vary([](AttentionSpec& s) { s.dynamic_schedule = false; });
-  vary([](AttentionSpec& s) { s.q_stages = 3 - s.q_stages; });
-  vary([](AttentionSpec& s) { ++s.stages; });
-  vary([](AttentionSpec& s) { --s.stages; });
-  vary([](AttentionSpec& s) { s.defer_pv_wait = true; });
-  vary([](AttentionSpec& s) { s.dynamic_schedule = false; s.persistent = false; });
-  if (options.exhaustive) {
-    // Not measured yet: 64-key blocks with deeper rings, O staged in the Q buffer.
-    for (int stages : {4, 6}) vary([&](AttentionSpec& s) { s.block_n = 64; s.stages = stages; });
-    vary([](AttentionSpec& s) { s.o_alias_q = true; s.q_stages = 1; ++s.stages; });
-    for (int l2 : {25, 60}) vary([&](AttentionSpec& s) { s.l2_percent = l2; });
-    if (base.head_dim <= 64) vary([](AttentionSpec& s) { s.block_m = 192; });
+  if (is_float32_kernel(base)) {
+    // The float32 kernel's choices: rows per CTA (64: two CTAs per SM; 128 at d128, one) and
+    // keys per block.
+    vary([](AttentionSpec& s) { s.block_m = 192 - s.block_m; });
+    vary([](AttentionSpec& s) { s.block_n = 32; });
+    vary([](AttentionSpec& s) { s.block_m = 192 - s.block_m; s.block_n = 32; });
+  } else {
+    // Ping-pong of the consumer warpgroups (2-7% behind cooperative in every measured shape, kept
+    // for the tuner), with and without the deferred PV wait; KERNEL.md's ping-pong instances use
+    // L2 sections and two Q stages.
+    vary([](AttentionSpec& s) { s.pingpong = true; s.tile_order = 0; s.q_stages = 2; });
+    vary([](AttentionSpec& s) { s.pingpong = true; s.defer_pv_wait = true; s.tile_order = 0; s.q_stages = 2; });
+    vary([](AttentionSpec& s) { s.tile_order = 1 - s.tile_order; });
+    vary([](AttentionSpec& s) { s.dynamic_schedule = false; });
+    vary([](AttentionSpec& s) { s.q_stages = 3 - s.q_stages; });
+    vary([](AttentionSpec& s) { ++s.stages; });
+    vary([](AttentionSpec& s) { --s.stages; });
+    vary([](AttentionSpec& s) { s.defer_pv_wait = true; });
+    vary([](AttentionSpec& s) { s.dynamic_schedule = false; s.persistent = false; });
+    if (options.exhaustive) {
+      // Not measured yet: 64-key blocks with deeper rings, O staged in the Q buffer.
+      for (int stages : {4, 6}) vary([&](AttentionSpec& s) { s.block_n = 64; s.stages = stages; });
+      vary([](AttentionSpec& s) { s.o_alias_q = true; s.q_stages = 1; ++s.stages; });
+      for (int l2 : {25, 60}) vary([&](AttentionSpec& s) { s.l2_percent = l2; });
+      if (base.head_dim <= 64) vary([](AttentionSpec& s) { s.block_m = 192; });
+    }
   }
 
   realize::ParamSpace space;

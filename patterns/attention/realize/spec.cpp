@@ -34,6 +34,10 @@ int round_up(int v, int to) { return (v + to - 1) / to * to; }
 }  // namespace
 
 std::string AttentionSpec::name() const {
+  if (dtype == DType::Float32) {
+    return "attn_f32_d" + std::to_string(head_dim) + (causal ? "_causal" : "_noncausal") + "_m" +
+           std::to_string(block_m) + "n" + std::to_string(block_n) + (products == 1 ? "_tf32" : "_3xtf32");
+  }
   std::string n = "attn_" + std::string(realize::dtype_token(dtype) == "f16" ? "fp16" : realize::dtype_token(dtype)) +
                   "_d" + std::to_string(head_dim) + (causal ? "_causal" : "_noncausal") + "_m" +
                   std::to_string(block_m) + "n" + std::to_string(block_n) + "s" + std::to_string(stages) +
@@ -47,7 +51,7 @@ std::string AttentionSpec::name() const {
 }
 
 json AttentionSpec::to_json() const {
-  return {{"dtype", realize::dtype_token(dtype)},
+  json j = {{"dtype", realize::dtype_token(dtype)},
           {"head_dim", head_dim},
           {"v_head_dim", head_dim},
           {"causal", causal},
@@ -62,6 +66,8 @@ json AttentionSpec::to_json() const {
           {"l2_percent", l2_percent},
           {"tile_order", tile_order},
           {"o_alias_q", o_alias_q}};
+  if (dtype == DType::Float32) j["products"] = products == 1 ? "tf32" : products == 3 ? "3xtf32" : "none";
+  return j;
 }
 
 AttentionSpec AttentionSpec::from_json(const json& j) {
@@ -94,6 +100,16 @@ AttentionSpec AttentionSpec::from_json(const json& j) {
   s.l2_percent = int_field(j, "l2_percent");
   s.tile_order = int_field(j, "tile_order");
   s.o_alias_q = bool_field(j, "o_alias_q");
+  if (j.contains("products")) {
+    const json& products = j.at("products");
+    if (products == "3xtf32") {
+      s.products = 3;
+    } else if (products == "tf32") {
+      s.products = 1;
+    } else {
+      throw std::invalid_argument("attention spec: products is '3xtf32' or 'tf32'");
+    }
+  }
   return s;
 }
 
@@ -109,6 +125,9 @@ AttentionSpec AttentionSpec::of(const realize::KernelSpec& spec) {
 }
 
 int shared_memory_bytes(const AttentionSpec& s) {
+  if (s.dtype == DType::Float32) {  // F32Fmha::kSmemBytes: Q and K at pitch D + 8, V at D + 4 (floats)
+    return 4 * ((s.block_m + s.block_n) * (s.head_dim + 8) + s.block_n * (s.head_dim + 4));
+  }
   const int element = 2;
   const int warpgroups = s.block_m / 64;
   const int q = round_up(s.block_m * s.head_dim * element * s.q_stages, 1024);
@@ -119,10 +138,59 @@ int shared_memory_bytes(const AttentionSpec& s) {
   return q + k + v + o + round_up(barriers, 8) + 1024;
 }
 
-std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
-  if (s.dtype != DType::BFloat16 && s.dtype != DType::Float16) {
-    return "dtype " + std::string(graph::dtype_name(s.dtype)) + " (the kernel is bf16 or fp16)";
+namespace {
+
+// The float32 kernel's rules (fmha_f32_sm90.cuh's static_asserts, and the tiles it builds without
+// spilling: at 128 rows two CTAs share an SM whenever their shared memory fits, capping a thread
+// at 128 registers, which O, its per-block partial and S exceed below head dim 128).
+std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
+  if (s.products != 3 && s.products != 1) return "float32 products " + std::to_string(s.products) + " (3: 3xTF32, 1: TF32)";
+  if (s.head_dim <= 0 || s.head_dim % 8 != 0 || s.head_dim > 128) {
+    return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 8 up to 128 (float32 kernel)";
   }
+  if (s.block_m != 64 && s.block_m != 128) return "tile M " + std::to_string(s.block_m) + " (64 or 128, float32 kernel)";
+  if (s.block_n != 32 && s.block_n != 64) return "tile N " + std::to_string(s.block_n) + " (32 or 64, float32 kernel)";
+  const AttentionSpec fixed = [&] {
+    AttentionSpec f;
+    f.dtype = s.dtype;
+    f.head_dim = s.head_dim;
+    f.causal = s.causal;
+    f.block_m = s.block_m;
+    f.block_n = s.block_n;
+    f.products = s.products;
+    f.stages = 1;
+    f.pingpong = false;
+    f.dynamic_schedule = false;
+    f.persistent = false;
+    f.defer_pv_wait = false;
+    f.q_stages = 1;
+    f.l2_percent = 40;
+    f.tile_order = 0;
+    f.o_alias_q = false;
+    return f;
+  }();
+  if (!(s == fixed)) {
+    return "the float32 kernel has one K/V stage, one Q stage, no ping-pong, no persistent or dynamic schedule, "
+           "no deferred PV wait and no O-in-Q staging";
+  }
+  const int smem = shared_memory_bytes(s);
+  if (smem > kSharedMemoryLimit) return "shared memory " + std::to_string(smem / 1024) + " KiB over the limit";
+  const bool two_ctas = 2 * (smem + 1024) <= 228 * 1024;
+  if (s.block_m == 128 && two_ctas) {
+    return "tile M 128 spills at head dim " + std::to_string(s.head_dim) +
+           " (two CTAs per SM cap a thread at 128 registers)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
+  if (s.dtype == DType::Float32) return float32_spec_error(s);
+  if (s.dtype != DType::BFloat16 && s.dtype != DType::Float16) {
+    return "dtype " + std::string(graph::dtype_name(s.dtype)) + " (the kernels are bf16, fp16 or float32)";
+  }
+  if (s.products != 0) return "products are a float32 kernel's choice";
   if (s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > 256) return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 16 up to 256";
   if (s.block_m % 64 != 0 || s.block_m < 64 || s.block_m > 192) return "tile M " + std::to_string(s.block_m) + " (64, 128 or 192)";
   if (s.block_n % 16 != 0 || s.block_n <= 0 || s.block_n > 256) return "tile N " + std::to_string(s.block_n) + " (a multiple of 16 up to 256)";
@@ -141,11 +209,24 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
   return std::nullopt;
 }
 
-AttentionSpec default_spec(const AttentionProblem& p) {
+AttentionSpec default_spec(const AttentionProblem& p, const std::string& precision) {
   AttentionSpec s;
   s.dtype = p.dtype;
   s.head_dim = static_cast<int>(p.head_dim);
   s.causal = p.mask != MaskKind::None;
+  if (s.dtype == DType::Float32) {
+    // Measured on an H100 (bench/results/attention-nvidia-h100-80gb-hbm3-2026-11-27-f32.json):
+    // 64-row tiles at d96 (1.50 vs 1.54 ms with 128), 128 at d128 (3.07 vs 3.27 ms).
+    s.products = precision == "tf32" ? 1 : 3;
+    s.block_m = s.head_dim >= 128 ? 128 : 64;
+    s.block_n = 64;
+    s.stages = 1;
+    s.q_stages = 1;
+    s.dynamic_schedule = false;
+    s.persistent = false;
+    s.tile_order = 0;
+    return s;
+  }
   if (s.head_dim >= 128) {
     s.stages = 2;
     s.q_stages = s.causal ? 1 : 2;

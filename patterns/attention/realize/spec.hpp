@@ -1,7 +1,9 @@
 // AttentionSpec: the attention pattern's frozen description of one kernel instantiation (the
 // parameters of its realize::KernelSpec, and exactly the template parameters of
-// fact::attention::Config in fmha_sm90.cuh), the single source of truth for rendering, naming
-// and caching (DESIGN.md rule 3). The parameter space (space.cpp), the renderer (render.cpp)
+// fact::attention::Config in fmha_sm90.cuh for bf16/fp16, of F32Config in fmha_f32_sm90.cuh for
+// float32), the single source of truth for rendering, naming and caching (DESIGN.md rule 3).
+// A float32 spec uses dtype, head_dim, causal, block_m, block_n and products; its other members
+// keep their fixed values (one stage, cooperative, static, one CTA per tile, ...). The parameter space (space.cpp), the renderer (render.cpp)
 // and the realizer (realizer.cpp) read it.
 #pragma once
 #include <optional>
@@ -19,7 +21,7 @@ namespace fact::attention {
 
 struct AttentionSpec {
   // Problem class (one kernel serves every size and stride it can implement).
-  DType dtype = DType::BFloat16;  // Q, K, V, O: bf16 or fp16; float32 accumulation and softmax
+  DType dtype = DType::BFloat16;  // Q, K, V, O: bf16, fp16 or float32; float32 accumulation and softmax
   int head_dim = 128;             // of Q, K, V and O (the kernel has one)
   bool causal = true;             // built for causal masks (either alignment) or for none
   // Tuning parameters (Config's template parameters).
@@ -34,11 +36,15 @@ struct AttentionSpec {
   int l2_percent = 40;            // share of L2 one section's K and V may fill
   int tile_order = 1;             // 0: L2 sections, longest first; 1: head-major
   bool o_alias_q = false;         // O staged in the Q buffer (frees shared memory for stages)
+  // float32 only: TF32 products per multiply, 3 (3xTF32 split operands: precision strict) or 1
+  // (precision tf32); 0 for bf16/fp16.
+  int products = 0;
 
   bool operator==(const AttentionSpec&) const = default;
 
   // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling, plus "_defer",
-  // "_np" (not persistent), "_oq" (O in the Q buffer) and "_l2<percent>" when not 40).
+  // "_np" (not persistent), "_oq" (O in the Q buffer) and "_l2<percent>" when not 40);
+  // float32: "attn_f32_d96_causal_m64n64_3xtf32" (or "_tf32").
   std::string name() const;
   nlohmann::json to_json() const;
   // Throws std::invalid_argument naming a missing or malformed field.
@@ -54,14 +60,19 @@ inline constexpr int kSharedMemoryLimit = 227 * 1024;
 
 // Why the template cannot instantiate `spec` (nullopt: it can): dtype, head dim, tile shapes,
 // warpgroups, Q stages with O in the Q buffer, a dynamic schedule without a persistent grid,
-// shared memory over the limit. render_kernel refuses such a spec.
+// shared memory over the limit; for float32, the products and tiles the kernel builds without
+// spilling. render_kernel refuses such a spec.
 std::optional<std::string> attention_spec_error(const AttentionSpec& spec);
 
-// The problem class of `p` with the default configuration for its head dim and mask: the
-// configurations patterns/attention/KERNEL.md measured best on an H100 (d128 causal: 2 stages,
-// one Q stage, L2 sections; d128 non-causal: 2 stages, head-major; d64/80/96: 3 stages,
-// head-major; all cooperative, dynamic longest-first schedule, persistent).
-AttentionSpec default_spec(const AttentionProblem& p);
+// The problem class of `p` under `precision` with the default configuration for its head dim and
+// mask: the configurations patterns/attention/KERNEL.md measured best on an H100 (d128 causal: 2
+// stages, one Q stage, L2 sections; d128 non-causal: 2 stages, head-major; d64/80/96: 3 stages,
+// head-major; all cooperative, dynamic longest-first schedule, persistent); float32: 3xTF32
+// products (tf32: one), 64-row tiles (128 at d128), 64-key blocks.
+AttentionSpec default_spec(const AttentionProblem& p, const std::string& precision = "native");
+
+// Whether `spec` is one of the float32 kernels (fmha_f32_sm90.cuh).
+inline bool is_float32_kernel(const AttentionSpec& spec) { return spec.dtype == DType::Float32; }
 
 // The configurations worth compiling for `problem_class` (its dtype, head dim and mask),
 // pruned, best first: the default, then ping-pong, the other tile order, the static schedule,

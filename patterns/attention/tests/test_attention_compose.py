@@ -10,6 +10,7 @@ original subgraph in float64 with the real mask, and the composed module matches
 GPU (marked `gpu`, skipped elsewhere): the minGPT block in bf16 through fact.optimize with the
 rendered attention kernel compiled, and the kernel alone through `fact run-kernel` (the
 attention runtime's verification and timing)."""
+import copy
 import importlib.util
 import json
 import subprocess
@@ -198,12 +199,46 @@ def test_einsum_attention_composes_on_the_cpu(tmp_path):
 
 
 @needs_engine_plan
-def test_float32_attention_is_left_to_pytorch_with_the_reason(tmp_path):
+def test_float32_attention_composes_with_the_3xtf32_kernel_in_strict(tmp_path):
+    # A float32 model in strict (its default) plans the 3xTF32 kernel; on the CPU the host
+    # reference computes the call, and the composed module stays within the strict bound of the
+    # float64 model.
     module = load_model_file(CORPUS / "attention_causal_tril_buffer.py", {"N_EMBD": 128, "N_HEAD": 2})
     model, inputs = build(module, torch.float32)
-    composed, want, got = _compose(model, inputs, tmp_path)
+    with torch.no_grad():
+        composed = fact.compose.optimize(model, inputs, work_dir=tmp_path / "work", remainder="eager",
+                                         speed_guard=False)
+        got = composed(*inputs)
+        want = copy.deepcopy(model).double()(*(x.double() for x in inputs))
+    report = composed.fact_report
+    attention = _attention_entries(report)
+    assert len(attention) == 1 and attention[0].verified, str(report)
+    assert attention[0].calls[0].kernel == "attn_f32_d64_causal_m64n64_3xtf32", str(report)
+    assert _close(got, want, tolerance=1e-5), str(report)
+
+
+@needs_engine_plan
+def test_float32_attention_plans_the_tf32_kernel_in_tf32(tmp_path):
+    # tf32 composes on a GPU only; its plan names the TF32 kernel (one product per multiply).
+    module = load_model_file(CORPUS / "attention_causal_tril_buffer.py", {"N_EMBD": 128, "N_HEAD": 2})
+    model, inputs = build(module, torch.float32)
+    folder = fact.compose.plan(model, inputs, "tf32", work_dir=tmp_path / "work", compile_kernels=False)
+    plan = json.loads((Path(folder) / "plan.json").read_text())
+    attention = [r for r in plan["replacements"] if r["pattern"] == "attention"]
+    assert len(attention) == 1, plan["replacements"]
+    assert attention[0]["calls"][0]["config"] == "attn_f32_d64_causal_m64n64_tf32", attention[0]["calls"][0]
+
+
+@needs_engine_plan
+def test_float32_attention_in_a_native_run_is_left_to_pytorch_with_the_reason(tmp_path):
+    module = load_model_file(CORPUS / "attention_causal_tril_buffer.py", {"N_EMBD": 128, "N_HEAD": 2})
+    model, inputs = build(module, torch.float32)
+    with torch.no_grad():
+        composed = fact.compose.optimize(model, inputs, "native", work_dir=tmp_path / "work",
+                                         remainder="eager", speed_guard=False)
+        want, got = model(*inputs), composed(*inputs)
     left = [item for item in composed.fact_report.left_to_pytorch if "attention" in item.what]
-    assert len(left) == 1 and "float32 attention" in left[0].reason, str(composed.fact_report)
+    assert len(left) == 1 and "float32 attention in a 'native' run" in left[0].reason, str(composed.fact_report)
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -293,6 +328,31 @@ def test_phi3_sliding_window_attention_kernel_through_optimize_on_the_gpu(tmp_pa
     inputs = tuple(module.get_inputs(dtype=torch.bfloat16, device="cuda"))
     attention = _gpu_attention_of(model, inputs, tmp_path)
     assert "w200" in attention.calls[0].summary, attention.calls[0].summary
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (GPU tests run on the device host)")
+@needs_engine_plan
+def test_float32_mingpt_block_runs_the_3xtf32_attention_within_the_strict_bound_on_the_gpu(tmp_path):
+    # The minGPT block in float32 (strict): attention in FACT's 3xTF32 flash attention, the block
+    # within 1e-5 of the float64 module (the strict contract), on fresh inputs.
+    spec = importlib.util.spec_from_file_location("mingpt_block_gpu_f32", REPO_ROOT / "bench/models/mingpt_block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.MinGPTBlock(768, 8, 512).to("cuda").eval()
+    inputs = (torch.randn(4, 512, 768, device="cuda"),)
+    with torch.no_grad():
+        composed = fact.compose.optimize(model, inputs, work_dir=tmp_path / "work", speed_guard=False)
+        fresh = (torch.randn(4, 512, 768, device="cuda"),)
+        got = composed(*fresh)
+        want = copy.deepcopy(model).double()(*(x.double() for x in fresh))
+    attention = _attention_entries(composed.fact_report)
+    assert len(attention) == 1 and attention[0].verified, str(composed.fact_report)
+    assert attention[0].implementation == "kernels"
+    assert attention[0].calls[0].kernel.startswith("attn_f32_d96_causal") and "3xtf32" in attention[0].calls[0].kernel
+    assert _close(got, want, tolerance=1e-5), str(composed.fact_report)
 
 
 @pytest.mark.gpu

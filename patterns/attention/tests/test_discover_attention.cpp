@@ -78,15 +78,23 @@ TEST(AttentionRule, DeclinesHeadDimsWithoutAKernel) {
   EXPECT_EQ(gemms, 2u) << describe(d.matches);
 }
 
-TEST(AttentionRule, DeclinesFloat32WithTheReason) {
-  DiscoverOptions options;
-  options.precision = "strict";
-  const auto d = discover(additive_buffer_attention(64, DType::Float32), options);
+TEST(AttentionRule, Float32IsAcceptedInStrictAndTf32AndDeclinedInNative) {
+  for (const char* precision : {"strict", "tf32"}) {
+    DiscoverOptions options;
+    options.precision = precision;
+    const auto d = discover(additive_buffer_attention(64, DType::Float32), options);
+    const Match* attention = attention_match(d);
+    ASSERT_NE(attention, nullptr) << describe(d.matches);
+    EXPECT_EQ(attention->status, MatchStatus::Accepted) << precision << ": " << attention->reason;
+    EXPECT_EQ(attention->problems.at(0).desc.at("dtype"), "float32");
+  }
+  DiscoverOptions native;
+  native.precision = "native";
+  const auto d = discover(additive_buffer_attention(64, DType::Float32), native);
   const Match* attention = attention_match(d);
   ASSERT_NE(attention, nullptr) << describe(d.matches);
   EXPECT_EQ(attention->status, MatchStatus::Declined);
-  EXPECT_NE(attention->reason.find("float32 attention: no float32 attention kernel yet"), std::string::npos)
-      << attention->reason;
+  EXPECT_NE(attention->reason.find("float32 attention in a 'native' run"), std::string::npos) << attention->reason;
 }
 
 graph::Graph load(const std::string& name) {
@@ -122,14 +130,15 @@ TEST(AttentionRule, MinGptBlockReadsTheFusedProjectionAndWritesMergedHeads) {
   EXPECT_TRUE(proj) << describe(d.matches);
 }
 
-TEST(AttentionRule, MinGptBlockInFloat32IsDeclinedWithTheReason) {
-  const auto d = discover(load("mingpt_block_fp32.json"));
+TEST(AttentionRule, MinGptBlockInFloat32RunsTheFloat32KernelInStrictMode) {
+  const auto d = discover(load("mingpt_block_fp32.json"));  // strict: the default for float32
   bool seen = false;
   for (const auto& m : d.matches) {
     if (m.pattern != "attention") continue;
     seen = true;
-    EXPECT_EQ(m.status, MatchStatus::Declined);
-    EXPECT_NE(m.reason.find("float32"), std::string::npos);
+    EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+    EXPECT_EQ(m.problems.at(0).desc.at("dtype"), "float32");
+    EXPECT_EQ(m.problems.at(0).desc.at("head_dim"), 96);
   }
   EXPECT_TRUE(seen);
 }

@@ -284,7 +284,12 @@ TEST(AttentionKind, DeclineReasons) {
   EXPECT_EQ(attention_decline_reason(p, "native"), std::nullopt);
   AttentionProblem f = p;
   f.dtype = DType::Float32;
-  EXPECT_NE(attention_decline_reason(f, "strict")->find("float32"), std::string::npos);
+  EXPECT_EQ(attention_decline_reason(f, "strict"), std::nullopt);  // the 3xTF32 kernel
+  EXPECT_EQ(attention_decline_reason(f, "tf32"), std::nullopt);    // the TF32 kernel
+  EXPECT_NE(attention_decline_reason(f, "native")->find("float32 attention in a 'native' run"), std::string::npos);
+  AttentionProblem i8 = p;
+  i8.dtype = DType::Int8;
+  EXPECT_NE(attention_decline_reason(i8, "native")->find("bf16/fp16 and float32"), std::string::npos);
   AttentionProblem d = p;
   d.head_dim = d.v_head_dim = 48;
   EXPECT_NE(attention_decline_reason(d, "native")->find("head dim 48"), std::string::npos);

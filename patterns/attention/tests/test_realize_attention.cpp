@@ -68,9 +68,9 @@ TEST(AttentionRealizer, DefaultsPerHeadDimFollowKernelMd) {
 
 TEST(AttentionRealizer, DeclinesWithTheDiscoveryReasons) {
   Problem f32 = mingpt_attention("mingpt_block_fp32.json");
-  auto why = realizer().declines(f32, "strict");
+  auto why = realizer().declines(f32, "native");
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("float32 attention"), std::string::npos);
+  EXPECT_NE(why->find("float32 attention in a 'native' run"), std::string::npos);
   Problem odd = mingpt_attention();
   odd.desc["head_dim"] = odd.desc["v_head_dim"] = 48;
   why = realizer().declines(odd, "native");
@@ -171,6 +171,57 @@ TEST(AttentionRealizer, RendersTypeChoicesWithAContentKey) {
   AttentionSpec broken = other;
   broken.stages = 6;  // 6 stages of 128 keys at d96 do not fit
   EXPECT_THROW(realize::render_kernel(broken.to_kernel_spec(), options), realize::RenderError);
+}
+
+// float32: the 3xTF32 kernel in strict, the TF32 one in tf32, 64-row tiles below d128; the space
+// varies the tile and prunes the 128-row tile where it would spill; the rendered instance names
+// F32Config and the kernel info its products.
+TEST(AttentionRealizer, Float32AttentionRunsTheSplitKernelInStrictAndTheTf32OneInTf32) {
+  const Problem problem = mingpt_attention("mingpt_block_fp32.json");
+  EXPECT_EQ(realizer().declines(problem, "strict"), std::nullopt);
+  const realize::KernelSpec strict = realizer().problem_class(problem, "strict");
+  EXPECT_EQ(strict.name(), "attn_f32_d96_causal_m64n64_3xtf32");
+  EXPECT_EQ(realizer().class_token(strict), "f32|d96|causal|3xtf32");
+  EXPECT_EQ(realizer().family(strict), "f32/m64/n64");
+  EXPECT_EQ(strict.params().at("products"), "3xtf32");
+  const realize::KernelSpec tf32 = realizer().problem_class(problem, "tf32");
+  EXPECT_EQ(tf32.name(), "attn_f32_d96_causal_m64n64_tf32");
+  EXPECT_NE(realizer().class_token(tf32), realizer().class_token(strict));
+
+  const realize::ParamSpace space = realizer().space(strict, problem, {});
+  EXPECT_EQ(space.candidates.front(), strict);
+  std::set<std::string> names;
+  for (const auto& c : space.candidates) {
+    names.insert(c.name());
+    EXPECT_EQ(AttentionSpec::of(c).products, 3) << c.name();
+  }
+  EXPECT_TRUE(names.count("attn_f32_d96_causal_m64n32_3xtf32")) << space.candidates.size();
+  EXPECT_TRUE(std::any_of(space.pruned.begin(), space.pruned.end(), [](const realize::PrunedConfig& p) {
+    return p.spec.name() == "attn_f32_d96_causal_m128n64_3xtf32" && p.reason.find("spills") != std::string::npos;
+  }));
+
+  AttentionSpec d128 = AttentionSpec::of(strict);
+  d128.head_dim = 128;
+  d128.block_m = 128;
+  EXPECT_EQ(attention_spec_error(d128), std::nullopt);  // one CTA per SM: 255 registers
+  AttentionSpec bad = d128;
+  bad.products = 2;
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  bad = d128;
+  bad.stages = 2;
+  EXPECT_NE(attention_spec_error(bad)->find("one K/V stage"), std::string::npos);
+  bad = AttentionSpec::of(strict);
+  bad.products = 3;
+  bad.dtype = DType::BFloat16;
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);  // products belong to the float32 kernel
+  EXPECT_EQ(AttentionSpec::from_json(AttentionSpec::of(tf32).to_json()), AttentionSpec::of(tf32));
+
+  realize::CompileOptions options = realize::default_compile_options();
+  options.fact_root = FACT_SOURCE_DIR;
+  const realize::RenderedKernel kernel = realize::render_kernel(strict, options);
+  EXPECT_NE(kernel.source.find("fact::attention::F32Config<\n    /*head_dim=*/96"), std::string::npos) << kernel.source;
+  EXPECT_NE(kernel.source.find("/*products=*/3"), std::string::npos);
+  EXPECT_NE(realize::render_kernel(tf32, options).key, kernel.key);
 }
 
 TEST(AttentionRealizer, RealizeMatchesRendersTheMinGptAttention) {

@@ -33,7 +33,7 @@ FactAttentionArgs args_for(const AttentionSpec& spec, void* memory) {
   a.seq_q = a.seq_k = 256;
   a.head_dim = a.v_head_dim = spec.head_dim;
   a.causal = spec.causal ? FACT_ATTN_MASK_CAUSAL_TOP_LEFT : FACT_ATTN_MASK_NONE;
-  a.dtype = spec.dtype == DType::BFloat16 ? FACT_DTYPE_BF16 : FACT_DTYPE_F16;
+  a.dtype = spec.dtype == DType::BFloat16 ? FACT_DTYPE_BF16 : spec.dtype == DType::Float32 ? FACT_DTYPE_F32 : FACT_DTYPE_F16;
   const int64_t d = spec.head_dim;
   a.q = a.k = a.v = a.o = memory;  // never dereferenced: every call below is refused or a size query
   a.q_batch_stride = a.o_batch_stride = 256 * 8 * d;
@@ -90,16 +90,18 @@ std::string check_abi(Entry entry, const AttentionSpec& spec) {
   return "";
 }
 
-TEST(AttentionCompile, RenderedMinGptKernelBuildsWithoutSpillsAndChecksItsArguments) {
+// Renders, compiles and loads the minGPT attention's kernel for `dtype` in `precision`, checks the
+// build (no C75xx warning, no spill, no stack), the exports and the calling convention.
+void compile_and_check(DType dtype, const std::string& precision) {
   realize::CompileOptions options = realize::default_compile_options();
   if (auto why = realize::compile_unavailable_reason(options)) GTEST_SKIP() << *why;
   AttentionProblem p;
-  p.dtype = DType::BFloat16;
+  p.dtype = dtype;
   p.head_dim = p.v_head_dim = 96;
   p.mask = MaskKind::CausalTopLeft;
-  const AttentionSpec spec = default_spec(p);
+  const AttentionSpec spec = default_spec(p, precision);
   const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
-  const fs::path dir = fs::path(::testing::TempDir()) / "fact_attention_compile";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_compile_" + spec.name());
   fs::remove_all(dir);
   const realize::CompileResult r = realize::compile_kernel(kernel, dir, options);
   ASSERT_TRUE(r.ok) << spec.name() << ": " << r.reason << "\n" << r.log.substr(0, 20000);
@@ -124,6 +126,15 @@ TEST(AttentionCompile, RenderedMinGptKernelBuildsWithoutSpillsAndChecksItsArgume
   EXPECT_EQ(check_abi(entry, spec), "");
   dlclose(handle);
   std::cout << "[ compiled ] " << spec.name() << " in " << r.seconds << " s, " << r.usage.registers << " registers\n";
+}
+
+TEST(AttentionCompile, RenderedMinGptKernelBuildsWithoutSpillsAndChecksItsArguments) {
+  compile_and_check(DType::BFloat16, "native");
+}
+
+// The float32 (3xTF32) kernel of the same attention: F32Config through the same entry.
+TEST(AttentionCompile, RenderedFloat32StrictKernelBuildsWithoutSpillsAndChecksItsArguments) {
+  compile_and_check(DType::Float32, "strict");
 }
 
 }  // namespace

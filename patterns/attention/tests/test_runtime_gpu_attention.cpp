@@ -30,8 +30,8 @@ class GpuAttention : public ::testing::Test {
   }
 
   // Builds the default kernel for `p` into a scratch folder; returns the library.
-  fs::path build(const AttentionProblem& p, const std::string& name) {
-    const realize::RenderedKernel kernel = realize::render_kernel(default_spec(p).to_kernel_spec(), options_);
+  fs::path build(const AttentionProblem& p, const std::string& name, const std::string& precision = "native") {
+    const realize::RenderedKernel kernel = realize::render_kernel(default_spec(p, precision).to_kernel_spec(), options_);
     const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_gpu_" + name);
     fs::remove_all(dir);
     const realize::CompileResult r = realize::compile_kernel(kernel, dir, options_);
@@ -99,6 +99,28 @@ TEST_F(GpuAttention, DenseGroupedQueryHeadsFromTheCommandLine) {
   const runtime::RunReport r = runtime::run_kernel(o);
   EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
   EXPECT_EQ(r.problem["kv_heads"], 4);
+}
+
+// The float32 kernels through the same runtime: strict (3xTF32) within the strict tolerance of
+// the float64 reference, tf32 within tf32's; GQA, a key tail and bottom-right alignment.
+TEST_F(GpuAttention, Float32StrictAndTf32KernelsFromTheCommandLine) {
+  AttentionProblem p;
+  p.dtype = graph::DType::Float32;
+  p.head_dim = p.v_head_dim = 128;
+  p.mask = MaskKind::CausalTopLeft;
+  for (const auto& [precision, mode] : {std::pair{"strict", runtime::PrecisionMode::Strict},
+                                        std::pair{"tf32", runtime::PrecisionMode::Tf32}}) {
+    runtime::RunKernelOptions o;
+    o.lib = build(p, std::string("f32_") + precision, precision).string();
+    o.problem = "b=2,h=8,kvh=2,s=300,skv=1000,d=128,mask=causal_bottom_right,dtype=f32";
+    o.kind = "attention";
+    o.precision = mode;
+    o.verify_only = true;
+    const runtime::RunReport r = runtime::run_kernel(o);
+    EXPECT_EQ(r.status, runtime::RunStatus::Ok) << precision << ": " << r.error;
+    ASSERT_TRUE(r.rel_err.has_value()) << precision;
+    EXPECT_LT(*r.rel_err, std::string(precision) == "strict" ? 1e-5 : 5e-3) << precision;
+  }
 }
 
 TEST_F(GpuAttention, AKernelBuiltForAnotherHeadDimCannotImplement) {

@@ -35,11 +35,10 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
   const auto g = load_fixture(GetParam());
   const auto d = discover(g);
   SCOPED_TRACE(describe(d.matches));
-  const bool half = g.value("x").desc.dtype == graph::DType::BFloat16;
-  // float32: the attention is declined and left as its two batched GEMMs, which are accepted
-  // (their [B, H] batch dims are two batch modes of the GEMM kernel), reported with the reason.
-  ASSERT_EQ(d.matches.size(), half ? 4u : 6u);
-  EXPECT_EQ(count_status(d.matches, MatchStatus::Accepted), half ? 4u : 5u);
+  // The attention is one match in both dtypes (bf16: the native kernel; float32: the 3xTF32
+  // kernel of the default strict mode), with the QKV projection, the output projection and the MLP.
+  ASSERT_EQ(d.matches.size(), 4u);
+  EXPECT_EQ(count_status(d.matches, MatchStatus::Accepted), 4u);
 
   // QKV projection: the bias fused, the split left to PyTorch.
   const Match* qkv = covering(d.matches, "linear");
@@ -49,14 +48,12 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
   EXPECT_EQ(gemms(*qkv)[0].b.layout, Layout::ColumnMajor);
   EXPECT_EQ(qkv->roles.at("weight"), "p_attn_c_attn_weight");
 
-  // Attention (patterns/attention): accepted in bf16, declined in float32 (no float32-accurate
-  // attention kernel yet); it reads the QKV projection through the split and writes the merged
-  // heads (contiguous()).
+  // Attention (patterns/attention): accepted; it reads the QKV projection through the split and
+  // writes the merged heads (contiguous()).
   const Match* attention = covering(d.matches, "softmax");
   ASSERT_NE(attention, nullptr);
   EXPECT_EQ(attention->pattern, "attention");
-  EXPECT_EQ(attention->status, half ? MatchStatus::Accepted : MatchStatus::Declined);
-  if (!half) EXPECT_NE(attention->reason.find("float32 attention"), std::string::npos);
+  EXPECT_EQ(attention->status, MatchStatus::Accepted) << attention->reason;
   EXPECT_EQ(attention->classification, Classification::Adapt);
   EXPECT_EQ(attention->extra["batch"], 128);
   EXPECT_EQ(attention->extra["heads"], 8);
@@ -93,7 +90,7 @@ TEST_P(MinGpt, ProjectionsMlpAndAttention) {
 
   // Ranking: accepted first, by time saved.
   EXPECT_EQ(d.matches.front().rule, "mlp_gelu_tanh");
-  EXPECT_EQ(d.matches.back().status, half ? MatchStatus::Accepted : MatchStatus::Declined);
+  EXPECT_EQ(d.matches.back().status, MatchStatus::Accepted);
   for (const auto& m : d.matches) {
     if (m.status == MatchStatus::Accepted) EXPECT_GE(m.est_before_us, m.est_after_us) << m.rule;
   }
