@@ -114,3 +114,24 @@ def test_two_lanes_share_the_queue_and_survive_a_dying_worker(tmp_path):
     after_death = [n for n in logs if n.startswith(f"worker-{dying_lane}-") and n != f"worker-{dying_lane}-1.log"]
     assert all(n == f"worker-{dying_lane}-2.log" for n in after_death), logs
     assert not list((tmp_path / "work").glob("current-*.json"))
+
+
+def test_a_case_the_time_cap_stopped_mid_measurement_is_recorded_as_skipped(tmp_path):
+    # The run of 2026-11-27 stopped while gemm_baddbmm_alibi-float32 was being measured: the
+    # case had no record, so the results file lost it and a --resume would not have measured it.
+    from fact.conformance.corpus import case_record
+    from fact.conformance.driver import _Run, record_unmeasured
+    from fact.conformance.lanes import resumed_records
+
+    run = _Run(tmp_path / "out", tmp_path / "work", "2026-11-27", "")
+    pending = [(0, "corpus/gemm_addmm.py", "float32"), (1, "corpus/gemm_baddbmm_alibi.py", "float32")]
+    done = case_record("gemm_addmm", "float32", "ok", "")
+    run.record(0, done)
+    record_unmeasured(run, pending)
+    cases = {case["name"]: case for case in run.cases()}
+    assert cases["gemm_addmm-float32"]["status"] == "ok"
+    stopped = cases["gemm_baddbmm_alibi-float32"]
+    assert stopped["status"] == "skipped" and "time cap" in stopped["reason"], stopped
+    # A resume keeps the measured case and measures the stopped one again.
+    kept = resumed_records({"device": "GPU", "date": "2026-11-27", "cases": list(cases.values())}, pending)
+    assert set(kept) == {0}

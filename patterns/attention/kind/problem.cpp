@@ -215,7 +215,13 @@ std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
     return "head dim of Q/K (" + std::to_string(p.head_dim) + ") differs from V's (" +
            std::to_string(p.v_head_dim) + ")";
   }
-  if (std::find(kKernelHeadDims.begin(), kKernelHeadDims.end(), p.head_dim) == kKernelHeadDims.end()) {
+  if (p.dtype == DType::Float32) {
+    // fmha_f32_sm90.cuh builds any multiple of 8 from 16 to 128 (mma.sync k-steps of 8 dims).
+    if (p.head_dim % 8 != 0 || p.head_dim < 16 || p.head_dim > 128) {
+      return "head dim " + std::to_string(p.head_dim) +
+             " has no float32 kernel (built for multiples of 8 from 16 to 128)";
+    }
+  } else if (std::find(kKernelHeadDims.begin(), kKernelHeadDims.end(), p.head_dim) == kKernelHeadDims.end()) {
     return "head dim " + std::to_string(p.head_dim) + " has no kernel (built for 64, 80, 96, 128)";
   }
   if (p.heads % p.kv_heads != 0) {

@@ -27,8 +27,8 @@ using graph::DType;
 
 inline constexpr const char* kKindName = "attention";
 
-// Head dims the kernel is built and measured for (patterns/attention/KERNEL.md); Q/K and V/O
-// head dims must be equal.
+// Head dims the bf16/fp16 kernel is built and measured for (patterns/attention/KERNEL.md); the
+// float32 kernel takes any multiple of 8 from 16 to 128. Q/K and V/O head dims must be equal.
 inline constexpr std::array<int64_t, 4> kKernelHeadDims = {64, 80, 96, 128};
 
 enum class MaskKind {

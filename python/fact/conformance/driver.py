@@ -70,6 +70,17 @@ class _Run:
         return path
 
 
+def record_unmeasured(run: _Run, pending: Sequence[tuple[int, str, str]]) -> None:
+    """Every queued case without a record when the run ends (it was being measured when the
+    time cap stopped the run, or never started) is recorded as skipped, so the results file lists
+    it and a --resume measures it."""
+    recorded = {int(p.name.split("-", 1)[0]) for p in run.cases_dir.glob("*.json")}
+    for index, file, dtype_name in pending:
+        if index not in recorded:
+            run.record(index, case_record(Path(file).stem, dtype_name, "skipped",
+                                          "the run stopped at its time cap before this case was measured"))
+
+
 def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> dict:
     subset = "QUICK subset" if args.quick else ("--models " + ",".join(args.models) if args.models
                                                else "whole corpus (QUICK first)")
@@ -240,6 +251,7 @@ def run_gpu(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
+    record_unmeasured(run, pending)
     if not load_json(run.work_dir / "device.json"):
         if previous is not None and previous.get("device"):
             write_json(run.work_dir / "device.json", {"device": previous["device"],
