@@ -1,58 +1,95 @@
 #!/usr/bin/env bash
-# One device call on a machine of three or more GPUs (kinds nvidia-h100-x4, nvidia-h200-x4, ...)
-# that does a validation and a conformance measurement side by side, since device time is
-# counted per machine, not per GPU: the engine and its tests are built once (tests on), then
-#   - the last GPU runs pytest -m gpu  (log: $OUT/pytest_gpu.log),
-#   - the GPU before it runs the C++ suite  (log: $OUT/ctest.log),
-#   - the other GPUs run scripts/device_conformance.sh with the arguments given, one lane each
-#     (its results and logs at the top of $OUT, as that script leaves them).
-# Test processes never share a GPU with a timed lane, so the timings are not disturbed by the
-# tests (they share the host's cores: the prepare phase gets half of them, as alone).
-# Usage (device tool, a kind with >= 3 GPUs, carry [".deps", ".fact-git-sha"]):
-#   bash scripts/device_parallel.sh TOTAL_SECONDS [fact.conformance arguments...]
+# One device call on a machine of several GPUs (kinds nvidia-h100-x2/x4, nvidia-h200-x2/x4, ...)
+# that runs several jobs side by side, one GPU each, since device time is counted per machine,
+# not per GPU. The engine and its tests are built once (tests on), then each job starts on its
+# own GPU(s) with FACT_PREBUILT=1 (no second cmake in the build folder):
+#   tests        the C++ suite (ctest, every test; the GPU ones run here), then pytest -m gpu
+#   ctest        the C++ suite only                      (log: $OUT/ctest.log)
+#   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k  (log: $OUT/pytest_gpu.log)
+#   blocks       scripts/device_blocks.sh (its FACT_BLOCKS_* settings from the environment;
+#                results at the top of $OUT, its logs in $OUT/blocks-logs.tgz)
+#   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
+#   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
+#                (one lane each; list it last)
+# A test never shares a GPU with a timed job; they share the host's cores.
+# Usage (device tool, carry [".deps", ".fact-git-sha"]):
+#   bash scripts/device_parallel.sh TOTAL_SECONDS JOB... [-- fact.conformance arguments...]
+# e.g. bash scripts/device_parallel.sh 580 tests blocks
+#      bash scripts/device_parallel.sh 580 ctest pytest conformance -- --quick
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 TOTAL_SECONDS=${1:-580}
 shift || true
+jobs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do jobs+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 stamp() { echo "[parallel $(elapsed)s] $*"; }
+here=$(dirname "${BASH_SOURCE[0]}")
 GPUS=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
-if [ "$GPUS" -lt 3 ]; then
-  echo "device_parallel.sh needs three GPUs or more (this machine has $GPUS): use device_validate.sh" \
-       "and device_conformance.sh in separate calls" >&2
+needed=${#jobs[@]}
+if [ "$needed" -eq 0 ] || [ "$GPUS" -lt "$needed" ]; then
+  echo "device_parallel.sh: ${needed} job(s) (${jobs[*]:-none}) need as many GPUs; this machine has $GPUS" >&2
   exit 2
 fi
-source "$(dirname "${BASH_SOURCE[0]}")/device_build.sh"
+source "$here/device_build.sh"
 export PYTHONPATH=$PWD/python FACT_BUILD_TESTS=ON
-stamp "configure + build the engine and its tests (once, for every part)"
+stamp "configure + build the engine and its tests (once, for every job)"
 python3 -m fact.native >"$OUT/native.log" 2>&1 &
 native_pid=$!
 fact_device_build "$OUT" || { stamp "engine build failed"; exit 1; }
 wait "$native_pid"
 export FACT_PREBUILT=1
-pytest_gpu=$(( GPUS - 1 ))
-ctest_gpu=$(( GPUS - 2 ))
-lanes=$(( GPUS - 2 ))
-conformance_gpus=$(seq -s, 0 $(( lanes - 1 )))
+left() { echo $(( TOTAL_SECONDS - $(elapsed) - 15 )); }
 
-stamp "GPU $ctest_gpu: ctest; GPU $pytest_gpu: pytest -m gpu; GPUs $conformance_gpus: conformance"
-CUDA_VISIBLE_DEVICES=$ctest_gpu timeout $(( TOTAL_SECONDS - $(elapsed) - 20 )) \
-  ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure >"$OUT/ctest.log" 2>&1 &
-ctest_pid=$!
-CUDA_VISIBLE_DEVICES=$pytest_gpu timeout $(( TOTAL_SECONDS - $(elapsed) - 20 )) \
-  python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider tests/python patterns \
-  >"$OUT/pytest_gpu.log" 2>&1 &
-pytest_pid=$!
-CUDA_VISIBLE_DEVICES=$conformance_gpus FACT_GPUS=$lanes \
-  bash "$(dirname "${BASH_SOURCE[0]}")/device_conformance.sh" $(( TOTAL_SECONDS - $(elapsed) - 10 )) "$@"
-conformance_status=$?
-wait "$ctest_pid"; ctest_status=$?
-wait "$pytest_pid"; pytest_status=$?
-echo "pytest -m gpu exit $pytest_status ($(grep -cE " PASSED| FAILED| ERROR" "$OUT/pytest_gpu.log") tests reported)" \
-  >>"$OUT/pytest_gpu.log"
-stamp "conformance exit $conformance_status, ctest exit $ctest_status (124: time cap), pytest exit $pytest_status"
-tail -4 "$OUT/ctest.log"
-grep -E "FAILED|ERROR" "$OUT/pytest_gpu.log" | head -20
-tail -3 "$OUT/pytest_gpu.log"
+run_ctest() {
+  CUDA_VISIBLE_DEVICES=$1 timeout "$(left)" ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure \
+    >"$OUT/ctest.log" 2>&1
+  echo "ctest exit $? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))" >>"$OUT/ctest.log"
+}
+run_pytest() {
+  # Written straight to the log (no pipe), so what ran is kept when the time limit stops it.
+  CUDA_VISIBLE_DEVICES=$1 timeout "$(left)" python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider \
+    ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"} tests/python patterns >"$OUT/pytest_gpu.log" 2>&1
+  echo "pytest -m gpu exit $? ($(grep -cE " PASSED| FAILED| ERROR" "$OUT/pytest_gpu.log") tests reported)" \
+    >>"$OUT/pytest_gpu.log"
+}
+
+pids=()
+names=()
+gpu=0
+for job in "${jobs[@]}"; do
+  case "$job" in
+    tests) (run_ctest "$gpu"; run_pytest "$gpu") & ;;
+    ctest) run_ctest "$gpu" & ;;
+    pytest) run_pytest "$gpu" & ;;
+    blocks)
+      (mkdir -p "$OUT/blocks"; CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/blocks bash "$here/device_blocks.sh" "$(left)" \
+        >"$OUT/blocks.log" 2>&1) & ;;
+    attention)
+      (mkdir -p "$OUT/attention"; CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/attention timeout "$(left)" \
+        bash "$here/device_attention.sh" >"$OUT/attention.log" 2>&1) & ;;
+    conformance)
+      lanes=$(( GPUS - gpu ))
+      (CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$lanes \
+        bash "$here/device_conformance.sh" "$(left)" "$@" >"$OUT/conformance.log" 2>&1) &
+      gpu=$(( GPUS - 1 )) ;;
+    *) echo "device_parallel.sh: unknown job '$job'" >&2; exit 2 ;;
+  esac
+  pids+=($!)
+  names+=("$job on GPU $gpu")
+  stamp "started $job on GPU $gpu"
+  gpu=$(( gpu + 1 ))
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"
+  stamp "${names[$i]}: exit $?"
+done
+[ -f "$OUT/ctest.log" ] && tail -6 "$OUT/ctest.log"
+[ -f "$OUT/pytest_gpu.log" ] && { grep -E " FAILED| ERROR" "$OUT/pytest_gpu.log" | head -20; tail -3 "$OUT/pytest_gpu.log"; }
+[ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
+[ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
+[ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
+exit 0
