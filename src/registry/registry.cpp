@@ -352,7 +352,12 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
   if (!templates.empty() && m.status == discover::MatchStatus::Accepted) {
     // The match's own rule's entry when it has one (a pattern's other rules, e.g. one that only
     // reports a decline, would name the wrong template).
-    const auto own = std::find_if(templates.begin(), templates.end(), [&](const Entry* t) { return t->rule() == m.rule; });
+    // A match whose rule is a display name (attention's "attention_causal") takes the entry named
+    // after its pattern (the rule that accepts, "attention"), not the first one listed.
+    auto own = std::find_if(templates.begin(), templates.end(), [&](const Entry* t) { return t->rule() == m.rule; });
+    if (own == templates.end()) {
+      own = std::find_if(templates.begin(), templates.end(), [&](const Entry* t) { return t->rule() == m.pattern; });
+    }
     const Entry* e = own != templates.end() ? *own : templates.front();
     const bool tuned = m.status == discover::MatchStatus::Accepted && !m.problems.empty() && options.key_of &&
                        std::all_of(m.problems.begin(), m.problems.end(), [&](const Problem& p) {

@@ -44,6 +44,10 @@ std::optional<RuleResult> match_attention(const RuleContext& context, const grap
   m.roles["output"] = anchor.outputs.front();
   m.extra = anchor.attrs;
   m.extra["precision"] = context.options.precision;
+  if (m.status == MatchStatus::Accepted && m.dtype == graph::DType::Float32) {
+    // The float32 kernel's products, as the GEMM rules name theirs (the report's dtype column).
+    m.extra["math"] = context.options.precision == "tf32" ? "tf32" : "tf32x3";
+  }
   m.problems.push_back(Problem{attention::kKindName, std::move(desc)});
   result.claims = {anchor.id};
   result.outputs = anchor.outputs;

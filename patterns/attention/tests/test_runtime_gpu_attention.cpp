@@ -112,7 +112,8 @@ TEST_F(GpuAttention, Float32StrictAndTf32KernelsFromTheCommandLine) {
                                         std::pair{"tf32", runtime::PrecisionMode::Tf32}}) {
     runtime::RunKernelOptions o;
     o.lib = build(p, std::string("f32_") + precision, precision).string();
-    o.problem = "b=2,h=8,kvh=2,s=300,skv=1000,d=128,mask=causal_bottom_right,dtype=f32";
+    o.problem = "b=2,h=8,kvh=2,s=300,skv=1000,d=128,mask=causal_bottom_right";
+    o.dtype = "f32";  // `fact run-kernel --dtype f32`
     o.kind = "attention";
     o.precision = mode;
     o.verify_only = true;

@@ -44,6 +44,9 @@ struct AttentionCase {
 
   AttentionCase() {
     options.arch = kHostArch;
+    // In precision native no template computes float32 attention (the float32 kernels run
+    // strict and tf32), so its match stays NEW: the registry's case.
+    options.precision = "native";
     discovery = discover::discover(captured, options);
     for (const auto& m : discovery.matches) {
       if (m.pattern == "attention") attention = &m;  // (a test may name a pattern)
@@ -60,7 +63,7 @@ json source_entry(const Semantics& semantics, const std::string& rule, const std
           {"origin", "agent"},
           {"kind", "subgraph"},
           {"source", {{"text", source}, {"language", "c++"}, {"device", "host"}, {"abi", "subgraph"}, {"entry", "fact_entry"}}},
-          {"reference", {{"fragment", semantics.fragment}, {"precision", "strict"}}},
+          {"reference", {{"fragment", semantics.fragment}, {"precision", "native"}}},
           {"verified", json::array({{{"semantics_hash", semantics.hash}, {"device", "test"}, {"rel_err", 1e-8}, {"tolerance", 1e-5}}})},
           {"gates", {{"passed", true}, {"source_sha256", util::sha256_hex(source)}, {"semantics_hash", semantics.hash}}},
           {"provenance", {{"by", "agent"}, {"model", "scripted"}, {"attempt", 3}}}};
@@ -226,9 +229,11 @@ TEST(Classify, NewThenReuseOnceAVerifiedKernelIsStoredAdaptOnOtherShapes) {
 
 TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
   AttentionCase c;
+  c.options.precision = "strict";  // the block's templates accept in strict
+  const discover::Discovery strict = discover::discover(c.captured, c.options);
   const discover::Match* gemm = nullptr;
-  for (const auto& m : c.discovery.matches) {
-    if (m.status == discover::MatchStatus::Accepted) gemm = &m;
+  for (const auto& m : strict.matches) {
+    if (m.status == discover::MatchStatus::Accepted && m.pattern != "attention") gemm = &m;
   }
   ASSERT_NE(gemm, nullptr);
   Registry reg(fresh_dir("templates"));
@@ -247,9 +252,11 @@ TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
 // does not become the template the report names: the match's own rule's entry does.
 TEST(Classify, TheMatchsOwnRuleNamesTheTemplate) {
   AttentionCase c;
+  c.options.precision = "strict";  // the block's templates accept in strict
+  const discover::Discovery strict = discover::discover(c.captured, c.options);
   const discover::Match* gemm = nullptr;
-  for (const auto& m : c.discovery.matches) {
-    if (m.status == discover::MatchStatus::Accepted) gemm = &m;
+  for (const auto& m : strict.matches) {
+    if (m.status == discover::MatchStatus::Accepted && m.pattern != "attention") gemm = &m;
   }
   ASSERT_NE(gemm, nullptr);
   Registry reg(fresh_dir("own_rule"));
@@ -267,6 +274,27 @@ TEST(Classify, TheMatchsOwnRuleNamesTheTemplate) {
   const auto result = classify(match, c.captured, candidates, c.options);
   EXPECT_EQ(result.entry, own_id);
   EXPECT_NE(result.reason.find("built-in template " + match.rule + " "), std::string::npos) << result.reason;
+}
+
+// A match whose rule is a display name ("attention_causal") is named after its pattern's
+// accepting template ("attention"), not the decline-reporting rule listed first.
+TEST(Classify, AMatchNamedForItsMaskTakesItsPatternsTemplate) {
+  AttentionCase c;
+  c.options.precision = "strict";  // the float32 attention kernel accepts
+  const discover::Discovery strict = discover::discover(c.captured, c.options);
+  const discover::Match* attention = nullptr;
+  for (const auto& m : strict.matches) {
+    if (m.pattern == "attention") attention = &m;
+  }
+  ASSERT_NE(attention, nullptr);
+  ASSERT_EQ(attention->status, discover::MatchStatus::Accepted) << attention->reason;
+  EXPECT_EQ(attention->rule, "attention_causal");
+  Registry reg(fresh_dir("display_rule"));
+  const auto candidates = reg.lookup(attention->rule, attention->pattern, "float32", kHostArch);
+  ASSERT_GE(candidates.size(), 2u);
+  const auto result = classify(*attention, c.captured, candidates, c.options);
+  EXPECT_EQ(result.classification, discover::Classification::Adapt);
+  EXPECT_NE(result.reason.find("built-in template attention "), std::string::npos) << result.reason;
 }
 
 TEST(Diagnostics, CompilerLinesBecomeFileLineAndMessage) {
