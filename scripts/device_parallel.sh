@@ -4,14 +4,16 @@
 # not per GPU. The engine and its tests are built once (tests on), then each job starts on its
 # own GPU(s) with FACT_PREBUILT=1 (no second cmake in the build folder):
 #   tests        the C++ suite (ctest, every test; the GPU ones run here), then pytest -m gpu
-#   ctest        the C++ suite only                      (log: $OUT/ctest.log)
+#   ctest        the C++ suite only; FACT_CTEST_R narrows it with -R  (log: $OUT/ctest.log)
 #   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k  (log: $OUT/pytest_gpu.log)
 #   blocks       scripts/device_blocks.sh (its FACT_BLOCKS_* settings from the environment;
 #                results at the top of $OUT, its logs in $OUT/blocks-logs.tgz)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
-# A test never shares a GPU with a timed job; they share the host's cores.
+# JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
+# tests during the first seconds, before the conformance run times anything).
+# A test never runs on a GPU while a timed job times there; they share the host's cores.
 # Usage (device tool, carry [".deps", ".fact-git-sha"]):
 #   bash scripts/device_parallel.sh TOTAL_SECONDS JOB... [-- fact.conformance arguments...]
 # e.g. bash scripts/device_parallel.sh 580 tests blocks
@@ -46,7 +48,7 @@ left() { echo $(( TOTAL_SECONDS - $(elapsed) - 15 )); }
 
 run_ctest() {
   CUDA_VISIBLE_DEVICES=$1 timeout "$(left)" ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure \
-    >"$OUT/ctest.log" 2>&1
+    ${FACT_CTEST_R:+-R "$FACT_CTEST_R"} >"$OUT/ctest.log" 2>&1
   echo "ctest exit $? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))" >>"$OUT/ctest.log"
 }
 run_pytest() {
@@ -57,31 +59,42 @@ run_pytest() {
     >>"$OUT/pytest_gpu.log"
 }
 
+run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from there
+  local gpu=$2
+  case "$1" in
+    tests) run_ctest "$gpu"; run_pytest "$gpu" ;;
+    ctest) run_ctest "$gpu" ;;
+    pytest) run_pytest "$gpu" ;;
+    blocks)
+      mkdir -p "$OUT/blocks"
+      CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/blocks bash "$here/device_blocks.sh" "$(left)" >"$OUT/blocks.log" 2>&1 ;;
+    attention)
+      mkdir -p "$OUT/attention"
+      CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/attention timeout "$(left)" bash "$here/device_attention.sh" \
+        >"$OUT/attention.log" 2>&1 ;;
+    conformance)
+      CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
+        bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
+  esac
+}
+conformance_args=("$@")
+
 pids=()
 names=()
 gpu=0
 for job in "${jobs[@]}"; do
-  case "$job" in
-    tests) (run_ctest "$gpu"; run_pytest "$gpu") & ;;
-    ctest) run_ctest "$gpu" & ;;
-    pytest) run_pytest "$gpu" & ;;
-    blocks)
-      (mkdir -p "$OUT/blocks"; CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/blocks bash "$here/device_blocks.sh" "$(left)" \
-        >"$OUT/blocks.log" 2>&1) & ;;
-    attention)
-      (mkdir -p "$OUT/attention"; CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/attention timeout "$(left)" \
-        bash "$here/device_attention.sh" >"$OUT/attention.log" 2>&1) & ;;
-    conformance)
-      lanes=$(( GPUS - gpu ))
-      (CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$lanes \
-        bash "$here/device_conformance.sh" "$(left)" "$@" >"$OUT/conformance.log" 2>&1) &
-      gpu=$(( GPUS - 1 )) ;;
-    *) echo "device_parallel.sh: unknown job '$job'" >&2; exit 2 ;;
-  esac
+  for part in ${job//+/ }; do
+    case "$part" in
+      tests|ctest|pytest|blocks|attention|conformance) ;;
+      *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
+    esac
+  done
+  (for part in ${job//+/ }; do run_one "$part" "$gpu"; done) &
+  [[ "$job" == *conformance* ]] && gpu_last=$(( GPUS - 1 )) || gpu_last=$gpu
   pids+=($!)
   names+=("$job on GPU $gpu")
   stamp "started $job on GPU $gpu"
-  gpu=$(( gpu + 1 ))
+  gpu=$(( gpu_last + 1 ))
 done
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}"
