@@ -26,15 +26,15 @@ int blocks_for(int64_t count) {
 }
 
 __device__ __forceinline__ double load(const void* base, int64_t i, Element type) {
+  if (type == Element::F32) return double(static_cast<const float*>(base)[i]);
   if (type == Element::BF16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
   return double(__half2float(static_cast<const __half*>(base)[i]));
 }
 
-__device__ __forceinline__ uint16_t bits(const void* base, int64_t i) { return static_cast<const uint16_t*>(base)[i]; }
-
-// The runner's poison pattern (runtime::launch_fill_poison writes it).
-__device__ __forceinline__ uint16_t poison(Element type) {
-  return type == Element::BF16 ? runtime::kPoisonBF16 : runtime::kPoisonF16;
+// Whether element i still holds the runner's poison pattern (runtime::launch_fill_poison).
+__device__ __forceinline__ bool is_poison(const void* base, int64_t i, Element type) {
+  if (type == Element::F32) return static_cast<const uint32_t*>(base)[i] == runtime::kPoisonF32;
+  return static_cast<const uint16_t*>(base)[i] == (type == Element::BF16 ? runtime::kPoisonBF16 : runtime::kPoisonF16);
 }
 
 // One block per (b, h, i) query row.
@@ -56,8 +56,14 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
   if (p.mask == 1) visible = i + 1;
   if (p.mask == 2) visible = i + 1 + p.kv_seq - p.seq;
   visible = visible < 0 ? 0 : (visible > p.kv_seq ? p.kv_seq : visible);
+  int64_t first = 0;  // a sliding window: the `window` newest visible keys only
+  if (p.window > 0 && p.mask != 0) {
+    const int64_t off = p.mask == 2 ? p.kv_seq - p.seq : 0;
+    first = i + off - p.window + 1;
+    first = first < 0 ? 0 : first;
+  }
   double local_max = -1.0 / 0.0;
-  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x) {
     const int64_t k_row = kv.offset + b * kv.batch_stride + kh * kv.head_stride + j * kv.seq_stride;
     double dot = 0;
     for (int64_t e = 0; e < p.head_dim; ++e) dot += qrow[e] * load(k, k_row + e, type);
@@ -72,7 +78,7 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
   for (int w = 0; w < (blockDim.x + 31) / 32; ++w) m = fmax(m, reduce[w]);
   __syncthreads();
   double local_sum = 0;
-  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x) {
     scores[j] = exp(scores[j] - m);
     local_sum += scores[j];
   }
@@ -84,16 +90,15 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
   const int64_t out_row = ((b * p.heads + h) * p.seq + i) * p.v_head_dim;
   for (int64_t e = threadIdx.x; e < p.v_head_dim; e += blockDim.x) {
     double acc = 0;
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       acc += scores[j] * load(v, vv.offset + b * vv.batch_stride + kh * vv.head_stride + j * vv.seq_stride + e, type);
     }
-    ref[out_row + e] = visible > 0 && sum > 0 ? acc / sum : 0.0;
+    ref[out_row + e] = visible > first && sum > 0 ? acc / sum : 0.0;
   }
 }
 
 __global__ void compare_kernel(Problem p, Element type, const void* o, View ov, const double* ref, Sums* sums) {
   const int64_t count = p.batch * p.heads * p.seq * p.v_head_dim;
-  const uint16_t pattern = poison(type);
   double sq = 0, sq_ref = 0, max_abs = 0;
   unsigned long long unwritten = 0, nonfinite = 0, written = 0;
   for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < count; n += int64_t(gridDim.x) * blockDim.x) {
@@ -104,7 +109,7 @@ __global__ void compare_kernel(Problem p, Element type, const void* o, View ov, 
     const int64_t at = ov.offset + b * ov.batch_stride + h * ov.head_stride + i * ov.seq_stride + e;
     const double want = ref[n];
     sq_ref += want * want;
-    if (bits(o, at) == pattern) {
+    if (is_poison(o, at, type)) {
       ++unwritten;
       continue;
     }

@@ -13,12 +13,15 @@
 
 namespace fact::attention::device {
 
-enum class Element : int { BF16 = 0, F16 = 1 };
+enum class Element : int { BF16 = 0, F16 = 1, F32 = 2 };
 
 // The runner's element type of `type` (for its fills, poison and counts).
 inline runtime::ElementType runtime_element(Element type) {
-  return type == Element::BF16 ? runtime::ElementType::BF16 : runtime::ElementType::F16;
+  return type == Element::BF16 ? runtime::ElementType::BF16
+         : type == Element::F16 ? runtime::ElementType::F16
+                                : runtime::ElementType::F32;
 }
+inline int64_t element_bytes(Element type) { return type == Element::F32 ? 4 : 2; }
 
 // A [batch, heads, seq, dim] view: element strides and the element where it starts.
 struct View {
@@ -30,10 +33,11 @@ struct Problem {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq = 0, kv_seq = 0, head_dim = 0, v_head_dim = 0;
   int mask = 0;  // FactAttentionMask
   double scale = 1.0;
+  int64_t window = 0;  // causal sliding window (FactAttentionArgs.window); 0: none
 };
 
-// ref[b][h][i][e] (dense float64) = softmax_j(scale · q[b,h,i,:]·k[b,h/g,j,:] + mask) v[b,h/g,j,e];
-// rows with no visible key get 0. q, k, v are base pointers of `type` elements.
+// ref[b][h][i][e] (dense float64) = softmax_j(scale · q[b,h,i,:]·k[b,h/g,j,:] + mask) v[b,h/g,j,e]
+// over the keys the mask and the sliding window leave visible; rows with no visible key get 0. q, k, v are base pointers of `type` elements.
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v,
                View vv, double* ref, cudaStream_t stream);
 

@@ -76,13 +76,14 @@ class Harness {
     std::map<std::string, int64_t> extent;
     for (const TensorView* v : {&p.q, &p.k, &p.v}) extent[v->value] = std::max(extent[v->value], view_end(*v));
     for (const auto& [value, elements] : extent) {
-      inputs_[value] = {DeviceBuffer(size_t(elements) * 2), elements};
+      inputs_[value] = {DeviceBuffer(size_t(elements * device::element_bytes(type))), elements};
     }
     o_elements_ = view_end(p.o) + 2 * kGuardElements;
-    o_ = DeviceBuffer(size_t(o_elements_) * 2);
+    o_ = DeviceBuffer(size_t(o_elements_ * device::element_bytes(type)));
     reference_ = DeviceBuffer(size_t(p.batch * p.heads * p.seq * p.v_head_dim) * sizeof(double));
     scratch_ = DeviceBuffer(sizeof(device::Sums) + 4 * sizeof(unsigned long long));
     dp_ = {p.batch, p.heads, p.kv_heads, p.seq, p.kv_seq, p.head_dim, p.v_head_dim, 0, p.scale};
+    dp_.window = p.mask == MaskKind::None ? 0 : p.window;
     switch (p.mask) {
       case MaskKind::None: dp_.mask = FACT_ATTN_MASK_NONE; break;
       case MaskKind::CausalTopLeft: dp_.mask = FACT_ATTN_MASK_CAUSAL_TOP_LEFT; break;
@@ -94,7 +95,7 @@ class Harness {
   cudaStream_t secondary() const { return secondary_.get(); }
   int64_t input_bytes() const {
     int64_t n = 0;
-    for (const auto& [value, buffer] : inputs_) n += buffer.second * 2;
+    for (const auto& [value, buffer] : inputs_) n += buffer.second * device::element_bytes(type_);
     return n;
   }
 
@@ -112,13 +113,14 @@ class Harness {
     AttentionProblem p = p_;
     p.scale = scale;
     FactAttentionArgs a = attention_args(p);
+    const int64_t bytes = device::element_bytes(type_);
     auto base = [&](const TensorView& v) {
-      return static_cast<const void*>(static_cast<const uint16_t*>(inputs_.at(v.value).first.data()) + v.offset);
+      return static_cast<const void*>(static_cast<const char*>(inputs_.at(v.value).first.data()) + v.offset * bytes);
     };
     a.q = base(p.q);
     a.k = base(p.k);
     a.v = base(p.v);
-    a.o = static_cast<uint16_t*>(o_.data()) + kGuardElements + p.o.offset;
+    a.o = static_cast<char*>(o_.data()) + (kGuardElements + p.o.offset) * bytes;
     return a;
   }
 
@@ -247,9 +249,9 @@ class AttentionRuntime final : public runtime::KindRuntime {
                      "patterns/attention/bench_attention.py compares with PyTorch's SDPA";
       return;
     }
-    if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) {
+    if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16 && p.dtype != DType::Float32) {
       report.status = RunStatus::CannotImplement;
-      report.error = "attention kernels take bf16 or fp16, not " + std::string(graph::dtype_name(p.dtype));
+      report.error = "attention kernels take bf16, fp16 or float32, not " + std::string(graph::dtype_name(p.dtype));
       return;
     }
     const AttentionSpec spec = AttentionSpec::of(library->spec());
@@ -268,7 +270,9 @@ class AttentionRuntime final : public runtime::KindRuntime {
     }
     FACT_CUDA_CHECK(cudaSetDevice(options.device));
     report.device = runtime::current_device_json();
-    const device::Element type = p.dtype == DType::BFloat16 ? device::Element::BF16 : device::Element::F16;
+    const device::Element type = p.dtype == DType::BFloat16 ? device::Element::BF16
+                                 : p.dtype == DType::Float16  ? device::Element::F16
+                                                              : device::Element::F32;
     Harness harness(p, type);
     const uint64_t base_seed = options.seed != 0 ? options.seed : fresh_seed();
     report.timing = {{"base_seed", base_seed}};

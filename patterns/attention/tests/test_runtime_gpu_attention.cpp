@@ -124,6 +124,24 @@ TEST_F(GpuAttention, Float32StrictAndTf32KernelsFromTheCommandLine) {
   }
 }
 
+// A sliding window through run-kernel: the runtime's float64 reference sees the same window as
+// the kernel (a 100-key window at T 777: a reference without it would be far off).
+TEST_F(GpuAttention, ASlidingWindowIsVerifiedAgainstAWindowedReference) {
+  AttentionProblem p;
+  p.dtype = graph::DType::BFloat16;
+  p.head_dim = p.v_head_dim = 64;
+  p.mask = MaskKind::CausalTopLeft;
+  runtime::RunKernelOptions o;
+  o.lib = build(p, "window").string();
+  o.problem = "b=2,h=8,s=777,d=64,causal,w=100";
+  o.kind = "attention";
+  o.precision = runtime::PrecisionMode::Native;
+  o.verify_only = true;
+  const runtime::RunReport r = runtime::run_kernel(o);
+  EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
+  EXPECT_EQ(r.problem["window"], 100);
+}
+
 TEST_F(GpuAttention, AKernelBuiltForAnotherHeadDimCannotImplement) {
   AttentionProblem p;
   p.dtype = graph::DType::BFloat16;
