@@ -16,7 +16,7 @@ from fact.conformance.corpus import CORPUS_DIR, REPO_ROOT, corpus_files, write_j
 from fact.conformance.cpu import (BASELINE_FILE, baseline_of, compare, dump_baseline, format_diff,
                                   format_table, run_cpu)
 from fact.conformance.driver import _worker, run_gpu
-from fact.conformance.gpu_report import short_table
+from fact.conformance.gpu_report import merge_results, plot_gpu, render_gpu_markdown, short_table
 from fact.conformance.lanes import visible_gpus
 from fact.conformance.prepare import PREPARE_BUDGET_SHARE, _prepare_worker, default_prepare_jobs
 
@@ -95,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu.add_argument("--variant", default="", help="suffix of the results file name")
     gpu.add_argument("--summarize", type=Path, default=None, metavar="RESULTS_JSON",
                      help="print the short table of a results file and exit")
+    gpu.add_argument("--merge", type=Path, nargs="+", default=None, metavar=("OUT_JSON", "RESULTS_JSON"),
+                     help="write OUT_JSON (and its .md and .png) from results files of one device, "
+                          "oldest first: per case the last measured record, earlier ones marked "
+                          "resumed_from, and exit")
     gpu.add_argument("--date", default=time.strftime("%Y-%m-%d", time.gmtime()), help=argparse.SUPPRESS)
     gpu.add_argument("--queue", default=None, help=argparse.SUPPRESS)
     gpu.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -116,6 +120,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.summarize:
         print(short_table(json.loads(args.summarize.read_text())))
+        return 0
+    if args.merge:
+        if len(args.merge) < 3:
+            parser.error("--merge OUT_JSON RESULTS_JSON RESULTS_JSON...: two results files or more")
+        out, inputs = args.merge[0], args.merge[1:]
+        try:
+            doc = merge_results([json.loads(p.read_text()) for p in inputs], [str(p) for p in inputs])
+        except ValueError as error:
+            parser.error(str(error))
+        write_json(out, doc)
+        out.with_suffix(".md").write_text(render_gpu_markdown(doc))
+        problem = plot_gpu(doc, out.with_suffix(".png"))
+        print(short_table(doc) + (f"\nplot: {problem}" if problem else ""))
         return 0
     if args.gpu or args.worker or args.prepare_worker:
         args.work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="fact_conformance_gpu_"))

@@ -51,6 +51,43 @@ def summarize_gpu(cases: Sequence[dict]) -> dict:
     }
 
 
+def merge_results(docs: Sequence[dict], names: Sequence[str]) -> dict:
+    """One results file from several of one device (runs that each measured part of the corpus,
+    e.g. a re-measure of some cases): per case, the record of the last file that measured it
+    (status ok or wrong), else the last record; a record taken from another file than the last
+    one is marked resumed_from (that file's device and date), as --resume marks it. Raises
+    ValueError for files of different devices or without cases."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    devices = {doc.get("device") for doc in docs}
+    if len(devices) != 1:
+        raise ValueError(f"results of different devices cannot be merged: {sorted(map(str, devices))}")
+    chosen: dict[str, tuple[int, dict]] = {}
+    order: list[str] = []
+    for index, doc in enumerate(docs):
+        if not isinstance(doc.get("cases"), list):
+            raise ValueError(f"{names[index]}: not a conformance results file")
+        for case in doc["cases"]:
+            name = case.get("name")
+            if name not in chosen:
+                order.append(name)
+            measured = case.get("status") in ("ok", "wrong")
+            if name not in chosen or measured or chosen[name][1].get("status") not in ("ok", "wrong"):
+                chosen[name] = (index, case)
+    last = docs[-1]
+    cases = []
+    for name in order:
+        index, case = chosen[name]
+        if index != len(docs) - 1 and not case.get("resumed_from"):
+            case = dict(case, resumed_from=f"{docs[index].get('device')} {docs[index].get('date')}")
+        cases.append(case)
+    settings = dict(last.get("settings", {}))
+    settings["merged_from"] = list(names)
+    return {"suite": last.get("suite"), "date": last.get("date"), "device": last.get("device"),
+            "versions": last.get("versions", {}), "settings": settings, "cases": cases,
+            "summary": summarize_gpu(cases)}
+
+
 def render_gpu_markdown(doc: dict) -> str:
     """The readable table of a conformance results document."""
     s = doc.get("summary", {})
