@@ -6,8 +6,9 @@
 # patterns/attention/bench_blocks.py on the package: FACT against eager, torch.compile and
 # torch.compile(mode="max-autotune") in the same process, verified against float64, with the
 # ablation of each pattern's share (attention only, GEMMs only, all). When time is left, the
-# same for the float32 block in precision strict (the attention is left to PyTorch there: no
-# float32 attention kernel yet). Results come back at the top of $OUT:
+# same for the float32 block in precision strict (3xTF32 GEMMs and FACT's 3xTF32 flash attention;
+# bench_blocks.py adds the block planned in tf32 against eager with TF32 allowed). Results come
+# back at the top of $OUT:
 # blocks-<device>-<date>.json (DESIGN.md's results shape) and blocks.txt (the table, printed
 # last); logs, reports and plans in $OUT/logs.tgz.
 #
