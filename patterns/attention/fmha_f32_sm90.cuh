@@ -36,6 +36,8 @@
 
 #include <cuda_runtime.h>
 
+#include "patterns/attention/kernel_problem.cuh"
+
 namespace fact::attention {
 
 // ------------------------------------------------------------------------------------------------
@@ -130,20 +132,8 @@ struct F32Fmha {
   static_assert(kBlockN % 8 == 0 && kBlockN <= 128, "tile N: multiple of 8, at most 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 
-  // Host: filled by the entry's can_implement (same members as the bf16 kernel's Problem).
-  struct Problem {
-    int batch, heads, kv_heads, seq_q, seq_k;
-    float const *q, *k, *v;
-    float* o;
-    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
-    int diag_offset;
-    int window;  // 0: none
-    float scale;
-    float* lse;
-    int64_t lse_batch_stride, lse_head_stride;
-    int* tile_counter;  // unused (no dynamic schedule)
-    int64_t l2_bytes;   // unused
-  };
+  // Host: filled by the entry's can_implement.
+  using Problem = KernelProblem<float>;
 
   struct Params {
     Problem p;

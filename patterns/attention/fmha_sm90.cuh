@@ -41,6 +41,7 @@
 #include "cutlass/numeric_types.h"
 #include "cutlass/gemm/gemm.h"
 #include "cutlass/gemm/collective/builders/sm90_common.inl"
+#include "patterns/attention/kernel_problem.cuh"
 
 namespace fact::attention {
 
@@ -268,19 +269,7 @@ struct Sm90Fmha {
   };
 
   // Host: everything but the TMA descriptors is plain arithmetic.
-  struct Problem {
-    int batch, heads, kv_heads, seq_q, seq_k;
-    Element const *q, *k, *v;
-    Element* o;
-    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, seq, head (elements)
-    int diag_offset;
-    int window;  // 0: none
-    float scale;
-    float* lse;
-    int64_t lse_batch_stride, lse_head_stride;
-    int* tile_counter;
-    int64_t l2_bytes;
-  };
+  using Problem = KernelProblem<Element>;
 
   static int num_m_blocks(int seq_q) { return (seq_q + kBlockM - 1) / kBlockM; }
   static int total_tiles(Problem const& p) { return num_m_blocks(p.seq_q) * p.heads * p.batch; }

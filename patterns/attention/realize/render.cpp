@@ -82,7 +82,8 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
     << "}\n";
   return realize::KernelTemplate{s.str(),
                                  {"patterns/attention/attention_entry.cuh", "patterns/attention/fmha_sm90.cuh",
-                                  "patterns/attention/fmha_f32_sm90.cuh", "patterns/attention/attention_abi.h",
+                                  "patterns/attention/fmha_f32_sm90.cuh", "patterns/attention/kernel_problem.cuh",
+                                  "patterns/attention/attention_abi.h",
                                   "include/fact/runtime/fact_abi.h"},
                                  identity};
 }

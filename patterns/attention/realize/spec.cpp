@@ -150,26 +150,8 @@ std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
   }
   if (s.block_m != 64 && s.block_m != 128) return "tile M " + std::to_string(s.block_m) + " (64 or 128, float32 kernel)";
   if (s.block_n != 32 && s.block_n != 64) return "tile N " + std::to_string(s.block_n) + " (32 or 64, float32 kernel)";
-  const AttentionSpec fixed = [&] {
-    AttentionSpec f;
-    f.dtype = s.dtype;
-    f.head_dim = s.head_dim;
-    f.causal = s.causal;
-    f.block_m = s.block_m;
-    f.block_n = s.block_n;
-    f.products = s.products;
-    f.stages = 1;
-    f.pingpong = false;
-    f.dynamic_schedule = false;
-    f.persistent = false;
-    f.defer_pv_wait = false;
-    f.q_stages = 1;
-    f.l2_percent = 40;
-    f.tile_order = 0;
-    f.o_alias_q = false;
-    return f;
-  }();
-  if (!(s == fixed)) {
+  if (s.stages != 1 || s.q_stages != 1 || s.pingpong || s.dynamic_schedule || s.persistent || s.defer_pv_wait ||
+      s.o_alias_q || s.tile_order != 0 || s.l2_percent != 40) {
     return "the float32 kernel has one K/V stage, one Q stage, no ping-pong, no persistent or dynamic schedule, "
            "no deferred PV wait and no O-in-Q staging";
   }

@@ -41,7 +41,7 @@ def _engine_or_skip() -> Path:
 
 
 def load_model_file(path: Path, sizes: dict | None = None):
-    """The corpus file as a module, at its CPU_TEST_SIZES (then `sizes`)."""
+    """A model file (the corpus, bench/models) as a module, at its CPU_TEST_SIZES (then `sizes`)."""
     spec = importlib.util.spec_from_file_location(f"attention_test_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -174,9 +174,7 @@ def test_tril_buffer_attention_composes_on_the_cpu(tmp_path):
 
 @needs_engine_plan
 def test_mingpt_block_composes_attention_and_gemms_on_the_cpu(tmp_path):
-    spec = importlib.util.spec_from_file_location("mingpt_block_test", REPO_ROOT / "bench/models/mingpt_block.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_model_file(REPO_ROOT / "bench/models/mingpt_block.py")
     torch.manual_seed(0)
     model = module.MinGPTBlock(128, 2, 16).to(torch.bfloat16).eval()
     inputs = (torch.randn(2, 16, 128, dtype=torch.bfloat16),)
@@ -301,9 +299,7 @@ def _gpu_attention_of(model, inputs, tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (GPU tests run on the device host)")
 @needs_engine_plan
 def test_mingpt_block_attention_kernel_through_optimize_on_the_gpu(tmp_path):
-    spec = importlib.util.spec_from_file_location("mingpt_block_gpu", REPO_ROOT / "bench/models/mingpt_block.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_model_file(REPO_ROOT / "bench/models/mingpt_block.py")
     torch.manual_seed(0)
     model = module.MinGPTBlock(768, 8, 512).to("cuda", torch.bfloat16).eval()
     inputs = (torch.randn(4, 512, 768, device="cuda", dtype=torch.bfloat16),)
@@ -337,9 +333,7 @@ def test_phi3_sliding_window_attention_kernel_through_optimize_on_the_gpu(tmp_pa
 def test_float32_mingpt_block_runs_the_3xtf32_attention_within_the_strict_bound_on_the_gpu(tmp_path):
     # The minGPT block in float32 (strict): attention in FACT's 3xTF32 flash attention, the block
     # within 1e-5 of the float64 module (the strict contract), on fresh inputs.
-    spec = importlib.util.spec_from_file_location("mingpt_block_gpu_f32", REPO_ROOT / "bench/models/mingpt_block.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_model_file(REPO_ROOT / "bench/models/mingpt_block.py")
     torch.manual_seed(0)
     model = module.MinGPTBlock(768, 8, 512).to("cuda").eval()
     inputs = (torch.randn(4, 512, 768, device="cuda"),)
