@@ -208,7 +208,7 @@ def test_prepare_budget_stops_the_workers_and_the_measurements_go_on(tmp_path):
 def test_sigterm_during_prepare_stops_the_workers_and_writes_the_results(tmp_path):
     """SIGTERM to the driver while a prepare worker is busy: the worker (and its process group)
     is gone, its case is recorded as stopped, and the results file is written (no case
-    measured)."""
+    measured: the case is listed as skipped, so a --resume measures it)."""
     corpus = _corpus(tmp_path / "corpus", {"gemm_a_slow": SLOW_TO_PREPARE})
     driver = subprocess.Popen(_driver_argv(tmp_path, corpus, "--prepare-jobs", "1"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -231,7 +231,8 @@ def test_sigterm_during_prepare_stops_the_workers_and_writes_the_results(tmp_pat
     assert stopped is not None and stopped["status"] == "stopped"
     assert "stopped" in stopped["error"]
     doc = _results(tmp_path)
-    assert doc["cases"] == [] and doc["settings"]["prepare"]["stopped"] == 1
+    assert [(c["name"], c["status"]) for c in doc["cases"]] == [("gemm_a_slow-float32", "skipped")]
+    assert "stopped" in doc["cases"][0]["reason"] and doc["settings"]["prepare"]["stopped"] == 1
 
 
 def test_prepare_defaults_and_deadline():

@@ -71,14 +71,15 @@ class _Run:
 
 
 def record_unmeasured(run: _Run, pending: Sequence[tuple[int, str, str]]) -> None:
-    """Every queued case without a record when the run ends (it was being measured when the
-    time cap stopped the run, or never started) is recorded as skipped, so the results file lists
-    it and a --resume measures it."""
+    """Every queued case without a record when the run ends (it was being measured or prepared
+    when the time cap or a signal stopped the run, or never started) is recorded as skipped, so
+    the results file lists it and a --resume measures it."""
     recorded = {int(p.name.split("-", 1)[0]) for p in run.cases_dir.glob("*.json")}
     for index, file, dtype_name in pending:
         if index not in recorded:
             run.record(index, case_record(Path(file).stem, dtype_name, "skipped",
-                                          "the run stopped at its time cap before this case was measured"))
+                                          "the run stopped (its time cap or a signal) before this case "
+                                          "was measured"))
 
 
 def _settings(args: argparse.Namespace, cases: Sequence[tuple[Path, str]]) -> dict:
