@@ -117,11 +117,14 @@ struct F32Fmha {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kNumWG = (kWarps + 3) / 4;  // for the kernel info: warpgroups of the CTA
   static constexpr bool kWindows = kCausal;        // every causal instance takes a sliding window
-  // Row pitches in floats: Q and K are read as float2 at (row g, dim 2t) -> pitch = 8 mod 32
-  // (or 24: the 8 rows of a half warp fall on distinct bank octets); V as float at (key 2t,
-  // dim g) -> pitch = 4 mod 32 (or 20).
-  static constexpr int kPitchQK = D + 8;
+  // Row pitches in floats. Q and K are read as float2 at (row g, dim 2t): a pitch of 8 or 24 mod
+  // 32 puts the 4 rows of each half warp on distinct bank octets (D + 8 for a multiple of 16, D
+  // itself otherwise). V is read as float at (key 2t, dim g): a pitch of 4 mod 8 (D + 4) puts the
+  // 4 key pairs on distinct octets.
+  static constexpr int kPitchQK = D % 16 == 0 ? D + 8 : D;
   static constexpr int kPitchV = D + 4;
+  static_assert(kPitchQK % 32 == 8 || kPitchQK % 32 == 24, "Q/K pitch: conflict-free float2 fragment loads");
+  static_assert(kPitchV % 8 == 4, "V pitch: conflict-free fragment loads");
   static constexpr int kSmemBytes = int(sizeof(float)) * ((kBlockM + kBlockN) * kPitchQK + kBlockN * kPitchV);
   // Two CTAs per SM where their shared memory fits (latency of one hidden by the other's math).
   static constexpr int kMinBlocks = 2 * (kSmemBytes + 1024) <= 228 * 1024 ? 2 : 1;

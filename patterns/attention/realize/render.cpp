@@ -54,7 +54,9 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*block_n=*/" << spec.block_n << ",\n"
       << "    /*causal=*/" << flag(spec.causal) << ",\n"
       << "    /*products=*/" << spec.products << ">;  // " << (spec.products == 3 ? "3xTF32 (strict)" : "TF32 (tf32)")
-      << "\n";
+      << "\n"
+      << "static_assert(fact::attention::KernelOf<Cfg>::type::kSmemBytes == " << shared_memory_bytes(spec)
+      << ", \"the rendered info's smem_bytes (realize/spec.cpp's shared_memory_bytes)\");\n";
   } else {
     s << "using Cfg = fact::attention::Config<\n"
       << "    " << realize::dtype_cpp(spec.dtype) << ",  // Q, K, V, O\n"

@@ -125,8 +125,9 @@ AttentionSpec AttentionSpec::of(const realize::KernelSpec& spec) {
 }
 
 int shared_memory_bytes(const AttentionSpec& s) {
-  if (s.dtype == DType::Float32) {  // F32Fmha::kSmemBytes: Q and K at pitch D + 8, V at D + 4 (floats)
-    return 4 * ((s.block_m + s.block_n) * (s.head_dim + 8) + s.block_n * (s.head_dim + 4));
+  if (s.dtype == DType::Float32) {  // F32Fmha::kSmemBytes: its Q/K and V row pitches (floats)
+    const int pitch_qk = s.head_dim % 16 == 0 ? s.head_dim + 8 : s.head_dim;
+    return 4 * ((s.block_m + s.block_n) * pitch_qk + s.block_n * (s.head_dim + 4));
   }
   const int element = 2;
   const int warpgroups = s.block_m / 64;
