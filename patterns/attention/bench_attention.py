@@ -10,7 +10,9 @@ flash backends, same process, same inputs. TFLOP/s count 4*B*H*Sq*Sk*D, halved f
 float32 cases (the 3xTF32 `strict` and the TF32 kernels of fmha_f32_sm90.cuh) are checked at their
 precision's bound and timed against what a float32 model runs: the attention written out in
 PyTorch (matmul, masked_fill with a tril buffer, softmax, matmul; TF32 off, PyTorch's default) and
-F.scaled_dot_product_attention's memory-efficient backend (cuDNN and flash take no float32).
+F.scaled_dot_product_attention's memory-efficient backend (cuDNN and flash take no float32). A
+kernel is compared only with baselines of its precision (BASELINE_PRECISION): the 3xTF32 kernels
+with those two, the TF32 kernels with the written-out attention run with TF32 allowed.
 
 Usage: bench_attention.py --libs DIR [--json OUT.json] [--cases a,b] [--iters N]
 """
@@ -103,6 +105,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "f32": torch.float32}
 TOLERANCE = {"3xtf32": 1e-5, "tf32": 5e-3, "native": 2e-2}
 PRECISION = {"3xtf32": "strict float32 (3xTF32 products, float32 softmax)",
              "tf32": "tf32 (TF32 products, float32 accumulation and softmax)"}
+# The products of the float32 baselines: a speedup is a ratio within one precision, never one
+# that a precision change buys.
+BASELINE_PRECISION = {"torch_written_f32": "3xtf32", "sdpa_efficient": "3xtf32", "torch_written_tf32": "tf32"}
 
 # name, B, Sq, Sk, H, Hkv, d, mask, dtype, layout, timed
 CASES = [
@@ -325,10 +330,10 @@ def sdpa_baseline(case, q, k, v, scale, backend, ref, timer):
     return res
 
 
-def written_baseline(case, q, k, v, scale, ref, timer):
+def written_baseline(case, q, k, v, scale, ref, timer, tf32=False):
     """The attention as a float32 model writes it (minGPT): q @ k^T * scale, masked_fill of a tril
     buffer longer than the sequence, softmax, @ v, on [B, H, S, D] views; GQA by repeat_interleave.
-    PyTorch's defaults: no TF32."""
+    PyTorch's default (no TF32), or with TF32 allowed for its matmuls (`tf32`)."""
     assert not torch.backends.cuda.matmul.allow_tf32
     g = case["H"] // case["Hkv"]
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
@@ -339,12 +344,21 @@ def written_baseline(case, q, k, v, scale, ref, timer):
     Sq, Sk = case["Sq"], case["Sk"]
     causal = case["mask"] == MASK_TOP_LEFT
 
-    def fn():
+    def written():
         att = (qh @ kh.transpose(-2, -1)) * scale
         if causal:
             att = att.masked_fill(bias[:, :, :Sq, :Sk] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         return att @ vh
+
+    def fn():
+        if not tf32:
+            return written()
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return written()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
 
     out = fn()
     torch.cuda.synchronize()
@@ -453,6 +467,9 @@ def run_case(case, libs, timer, seed):
                               config=strict["kernel"])
             if case["mask"] != MASK_BOTTOM_RIGHT:
                 result["baselines"]["torch_written_f32"] = written_baseline(case, q, k, v, scale, ref, timer)
+                if "tf32" in result["fact_by_products"]:
+                    result["baselines"]["torch_written_tf32"] = written_baseline(case, q, k, v, scale, ref, timer,
+                                                                                 tf32=True)
                 result["baselines"]["sdpa_efficient"] = sdpa_baseline(case, q, k, v, scale,
                                                                       SDPBackend.EFFICIENT_ATTENTION, ref, timer)
         else:
@@ -461,8 +478,11 @@ def run_case(case, libs, timer, seed):
                     continue
                 result["baselines"][key] = sdpa_baseline(case, q, k, v, scale, backend, ref, timer)
         result["speedup"] = {k_: b["ms"] / result["fact_ms"] for k_, b in result["baselines"].items() if "ms" in b}
+        if case["dtype"] == "f32":  # the headline (strict) and each kernel: same-precision baselines only
+            result["speedup"] = {k_: r for k_, r in result["speedup"].items() if BASELINE_PRECISION[k_] == "3xtf32"}
         for products, mine in result.get("fact_by_products", {}).items():
-            mine["speedup"] = {k_: b["ms"] / mine["ms"] for k_, b in result["baselines"].items() if "ms" in b}
+            mine["speedup"] = {k_: b["ms"] / mine["ms"] for k_, b in result["baselines"].items()
+                               if "ms" in b and BASELINE_PRECISION.get(k_) == products}
     elif ok:
         best = ok[0]
         result.update(rel_err=best["rel_err"], config=best["kernel"])
@@ -555,16 +575,19 @@ def main():
               f"{fmt(sp.get('sdpa_flash'), '%7.3f'):>7s} {fmt(r.get('rel_err'), '%8.1e'):>8s} {r.get('pass')}")
     f32 = [r for r in report["cases"] if r.get("fact_by_products")]
     if f32:
+        # Each kernel against the baselines of its precision: 3xTF32 against the float32 written-out
+        # attention and SDPA's efficient kernel, TF32 against the written-out one with TF32 allowed.
         print(f"\n{'float32 case':44s} {'products':>8s} {'fact ms':>8s} {'TF/s':>6s} {'written':>8s} {'sdpa eff':>8s} "
               f"{'x writ.':>7s} {'x eff':>7s} {'rel_err':>8s}")
         for r in f32:
             b = r.get("baselines", {})
             for products, mine in r["fact_by_products"].items():
                 sp = mine.get("speedup", {})
+                written = "torch_written_tf32" if products == "tf32" else "torch_written_f32"
                 print(f"{r['name'][:44]:44s} {products:>8s} {fmt(mine['ms'], '%8.4f'):>8s} {fmt(mine['tflops'], '%6.0f'):>6s} "
-                      f"{fmt(b.get('torch_written_f32', {}).get('ms'), '%8.4f'):>8s} "
-                      f"{fmt(b.get('sdpa_efficient', {}).get('ms'), '%8.4f'):>8s} "
-                      f"{fmt(sp.get('torch_written_f32'), '%7.3f'):>7s} {fmt(sp.get('sdpa_efficient'), '%7.3f'):>7s} "
+                      f"{fmt(b.get(written, {}).get('ms'), '%8.4f'):>8s} "
+                      f"{fmt(b.get('sdpa_efficient', {}).get('ms') if products != 'tf32' else None, '%8.4f'):>8s} "
+                      f"{fmt(sp.get(written), '%7.3f'):>7s} {fmt(sp.get('sdpa_efficient'), '%7.3f'):>7s} "
                       f"{fmt(mine['rel_err'], '%8.1e'):>8s}")
     return 0 if all(r.get("pass") for r in report["cases"]) else 1
 

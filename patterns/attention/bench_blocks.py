@@ -404,16 +404,28 @@ def _compiled(model, inputs, mode):
     return compiled
 
 
+# Baselines that run in another precision than the model's dtype gives (eager with TF32 allowed):
+# FACT is compared with them only where it ran in that precision too, so no ratio counts a
+# precision change as a speedup.
+BASELINE_PRECISION = {"torch_eager_tf32": "tf32"}
+
+
 def finish(case: dict) -> None:
-    """Speedups of FACT against each baseline, and each pattern's share against eager."""
+    """Speedups of FACT against each baseline of its precision, and each pattern's share against
+    eager."""
+    def same_precision(key: str, precision) -> bool:
+        return BASELINE_PRECISION.get(key, case["precision"]) == precision
+
     if case["fact_ms"]:
-        case["speedup"] = {k: b["ms"] / case["fact_ms"] for k, b in case["baselines"].items() if b.get("ms")}
+        case["speedup"] = {k: b["ms"] / case["fact_ms"] for k, b in case["baselines"].items()
+                           if b.get("ms") and same_precision(k, case["precision"])}
     eager = case["baselines"].get("torch_eager", {}).get("ms")
     eager_tf32 = case["baselines"].get("torch_eager_tf32", {}).get("ms")
     for entry in case["ablation"].values():
-        if eager and entry.get("ms"):
+        precision = entry.get("precision", case["precision"])
+        if eager and entry.get("ms") and same_precision("torch_eager", precision):
             entry["speedup_vs_eager"] = eager / entry["ms"]
-        if eager_tf32 and entry.get("ms"):
+        if eager_tf32 and entry.get("ms") and same_precision("torch_eager_tf32", precision):
             entry["speedup_vs_eager_tf32"] = eager_tf32 / entry["ms"]
     # Each pattern's share of the time FACT saves over eager (attention only and GEMMs only need
     # not add up to all: the remainders Inductor compiles differ).

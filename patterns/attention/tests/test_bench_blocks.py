@@ -197,3 +197,18 @@ def test_cpu_rounds_rotate_the_order():
     stats = bench_blocks.time_interleaved(fns, torch.device("cpu"), 1, 3, bench_blocks.L2Flusher(0, "cpu"))
     assert order == ["a", "b", "c", "a", "b", "c", "b", "c", "a", "c", "a", "b"]
     assert all(s.runs == 3 and "interleaved with a, b, c" in s.timer for s in stats.values())
+
+
+def test_no_ratio_compares_two_precisions():
+    # A float32 block: FACT strict against eager float32, FACT planned in tf32 against eager with
+    # TF32 allowed; neither against the other's baseline (a precision change is no speedup).
+    case = {"precision": "strict", "fact_ms": 10.0, "speedup": {},
+            "baselines": {"torch_eager": {"ms": 30.0}, "torch_compile": {"ms": 20.0},
+                          "torch_eager_tf32": {"ms": 9.0}},
+            "ablation": {"all": {"ms": 10.0, "precision": "strict"}, "tf32": {"ms": 3.0, "precision": "tf32"}}}
+    bench_blocks.finish(case)
+    assert case["speedup"] == {"torch_eager": 3.0, "torch_compile": 2.0}
+    assert case["ablation"]["all"]["speedup_vs_eager"] == 3.0
+    assert "speedup_vs_eager_tf32" not in case["ablation"]["all"]
+    assert case["ablation"]["tf32"]["speedup_vs_eager_tf32"] == 3.0
+    assert "speedup_vs_eager" not in case["ablation"]["tf32"]
