@@ -216,8 +216,7 @@ std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
            std::to_string(p.v_head_dim) + ")";
   }
   if (p.dtype == DType::Float32) {
-    // fmha_f32_sm90.cuh builds any multiple of 8 from 16 to 128 (mma.sync k-steps of 8 dims).
-    if (p.head_dim % 8 != 0 || p.head_dim < 16 || p.head_dim > 128) {
+    if (!float32_kernel_head_dim(p.head_dim)) {
       return "head dim " + std::to_string(p.head_dim) +
              " has no float32 kernel (built for multiples of 8 from 16 to 128)";
     }

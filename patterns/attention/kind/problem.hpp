@@ -28,8 +28,10 @@ using graph::DType;
 inline constexpr const char* kKindName = "attention";
 
 // Head dims the bf16/fp16 kernel is built and measured for (patterns/attention/KERNEL.md); the
-// float32 kernel takes any multiple of 8 from 16 to 128. Q/K and V/O head dims must be equal.
+// float32 kernel takes any multiple of 8 from 16 to 128 (fmha_f32_sm90.cuh's static_assert: its
+// mma.sync k-steps are 8 dims). Q/K and V/O head dims must be equal.
 inline constexpr std::array<int64_t, 4> kKernelHeadDims = {64, 80, 96, 128};
+inline constexpr bool float32_kernel_head_dim(int64_t d) { return d % 8 == 0 && d >= 16 && d <= 128; }
 
 enum class MaskKind {
   None,               // every key visible
@@ -93,8 +95,9 @@ void set_dense_views(AttentionProblem& p);
 
 // Why no FACT attention kernel computes `p` under `precision` (nullopt: one does): the
 // canonicalization's `unsupported` reason, a float32 problem in another precision than strict
-// (3xTF32 kernel) or tf32 (TF32 kernel), another dtype than bf16/fp16/float32, head dims outside kKernelHeadDims or unequal, a head dim that is not contiguous, a
-// stride or offset that is not a multiple of 16 bytes (TMA), a GQA group that does not divide.
+// (3xTF32 kernel) or tf32 (TF32 kernel), another dtype than bf16/fp16/float32, head dims no
+// kernel has (above) or unequal, a head dim that is not contiguous, a stride or offset that is
+// not a multiple of 16 bytes (TMA), a GQA group that does not divide.
 std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
                                                     const std::string& precision);
 

@@ -1,7 +1,7 @@
 // The attention pattern's realizer (fact/realize/realizer.hpp): bf16/fp16 attention in
 // precision native as FACT's own sm_90a FMHA (fmha_sm90.cuh), float32 attention in precision
-// strict (3xTF32) or tf32 (TF32) as its float32 flash attention (fmha_f32_sm90.cuh). Declines with the same reasons
-// discovery gives (kind/problem.hpp's attention_decline_reason).
+// strict (3xTF32) or tf32 (TF32) as its float32 flash attention (fmha_f32_sm90.cuh). Declines
+// with the same reasons discovery gives (kind/problem.hpp's attention_decline_reason).
 #include "fact/realize/realizer.hpp"
 #include "fact/realize/cutlass_names.hpp"
 #include "patterns/attention/realize/spec.hpp"

@@ -146,8 +146,8 @@ namespace {
 // at 128 registers, which O, its per-block partial and S exceed below head dim 128).
 std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
   if (s.products != 3 && s.products != 1) return "float32 products " + std::to_string(s.products) + " (3: 3xTF32, 1: TF32)";
-  if (s.head_dim <= 0 || s.head_dim % 8 != 0 || s.head_dim > 128) {
-    return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 8 up to 128 (float32 kernel)";
+  if (!float32_kernel_head_dim(s.head_dim)) {
+    return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 8 from 16 to 128 (float32 kernel)";
   }
   if (s.block_m != 64 && s.block_m != 128) return "tile M " + std::to_string(s.block_m) + " (64 or 128, float32 kernel)";
   if (s.block_n != 32 && s.block_n != 64) return "tile N " + std::to_string(s.block_n) + " (32 or 64, float32 kernel)";

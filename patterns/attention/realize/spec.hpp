@@ -3,8 +3,8 @@
 // fact::attention::Config in fmha_sm90.cuh for bf16/fp16, of F32Config in fmha_f32_sm90.cuh for
 // float32), the single source of truth for rendering, naming and caching (DESIGN.md rule 3).
 // A float32 spec uses dtype, head_dim, causal, block_m, block_n and products; its other members
-// keep their fixed values (one stage, cooperative, static, one CTA per tile, ...). The parameter space (space.cpp), the renderer (render.cpp)
-// and the realizer (realizer.cpp) read it.
+// keep their fixed values (one stage, cooperative, static, one CTA per tile, ...). The parameter
+// space (space.cpp), the renderer (render.cpp) and the realizer (realizer.cpp) read it.
 #pragma once
 #include <optional>
 #include <string>
@@ -21,7 +21,7 @@ namespace fact::attention {
 
 struct AttentionSpec {
   // Problem class (one kernel serves every size and stride it can implement).
-  DType dtype = DType::BFloat16;  // Q, K, V, O: bf16, fp16 or float32; float32 accumulation and softmax
+  DType dtype = DType::BFloat16;  // Q, K, V, O: bf16, fp16 or float32; float32 softmax and accumulation
   int head_dim = 128;             // of Q, K, V and O (the kernel has one)
   bool causal = true;             // built for causal masks (either alignment) or for none
   // Tuning parameters (Config's template parameters).

@@ -13,15 +13,8 @@
 
 namespace fact::attention::device {
 
-enum class Element : int { BF16 = 0, F16 = 1, F32 = 2 };
-
-// The runner's element type of `type` (for its fills, poison and counts).
-inline runtime::ElementType runtime_element(Element type) {
-  return type == Element::BF16 ? runtime::ElementType::BF16
-         : type == Element::F16 ? runtime::ElementType::F16
-                                : runtime::ElementType::F32;
-}
-inline int64_t element_bytes(Element type) { return type == Element::F32 ? 4 : 2; }
+// Q, K, V and O's element type: the runner's (its fills, poison, counts and element_bytes).
+using Element = runtime::ElementType;
 
 // A [batch, heads, seq, dim] view: element strides and the element where it starts.
 struct View {
@@ -37,7 +30,8 @@ struct Problem {
 };
 
 // ref[b][h][i][e] (dense float64) = softmax_j(scale · q[b,h,i,:]·k[b,h/g,j,:] + mask) v[b,h/g,j,e]
-// over the keys the mask and the sliding window leave visible; rows with no visible key get 0. q, k, v are base pointers of `type` elements.
+// over the keys the mask and the sliding window leave visible; rows with no visible key get 0.
+// q, k, v are base pointers of `type` elements.
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v,
                View vv, double* ref, cudaStream_t stream);
 

@@ -76,10 +76,10 @@ class Harness {
     std::map<std::string, int64_t> extent;
     for (const TensorView* v : {&p.q, &p.k, &p.v}) extent[v->value] = std::max(extent[v->value], view_end(*v));
     for (const auto& [value, elements] : extent) {
-      inputs_[value] = {DeviceBuffer(size_t(elements * device::element_bytes(type))), elements};
+      inputs_[value] = {DeviceBuffer(size_t(elements * runtime::element_bytes(type))), elements};
     }
     o_elements_ = view_end(p.o) + 2 * kGuardElements;
-    o_ = DeviceBuffer(size_t(o_elements_ * device::element_bytes(type)));
+    o_ = DeviceBuffer(size_t(o_elements_ * runtime::element_bytes(type)));
     reference_ = DeviceBuffer(size_t(p.batch * p.heads * p.seq * p.v_head_dim) * sizeof(double));
     scratch_ = DeviceBuffer(sizeof(device::Sums) + 4 * sizeof(unsigned long long));
     dp_ = {p.batch, p.heads, p.kv_heads, p.seq, p.kv_seq, p.head_dim, p.v_head_dim, 0, p.scale};
@@ -95,14 +95,14 @@ class Harness {
   cudaStream_t secondary() const { return secondary_.get(); }
   int64_t input_bytes() const {
     int64_t n = 0;
-    for (const auto& [value, buffer] : inputs_) n += buffer.second * device::element_bytes(type_);
+    for (const auto& [value, buffer] : inputs_) n += buffer.second * runtime::element_bytes(type_);
     return n;
   }
 
   void randomize(uint64_t seed) {
     uint64_t s = seed;
     for (auto& [value, buffer] : inputs_) {
-      runtime::launch_fill_uniform(buffer.first.data(), device::runtime_element(type_), buffer.second, ++s * 0x100000001b3ull, kInputScale, primary());
+      runtime::launch_fill_uniform(buffer.first.data(), type_, buffer.second, ++s * 0x100000001b3ull, kInputScale, primary());
     }
     FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     reference_scale_ = -1;  // stale
@@ -113,7 +113,7 @@ class Harness {
     AttentionProblem p = p_;
     p.scale = scale;
     FactAttentionArgs a = attention_args(p);
-    const int64_t bytes = device::element_bytes(type_);
+    const int64_t bytes = runtime::element_bytes(type_);
     auto base = [&](const TensorView& v) {
       return static_cast<const void*>(static_cast<const char*>(inputs_.at(v.value).first.data()) + v.offset * bytes);
     };
@@ -139,7 +139,7 @@ class Harness {
       // The poison lands only after the spin: a kernel launched elsewhere finishes first.
       runtime::launch_spin_kernel(kStreamCheckDelayNs, stream);
     }
-    runtime::launch_fill_poison(o_.data(), device::runtime_element(type_), o_elements_, stream);
+    runtime::launch_fill_poison(o_.data(), type_, o_elements_, stream);
     *status = launch(args(scale), stream);
     FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
     FACT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -157,7 +157,7 @@ class Harness {
     TensorView o = p_.o;
     o.offset += kGuardElements;
     device::compare(dp, type_, o_.data(), device_view(o), reference_.as<double>(), sums, primary());
-    runtime::launch_count_not_poison(o_.data(), device::runtime_element(type_), o_elements_, total, primary());
+    runtime::launch_count_not_poison(o_.data(), type_, o_elements_, total, primary());
     FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
     device::Sums s;
     unsigned long long written_anywhere = 0;
