@@ -3,9 +3,10 @@
 # that runs several jobs side by side, one GPU each, since device time is counted per machine,
 # not per GPU. The engine and its tests are built once (tests on), then each job starts on its
 # own GPU(s) with FACT_PREBUILT=1 (no second cmake in the build folder):
-#   tests        the C++ suite (ctest, every test; the GPU ones run here), then pytest -m gpu
-#   ctest        the C++ suite only; FACT_CTEST_R narrows it with -R  (log: $OUT/ctest.log)
-#   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k  (log: $OUT/pytest_gpu.log)
+#   tests        scripts/device_validate.sh's tests: the C++ suite (ctest; the GPU tests run
+#                here), then pytest -m gpu (logs in $OUT/tests-<GPU>/: ctest.log, pytest_gpu.log)
+#   ctest        the C++ suite only; FACT_CTEST_R narrows it with -R
+#   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k
 #   blocks       scripts/device_blocks.sh (its FACT_BLOCKS_* settings from the environment;
 #                results at the top of $OUT, its logs in $OUT/blocks-logs.tgz)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
@@ -46,25 +47,18 @@ wait "$native_pid"
 export FACT_PREBUILT=1
 left() { echo $(( TOTAL_SECONDS - $(elapsed) - 15 )); }
 
-run_ctest() {
-  CUDA_VISIBLE_DEVICES=$1 timeout "$(left)" ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure \
-    ${FACT_CTEST_R:+-R "$FACT_CTEST_R"} >"$OUT/ctest.log" 2>&1
-  echo "ctest exit $? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))" >>"$OUT/ctest.log"
-}
-run_pytest() {
-  # Written straight to the log (no pipe), so what ran is kept when the time limit stops it.
-  CUDA_VISIBLE_DEVICES=$1 timeout "$(left)" python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider \
-    ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"} tests/python patterns >"$OUT/pytest_gpu.log" 2>&1
-  echo "pytest -m gpu exit $? ($(grep -cE " PASSED| FAILED| ERROR" "$OUT/pytest_gpu.log") tests reported)" \
-    >>"$OUT/pytest_gpu.log"
+run_tests() {  # $1: GPU, $2: the suites (scripts/device_validate.sh's FACT_VALIDATE_PARTS)
+  mkdir -p "$OUT/tests-$1"
+  CUDA_VISIBLE_DEVICES=$1 FACT_VALIDATE_PARTS=$2 OUT=$OUT/tests-$1 \
+    bash "$here/device_validate.sh" "$(left)" 0 >"$OUT/tests-$1.log" 2>&1
 }
 
 run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from there
   local gpu=$2
   case "$1" in
-    tests) run_ctest "$gpu"; run_pytest "$gpu" ;;
-    ctest) run_ctest "$gpu" ;;
-    pytest) run_pytest "$gpu" ;;
+    tests) run_tests "$gpu" "ctest pytest" ;;
+    ctest) run_tests "$gpu" ctest ;;
+    pytest) run_tests "$gpu" pytest ;;
     blocks)
       mkdir -p "$OUT/blocks"
       CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/blocks bash "$here/device_blocks.sh" "$(left)" >"$OUT/blocks.log" 2>&1 ;;
@@ -100,8 +94,10 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}"
   stamp "${names[$i]}: exit $?"
 done
-[ -f "$OUT/ctest.log" ] && tail -6 "$OUT/ctest.log"
-[ -f "$OUT/pytest_gpu.log" ] && { grep -E " FAILED| ERROR" "$OUT/pytest_gpu.log" | head -20; tail -3 "$OUT/pytest_gpu.log"; }
+for log in "$OUT"/tests-*/ctest.log; do [ -f "$log" ] && tail -6 "$log"; done
+for log in "$OUT"/tests-*/pytest_gpu.log; do
+  [ -f "$log" ] && { grep -E " FAILED| ERROR" "$log" | head -20; tail -3 "$log"; }
+done
 [ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
 [ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"

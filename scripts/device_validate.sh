@@ -6,6 +6,8 @@
 #   bench.log, tune-reports.tgz, device.json (the measured profile).
 # Usage (device tool, carry [".deps"]):
 #   bash scripts/device_validate.sh [TOTAL_SECONDS [MAX_CANDIDATES]]   (MAX_CANDIDATES 0: tests only)
+# Environment: FACT_VALIDATE_PARTS (below), FACT_CTEST_R (ctest -R: only the tests it matches),
+# FACT_PYTEST_K (pytest -k), FACT_PREBUILT=1 (scripts/device_parallel.sh built the engine).
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
@@ -36,15 +38,17 @@ stamp "device profile"
 PARTS=${FACT_VALIDATE_PARTS:-ctest pytest}
 if [[ " $PARTS " == *" ctest "* ]]; then
   stamp "GPU tests: C++ (every test; the GPU ones run here)"
-  ctest --test-dir build-device -j 8 --timeout 300 --output-on-failure >"$OUT/ctest.log" 2>&1
+  timeout $(( TOTAL_SECONDS - $(elapsed) - 20 )) ctest --test-dir build-device -j 8 --timeout 300 \
+    --output-on-failure ${FACT_CTEST_R:+-R "$FACT_CTEST_R"} >"$OUT/ctest.log" 2>&1
+  echo "ctest exit $? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))" >>"$OUT/ctest.log"
   tail -60 "$OUT/ctest.log" >"$OUT/tests.log"
 fi
 if [[ " $PARTS " == *" pytest "* ]]; then
   left=$(( TOTAL_SECONDS - $(elapsed) - 40 ))
   stamp "GPU tests: pytest -m gpu (${left}s; each test's line and the slowest in $OUT/pytest_gpu.log)"
   # Written straight to the log (no pipe), so what ran is kept when the time limit stops it.
-  timeout "$left" python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider tests/python patterns \
-    >"$OUT/pytest_gpu.log" 2>&1
+  timeout "$left" python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider \
+    ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"} tests/python patterns >"$OUT/pytest_gpu.log" 2>&1
   echo "pytest -m gpu exit $? ($(grep -cE " PASSED| FAILED| ERROR" "$OUT/pytest_gpu.log") tests reported)" >>"$OUT/pytest_gpu.log"
   tail -45 "$OUT/pytest_gpu.log" >>"$OUT/tests.log"
 fi
