@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class GpuAttention : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     if (runtime::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU test not run";
     options_ = realize::default_compile_options();
@@ -85,18 +85,28 @@ TEST_F(GpuAttention, MinGptFusedQkvMergedHeads) {
   EXPECT_GT(r.ms->median, 0.0);
 }
 
-TEST_F(GpuAttention, DenseGroupedQueryHeadsFromTheCommandLine) {
-  runtime::RunKernelOptions o;
+// `fact run-kernel --problem WORDS --dtype DTYPE` of the default kernel for head dim `d` (causal
+// or not) in `precision`, verification only (or with the timing: `verify_only` false).
+runtime::RunReport run_command_line(GpuAttention& test, const std::string& name, graph::DType dtype, int d,
+                                    bool causal, const std::string& words, const std::string& precision = "native",
+                                    bool verify_only = true) {
   AttentionProblem p;
-  p.dtype = graph::DType::BFloat16;
-  p.head_dim = p.v_head_dim = 128;
-  p.mask = MaskKind::CausalTopLeft;
-  o.lib = build(p, "gqa").string();
-  o.problem = "b=2,h=16,kvh=4,s=1000,d=128,causal";
+  p.dtype = dtype;
+  p.head_dim = p.v_head_dim = d;
+  p.mask = causal ? MaskKind::CausalTopLeft : MaskKind::None;
+  runtime::RunKernelOptions o;
+  o.lib = test.build(p, name, precision).string();
+  o.problem = words;
+  o.dtype = dtype == graph::DType::Float32 ? "f32" : dtype == graph::DType::Float16 ? "fp16" : "bf16";
   o.kind = "attention";
-  o.precision = runtime::PrecisionMode::Native;
-  o.verify_only = true;
-  const runtime::RunReport r = runtime::run_kernel(o);
+  o.precision = runtime::parse_precision(precision);
+  o.verify_only = verify_only;
+  return runtime::run_kernel(o);
+}
+
+TEST_F(GpuAttention, DenseGroupedQueryHeadsFromTheCommandLine) {
+  const runtime::RunReport r =
+      run_command_line(*this, "gqa", graph::DType::BFloat16, 128, true, "b=2,h=16,kvh=4,s=1000,d=128,causal");
   EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
   EXPECT_EQ(r.problem["kv_heads"], 4);
 }
@@ -104,55 +114,28 @@ TEST_F(GpuAttention, DenseGroupedQueryHeadsFromTheCommandLine) {
 // The float32 kernels through the same runtime: strict (3xTF32) within the strict tolerance of
 // the float64 reference, tf32 within tf32's; GQA, a key tail and bottom-right alignment.
 TEST_F(GpuAttention, Float32StrictAndTf32KernelsFromTheCommandLine) {
-  AttentionProblem p;
-  p.dtype = graph::DType::Float32;
-  p.head_dim = p.v_head_dim = 128;
-  p.mask = MaskKind::CausalTopLeft;
-  for (const auto& [precision, mode] : {std::pair{"strict", runtime::PrecisionMode::Strict},
-                                        std::pair{"tf32", runtime::PrecisionMode::Tf32}}) {
-    runtime::RunKernelOptions o;
-    o.lib = build(p, std::string("f32_") + precision, precision).string();
-    o.problem = "b=2,h=8,kvh=2,s=300,skv=1000,d=128,mask=causal_bottom_right";
-    o.dtype = "f32";  // `fact run-kernel --dtype f32`
-    o.kind = "attention";
-    o.precision = mode;
-    o.verify_only = true;
-    const runtime::RunReport r = runtime::run_kernel(o);
+  for (const std::string precision : {"strict", "tf32"}) {
+    const runtime::RunReport r = run_command_line(*this, "f32_" + precision, graph::DType::Float32, 128, true,
+                                                  "b=2,h=8,kvh=2,s=300,skv=1000,d=128,mask=causal_bottom_right",
+                                                  precision);
     EXPECT_EQ(r.status, runtime::RunStatus::Ok) << precision << ": " << r.error;
     ASSERT_TRUE(r.rel_err.has_value()) << precision;
-    EXPECT_LT(*r.rel_err, std::string(precision) == "strict" ? 1e-5 : 5e-3) << precision;
+    EXPECT_LT(*r.rel_err, precision == "strict" ? 1e-5 : 5e-3) << precision;
   }
 }
 
 // A sliding window through run-kernel: the runtime's float64 reference sees the same window as
 // the kernel (a 100-key window at T 777: a reference without it would be far off).
 TEST_F(GpuAttention, ASlidingWindowIsVerifiedAgainstAWindowedReference) {
-  AttentionProblem p;
-  p.dtype = graph::DType::BFloat16;
-  p.head_dim = p.v_head_dim = 64;
-  p.mask = MaskKind::CausalTopLeft;
-  runtime::RunKernelOptions o;
-  o.lib = build(p, "window").string();
-  o.problem = "b=2,h=8,s=777,d=64,causal,w=100";
-  o.kind = "attention";
-  o.precision = runtime::PrecisionMode::Native;
-  o.verify_only = true;
-  const runtime::RunReport r = runtime::run_kernel(o);
+  const runtime::RunReport r =
+      run_command_line(*this, "window", graph::DType::BFloat16, 64, true, "b=2,h=8,s=777,d=64,causal,w=100");
   EXPECT_EQ(r.status, runtime::RunStatus::Ok) << r.error;
   EXPECT_EQ(r.problem["window"], 100);
 }
 
 TEST_F(GpuAttention, AKernelBuiltForAnotherHeadDimCannotImplement) {
-  AttentionProblem p;
-  p.dtype = graph::DType::BFloat16;
-  p.head_dim = p.v_head_dim = 64;
-  p.mask = MaskKind::CausalTopLeft;
-  runtime::RunKernelOptions o;
-  o.lib = build(p, "d64").string();
-  o.problem = "b=1,h=2,s=128,d=128,causal";
-  o.kind = "attention";
-  o.precision = runtime::PrecisionMode::Native;
-  const runtime::RunReport r = runtime::run_kernel(o);
+  const runtime::RunReport r = run_command_line(*this, "d64", graph::DType::BFloat16, 64, true,
+                                                "b=1,h=2,s=128,d=128,causal", "native", /*verify_only=*/false);
   EXPECT_EQ(r.status, runtime::RunStatus::CannotImplement) << r.error;
 }
 
