@@ -101,4 +101,19 @@ done
 [ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
 [ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
+
+# The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
+# conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
+shopt -s nullglob
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json; do mv "$f" "$OUT/"; done
+[ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
+keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
+rest=()
+for f in "$OUT"/*; do
+  [[ " ${keep[*]} " == *" $f "* ]] || rest+=("$(basename "$f")")
+done
+if [ ${#rest[@]} -gt 0 ]; then
+  tar -czf "$OUT/details.tgz" -C "$OUT" "${rest[@]}" && (cd "$OUT" && rm -rf "${rest[@]}")
+fi
+ls "$OUT"
 exit 0

@@ -45,7 +45,7 @@ from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
 from fact.replacement_speed import time_replacement
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
-from fact.timing import Timer, capture_cuda_graph, l2_flushed_median_ms
+from fact.timing import Timer, capture_cuda_graph, l2_flushed_median_ms, l2_flushed_medians_ms
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
@@ -703,10 +703,14 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
     baseline = original if original is not None else module
     name = "torch.compile of the original" if original is not None else \
         f"the original eagerly ({why_not})"
+    candidates = {"composed": lambda: composed._run_composed(example_inputs),
+                  "original": lambda: baseline(*example_inputs)}
+    if original is not None:
+        candidates["eager"] = lambda: module(*example_inputs)
     try:
-        composed_ms = float(timer(lambda: composed._run_composed(example_inputs)))
-        original_ms = float(timer(lambda: baseline(*example_inputs)))
-        eager_ms = float(timer(lambda: module(*example_inputs))) if original is not None else None
+        times = _time_candidates(timer, candidates)
+        composed_ms, original_ms = times["composed"], times["original"]
+        eager_ms = times.get("eager")
     except Exception as error:  # noqa: BLE001 - timing trouble: keep what was composed
         _guard_not_done(report, error, "the composed module runs without it")
         return
@@ -726,6 +730,15 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
                        + (f"; eagerly {eager_ms:.4g} ms" if eager_ms is not None else "") + ")")
 
 
+def _time_candidates(timer: Timer, candidates: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Each candidate's time in ms. The default GPU timer (l2_flushed_median_ms) times them
+    interleaved, round by round (l2_flushed_medians_ms), so clock drift falls on each alike; a
+    caller's own timer times them one after the other."""
+    if timer is l2_flushed_median_ms:
+        return {name: float(ms) for name, ms in l2_flushed_medians_ms(candidates).items()}
+    return {name: float(timer(fn)) for name, fn in candidates.items()}
+
+
 def _guard_not_done(report: FactReport, error: Exception, what_runs: str) -> None:
     """The never-slower check could not time the candidates: a note in the report and a warning,
     so a broken check is not silent (on 2026-11-26 it raised on every GPU case and a composed
@@ -740,8 +753,9 @@ def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, e
     """Nothing composed: torch.compile of the original, unless the original runs faster eagerly
     by more than 2% (then the original itself; DESIGN.md rule 11). The report says which."""
     try:
-        compiled_ms = float(timer(lambda: compiled(*example_inputs)))
-        eager_ms = float(timer(lambda: module(*example_inputs)))
+        times = _time_candidates(timer, {"compiled": lambda: compiled(*example_inputs),
+                                         "eager": lambda: module(*example_inputs)})
+        compiled_ms, eager_ms = times["compiled"], times["eager"]
     except Exception as error:  # noqa: BLE001 - timing trouble: torch.compile as by default
         _guard_not_done(report, error, "torch.compile of the original runs")
         return compiled
