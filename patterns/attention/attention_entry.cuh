@@ -188,7 +188,8 @@ struct Entry {
       typename Kernel::Params params = Kernel::make_params(p);
       int const sms = a.sm_count > 0 ? a.sm_count : info->sm_count;
       int const tiles = params.total_tiles;
-      int const grid = Cfg::kPersistent ? (tiles < sms ? tiles : sms) : tiles;
+      int const slots = sms * Kernel::kCtasPerSm;  // persistent: every CTA that fits at once
+      int const grid = Cfg::kPersistent ? (tiles < slots ? tiles : slots) : tiles;
       auto s = static_cast<cudaStream_t>(stream);
       if constexpr (Cfg::kDynamicSchedule) {
         if (cudaMemsetAsync(workspace, 0, sizeof(int), s) != cudaSuccess) return FACT_ERR_LAUNCH;

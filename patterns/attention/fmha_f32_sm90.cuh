@@ -127,7 +127,7 @@ struct F32Fmha {
   static_assert(kPitchV % 8 == 4, "V pitch: conflict-free fragment loads");
   static constexpr int kSmemBytes = int(sizeof(float)) * ((kBlockM + kBlockN) * kPitchQK + kBlockN * kPitchV);
   // Two CTAs per SM where their shared memory fits (latency of one hidden by the other's math).
-  static constexpr int kMinBlocks = 2 * (kSmemBytes + 1024) <= 228 * 1024 ? 2 : 1;
+  static constexpr int kCtasPerSm = 2 * (kSmemBytes + 1024) <= 228 * 1024 ? 2 : 1;
 
   static_assert(Cfg::kProducts == 1 || Cfg::kProducts == 3, "1 (TF32) or 3 (3xTF32) products");
   static_assert(D % 8 == 0 && D >= 16 && D <= 128, "head dim: multiple of 8, at most 128");
@@ -374,7 +374,7 @@ struct F32Fmha {
 };
 
 template <class Kernel>
-__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocks)
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kCtasPerSm)
     fmha_f32_kernel(__grid_constant__ typename Kernel::Params const params) {
   extern __shared__ __align__(16) float smem_f32[];
   Kernel::run(params, smem_f32);

@@ -187,13 +187,14 @@ struct Sm90Fmha {
   static constexpr int kProducerSyncThreads = kMmaThreads + 32;  // consumers + producer warp
   static constexpr int kRows = 2;                 // accumulator rows per thread (64-row wgmma)
   static constexpr int kCols = kBlockN / 4;       // score columns per thread and row
-  static constexpr int kProducerRegs = kNumWG == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kNumWG == 2 ? 240 : 160;
+  // Registers after setmaxnreg. One consumer WG: 24 + 232 fills a CTA's 32 K registers, so two
+  // such CTAs share an SM where their shared memory fits (kCtasPerSm below).
+  static constexpr int kProducerRegs = kNumWG == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs = kNumWG == 1 ? 232 : kNumWG == 2 ? 240 : 160;
 
   static_assert(kBlockM % 64 == 0 && kNumWG >= 1 && kNumWG <= 3, "tile M: 64, 128 or 192");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "tile N: multiple of 16, at most 256");
   static_assert(D % 16 == 0 && D <= 256, "head dim: multiple of 16");
-  static_assert(kNumWG * 128 * kConsumerRegs + 128 * kProducerRegs <= 65536, "register file");
 
   using TileQK = Shape<_64, Int<kBlockN>, Int<D>>;  // per consumer WG: (rows, keys, dim)
   using TilePV = Shape<_64, Int<D>, Int<kBlockN>>;  // (rows, dim, keys)
@@ -231,6 +232,12 @@ struct Sm90Fmha {
   // +1 KB: the kernel aligns the dynamic shared memory base to 1024 bytes (128B swizzles).
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+  // CTAs resident per SM: two for one consumer WG where two fit in the SM's 228 KB (1 KB of it
+  // reserved per CTA), so one CTA's per-tile prologue and epilogue overlap the other's GEMMs;
+  // the persistent grid launches this many per SM (the entry), __launch_bounds__ caps the
+  // registers at entry to match.
+  static constexpr int kCtasPerSm = (kNumWG == 1 && 2 * (kSmemBytes + 1024) <= 228 * 1024) ? 2 : 1;
+  static_assert(kCtasPerSm * (kNumWG * 128 * kConsumerRegs + 128 * kProducerRegs) <= 65536, "register file");
 
   static constexpr uint32_t kBytesQ = uint32_t(kBlockM * D * sizeof(Element));  // one Q stage
   static constexpr uint32_t kBytesK = uint32_t(size(take<0, 2>(SmemLayoutK{})) * sizeof(Element));
@@ -828,7 +835,7 @@ struct Sm90Fmha {
 };
 
 template <class Kernel>
-__global__ void __launch_bounds__(Kernel::kThreads, 1)
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kCtasPerSm)
     fmha_sm90_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ char smem_raw[];
