@@ -84,5 +84,35 @@ if [ -n "${FACT_ATTN_NCU_LIBS:-}" ] && command -v ncu >/dev/null; then
   grep -E "stalled|gmma|hit_rate|per_second" "$OUT/ncu-stalls.txt" | awk '$NF+0 > 0.05 || /gmma|hit|second/' | cut -c1-130 | head -40
   grep -E "fmha_sm90_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|One or More Eligible" "$OUT/ncu.txt" | cut -c1-150 | head -80
 fi
+# Where the time goes, instruction by instruction: FACT_ATTN_NCU_SOURCE=1 samples the warps of the
+# first FACT_ATTN_NCU_LIBS kernel on the first FACT_ATTN_NCU_CASES case (SourceCounters), writes
+# ncu-sass.txt (patterns/attention/ncu_sass_summary.py: the instructions sampled most), and
+# profiles cuDNN's kernel on the same case beside it (ncu-cudnn.txt: launch, occupancy, speed of
+# light, warp states).
+if [ "${FACT_ATTN_NCU_SOURCE:-0}" = 1 ] && [ -n "${FACT_ATTN_NCU_LIBS:-}" ] && command -v ncu >/dev/null; then
+  rm -rf "$BUILD/ncu-src"; mkdir -p "$BUILD/ncu-src"
+  lib=${FACT_ATTN_NCU_LIBS%% *}
+  cp "$BUILD/libs/$lib.so" "$BUILD/ncu-src/"
+  case1=${FACT_ATTN_NCU_CASES:-mingpt_b128_t512_h8_d96_causal}; case1=${case1%%,*}
+  stamp "ncu source counters: $lib on $case1"
+  timeout 240 ncu --clock-control none -k regex:fmha_sm90 -c 1 --import-source no \
+    --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
+    --section SpeedOfLight -o "$BUILD/ncu-src/report" \
+    python3 "$SRC/bench_attention.py" --libs "$BUILD/ncu-src" --profile --cases "$case1" > "$OUT/ncu-source.log" 2>&1
+  ncu -i "$BUILD/ncu-src/report.ncu-rep" --page source --csv --print-source sass > "$BUILD/ncu-src/sass.csv" 2>>"$OUT/ncu-source.log"
+  ncu -i "$BUILD/ncu-src/report.ncu-rep" --page details >> "$OUT/ncu-source.log" 2>&1
+  python3 "$SRC/ncu_sass_summary.py" "$BUILD/ncu-src/sass.csv" 45 > "$OUT/ncu-sass.txt" 2>&1
+  gzip -c "$BUILD/ncu-src/sass.csv" > "$OUT/ncu-sass.csv.gz"
+  head -75 "$OUT/ncu-sass.txt"
+  stamp "ncu: cuDNN's kernel on $case1"
+  rm -f "$BUILD/ncu-src"/*.so
+  timeout 150 ncu --clock-control none -k regex:"cudnn|sm90|fmha|flash" -c 3 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    python3 "$SRC/bench_attention.py" --libs "$BUILD/ncu-src" --profile --profile-sdpa cudnn --cases "$case1" \
+    > "$OUT/ncu-cudnn.txt" 2>&1
+  grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|DRAM Throughput|L2 Cache Throughput|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Grid Size|Waves Per SM|Achieved Occupancy|Theoretical Occupancy|No Eligible|Warp Cycles Per Issued" \
+    "$OUT/ncu-cudnn.txt" | cut -c1-140 | head -40
+fi
 stamp "done (checker exit $rc)"
 exit 0

@@ -40,7 +40,7 @@ mkdir -p "$OUT"
 TOTAL_SECONDS=${1:-570}
 PACK_MARGIN=20
 LOGS=$OUT/logs
-WORK=/tmp/fact-blocks-work
+WORK=${FACT_BLOCKS_WORK:-/tmp/fact-blocks-work}  # one per concurrent run (device_parallel.sh)
 mkdir -p "$LOGS" "$WORK"
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }

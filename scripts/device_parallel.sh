@@ -9,6 +9,9 @@
 #   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k
 #   blocks       scripts/device_blocks.sh (its FACT_BLOCKS_* settings from the environment;
 #                results at the top of $OUT, its logs in $OUT/blocks-logs.tgz)
+#   llama        scripts/device_blocks.sh on the Llama block (issue 12): bf16, eager, FACT,
+#                torch.compile with SDPA, FACT with the RMSNorm fold, kernels profiled; its results
+#                file comes back as blocks-<device>-<date>-llama.json (FACT_LLAMA_TUNE=N tunes it)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
@@ -62,6 +65,12 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
     blocks)
       mkdir -p "$OUT/blocks"
       CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/blocks bash "$here/device_blocks.sh" "$(left)" >"$OUT/blocks.log" 2>&1 ;;
+    llama)
+      mkdir -p "$OUT/llama"
+      CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/llama FACT_BLOCKS_WORK=/tmp/fact-blocks-llama FACT_BLOCKS_TUNE=${FACT_LLAMA_TUNE:-0} \
+        FACT_BLOCKS_MODEL=bench/models/llama_block.py:LlamaDecoderBlock FACT_BLOCKS_DTYPES=bfloat16 \
+        FACT_BLOCKS_VARIANTS=torch_eager,fact,torch_compile_sdpa,fact_rmsnorm FACT_BLOCKS_PROFILE=1 \
+        bash "$here/device_blocks.sh" "$(left)" >"$OUT/llama.log" 2>&1 ;;
     attention)
       mkdir -p "$OUT/attention"
       CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/attention timeout "$(left)" bash "$here/device_attention.sh" \
@@ -79,7 +88,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|attention|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -99,6 +108,7 @@ for log in "$OUT"/tests-*/pytest_gpu.log; do
   [ -f "$log" ] && { grep -E " FAILED| ERROR" "$log" | head -20; tail -3 "$log"; }
 done
 [ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
+[ -f "$OUT/llama/blocks.txt" ] && cat "$OUT/llama/blocks.txt"
 [ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 
@@ -106,6 +116,7 @@ done
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
 for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
 rest=()

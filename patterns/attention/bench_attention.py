@@ -523,6 +523,9 @@ def main():
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--profile", action="store_true",
                     help="one launch of each matching kernel per case, nothing else (for ncu)")
+    ap.add_argument("--profile-sdpa", choices=["cudnn", "flash"], default=None,
+                    help="with --profile: also one launch of SDPA with this backend per case "
+                         "(contiguous [B, H, S, D] inputs), to profile the baseline beside FACT")
     args = ap.parse_args()
 
     libs = []
@@ -544,6 +547,14 @@ def main():
                     ws = torch.zeros(max(lib.workspace(a), 16), dtype=torch.uint8, device=DEVICE)
                     print(case["name"], lib.name, "status", lib(a, ws.data_ptr()), flush=True)
                     torch.cuda.synchronize()
+            if args.profile_sdpa and case["dtype"] != "f32":
+                backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[args.profile_sdpa]
+                qh, kh, vh = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                with sdpa_kernel([backend]):
+                    F.scaled_dot_product_attention(qh, kh, vh, is_causal=case["mask"] == MASK_TOP_LEFT,
+                                                   enable_gqa=case["H"] != case["Hkv"])
+                torch.cuda.synchronize()
+                print(case["name"], "sdpa", args.profile_sdpa, flush=True)
         return 0
     report = {"suite": "attention", "date": datetime.date.today().isoformat(),
               "device": torch.cuda.get_device_name(), "versions": versions(),
