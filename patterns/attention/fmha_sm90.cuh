@@ -52,7 +52,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, bool kEarlyLoads_ = true>
+          bool kOAliasQ_ = false>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -68,11 +68,6 @@ struct Config {
   static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
   static constexpr int kTileOrder = kTileOrder_;    // 0: L2 sections, longest first; 1: head-major
   static constexpr bool kOAliasQ = kOAliasQ_;       // O staged in the Q buffer (frees smem for stages)
-  // Producer order per tile: true loads Q first (with two Q stages) and V(n) right after K(n);
-  // false is the first order, K(last), Q, then K(n) with V(n+1). ncu's warp sampling of the
-  // minGPT shape (H200, 2026-11-27) put 11% of the samples on the tile's Q wait and 18% on V
-  // waits against 0.6% on K waits: Q and V were issued behind K-slot waits.
-  static constexpr bool kEarlyLoads = kEarlyLoads_;
 };
 
 namespace detail {
@@ -466,39 +461,23 @@ struct Sm90Fmha {
             }
             vw.template advance<kStages>();
           };
-          auto load_q = [&]() {
-            if (lane == 0) {
-              cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
-              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
-              CUTE_UNROLL
-              for (int w = 0; w < kNumWG; ++w) {
-                copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
-                     tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
-              }
+          load_k(n_max - 1);
+          if (lane == 0) {
+            cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
+            CUTE_UNROLL
+            for (int w = 0; w < kNumWG; ++w) {
+              copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
+                   tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
             }
-            qw.template advance<kQStages>();
-          };
-          // The K and V rings each hold their blocks in the order the consumers use them (K(n)
-          // at step n, V(n+1) with it); only the interleaving of the two rings' loads differs.
-          if constexpr (Cfg::kEarlyLoads) {
-            // Q first where its slot is free a tile early (two Q stages; one Q stage frees it
-            // only after this CTA's last QK^T, or with O in the Q slab after the O store).
-            if constexpr (kQStages >= 2) load_q();
-            load_k(n_max - 1);
-            if constexpr (kQStages < 2) load_q();
-            for (int n = n_max - 1; n >= n_min; --n) {
-              load_v(n);
-              if (n > n_min) load_k(n - 1);
-            }
-          } else {
-            load_k(n_max - 1);
-            load_q();
-            for (int n = n_max - 2; n >= n_min; --n) {
-              load_k(n);
-              load_v(n + 1);
-            }
-            load_v(n_min);
           }
+          qw.template advance<kQStages>();
+          // Consumers use K(n-1) before V(n): keep that order in the ring.
+          for (int n = n_max - 2; n >= n_min; --n) {
+            load_k(n);
+            load_v(n + 1);
+          }
+          load_v(n_min);
         }
         if constexpr (kDynamic) {
           int next = 0;
@@ -872,9 +851,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, bool EL>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, EL>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, EL>>;
+          bool OA>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
