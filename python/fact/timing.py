@@ -172,13 +172,7 @@ def l2_flushed_median_ms(fn: Callable[[], Any]) -> float:
     decides on what the benchmarks measure (DESIGN.md "Measuring": L2 flushed before each run;
     with a warm L2 a weight-heavy composed module read 3.04 ms against torch.compile's 3.36,
     flushed 3.43 against 3.33: mlp_swiglu_fused bf16 on an H200, 2026-11-26)."""
-    device = torch.device("cuda", torch.cuda.current_device())
-    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
-    flusher = L2Flusher(max(64, 2 * l2_bytes // (1024 * 1024)), device)
-    try:
-        return cuda_median_ms(fn, flusher=flusher)
-    finally:
-        del flusher
+    return l2_flushed_medians_ms({"fn": fn})["fn"]
 
 
 def l2_flushed_medians_ms(fns: dict[str, Callable[[], Any]], warmup: int = 3,
