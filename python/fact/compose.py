@@ -45,7 +45,7 @@ from fact.graph_writer import CaptureError
 from fact.kernels import KernelLoadError
 from fact.replacement_speed import time_replacement
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
-from fact.timing import Timer, capture_cuda_graph, l2_flushed_median_ms, l2_flushed_medians_ms
+from fact.timing import CandidatesTimer, Timer, capture_cuda_graph, l2_flushed_medians_ms
 
 PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
@@ -690,7 +690,7 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
 
 
 def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
-                  timer: Timer) -> None:
+                  timer: CandidatesTimer) -> None:
     """Times the composed forward against torch.compile of the original and the original run
     eagerly, on the example inputs, and makes the faster of those two run the planned signature
     when the composed one is slower than it by more than 2% (DESIGN.md rule 11: never slower than
@@ -708,7 +708,7 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
     if original is not None:
         candidates["eager"] = lambda: module(*example_inputs)
     try:
-        times = _time_candidates(timer, candidates)
+        times = timer(candidates)
         composed_ms, original_ms = times["composed"], times["original"]
         eager_ms = times.get("eager")
     except Exception as error:  # noqa: BLE001 - timing trouble: keep what was composed
@@ -730,15 +730,6 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
                        + (f"; eagerly {eager_ms:.4g} ms" if eager_ms is not None else "") + ")")
 
 
-def _time_candidates(timer: Timer, candidates: dict[str, Callable[[], Any]]) -> dict[str, float]:
-    """Each candidate's time in ms. The default GPU timer (l2_flushed_median_ms) times them
-    interleaved, round by round (l2_flushed_medians_ms), so clock drift falls on each alike; a
-    caller's own timer times them one after the other."""
-    if timer is l2_flushed_median_ms:
-        return {name: float(ms) for name, ms in l2_flushed_medians_ms(candidates).items()}
-    return {name: float(timer(fn)) for name, fn in candidates.items()}
-
-
 def _guard_not_done(report: FactReport, error: Exception, what_runs: str) -> None:
     """The never-slower check could not time the candidates: a note in the report and a warning,
     so a broken check is not silent (on 2026-11-26 it raised on every GPU case and a composed
@@ -749,12 +740,12 @@ def _guard_not_done(report: FactReport, error: Exception, what_runs: str) -> Non
 
 
 def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, example_inputs: tuple,
-                                  timer: Timer, report: FactReport) -> Callable:
+                                  timer: CandidatesTimer, report: FactReport) -> Callable:
     """Nothing composed: torch.compile of the original, unless the original runs faster eagerly
     by more than 2% (then the original itself; DESIGN.md rule 11). The report says which."""
     try:
-        times = _time_candidates(timer, {"compiled": lambda: compiled(*example_inputs),
-                                         "eager": lambda: module(*example_inputs)})
+        times = timer({"compiled": lambda: compiled(*example_inputs),
+                       "eager": lambda: module(*example_inputs)})
         compiled_ms, eager_ms = times["compiled"], times["eager"]
     except Exception as error:  # noqa: BLE001 - timing trouble: torch.compile as by default
         _guard_not_done(report, error, "torch.compile of the original runs")
@@ -768,12 +759,13 @@ def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, e
     return compiled
 
 
-def _module_timer(speed_guard: Union[bool, Timer], on_gpu: bool) -> Timer | None:
-    """The whole-module never-slower check's timer: a callable speed_guard itself (any device),
-    l2_flushed_median_ms for True on CUDA, else None (no check)."""
+def _module_timer(speed_guard: Union[bool, Timer], on_gpu: bool) -> CandidatesTimer | None:
+    """The whole-module never-slower check's timer: for True on CUDA l2_flushed_medians_ms (the
+    candidates interleaved round by round, so clock drift falls on each alike); a callable
+    speed_guard (any device) times them one after the other; else None (no check)."""
     if callable(speed_guard):
-        return speed_guard
-    return l2_flushed_median_ms if speed_guard and on_gpu else None
+        return lambda candidates: {name: float(speed_guard(fn)) for name, fn in candidates.items()}
+    return l2_flushed_medians_ms if speed_guard and on_gpu else None
 
 
 def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard: Union[bool, Timer],

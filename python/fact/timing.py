@@ -13,8 +13,8 @@ order rotating), so that the GPU's clock drift during a measurement falls on all
 measuring the host-side (Python, dispatch, launch) cost of a forward when its GPU work is small.
 
 `cuda_median_ms`: the quick timer of the never-slower checks (fact.compose, fact.replacement_speed):
-median of CUDA events around each run after warm-up (`l2_flushed_median_ms`: the same with the
-L2 flushed before each run, the whole-module check's timer). `capture_cuda_graph`: a function
+median of CUDA events around each run after warm-up (`l2_flushed_medians_ms`: several functions
+timed interleaved with the L2 flushed before each run, the whole-module check's timer). `capture_cuda_graph`: a function
 warmed up on a side stream and captured into a CUDA graph (fact.compose's CUDA-graph runner, the
 per-replacement speed check).
 """
@@ -28,6 +28,8 @@ from typing import Any, Callable
 import torch
 
 Timer = Callable[[Callable[[], Any]], float]   # fn -> milliseconds (the never-slower checks' timers)
+# The whole-module never-slower check's timer: candidates by name -> each one's milliseconds.
+CandidatesTimer = Callable[[dict[str, Callable[[], Any]]], dict[str, float]]
 
 
 @dataclass
@@ -166,22 +168,17 @@ def cuda_median_ms(fn: Callable[[], Any], warmup: int = 3, iters: int = 20,
                          flusher or L2Flusher(0, torch.device("cuda", torch.cuda.current_device()))).median_ms
 
 
-def l2_flushed_median_ms(fn: Callable[[], Any]) -> float:
-    """cuda_median_ms with the L2 cache flushed before each run (a write of twice the current
-    device's L2, at least 64 MiB): the whole-module never-slower check's timer, so that it
-    decides on what the benchmarks measure (DESIGN.md "Measuring": L2 flushed before each run;
-    with a warm L2 a weight-heavy composed module read 3.04 ms against torch.compile's 3.36,
-    flushed 3.43 against 3.33: mlp_swiglu_fused bf16 on an H200, 2026-11-26)."""
-    return l2_flushed_medians_ms({"fn": fn})["fn"]
-
-
 def l2_flushed_medians_ms(fns: dict[str, Callable[[], Any]], warmup: int = 3,
                           iters: int = 20) -> dict[str, float]:
-    """l2_flushed_median_ms of several functions at once, timed interleaved (time_cuda_interleaved),
-    under no_grad: the never-slower check's timer for its candidates. Timed one after the other
-    it read mlp_swiglu_fused bf16's composed module at 3.288 ms against torch.compile's 3.297 and
-    kept it; the conformance benchmark, interleaved, then read 3.367 against 3.274 (0.97x; H200,
-    2026-11-27)."""
+    """The median time of each function in ms, the L2 cache flushed before each run (a write of
+    twice the current device's L2, at least 64 MiB), the functions timed interleaved
+    (time_cuda_interleaved) under no_grad: the whole-module never-slower check's timer, so that it
+    decides on what the benchmarks measure (DESIGN.md "Measuring": L2 flushed before each run;
+    with a warm L2 a weight-heavy composed module read 3.04 ms against torch.compile's 3.36,
+    flushed 3.43 against 3.33: mlp_swiglu_fused bf16 on an H200, 2026-11-26). Interleaved, since
+    timed one after the other the check read that composed module at 3.288 ms against
+    torch.compile's 3.297 and kept it, and the conformance benchmark, interleaved, then read 3.367
+    against 3.274 (0.97x; H200, 2026-11-27)."""
     device = torch.device("cuda", torch.cuda.current_device())
     l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
     flusher = L2Flusher(max(64, 2 * l2_bytes // (1024 * 1024)), device)
