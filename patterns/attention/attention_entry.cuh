@@ -213,14 +213,14 @@ struct Entry {
                     "\"v_head_dim\":%d,\"causal\":%s,\"block_m\":%d,\"block_n\":%d,\"stages\":%d,"
                     "\"consumer_warpgroups\":%d,\"schedule\":\"%s\",\"tile_order\":\"%s\","
                     "\"persistent\":%s,\"smem_bytes\":%d,\"args_size\":%d,\"workspace_bytes\":%d,"
-                    "\"products\":\"%s\",\"windows\":%s}}",
+                    "\"products\":\"%s\",\"windows\":%s,\"tile_head_dim\":%d}}",
                     FACT_ABI_VERSION, key, key, name, dtype_name(), Cfg::kHeadDim, Cfg::kHeadDim,
                     Cfg::kCausal ? "true" : "false", Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
                     Kernel::kNumWG, Cfg::kPingPong ? "pingpong" : "cooperative",
                     Cfg::kDynamicSchedule ? "dynamic_lpt" : "static_lpt",
                     Cfg::kPersistent ? "true" : "false", Kernel::kSmemBytes,
                     int(sizeof(FactAttentionArgs)), int(workspace_bytes()), KernelOf<Cfg>::precision(),
-                    Kernel::kWindows ? "true" : "false");
+                    Kernel::kWindows ? "true" : "false", int(Kernel::D));
       done = true;
     }
     return buffer;

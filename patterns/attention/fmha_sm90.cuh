@@ -52,7 +52,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -67,7 +67,11 @@ struct Config {
   static constexpr int kQStages = kQStages_;        // Q buffers: 2 loads the next tile's Q early
   static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
   static constexpr int kTileOrder = kTileOrder_;    // 0: L2 sections, longest first; 1: head-major
-  static constexpr bool kOAliasQ = kOAliasQ_;       // O staged in the Q buffer (frees smem for stages)
+  static constexpr bool kOAliasQ = kOAliasQ_;       // O staged in the tile's Q stage (frees smem)
+  // Head dim of the shared-memory tiles (0: kHeadDim). Wider than kHeadDim (a multiple of 64):
+  // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
+  // clip them; the GEMMs run over the padded width.
+  static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
 };
 
 namespace detail {
@@ -170,7 +174,9 @@ CUTE_HOST_DEVICE int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b
 template <class Cfg>
 struct Sm90Fmha {
   using Element = typename Cfg::Element;
-  static constexpr int D = Cfg::kHeadDim;
+  static constexpr int kHeadDim = Cfg::kHeadDim;  // of the problem's Q, K, V and O
+  static constexpr int D = Cfg::kTileHeadDim;     // of the shared-memory tiles and the GEMMs
+  static_assert(D == kHeadDim || (D > kHeadDim && D % 64 == 0), "a padded tile head dim is a multiple of 64");
   static constexpr int kBlockM = Cfg::kBlockM;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
@@ -180,7 +186,6 @@ struct Sm90Fmha {
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
-  static_assert(!kOAliasQ || kQStages == 1, "O can share the Q buffer only when Q has one stage");
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -215,6 +220,8 @@ struct Sm90Fmha {
                                              Step<_1, _2, _3>{}));
   using SmemLayoutO1 = SmemLayoutQ1;
   using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
+  // Where O is staged: its own slabs (one per WG), or the tile's Q slabs (stage * kNumWG + WG).
+  using SmemLayoutOStage = std::conditional_t<kOAliasQ, SmemLayoutQ, SmemLayoutO>;
 
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
@@ -282,20 +289,20 @@ struct Sm90Fmha {
   static int total_tiles(Problem const& p) { return num_m_blocks(p.seq_q) * p.heads * p.batch; }
 
   static Params make_params(Problem const& p) {
-    auto q = make_tensor(make_gmem_ptr(p.q), make_shape(p.seq_q, D, p.heads, p.batch),
+    auto q = make_tensor(make_gmem_ptr(p.q), make_shape(p.seq_q, kHeadDim, p.heads, p.batch),
                          make_stride(p.q_stride[1], _1{}, p.q_stride[2], p.q_stride[0]));
-    auto k = make_tensor(make_gmem_ptr(p.k), make_shape(p.seq_k, D, p.kv_heads, p.batch),
+    auto k = make_tensor(make_gmem_ptr(p.k), make_shape(p.seq_k, kHeadDim, p.kv_heads, p.batch),
                          make_stride(p.k_stride[1], _1{}, p.k_stride[2], p.k_stride[0]));
-    auto vt = make_tensor(make_gmem_ptr(p.v), make_shape(D, p.seq_k, p.kv_heads, p.batch),
+    auto vt = make_tensor(make_gmem_ptr(p.v), make_shape(kHeadDim, p.seq_k, p.kv_heads, p.batch),
                           make_stride(_1{}, p.v_stride[1], p.v_stride[2], p.v_stride[0]));
-    auto o = make_tensor(make_gmem_ptr(p.o), make_shape(p.seq_q, D, p.heads, p.batch),
+    auto o = make_tensor(make_gmem_ptr(p.o), make_shape(p.seq_q, kHeadDim, p.heads, p.batch),
                          make_stride(p.o_stride[1], _1{}, p.o_stride[2], p.o_stride[0]));
     int const group = p.heads / p.kv_heads;
     int const m_blocks = num_m_blocks(p.seq_q);
     int const hb_total = p.heads * p.batch;
     // L2 sections: as many (batch, head) pairs as keep their K and V within kL2Percent of L2,
     // a power of two; query heads sharing a KV head count once.
-    double const kv_bytes = double(p.seq_k) * 2.0 * D * sizeof(Element) / double(group);
+    double const kv_bytes = double(p.seq_k) * 2.0 * kHeadDim * sizeof(Element) / double(group);
     double const budget = 0.01 * Cfg::kL2Percent * double(p.l2_bytes > 0 ? p.l2_bytes : (int64_t(50) << 20));
     int section = 1;
     while (section * 2 <= hb_total && double(section * 2) * kv_bytes <= budget) section *= 2;
@@ -412,8 +419,8 @@ struct Sm90Fmha {
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), SmemLayoutQ{});  // (64, D, stage*WG)
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), SmemLayoutK{});  // (N, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), SmemLayoutV{});  // (D, N, stage)
-    // O staging (64, D, WG): its own buffer, or the Q slabs (kOAliasQ, one Q stage).
-    Tensor sO = make_tensor(make_smem_ptr(kOAliasQ ? ss.q.data() : ss.o.data()), SmemLayoutO{});
+    // O staging (64, D, slab): its own buffer, or the Q slabs (kOAliasQ: the tile's Q stage).
+    Tensor sO = make_tensor(make_smem_ptr(kOAliasQ ? ss.q.data() : ss.o.data()), SmemLayoutOStage{});
 
     if (wg == 0) {
       // ---------------------------------------------------------------- producer
@@ -525,11 +532,16 @@ struct Sm90Fmha {
       };
       auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
 
+      // kOAliasQ with several Q stages: the Q stage whose staged O is still being stored; released
+      // to the producer after the next tile's first QK^T (the store is long done by then), so
+      // the next Q loads are not held up behind this tile's epilogue.
+      int q_pending = -1;
       int tile = int(blockIdx.x);
       while (tile < params.total_tiles) {
         TileCoord const c = tile_coord(params, tile);
         int const n_max = n_block_max(params, c.m);
         int const n_min = n_block_min(params, c.m);
+        int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
         int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
 
         Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
@@ -630,6 +642,15 @@ struct Sm90Fmha {
             wg_gemm<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
             release(&ss.k_empty[kr.index]);
             kr.template advance<kStages>();
+            if constexpr (kOAliasQ && kQStages > 1) {
+              if (q_pending >= 0) {
+                if (tid == 0) {
+                  tma_store_wait<0>();  // the previous tile's O has left its Q stage
+                  cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[q_pending]);
+                }
+                q_pending = -1;
+              }
+            }
             if constexpr (kCausal) {
               apply_mask(tSrS0, n, cute::true_type{}, cute::true_type{});
             } else {
@@ -735,6 +756,7 @@ struct Sm90Fmha {
           // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only once
           // the O staged there has been stored).
           if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
+          q_stage = qr.index;
           qr.template advance<kQStages>();
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
@@ -787,14 +809,14 @@ struct Sm90Fmha {
         if (n_max <= n_min) {
           // Rows that see no key: O = 0, written directly (no Q stage is held for this tile).
           Element* o = params.o + int64_t(c.b) * params.o_batch_stride + int64_t(c.h) * params.o_head_stride;
-          for (int i = tid; i < 64 * (D / 8); i += 128) {
-            int const row = row0 + i / (D / 8);
+          for (int i = tid; i < 64 * (kHeadDim / 8); i += 128) {
+            int const row = row0 + i / (kHeadDim / 8);
             if (row < params.seq_q) {
-              *reinterpret_cast<uint4*>(o + int64_t(row) * params.o_seq_stride + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+              *reinterpret_cast<uint4*>(o + int64_t(row) * params.o_seq_stride + (i % (kHeadDim / 8)) * 8) = make_uint4(0, 0, 0, 0);
             }
           }
         } else {
-          int const slab = cwg;  // with kOAliasQ (one Q stage) this WG's Q slab
+          int const slab = kOAliasQ ? q_stage * kNumWG + cwg : cwg;  // kOAliasQ: this WG's Q slab
           Tensor tOrOe = make_tensor<Element>(tOrO.layout());
           {
             float const* src = raw_pointer_cast(tOrO.data());
@@ -821,11 +843,12 @@ struct Sm90Fmha {
             Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
             copy(params.tma_o, tOsO(_, slab), tOgO(_, c.m * kNumWG + cwg));
             tma_store_arrive();
-            if constexpr (kOAliasQ) {
+            if constexpr (kOAliasQ && kQStages == 1) {
               tma_store_wait<0>();  // O has left the Q slab: the next Q may land there
               cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[0]);
             }
           }
+          if constexpr (kOAliasQ && kQStages > 1) q_pending = q_stage;
         }
         tile = next_tile;
       }
@@ -851,9 +874,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA>>;
+          bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };

@@ -11,7 +11,7 @@ namespace fact::attention {
 
 namespace {
 
-constexpr const char* kTemplateIdentity = "attention-sm90/1";
+constexpr const char* kTemplateIdentity = "attention-sm90/2";
 constexpr const char* kF32TemplateIdentity = "attention-f32-sm90/1";
 
 const char* flag(bool b) { return b ? "true" : "false"; }
@@ -72,7 +72,8 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*q_stages=*/" << spec.q_stages << ",\n"
       << "    /*l2_percent=*/" << spec.l2_percent << ",\n"
       << "    /*tile_order=*/" << spec.tile_order << ",  // 0: L2 sections, 1: head-major\n"
-      << "    /*o_alias_q=*/" << flag(spec.o_alias_q) << ">;\n";
+      << "    /*o_alias_q=*/" << flag(spec.o_alias_q) << ",  // O staged in the tile's Q stage\n"
+      << "    /*tile_head_dim=*/" << spec.tile_head_dim << ">;  // 0: head_dim\n";
   }
   s << "}  // namespace " << entry << "_kernel\n\n"
     << "extern \"C\" FACT_EXPORT int " << entry

@@ -47,6 +47,7 @@ std::string AttentionSpec::name() const {
   if (!persistent) n += "_np";
   if (o_alias_q) n += "_oq";
   if (l2_percent != 40) n += "_l2" + std::to_string(l2_percent);
+  if (tile_head_dim != 0) n += "_t" + std::to_string(tile_head_dim);
   return n;
 }
 
@@ -66,6 +67,7 @@ json AttentionSpec::to_json() const {
           {"l2_percent", l2_percent},
           {"tile_order", tile_order},
           {"o_alias_q", o_alias_q}};
+  if (tile_head_dim != 0) j["tile_head_dim"] = tile_head_dim;
   if (dtype == DType::Float32) j["products"] = products == 1 ? "tf32" : products == 3 ? "3xtf32" : "none";
   return j;
 }
@@ -100,6 +102,7 @@ AttentionSpec AttentionSpec::from_json(const json& j) {
   s.l2_percent = int_field(j, "l2_percent");
   s.tile_order = int_field(j, "tile_order");
   s.o_alias_q = bool_field(j, "o_alias_q");
+  if (j.contains("tile_head_dim")) s.tile_head_dim = int_field(j, "tile_head_dim");
   if (j.contains("products")) {
     const json& products = j.at("products");
     if (products == "3xtf32") {
@@ -131,10 +134,11 @@ int shared_memory_bytes(const AttentionSpec& s) {
   }
   const int element = 2;
   const int warpgroups = s.block_m / 64;
-  const int q = round_up(s.block_m * s.head_dim * element * s.q_stages, 1024);
-  const int k = round_up(s.block_n * s.head_dim * element * s.stages, 1024);
+  const int d = s.tile_head_dim != 0 ? s.tile_head_dim : s.head_dim;  // of the tiles
+  const int q = round_up(s.block_m * d * element * s.q_stages, 1024);
+  const int k = round_up(s.block_n * d * element * s.stages, 1024);
   const int v = k;
-  const int o = s.o_alias_q ? 0 : round_up(64 * s.head_dim * element * warpgroups, 1024);
+  const int o = s.o_alias_q ? 0 : round_up(64 * d * element * warpgroups, 1024);
   const int barriers = 8 * (2 * s.q_stages + 4 * s.stages) + 8;
   return q + k + v + o + round_up(barriers, 8) + 1024;
 }
@@ -152,9 +156,9 @@ std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
   if (s.block_m != 64 && s.block_m != 128) return "tile M " + std::to_string(s.block_m) + " (64 or 128, float32 kernel)";
   if (s.block_n != 32 && s.block_n != 64) return "tile N " + std::to_string(s.block_n) + " (32 or 64, float32 kernel)";
   if (s.stages != 1 || s.q_stages != 1 || s.pingpong || s.dynamic_schedule || s.persistent || s.defer_pv_wait ||
-      s.o_alias_q || s.tile_order != 0 || s.l2_percent != 40) {
+      s.o_alias_q || s.tile_order != 0 || s.l2_percent != 40 || s.tile_head_dim != 0) {
     return "the float32 kernel has one K/V stage, one Q stage, no ping-pong, no persistent or dynamic schedule, "
-           "no deferred PV wait and no O-in-Q staging";
+           "no deferred PV wait, no O-in-Q staging and no padded tile head dim";
   }
   const int smem = shared_memory_bytes(s);
   if (smem > kSharedMemoryLimit) return "shared memory " + std::to_string(smem / 1024) + " KiB over the limit";
@@ -178,8 +182,12 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
   if (s.block_m % 64 != 0 || s.block_m < 64 || s.block_m > 192) return "tile M " + std::to_string(s.block_m) + " (64, 128 or 192)";
   if (s.block_n % 16 != 0 || s.block_n <= 0 || s.block_n > 256) return "tile N " + std::to_string(s.block_n) + " (a multiple of 16 up to 256)";
   if (s.stages < 1 || s.stages > 8) return "stages " + std::to_string(s.stages);
-  if (s.q_stages < 1 || s.q_stages > 2) return "Q stages " + std::to_string(s.q_stages) + " (1 or 2)";
-  if (s.o_alias_q && s.q_stages != 1) return "O can share the Q buffer only with one Q stage";
+  if (s.q_stages < 1 || s.q_stages > 3) return "Q stages " + std::to_string(s.q_stages) + " (1 to 3)";
+  if (s.tile_head_dim != 0 &&
+      (s.tile_head_dim <= s.head_dim || s.tile_head_dim % 64 != 0 || s.tile_head_dim > 256)) {
+    return "tile head dim " + std::to_string(s.tile_head_dim) + " (0, or a multiple of 64 above head dim " +
+           std::to_string(s.head_dim) + " up to 256)";
+  }
   if (s.dynamic_schedule && !s.persistent) return "a dynamic schedule needs a persistent grid";
   if (s.tile_order != 0 && s.tile_order != 1) return "tile order " + std::to_string(s.tile_order) + " (0 or 1)";
   if (s.l2_percent <= 0 || s.l2_percent > 100) return "L2 share " + std::to_string(s.l2_percent) + "%";

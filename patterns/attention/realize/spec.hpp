@@ -35,7 +35,9 @@ struct AttentionSpec {
   int q_stages = 2;               // Q buffers (2: the next tile's Q loads early)
   int l2_percent = 40;            // share of L2 one section's K and V may fill
   int tile_order = 1;             // 0: L2 sections, longest first; 1: head-major
-  bool o_alias_q = false;         // O staged in the Q buffer (frees shared memory for stages)
+  bool o_alias_q = false;         // O staged in the tile's Q stage (frees shared memory for stages)
+  int tile_head_dim = 0;          // head dim of the shared-memory tiles and GEMMs (0: head_dim; wider:
+                                  // zero-padded by TMA to a multiple of 64, 128-byte swizzled rows)
   // float32 only: TF32 products per multiply, 3 (3xTF32 split operands: precision strict) or 1
   // (precision tf32); 0 for bf16/fp16.
   int products = 0;
@@ -43,7 +45,8 @@ struct AttentionSpec {
   bool operator==(const AttentionSpec&) const = default;
 
   // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling, plus "_defer",
-  // "_np" (not persistent), "_oq" (O in the Q buffer) and "_l2<percent>" when not 40);
+  // "_np" (not persistent), "_oq" (O in the Q buffer), "_l2<percent>" when not 40 and "_t<dim>"
+  // for a padded tile head dim);
   // float32: "attn_f32_d96_causal_m64n64_3xtf32" (or "_tf32").
   std::string name() const;
   nlohmann::json to_json() const;
