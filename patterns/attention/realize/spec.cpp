@@ -229,6 +229,15 @@ AttentionSpec default_spec(const AttentionProblem& p, const std::string& precisi
     s.stages = 2;
     s.q_stages = s.causal ? 1 : 2;
     s.tile_order = s.causal ? 0 : 1;
+  } else if (s.head_dim > 64 && s.head_dim < 128 && s.head_dim % 64 != 0) {
+    // Tiles 128 wide, zero-padded by TMA: 128-byte swizzled rows instead of 64-byte (d96) or
+    // 32-byte (d80) ones. minGPT's d96 at B128 T512 H8: 0.2163 ms against 0.2459 native (3
+    // stages); d80 at B8 T1024 H16: 0.0993 against 0.1653 (H200,
+    // bench/results/attention-nvidia-h200-2026-11-27-padded.json).
+    s.tile_head_dim = 128;
+    s.stages = 2;
+    s.q_stages = 2;
+    s.tile_order = 1;
   } else {
     s.stages = 3;
     s.q_stages = 2;

@@ -39,8 +39,10 @@ TEST(AttentionRealizer, TakesTheMinGptAttentionWithTheMeasuredBestConfiguration)
   const realize::KernelSpec spec = realizer().problem_class(problem, "native");
   EXPECT_EQ(spec.kind(), "attention");
   EXPECT_EQ(spec.pattern(), "attention");
-  // patterns/attention/instances/attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1.cu
-  EXPECT_EQ(spec.name(), "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1");
+  // patterns/attention/instances/attn_bf16_d96_causal_m128n128s2_coop_dyn_q2_o1_t128.cu: tiles
+  // padded to 128 columns (128-byte swizzle), the faster on an H200.
+  EXPECT_EQ(spec.name(), "attn_bf16_d96_causal_m128n128s2_coop_dyn_q2_o1_t128");
+  EXPECT_EQ(AttentionSpec::of(spec).tile_head_dim, 128);
   EXPECT_EQ(realizer().class_token(spec), "bf16|d96|causal");
   EXPECT_EQ(realizer().family(spec), "cooperative/dynamic/persistent/n128");
 }
@@ -133,8 +135,19 @@ TEST(AttentionRealizer, SpecJsonRoundTripAndErrors) {
   EXPECT_EQ(AttentionSpec::of(s.to_kernel_spec()), s);
   AttentionSpec bad = s;
   bad.o_alias_q = true;
-  bad.q_stages = 2;
+  bad.q_stages = 3;  // O in the tile's Q stage: any number of Q stages
+  EXPECT_EQ(attention_spec_error(bad), std::nullopt);
+  bad.q_stages = 4;
   EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  bad = s;
+  bad.tile_head_dim = 100;  // not a multiple of 64
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  bad.tile_head_dim = 64;  // narrower than the head dim
+  EXPECT_NE(attention_spec_error(bad), std::nullopt);
+  bad.tile_head_dim = 128;
+  EXPECT_EQ(attention_spec_error(bad), std::nullopt);
+  EXPECT_EQ(AttentionSpec::from_json(bad.to_json()), bad);
+  EXPECT_NE(bad.name().find("_t128"), std::string::npos);
   bad = s;
   bad.dynamic_schedule = true;
   bad.persistent = false;
