@@ -127,7 +127,8 @@ CUTE_HOST_DEVICE constexpr auto acc_as_operand_a(Layout l) {
 }
 
 // One warpgroup GEMM: C (+)= A B over all k blocks, as one wgmma batch.
-template <bool kZeroInit, int kWait, class TiledMma, class TA, class TB, class TC>
+// kKBlocks > 0: only the first kKBlocks k-blocks (a padded tile's zero columns are skipped).
+template <bool kZeroInit, int kWait, int kKBlocks = 0, class TiledMma, class TA, class TB, class TC>
 CUTE_DEVICE void wg_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
   constexpr bool kRegA = !cute::is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
   if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
@@ -135,7 +136,7 @@ CUTE_DEVICE void wg_gemm(TiledMma& mma, TA const& a, TB const& b, TC& c) {
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
   CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
+  for (int k = 0; k < (kKBlocks > 0 ? kKBlocks : int(size<2>(a))); ++k) {
     cute::gemm(mma, a(_, _, k), b(_, _, k), c);
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
@@ -177,6 +178,8 @@ struct Sm90Fmha {
   static constexpr int kHeadDim = Cfg::kHeadDim;  // of the problem's Q, K, V and O
   static constexpr int D = Cfg::kTileHeadDim;     // of the shared-memory tiles and the GEMMs
   static_assert(D == kHeadDim || (D > kHeadDim && D % 64 == 0), "a padded tile head dim is a multiple of 64");
+  // QK^T runs over the head dim's k-blocks only: a padded tile's columns past it are zero.
+  static constexpr int kQkKBlocks = kHeadDim / 16;
   static constexpr int kBlockM = Cfg::kBlockM;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
@@ -639,7 +642,7 @@ struct Sm90Fmha {
           {
             int const n = n_max - 1;
             cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-            wg_gemm<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
+            wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
             release(&ss.k_empty[kr.index]);
             kr.template advance<kStages>();
             if constexpr (kOAliasQ && kQStages > 1) {
@@ -686,7 +689,7 @@ struct Sm90Fmha {
               cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
               cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
               sched_sync();
-              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
               wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
               sched_arrive();
               v_done = vr.index;
@@ -722,7 +725,7 @@ struct Sm90Fmha {
               Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
               cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
               sched_sync();
-              wg_gemm<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
               cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
               wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
               sched_arrive();
