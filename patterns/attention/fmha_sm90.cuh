@@ -52,7 +52,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kPadVO_ = true>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -72,8 +72,6 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
-  // With a padded tile head dim: V and O padded too (else only Q and K: P·V and O at kHeadDim).
-  static constexpr bool kPadVO = kPadVO_;
 };
 
 namespace detail {
@@ -178,9 +176,7 @@ template <class Cfg>
 struct Sm90Fmha {
   using Element = typename Cfg::Element;
   static constexpr int kHeadDim = Cfg::kHeadDim;  // of the problem's Q, K, V and O
-  static constexpr int D = Cfg::kTileHeadDim;     // of the Q and K tiles (QK^T's contraction)
-  static constexpr int DV = Cfg::kPadVO ? D : kHeadDim;  // of the V and O tiles (P·V's N)
-  static_assert(DV == D || !Cfg::kOAliasQ, "O staged in the Q buffer needs V and O as wide as Q");
+  static constexpr int D = Cfg::kTileHeadDim;     // of the shared-memory tiles and the GEMMs
   static_assert(D == kHeadDim || (D > kHeadDim && D % 64 == 0), "a padded tile head dim is a multiple of 64");
   // QK^T runs over the head dim's k-blocks only: a padded tile's columns past it are zero.
   static constexpr int kQkKBlocks = kHeadDim / 16;
@@ -209,7 +205,7 @@ struct Sm90Fmha {
   static_assert(D % 16 == 0 && D <= 256, "head dim: multiple of 16");
 
   using TileQK = Shape<_64, Int<kBlockN>, Int<D>>;  // per consumer WG: (rows, keys, dim)
-  using TilePV = Shape<_64, Int<DV>, Int<kBlockN>>;  // (rows, dim, keys)
+  using TilePV = Shape<_64, Int<D>, Int<kBlockN>>;  // (rows, dim, keys)
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, TileQK>()));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, TilePV, GMMA::Major::K, GMMA::Major::MN>()));
@@ -222,12 +218,11 @@ struct Sm90Fmha {
   using AtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockN>, Int<D>>());
   using SmemLayoutK = decltype(tile_to_shape(AtomK{}, Shape<Int<kBlockN>, Int<D>, Int<kStages>>{}));
   // V^T: (dim, keys), dim contiguous (V is [keys, dim] row-major in memory): MN-major B of PV.
-  using AtomV = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<DV>, Int<kBlockN>>());
-  using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<DV>, Int<kBlockN>, Int<kStages>>{},
+  using AtomV = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<D>, Int<kBlockN>>());
+  using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<D>, Int<kBlockN>, Int<kStages>>{},
                                              Step<_1, _2, _3>{}));
-  using AtomO = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, _64, Int<DV>>());
-  using SmemLayoutO1 = decltype(tile_to_shape(AtomO{}, Shape<_64, Int<DV>>{}));
-  using SmemLayoutO = decltype(tile_to_shape(AtomO{}, Shape<_64, Int<DV>, Int<kNumWG>>{}));
+  using SmemLayoutO1 = SmemLayoutQ1;
+  using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
   // Where O is staged: its own slabs (one per WG), or the tile's Q slabs (stage * kNumWG + WG).
   using SmemLayoutOStage = std::conditional_t<kOAliasQ, SmemLayoutQ, SmemLayoutO>;
 
@@ -438,7 +433,7 @@ struct Sm90Fmha {
       int tile = int(blockIdx.x);
       Tensor mQ = params.tma_q.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
       Tensor mK = params.tma_k.get_tma_tensor(make_shape(params.seq_k, int(D), params.kv_heads, params.batch));
-      Tensor mVt = params.tma_v.get_tma_tensor(make_shape(int(DV), params.seq_k, params.kv_heads, params.batch));
+      Tensor mVt = params.tma_v.get_tma_tensor(make_shape(int(D), params.seq_k, params.kv_heads, params.batch));
       auto cta_q = params.tma_q.get_slice(0);
       auto cta_k = params.tma_k.get_slice(0);
       auto cta_v = params.tma_v.get_slice(0);
@@ -454,7 +449,7 @@ struct Sm90Fmha {
           int const hk = c.h / params.group;
           Tensor gQ = local_tile(mQ(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
           Tensor gK = local_tile(mK(_, _, hk, c.b), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
-          Tensor gV = local_tile(mVt(_, _, hk, c.b), Shape<Int<DV>, Int<kBlockN>>{}, make_coord(0, _));
+          Tensor gV = local_tile(mVt(_, _, hk, c.b), Shape<Int<D>, Int<kBlockN>>{}, make_coord(0, _));
           Tensor tQgQ = group_modes<0, 3>(cta_q.partition_S(gQ));  // (TMA, 64-row block)
           Tensor tKgK = group_modes<0, 3>(cta_k.partition_S(gK));  // (TMA, key block)
           Tensor tVgV = group_modes<0, 3>(cta_v.partition_S(gV));  // (TMA, key block)
@@ -520,7 +515,7 @@ struct Sm90Fmha {
       // Coordinates of this thread's accumulator elements.
       Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<_64, Int<kBlockN>>{}));
       Tensor tScS_rc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
-      Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<_64, Int<DV>>{}));
+      Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<_64, Int<D>>{}));
       Tensor tOcO_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
       static_assert(decltype(size<0>(tScS_rc))::value == kRows, "two rows per thread");
 
@@ -552,7 +547,7 @@ struct Sm90Fmha {
         int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
         int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
 
-        Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<DV>>{});
+        Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
         float row_max[kRows], row_sum[kRows];
 
         if (n_max > n_min) {
@@ -844,8 +839,8 @@ struct Sm90Fmha {
           cutlass::arch::fence_view_async_shared();
           named_sync(kBarEpilogue0 + cwg, 128);
           if (tid == 0) {
-            Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(DV), params.heads, params.batch));
-            Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<DV>>{}, make_coord(_, 0));
+            Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
+            Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
             auto cta_o = params.tma_o.get_slice(0);
             Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, slab)
             Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
@@ -882,9 +877,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD, bool PV>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, PV>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, PV>>;
+          bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
