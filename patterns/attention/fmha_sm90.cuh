@@ -471,7 +471,9 @@ struct Sm90Fmha {
             }
             vw.template advance<kStages>();
           };
+#ifndef FACT_ATTN_Q_FIRST
           load_k(n_max - 1);
+#endif
           if (lane == 0) {
             cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
@@ -482,6 +484,9 @@ struct Sm90Fmha {
             }
           }
           qw.template advance<kQStages>();
+#ifdef FACT_ATTN_Q_FIRST
+          load_k(n_max - 1);
+#endif
           // Consumers use K(n-1) before V(n): keep that order in the ring.
           for (int n = n_max - 2; n >= n_min; --n) {
             load_k(n);
