@@ -471,9 +471,9 @@ struct Sm90Fmha {
             }
             vw.template advance<kStages>();
           };
-#ifndef FACT_ATTN_Q_FIRST
-          load_k(n_max - 1);
-#endif
+          // The tile's Q first, then its first key block: Q's slot frees at the end of the tile
+          // before last (two Q stages), K's only as this tile's blocks are consumed; 0.6-1% faster
+          // than K first (H200, bench/results/attention-nvidia-h200-2026-11-27-qfirst.json).
           if (lane == 0) {
             cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
@@ -484,9 +484,7 @@ struct Sm90Fmha {
             }
           }
           qw.template advance<kQStages>();
-#ifdef FACT_ATTN_Q_FIRST
           load_k(n_max - 1);
-#endif
           // Consumers use K(n-1) before V(n): keep that order in the ring.
           for (int n = n_max - 2; n >= n_min; --n) {
             load_k(n);
