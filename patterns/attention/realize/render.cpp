@@ -54,9 +54,7 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*block_n=*/" << spec.block_n << ",\n"
       << "    /*causal=*/" << flag(spec.causal) << ",\n"
       << "    /*products=*/" << spec.products << ">;  // " << (spec.products == 3 ? "3xTF32 (strict)" : "TF32 (tf32)")
-      << "\n"
-      << "static_assert(fact::attention::KernelOf<Cfg>::type::kSmemBytes == " << shared_memory_bytes(spec)
-      << ", \"the rendered info's smem_bytes (realize/spec.cpp's shared_memory_bytes)\");\n";
+      << "\n";
   } else {
     s << "using Cfg = fact::attention::Config<\n"
       << "    " << realize::dtype_cpp(spec.dtype) << ",  // Q, K, V, O\n"
@@ -75,6 +73,9 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*o_alias_q=*/" << flag(spec.o_alias_q) << ",  // O staged in the tile's Q stage\n"
       << "    /*tile_head_dim=*/" << spec.tile_head_dim << ">;  // 0: head_dim\n";
   }
+  // Either kernel: the shared memory the info reports is the kernel's.
+  s << "static_assert(fact::attention::KernelOf<Cfg>::type::kSmemBytes == " << shared_memory_bytes(spec)
+    << ", \"the rendered info's smem_bytes (realize/spec.cpp's shared_memory_bytes)\");\n";
   s << "}  // namespace " << entry << "_kernel\n\n"
     << "extern \"C\" FACT_EXPORT int " << entry
     << "(const FactCallHeader* args, void* workspace, size_t* workspace_size, void* stream) noexcept {\n"

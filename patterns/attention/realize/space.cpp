@@ -52,7 +52,7 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
     if (base.tile_head_dim != 0) {
       vary([](AttentionSpec& s) { s.tile_head_dim = 0; s.stages = 3; });
     } else if (base.head_dim % 64 != 0 && base.head_dim < 128) {
-      vary([](AttentionSpec& s) { s.tile_head_dim = 128; s.stages = 2; });
+      vary([](AttentionSpec& s) { s.tile_head_dim = (s.head_dim + 63) / 64 * 64; s.stages = 2; });
     }
     vary([](AttentionSpec& s) { s.o_alias_q = true; });
     if (options.exhaustive) {

@@ -138,9 +138,12 @@ int shared_memory_bytes(const AttentionSpec& s) {
   const int q = round_up(s.block_m * d * element * s.q_stages, 1024);
   const int k = round_up(s.block_n * d * element * s.stages, 1024);
   const int v = k;
-  const int o = s.o_alias_q ? 0 : round_up(64 * d * element * warpgroups, 1024);
-  const int barriers = 8 * (2 * s.q_stages + 4 * s.stages) + 8;
-  return q + k + v + o + round_up(barriers, 8) + 1024;
+  // O's own buffer; with O in the Q stages an empty member that still takes one 1024-byte slot.
+  const int o = s.o_alias_q ? 1024 : round_up(64 * d * element * warpgroups, 1024);
+  const int barriers = 8 * (2 * s.q_stages + 4 * s.stages) + 8;  // mbarriers and the next tile
+  // SharedStorage's 1024-byte aligned members round its size up to 1024; +1 KB for the kernel's
+  // alignment of the dynamic base.
+  return round_up(q + k + v + o + barriers, 1024) + 1024;
 }
 
 namespace {

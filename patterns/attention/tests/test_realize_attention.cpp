@@ -63,6 +63,16 @@ TEST(AttentionRealizer, DefaultsPerHeadDimFollowKernelMd) {
   p.dtype = DType::Float16;
   p.head_dim = p.v_head_dim = 128;
   EXPECT_EQ(default_spec(p).name(), "attn_fp16_d128_causal_m128n128s2_coop_dyn_q1_o0");
+  // The kernels' own sizes (their infos on an H200, bench/results/attention-nvidia-h200-2026-11-27-padded2.json):
+  // O in the Q stages still leaves its empty, 1024-byte aligned member.
+  AttentionSpec oq = default_spec(p);  // fp16 d128 causal: 2 stages, one Q stage
+  oq.q_stages = 2;
+  oq.o_alias_q = true;
+  EXPECT_EQ(shared_memory_bytes(oq), 199680);
+  p.dtype = DType::BFloat16;
+  p.head_dim = p.v_head_dim = 96;
+  EXPECT_EQ(shared_memory_bytes(default_spec(p)), 231424);  // the padded d96 default
+  p.dtype = DType::Float16;
   for (int d : {64, 80, 96, 128}) {
     p.head_dim = p.v_head_dim = d;
     EXPECT_EQ(attention_spec_error(default_spec(p)), std::nullopt) << d;
