@@ -52,7 +52,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kCrossTile_ = false>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -72,6 +72,10 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
+  // The tile boundary pipelined like a key block: the next tile's first QK^T and softmax overlap
+  // the finished tile's last PV and epilogue (cooperative, not deferred; O in the Q stages needs
+  // three of them: the next tile's Q lands while the previous O is still being stored).
+  static constexpr bool kCrossTile = kCrossTile_;
 };
 
 namespace detail {
@@ -165,6 +169,14 @@ struct PipeState {
       phase ^= 1u;
     }
   }
+  // advance() where `pred`, with selects instead of a branch (may run while a wgmma is in flight).
+  template <int kStages>
+  CUTE_DEVICE void advance_if(bool pred) {
+    int const i = index + int(pred);
+    bool const wrap = i == kStages;
+    index = wrap ? 0 : i;
+    phase ^= uint32_t(wrap);
+  }
 };
 
 CUTE_HOST_DEVICE int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -189,6 +201,10 @@ struct Sm90Fmha {
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
+  static constexpr bool kCrossTile = Cfg::kCrossTile;
+  static_assert(!kCrossTile || (!kDeferPv && !kPingPong), "the pipelined tile boundary: cooperative, PV waited in its step");
+  static_assert(!kCrossTile || !kOAliasQ || kQStages >= 3,
+                "the pipelined tile boundary with O in the Q stages needs three (two would deadlock)");
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -537,282 +553,201 @@ struct Sm90Fmha {
         if constexpr (kPingPong && kNumWG > 1) named_arrive(kBarSched0 + (cwg + 1) % kNumWG, 256);
       };
       auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
+      auto release_if = [&](uint64_t* bar, bool pred) { mbar_arrive_if(bar, tid == 0 && pred); };
 
       // kOAliasQ with several Q stages: the Q stage whose staged O is still being stored; released
       // to the producer after the next tile's first QK^T (the store is long done by then), so
       // the next Q loads are not held up behind this tile's epilogue.
       int q_pending = -1;
-      int tile = int(blockIdx.x);
-      while (tile < params.total_tiles) {
-        TileCoord const c = tile_coord(params, tile);
-        int const n_max = n_block_max(params, c.m);
-        int const n_min = n_block_min(params, c.m);
-        int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
-        int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
-
-        Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
-        float row_max[kRows], row_sum[kRows];
-
-        if (n_max > n_min) {
-          cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
-          Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
-
-          // Masks: key tail (cols >= seq_k), causal (col > row + diag_offset) and, with a sliding
-          // window, the keys below it (col <= row + diag_offset - window).
-          auto apply_mask = [&](auto& tSrS, int n, auto causal_tag, auto tail_tag) {
-            constexpr bool kMaskCausal = decltype(causal_tag)::value;
-            constexpr bool kMaskTail = decltype(tail_tag)::value;
-            Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-            int const col0 = n * kBlockN;
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
-              int lower = 0;
-              if constexpr (kMaskCausal) {
-                int const row = row0 + int(get<0>(tScS_rc(r, 0)));
-                limit = min(limit, row + params.diag_offset + 1 - col0);
-                if (params.window > 0) lower = row + params.diag_offset + 1 - params.window - col0;
-              }
-              CUTE_UNROLL
-              for (int j = 0; j < kCols; ++j) {
-                int const col = int(get<1>(tScS_rc(r, j)));
-                if (col >= limit || col < lower) s(r, j) = -INFINITY;
-              }
+      auto release_q_pending = [&]() {
+        if constexpr (kOAliasQ && kQStages > 1) {
+          if (q_pending >= 0) {
+            if (tid == 0) {
+              tma_store_wait<0>();  // the previous tile's O has left its Q stage
+              cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[q_pending]);
             }
-          };
-
-          // Online softmax on this block's scores: P = exp2(S*scale_log2 - max*scale_log2).
-          // Returns the factor by which O (and the running sum) must be rescaled.
-          auto softmax = [&](auto& tSrS, auto first_tag, auto check_inf_tag, float* o_scale) {
-            constexpr bool kFirst = decltype(first_tag)::value;
-            constexpr bool kCheckInf = decltype(check_inf_tag)::value;
-            Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-            // Phase 1: row maxima (both rows, then the quad shuffles), rescale factors.
-            float mx[kRows], max_scaled[kRows];
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              mx[r] = kFirst ? -INFINITY : row_max[r];
-              CUTE_UNROLL
-              for (int j = 0; j < kCols; ++j) mx[r] = fmaxf(mx[r], s(r, j));
-            }
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              float const cur = (kCheckInf && mx[r] == -INFINITY) ? 0.f : mx[r];
-              o_scale[r] = kFirst ? 1.f : fast_exp2((row_max[r] - cur) * scale_log2);
-              row_max[r] = mx[r];
-              max_scaled[r] = cur * scale_log2;
-            }
-            // Phase 2: P = exp2(S*scale_log2 - max*scale_log2) and the running row sums.
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              float sum = 0.f;
-              CUTE_UNROLL
-              for (int j = 0; j < kCols; ++j) {
-                float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled[r]));
-                s(r, j) = p;
-                sum += p;
-              }
-              row_sum[r] = kFirst ? sum : fmaf(row_sum[r], o_scale[r], sum);
-            }
-          };
-
-          auto rescale_o = [&](float const* o_scale) {
-            Tensor o = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) {
-              CUTE_UNROLL
-              for (int j = 0; j < size<1>(o); ++j) o(r, j) *= o_scale[r];
-            }
-          };
-
-          Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-          auto const p_layout = acc_as_operand_a(tSrS0.layout());
-          Tensor tOrP0 = make_tensor<Element>(p_layout);  // P as the A operand of PV
-          Tensor tOrP1 = make_tensor<Element>(p_layout);  // second buffer (kDeferPv)
-          auto to_p = [&](auto const& tSrS, auto& tOrP) {
-            float const* src = raw_pointer_cast(tSrS.data());
-            uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
-            CUTE_UNROLL
-            for (int i = 0; i < int(size(tSrS)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
-          };
-          float o_scale[kRows];
-
-          // First (right-most) key block: always masked (tail and/or diagonal).
-          {
-            int const n = n_max - 1;
-            cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-            wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
-            release(&ss.k_empty[kr.index]);
-            kr.template advance<kStages>();
-            if constexpr (kOAliasQ && kQStages > 1) {
-              if (q_pending >= 0) {
-                if (tid == 0) {
-                  tma_store_wait<0>();  // the previous tile's O has left its Q stage
-                  cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[q_pending]);
-                }
-                q_pending = -1;
-              }
-            }
-            if constexpr (kCausal) {
-              apply_mask(tSrS0, n, cute::true_type{}, cute::true_type{});
-            } else {
-              if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, cute::false_type{}, cute::true_type{});
-            }
-            softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
-            to_p(tSrS0, tOrP0);
-            clear(tOrO);
+            q_pending = -1;
           }
-
-          int n = n_max - 2;
-          // Causal: blocks n >= n_mask cross the diagonal for some row of the tile. Sliding window:
-          // blocks n_min <= n < n_win cross its lower edge; the blocks between are not masked.
-          int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
-          int const n_win = max(n_min, n_block_window(params, c.m));
-          int v_done = -1;  // V stage whose PV has completed but is not yet released
-          int parity = 0;   // kDeferPv: the P buffer holding the newest P
-
-          if constexpr (kDeferPv) {
-            // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
-            // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
-            // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
-            // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
-            // wait follows the softmax, so ptxas cannot hoist one above it.
-            auto step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
-              constexpr bool kMasked = decltype(masked_tag)::value;
-              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-              warpgroup_wait<0>();
-              warpgroup_fence_operand(tOrO);
-              warpgroup_fence_operand(p_next);
-              if (v_done >= 0) release(&ss.v_empty[v_done]);
-              rescale_o(o_scale);
-              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-              sched_sync();
-              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-              wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
-              sched_arrive();
-              v_done = vr.index;
-              vr.template advance<kStages>();
-              warpgroup_wait<1>();  // S ready; PV runs on
-              warpgroup_fence_operand(tSrS);
-              release(&ss.k_empty[kr.index]);
-              kr.template advance<kStages>();
-              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
-              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-              to_p(tSrS, p_next);
-            };
-            auto run = [&](int n_end, auto masked_tag) {
-              CUTE_NO_UNROLL
-              for (; n >= n_end; --n) {
-                if (parity == 0) {
-                  step(n, masked_tag, tOrP0, tOrP1);
-                } else {
-                  step(n, masked_tag, tOrP1, tOrP0);
-                }
-                parity ^= 1;
-              }
-            };
-            // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
-            // this variant's wgmma, C7520), so n_min = n_win = 0.
-            if constexpr (kCausal) run(n_mask, cute::true_type{});
-            run(0, cute::false_type{});
-          } else {
-            // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes,
-            // then the wait for PV(n+1).
-            auto step = [&](int n, auto masked_tag) {
-              constexpr bool kMasked = decltype(masked_tag)::value;
-              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-              sched_sync();
-              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-              wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-              sched_arrive();
-              warpgroup_wait<1>();  // S ready; PV still running
-              warpgroup_fence_operand(tSrS);
-              release(&ss.k_empty[kr.index]);
-              kr.template advance<kStages>();
-              if constexpr (kMasked) apply_mask(tSrS, n, cute::true_type{}, cute::false_type{});
-              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-              warpgroup_wait<0>();  // PV done: P and V free
-              warpgroup_fence_operand(tOrO);
-              warpgroup_fence_operand(tOrP0);
-              release(&ss.v_empty[vr.index]);
-              vr.template advance<kStages>();
-              to_p(tSrS, tOrP0);
-              rescale_o(o_scale);
-            };
-            if constexpr (kCausal) {
-              CUTE_NO_UNROLL
-              for (; n >= n_mask; --n) step(n, cute::true_type{});
-              CUTE_NO_UNROLL
-              for (; n >= n_win; --n) step(n, cute::false_type{});
-              CUTE_NO_UNROLL
-              for (; n >= n_min; --n) step(n, cute::true_type{});
-            } else {
-              CUTE_NO_UNROLL
-              for (; n >= 0; --n) step(n, cute::false_type{});
-            }
-          }
-
-          // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only once
-          // the O staged there has been stored).
-          if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
-          q_stage = qr.index;
-          qr.template advance<kQStages>();
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tOrO);
-          if (v_done >= 0) release(&ss.v_empty[v_done]);
-          if constexpr (kDeferPv) rescale_o(o_scale);
-          cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-          if (parity == 0) {
-            wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-          } else {
-            wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
-          }
-          CUTE_UNROLL
-          for (int r = 0; r < kRows; ++r) {
-            float s = row_sum[r];
-            s += __shfl_xor_sync(0xffffffff, s, 1);
-            s += __shfl_xor_sync(0xffffffff, s, 2);
-            bool const empty = (s == 0.f || s != s);
-            o_scale[r] = empty ? 0.f : 1.f / s;
-            row_sum[r] = empty ? -INFINITY : row_max[r] * params.scale + __logf(s);  // LSE
-          }
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tOrO);
-          release(&ss.v_empty[vr.index]);
-          vr.template advance<kStages>();
-          rescale_o(o_scale);
-        } else {
-          clear(tOrO);
-          CUTE_UNROLL
-          for (int r = 0; r < kRows; ++r) row_sum[r] = -INFINITY;
         }
+      };
 
-        int next_tile;
+      // The running tile's accumulator and online-softmax state.
+      Tensor tOrO = partition_fragment_C(mma_pv, Shape<_64, Int<D>>{});
+      float row_max[kRows], row_sum[kRows];
+
+      // Masks: key tail (cols >= seq_k), causal (col > row + diag_offset) and, with a sliding
+      // window, the keys below it (col <= row + diag_offset - window). row0: the warpgroup's first
+      // query row.
+      // A thread's columns are its first column plus offsets that are the same for every thread
+      // (thread 0's): compared as immediates, they hold no registers across the loop.
+      Tensor tScS0 = mma_qk.get_thread_slice(0).partition_C(make_identity_tensor(Shape<_64, Int<kBlockN>>{}));
+      Tensor tScS0_rc = make_tensor(tScS0.data(), acc_rowcol(tScS0.layout()));
+      int const col_first = int(get<1>(tScS_rc(0, 0)));
+      auto apply_mask = [&](auto& tSrS, int n, int row0, auto causal_tag, auto tail_tag) {
+        constexpr bool kMaskCausal = decltype(causal_tag)::value;
+        constexpr bool kMaskTail = decltype(tail_tag)::value;
+        Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+        int const col0 = n * kBlockN + col_first;
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
+          int lower = -kBlockN;
+          if constexpr (kMaskCausal) {
+            int const row = row0 + int(get<0>(tScS_rc(r, 0)));
+            limit = min(limit, row + params.diag_offset + 1 - col0);
+            if (params.window > 0) lower = row + params.diag_offset + 1 - params.window - col0;
+          }
+          CUTE_UNROLL
+          for (int j = 0; j < kCols; ++j) {
+            int const col = int(get<1>(tScS0_rc(r, j)));  // a constant
+            if (col >= limit || col < lower) s(r, j) = -INFINITY;
+          }
+        }
+      };
+
+      // Online softmax on this block's scores: P = exp2(S*scale_log2 - max*scale_log2).
+      // Returns the factor by which O (and the running sum) must be rescaled.
+      auto softmax = [&](auto& tSrS, auto first_tag, auto check_inf_tag, float* o_scale) {
+        constexpr bool kFirst = decltype(first_tag)::value;
+        constexpr bool kCheckInf = decltype(check_inf_tag)::value;
+        Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+        // Phase 1: row maxima (both rows, then the quad shuffles), rescale factors.
+        float mx[kRows], max_scaled[kRows];
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          mx[r] = kFirst ? -INFINITY : row_max[r];
+          CUTE_UNROLL
+          for (int j = 0; j < kCols; ++j) mx[r] = fmaxf(mx[r], s(r, j));
+        }
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          float const cur = (kCheckInf && mx[r] == -INFINITY) ? 0.f : mx[r];
+          o_scale[r] = kFirst ? 1.f : fast_exp2((row_max[r] - cur) * scale_log2);
+          row_max[r] = mx[r];
+          max_scaled[r] = cur * scale_log2;
+        }
+        // Phase 2: P = exp2(S*scale_log2 - max*scale_log2) and the running row sums.
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          float sum = 0.f;
+          CUTE_UNROLL
+          for (int j = 0; j < kCols; ++j) {
+            float const p = fast_exp2(fmaf(s(r, j), scale_log2, -max_scaled[r]));
+            s(r, j) = p;
+            sum += p;
+          }
+          row_sum[r] = kFirst ? sum : fmaf(row_sum[r], o_scale[r], sum);
+        }
+      };
+
+      auto rescale_o = [&](float const* o_scale) {
+        Tensor o = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          CUTE_UNROLL
+          for (int j = 0; j < size<1>(o); ++j) o(r, j) *= o_scale[r];
+        }
+      };
+
+      // The finished tile's rows: the factor 1/rowsum for O and the LSE (rows that see no key:
+      // 0 and -inf). Shuffles only: may run while a wgmma is in flight.
+      auto finish_rows = [&](float* o_final, float* lse_rows) {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          float s = row_sum[r];
+          s += __shfl_xor_sync(0xffffffff, s, 1);
+          s += __shfl_xor_sync(0xffffffff, s, 2);
+          bool const empty = (s == 0.f || s != s);
+          o_final[r] = empty ? 0.f : 1.f / s;
+          lse_rows[r] = empty ? -INFINITY : row_max[r] * params.scale + __logf(s);
+        }
+      };
+
+      Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+      auto const p_layout = acc_as_operand_a(tSrS0.layout());
+      Tensor tOrP0 = make_tensor<Element>(p_layout);  // P as the A operand of PV
+      Tensor tOrP1 = make_tensor<Element>(p_layout);  // second buffer (kDeferPv)
+      auto to_p = [&](auto const& tSrS, auto& tOrP) {
+        float const* src = raw_pointer_cast(tSrS.data());
+        uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
+        CUTE_UNROLL
+        for (int i = 0; i < int(size(tSrS)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
+      };
+      float o_scale[kRows];
+
+      // Step n: QK^T(n) and PV(n+1) issued together; softmax(n) after QK^T(n) completes, then the
+      // wait for PV(n+1). tSrQ: the tile's Q (descriptors), row0: the warpgroup's first row.
+      auto step = [&](auto const& tSrQ, int n, int row0, auto masked_tag) {
+        constexpr bool kMasked = decltype(masked_tag)::value;
+        Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+        cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+        sched_sync();
+        wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+        cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+        wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+        sched_arrive();
+        warpgroup_wait<1>();  // S ready; PV still running
+        warpgroup_fence_operand(tSrS);
+        release(&ss.k_empty[kr.index]);
+        kr.template advance<kStages>();
+        if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
+        softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+        warpgroup_wait<0>();  // PV done: P and V free
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP0);
+        release(&ss.v_empty[vr.index]);
+        vr.template advance<kStages>();
+        to_p(tSrS, tOrP0);
+        rescale_o(o_scale);
+      };
+      // The key blocks of a tile after its first one, n = n_max - 2 down to n_min, through `step`.
+      auto steps = [&](auto const& tSrQ, TileCoord const& c, int n_max, int n_min, int row0) {
+        int n = n_max - 2;
+        if constexpr (kCausal) {
+          // Blocks n >= n_mask cross the diagonal for some row of the tile. Sliding window: blocks
+          // n_min <= n < n_win cross its lower edge; the blocks between are not masked.
+          int const n_mask = max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN));
+          int const n_win = max(n_min, n_block_window(params, c.m));
+          CUTE_NO_UNROLL
+          for (; n >= n_mask; --n) step(tSrQ, n, row0, cute::true_type{});
+          CUTE_NO_UNROLL
+          for (; n >= n_win; --n) step(tSrQ, n, row0, cute::false_type{});
+          CUTE_NO_UNROLL
+          for (; n >= n_min; --n) step(tSrQ, n, row0, cute::true_type{});
+        } else {
+          CUTE_NO_UNROLL
+          for (; n >= 0; --n) step(tSrQ, n, row0, cute::false_type{});
+        }
+      };
+
+      // The next tile: from the producer (dynamic schedule) or by stride.
+      auto next_tile_after = [&](int tile) {
         if constexpr (kDynamic) {
           named_sync(kBarTileFull, kProducerSyncThreads);
-          next_tile = ss.next_tile;
+          int const next = ss.next_tile;
           named_arrive(kBarTileEmpty, kProducerSyncThreads);
+          return next;
         } else {
-          next_tile = tile + int(gridDim.x);
+          return tile + int(gridDim.x);
         }
+      };
 
-        // ------------------------------------------------------------ epilogue
+      // Epilogue of a finished tile whose O (tOrO) is normalized: LSE, then O through shared
+      // memory (stmatrix) and one TMA store per warpgroup; rows that see no key get O = 0.
+      auto epilogue = [&](TileCoord const& c, int row0, int q_stage, bool has_keys, float const* lse_rows) {
         if (params.lse != nullptr && (tid % 4) == 0) {
           float* lse = params.lse + int64_t(c.b) * params.lse_batch_stride + int64_t(c.h) * params.lse_head_stride;
           CUTE_UNROLL
           for (int r = 0; r < kRows; ++r) {
             int const row = row0 + int(get<0>(tOcO_rc(r, 0)));
-            if (row < params.seq_q) lse[row] = row_sum[r];
+            if (row < params.seq_q) lse[row] = lse_rows[r];
           }
         }
-        if (n_max <= n_min) {
+        if (!has_keys) {
           // Rows that see no key: O = 0, written directly (no Q stage is held for this tile).
           Element* o = params.o + int64_t(c.b) * params.o_batch_stride + int64_t(c.h) * params.o_head_stride;
           for (int i = tid; i < 64 * (kHeadDim / 8); i += 128) {
@@ -821,42 +756,229 @@ struct Sm90Fmha {
               *reinterpret_cast<uint4*>(o + int64_t(row) * params.o_seq_stride + (i % (kHeadDim / 8)) * 8) = make_uint4(0, 0, 0, 0);
             }
           }
-        } else {
-          int const slab = kOAliasQ ? q_stage * kNumWG + cwg : cwg;  // kOAliasQ: this WG's Q slab
-          Tensor tOrOe = make_tensor<Element>(tOrO.layout());
-          {
-            float const* src = raw_pointer_cast(tOrO.data());
-            uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrOe.data()));
-            CUTE_UNROLL
-            for (int i = 0; i < int(size(tOrO)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
-          }
-          if constexpr (!kOAliasQ) {
-            if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
-          }
-          named_sync(kBarEpilogue0 + cwg, 128);
-          auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
-          auto thr_r2s = r2s.get_thread_slice(tid);
-          Tensor src = thr_r2s.retile_S(tOrOe);
-          Tensor dst = thr_r2s.partition_D(sO(_, _, slab));
-          copy(r2s, src, dst);
-          cutlass::arch::fence_view_async_shared();
-          named_sync(kBarEpilogue0 + cwg, 128);
-          if (tid == 0) {
-            Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
-            Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
-            auto cta_o = params.tma_o.get_slice(0);
-            Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, slab)
-            Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
-            copy(params.tma_o, tOsO(_, slab), tOgO(_, c.m * kNumWG + cwg));
-            tma_store_arrive();
-            if constexpr (kOAliasQ && kQStages == 1) {
-              tma_store_wait<0>();  // O has left the Q slab: the next Q may land there
-              cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[0]);
-            }
-          }
-          if constexpr (kOAliasQ && kQStages > 1) q_pending = q_stage;
+          return;
         }
-        tile = next_tile;
+        int const slab = kOAliasQ ? q_stage * kNumWG + cwg : cwg;  // kOAliasQ: this WG's Q slab
+        Tensor tOrOe = make_tensor<Element>(tOrO.layout());
+        {
+          float const* src = raw_pointer_cast(tOrO.data());
+          uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrOe.data()));
+          CUTE_UNROLL
+          for (int i = 0; i < int(size(tOrO)) / 2; ++i) dst[i] = pack2<Element>(src[2 * i], src[2 * i + 1]);
+        }
+        if constexpr (!kOAliasQ) {
+          if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
+        }
+        named_sync(kBarEpilogue0 + cwg, 128);
+        auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
+        auto thr_r2s = r2s.get_thread_slice(tid);
+        Tensor src = thr_r2s.retile_S(tOrOe);
+        Tensor dst = thr_r2s.partition_D(sO(_, _, slab));
+        copy(r2s, src, dst);
+        cutlass::arch::fence_view_async_shared();
+        named_sync(kBarEpilogue0 + cwg, 128);
+        if (tid == 0) {
+          Tensor mO = params.tma_o.get_tma_tensor(make_shape(params.seq_q, int(D), params.heads, params.batch));
+          Tensor gO = local_tile(mO(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
+          auto cta_o = params.tma_o.get_slice(0);
+          Tensor tOsO = group_modes<0, 3>(cta_o.partition_S(sO));  // (TMA, slab)
+          Tensor tOgO = group_modes<0, 3>(cta_o.partition_D(gO));  // (TMA, 64-row block)
+          copy(params.tma_o, tOsO(_, slab), tOgO(_, c.m * kNumWG + cwg));
+          tma_store_arrive();
+          if constexpr (kOAliasQ && kQStages == 1) {
+            tma_store_wait<0>();  // O has left the Q slab: the next Q may land there
+            cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[0]);
+          }
+        }
+        if constexpr (kOAliasQ && kQStages > 1) q_pending = q_stage;
+      };
+
+      if constexpr (kCrossTile) {
+        // The tile boundary is one pipelined step, as FlashAttention-3 does it: the next tile's
+        // first QK^T and the finished tile's last PV are issued together, the next tile's first
+        // softmax runs while that PV is on the tensor cores, then the finished tile's epilogue.
+        // Every wgmma here is issued and waited on every path (a wgmma or its wait in a
+        // divergent branch makes ptxas serialize them all): where there is no next tile (or no
+        // finished one) it reads whatever the shared memory holds and its result is dropped.
+        CUTE_UNROLL
+        for (int i = 0; i < int(size(tOrP0)); ++i) tOrP0(i) = Element(0);
+        int tile = -1;  // the finished tile (none before the first boundary)
+        TileCoord c{0, 0, 0};
+        int n_max = 0, n_min = 0, q_stage = 0, row0 = 0;
+        int next = int(blockIdx.x);
+        float lse_rows[kRows], o_final[kRows];
+        while (true) {
+          bool const next_valid = next < params.total_tiles;
+          TileCoord const cn = tile_coord(params, next_valid ? next : 0);
+          int const nn_max = next_valid ? n_block_max(params, cn.m) : 0;
+          int const nn_min = next_valid ? n_block_min(params, cn.m) : 0;
+          bool const next_keys = nn_max > nn_min;
+          bool const this_keys = tile >= 0 && n_max > n_min;
+          int const next_row0 = cn.m * kBlockM + cwg * 64;
+          if (this_keys) cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+          if (next_keys) {
+            cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+            cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+          }
+          {
+            Tensor tSrQn = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
+            wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQn, tSrK(_, _, _, kr.index), tSrS0);
+          }
+          wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+          finish_rows(o_final, lse_rows);  // the finished tile's row sums are complete
+          warpgroup_wait<1>();             // S of the next tile's first (right-most) key block
+          warpgroup_fence_operand(tSrS0);
+          release_if(&ss.k_empty[kr.index], next_keys);
+          kr.template advance_if<kStages>(next_keys);
+          // Always masked: tail and/or diagonal (a block inside the keys masks nothing).
+          apply_mask(tSrS0, nn_max - 1, next_row0, cute::bool_constant<kCausal>{}, cute::true_type{});
+          softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
+          warpgroup_wait<0>();             // the finished tile's last PV
+          warpgroup_fence_operand(tOrO);
+          warpgroup_fence_operand(tOrP0);
+          release_if(&ss.v_empty[vr.index], this_keys);
+          vr.template advance_if<kStages>(this_keys);
+          to_p(tSrS0, tOrP0);
+          release_q_pending();
+          if (tile >= 0) {
+            rescale_o(o_final);
+            epilogue(c, row0, q_stage, this_keys, lse_rows);
+          }
+          if (!next_valid) break;
+          tile = next;
+          c = cn;
+          n_max = nn_max;
+          n_min = nn_min;
+          row0 = next_row0;
+          q_stage = qr.index;
+          qr.template advance_if<kQStages>(next_keys);
+          clear(tOrO);
+          {
+            Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, q_stage * kNumWG + cwg));
+            steps(tSrQ, c, n_max, n_min, row0);
+          }
+          // The tile's last QK^T is done: its Q stage may be refilled (with kOAliasQ once the O
+          // staged there has been stored, release_q_pending).
+          if constexpr (!kOAliasQ) release_if(&ss.q_empty[q_stage], n_max > n_min);
+          next = next_tile_after(tile);
+        }
+      } else {
+        int tile = int(blockIdx.x);
+        while (tile < params.total_tiles) {
+          TileCoord const c = tile_coord(params, tile);
+          int const n_max = n_block_max(params, c.m);
+          int const n_min = n_block_min(params, c.m);
+          int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
+          int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
+          float lse_rows[kRows];
+
+          if (n_max > n_min) {
+            cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+            Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
+
+            // First (right-most) key block: always masked (tail and/or diagonal).
+            {
+              int const n = n_max - 1;
+              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+              wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
+              release(&ss.k_empty[kr.index]);
+              kr.template advance<kStages>();
+              release_q_pending();
+              if constexpr (kCausal) {
+                apply_mask(tSrS0, n, row0, cute::true_type{}, cute::true_type{});
+              } else {
+                if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, row0, cute::false_type{}, cute::true_type{});
+              }
+              softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
+              to_p(tSrS0, tOrP0);
+              clear(tOrO);
+            }
+
+            int v_done = -1;  // V stage whose PV has completed but is not yet released
+            int parity = 0;   // kDeferPv: the P buffer holding the newest P
+
+            if constexpr (kDeferPv) {
+              int n = n_max - 2;
+              int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+              // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
+              // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
+              // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
+              // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
+              // wait follows the softmax, so ptxas cannot hoist one above it.
+              auto deferred_step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
+                constexpr bool kMasked = decltype(masked_tag)::value;
+                Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+                warpgroup_wait<0>();
+                warpgroup_fence_operand(tOrO);
+                warpgroup_fence_operand(p_next);
+                if (v_done >= 0) release(&ss.v_empty[v_done]);
+                rescale_o(o_scale);
+                cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+                cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+                sched_sync();
+                wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+                wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
+                sched_arrive();
+                v_done = vr.index;
+                vr.template advance<kStages>();
+                warpgroup_wait<1>();  // S ready; PV runs on
+                warpgroup_fence_operand(tSrS);
+                release(&ss.k_empty[kr.index]);
+                kr.template advance<kStages>();
+                if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
+                softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+                to_p(tSrS, p_next);
+              };
+              auto run = [&](int n_end, auto masked_tag) {
+                CUTE_NO_UNROLL
+                for (; n >= n_end; --n) {
+                  if (parity == 0) {
+                    deferred_step(n, masked_tag, tOrP0, tOrP1);
+                  } else {
+                    deferred_step(n, masked_tag, tOrP1, tOrP0);
+                  }
+                  parity ^= 1;
+                }
+              };
+              // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
+              // this variant's wgmma, C7520), so n_min = n_win = 0.
+              if constexpr (kCausal) run(n_mask, cute::true_type{});
+              run(0, cute::false_type{});
+            } else {
+              steps(tSrQ, c, n_max, n_min, row0);
+            }
+
+            // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only
+            // once the O staged there has been stored).
+            if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
+            q_stage = qr.index;
+            qr.template advance<kQStages>();
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tOrO);
+            if (v_done >= 0) release(&ss.v_empty[v_done]);
+            if constexpr (kDeferPv) rescale_o(o_scale);
+            cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+            if (parity == 0) {
+              wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+            } else {
+              wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
+            }
+            finish_rows(o_scale, lse_rows);
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tOrO);
+            release(&ss.v_empty[vr.index]);
+            vr.template advance<kStages>();
+            rescale_o(o_scale);
+          } else {
+            clear(tOrO);
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r) lse_rows[r] = -INFINITY;
+          }
+
+          int const next_tile = next_tile_after(tile);
+          epilogue(c, row0, q_stage, n_max > n_min, lse_rows);
+          tile = next_tile;
+        }
       }
       if (tid == 0) tma_store_wait<0>();
     }
@@ -880,9 +1002,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
+          bool OA, int TD, bool XT>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, XT>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, XT>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
