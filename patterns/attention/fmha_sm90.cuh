@@ -52,7 +52,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kCrossTile_ = false>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kTwoP_ = false>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -72,10 +72,10 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
-  // The tile boundary pipelined like a key block: the next tile's first QK^T and softmax overlap
-  // the finished tile's last PV and epilogue (cooperative, not deferred; O in the Q stages needs
-  // three of them: the next tile's Q lands while the previous O is still being stored).
-  static constexpr bool kCrossTile = kCrossTile_;
+  // The step packs the next P into a second buffer while the PV reads the first, then moves it
+  // over after the PV's wait: ptxas has no reason to hoist that wait into the softmax (it does
+  // with one buffer, to pack P early).
+  static constexpr bool kTwoP = kTwoP_;
 };
 
 namespace detail {
@@ -169,14 +169,6 @@ struct PipeState {
       phase ^= 1u;
     }
   }
-  // advance() where `pred`, with selects instead of a branch (may run while a wgmma is in flight).
-  template <int kStages>
-  CUTE_DEVICE void advance_if(bool pred) {
-    int const i = index + int(pred);
-    bool const wrap = i == kStages;
-    index = wrap ? 0 : i;
-    phase ^= uint32_t(wrap);
-  }
 };
 
 CUTE_HOST_DEVICE int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -201,10 +193,7 @@ struct Sm90Fmha {
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
-  static constexpr bool kCrossTile = Cfg::kCrossTile;
-  static_assert(!kCrossTile || (!kDeferPv && !kPingPong), "the pipelined tile boundary: cooperative, PV waited in its step");
-  static_assert(!kCrossTile || !kOAliasQ || kQStages >= 3,
-                "the pipelined tile boundary with O in the Q stages needs three (two would deadlock)");
+  static constexpr bool kTwoP = Cfg::kTwoP;
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -553,7 +542,6 @@ struct Sm90Fmha {
         if constexpr (kPingPong && kNumWG > 1) named_arrive(kBarSched0 + (cwg + 1) % kNumWG, 256);
       };
       auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
-      auto release_if = [&](uint64_t* bar, bool pred) { mbar_arrive_if(bar, tid == 0 && pred); };
 
       // kOAliasQ with several Q stages: the Q stage whose staged O is still being stored; released
       // to the producer after the next tile's first QK^T (the store is long done by then), so
@@ -696,31 +684,36 @@ struct Sm90Fmha {
         kr.template advance<kStages>();
         if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
         softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+        if constexpr (kTwoP) to_p(tSrS, tOrP1);  // not the PV's operand: no wait for the PV needed
         warpgroup_wait<0>();  // PV done: P and V free
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP0);
         release(&ss.v_empty[vr.index]);
         vr.template advance<kStages>();
-        to_p(tSrS, tOrP0);
+        if constexpr (kTwoP) {
+          copy(tOrP1, tOrP0);  // register moves
+        } else {
+          to_p(tSrS, tOrP0);
+        }
         rescale_o(o_scale);
       };
       // The key blocks of a tile after its first one, n = n_max - 2 down to n_min, through `step`.
       auto steps = [&](auto const& tSrQ, TileCoord const& c, int n_max, int n_min, int row0) {
         int n = n_max - 2;
+        auto run = [&](int n_end, auto masked_tag) {
+          CUTE_NO_UNROLL
+          for (; n >= n_end; --n) step(tSrQ, n, row0, masked_tag);
+        };
         if constexpr (kCausal) {
           // Blocks n >= n_mask cross the diagonal for some row of the tile. Sliding window: blocks
           // n_min <= n < n_win cross its lower edge; the blocks between are not masked.
           int const n_mask = max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN));
           int const n_win = max(n_min, n_block_window(params, c.m));
-          CUTE_NO_UNROLL
-          for (; n >= n_mask; --n) step(tSrQ, n, row0, cute::true_type{});
-          CUTE_NO_UNROLL
-          for (; n >= n_win; --n) step(tSrQ, n, row0, cute::false_type{});
-          CUTE_NO_UNROLL
-          for (; n >= n_min; --n) step(tSrQ, n, row0, cute::true_type{});
+          run(n_mask, cute::true_type{});
+          run(n_win, cute::false_type{});
+          run(n_min, cute::true_type{});
         } else {
-          CUTE_NO_UNROLL
-          for (; n >= 0; --n) step(tSrQ, n, row0, cute::false_type{});
+          run(0, cute::false_type{});
         }
       };
 
@@ -793,192 +786,121 @@ struct Sm90Fmha {
         if constexpr (kOAliasQ && kQStages > 1) q_pending = q_stage;
       };
 
-      if constexpr (kCrossTile) {
-        // The tile boundary is one pipelined step, as FlashAttention-3 does it: the next tile's
-        // first QK^T and the finished tile's last PV are issued together, the next tile's first
-        // softmax runs while that PV is on the tensor cores, then the finished tile's epilogue.
-        // Every wgmma here is issued and waited on every path (a wgmma or its wait in a
-        // divergent branch makes ptxas serialize them all): where there is no next tile (or no
-        // finished one) it reads whatever the shared memory holds and its result is dropped.
-        CUTE_UNROLL
-        for (int i = 0; i < int(size(tOrP0)); ++i) tOrP0(i) = Element(0);
-        int tile = -1;  // the finished tile (none before the first boundary)
-        TileCoord c{0, 0, 0};
-        int n_max = 0, n_min = 0, q_stage = 0, row0 = 0;
-        int next = int(blockIdx.x);
-        float lse_rows[kRows], o_final[kRows];
-        while (true) {
-          bool const next_valid = next < params.total_tiles;
-          TileCoord const cn = tile_coord(params, next_valid ? next : 0);
-          int const nn_max = next_valid ? n_block_max(params, cn.m) : 0;
-          int const nn_min = next_valid ? n_block_min(params, cn.m) : 0;
-          bool const next_keys = nn_max > nn_min;
-          bool const this_keys = tile >= 0 && n_max > n_min;
-          int const next_row0 = cn.m * kBlockM + cwg * 64;
-          if (this_keys) cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-          if (next_keys) {
-            cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+      int tile = int(blockIdx.x);
+      while (tile < params.total_tiles) {
+        TileCoord const c = tile_coord(params, tile);
+        int const n_max = n_block_max(params, c.m);
+        int const n_min = n_block_min(params, c.m);
+        int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
+        int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
+        float lse_rows[kRows];
+
+        if (n_max > n_min) {
+          cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
+          Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
+
+          // First (right-most) key block: always masked (tail and/or diagonal).
+          {
+            int const n = n_max - 1;
             cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
+            wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
+            release(&ss.k_empty[kr.index]);
+            kr.template advance<kStages>();
+            release_q_pending();
+            if constexpr (kCausal) {
+              apply_mask(tSrS0, n, row0, cute::true_type{}, cute::true_type{});
+            } else {
+              if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, row0, cute::false_type{}, cute::true_type{});
+            }
+            softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
+            to_p(tSrS0, tOrP0);
+            clear(tOrO);
           }
-          {
-            Tensor tSrQn = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
-            wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQn, tSrK(_, _, _, kr.index), tSrS0);
-          }
-          wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-          finish_rows(o_final, lse_rows);  // the finished tile's row sums are complete
-          warpgroup_wait<1>();             // S of the next tile's first (right-most) key block
-          warpgroup_fence_operand(tSrS0);
-          release_if(&ss.k_empty[kr.index], next_keys);
-          kr.template advance_if<kStages>(next_keys);
-          // Always masked: tail and/or diagonal (a block inside the keys masks nothing).
-          apply_mask(tSrS0, nn_max - 1, next_row0, cute::bool_constant<kCausal>{}, cute::true_type{});
-          softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
-          warpgroup_wait<0>();             // the finished tile's last PV
-          warpgroup_fence_operand(tOrO);
-          warpgroup_fence_operand(tOrP0);
-          release_if(&ss.v_empty[vr.index], this_keys);
-          vr.template advance_if<kStages>(this_keys);
-          to_p(tSrS0, tOrP0);
-          release_q_pending();
-          if (tile >= 0) {
-            rescale_o(o_final);
-            epilogue(c, row0, q_stage, this_keys, lse_rows);
-          }
-          if (!next_valid) break;
-          tile = next;
-          c = cn;
-          n_max = nn_max;
-          n_min = nn_min;
-          row0 = next_row0;
-          q_stage = qr.index;
-          qr.template advance_if<kQStages>(next_keys);
-          clear(tOrO);
-          {
-            Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, q_stage * kNumWG + cwg));
-            steps(tSrQ, c, n_max, n_min, row0);
-          }
-          // The tile's last QK^T is done: its Q stage may be refilled (with kOAliasQ once the O
-          // staged there has been stored, release_q_pending).
-          if constexpr (!kOAliasQ) release_if(&ss.q_empty[q_stage], n_max > n_min);
-          next = next_tile_after(tile);
-        }
-      } else {
-        int tile = int(blockIdx.x);
-        while (tile < params.total_tiles) {
-          TileCoord const c = tile_coord(params, tile);
-          int const n_max = n_block_max(params, c.m);
-          int const n_min = n_block_min(params, c.m);
-          int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
-          int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
-          float lse_rows[kRows];
 
-          if (n_max > n_min) {
-            cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
-            Tensor tSrQ = thr_qk.partition_fragment_A(sQ(_, _, qr.index * kNumWG + cwg));  // descriptors
+          int v_done = -1;  // V stage whose PV has completed but is not yet released
+          int parity = 0;   // kDeferPv: the P buffer holding the newest P
 
-            // First (right-most) key block: always masked (tail and/or diagonal).
-            {
-              int const n = n_max - 1;
+          if constexpr (kDeferPv) {
+            int n = n_max - 2;
+            int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
+            // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
+            // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
+            // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
+            // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
+            // wait follows the softmax, so ptxas cannot hoist one above it.
+            auto deferred_step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
+              constexpr bool kMasked = decltype(masked_tag)::value;
+              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+              warpgroup_wait<0>();
+              warpgroup_fence_operand(tOrO);
+              warpgroup_fence_operand(p_next);
+              if (v_done >= 0) release(&ss.v_empty[v_done]);
+              rescale_o(o_scale);
               cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-              wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
+              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+              sched_sync();
+              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
+              wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
+              sched_arrive();
+              v_done = vr.index;
+              vr.template advance<kStages>();
+              warpgroup_wait<1>();  // S ready; PV runs on
+              warpgroup_fence_operand(tSrS);
               release(&ss.k_empty[kr.index]);
               kr.template advance<kStages>();
-              release_q_pending();
-              if constexpr (kCausal) {
-                apply_mask(tSrS0, n, row0, cute::true_type{}, cute::true_type{});
-              } else {
-                if (params.seq_k % kBlockN != 0) apply_mask(tSrS0, n, row0, cute::false_type{}, cute::true_type{});
-              }
-              softmax(tSrS0, cute::true_type{}, cute::true_type{}, o_scale);
-              to_p(tSrS0, tOrP0);
-              clear(tOrO);
-            }
-
-            int v_done = -1;  // V stage whose PV has completed but is not yet released
-            int parity = 0;   // kDeferPv: the P buffer holding the newest P
-
-            if constexpr (kDeferPv) {
-              int n = n_max - 2;
-              int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
-              // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
-              // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
-              // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
-              // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
-              // wait follows the softmax, so ptxas cannot hoist one above it.
-              auto deferred_step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
-                constexpr bool kMasked = decltype(masked_tag)::value;
-                Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-                warpgroup_wait<0>();
-                warpgroup_fence_operand(tOrO);
-                warpgroup_fence_operand(p_next);
-                if (v_done >= 0) release(&ss.v_empty[v_done]);
-                rescale_o(o_scale);
-                cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-                cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-                sched_sync();
-                wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-                wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
-                sched_arrive();
-                v_done = vr.index;
-                vr.template advance<kStages>();
-                warpgroup_wait<1>();  // S ready; PV runs on
-                warpgroup_fence_operand(tSrS);
-                release(&ss.k_empty[kr.index]);
-                kr.template advance<kStages>();
-                if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
-                softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-                to_p(tSrS, p_next);
-              };
-              auto run = [&](int n_end, auto masked_tag) {
-                CUTE_NO_UNROLL
-                for (; n >= n_end; --n) {
-                  if (parity == 0) {
-                    deferred_step(n, masked_tag, tOrP0, tOrP1);
-                  } else {
-                    deferred_step(n, masked_tag, tOrP1, tOrP0);
-                  }
-                  parity ^= 1;
+              if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
+              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
+              to_p(tSrS, p_next);
+            };
+            auto run = [&](int n_end, auto masked_tag) {
+              CUTE_NO_UNROLL
+              for (; n >= n_end; --n) {
+                if (parity == 0) {
+                  deferred_step(n, masked_tag, tOrP0, tOrP1);
+                } else {
+                  deferred_step(n, masked_tag, tOrP1, tOrP0);
                 }
-              };
-              // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
-              // this variant's wgmma, C7520), so n_min = n_win = 0.
-              if constexpr (kCausal) run(n_mask, cute::true_type{});
-              run(0, cute::false_type{});
-            } else {
-              steps(tSrQ, c, n_max, n_min, row0);
-            }
-
-            // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only
-            // once the O staged there has been stored).
-            if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
-            q_stage = qr.index;
-            qr.template advance<kQStages>();
-            warpgroup_wait<0>();
-            warpgroup_fence_operand(tOrO);
-            if (v_done >= 0) release(&ss.v_empty[v_done]);
-            if constexpr (kDeferPv) rescale_o(o_scale);
-            cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-            if (parity == 0) {
-              wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-            } else {
-              wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
-            }
-            finish_rows(o_scale, lse_rows);
-            warpgroup_wait<0>();
-            warpgroup_fence_operand(tOrO);
-            release(&ss.v_empty[vr.index]);
-            vr.template advance<kStages>();
-            rescale_o(o_scale);
+                parity ^= 1;
+              }
+            };
+            // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
+            // this variant's wgmma, C7520), so n_min = n_win = 0.
+            if constexpr (kCausal) run(n_mask, cute::true_type{});
+            run(0, cute::false_type{});
           } else {
-            clear(tOrO);
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r) lse_rows[r] = -INFINITY;
+            steps(tSrQ, c, n_max, n_min, row0);
           }
 
-          int const next_tile = next_tile_after(tile);
-          epilogue(c, row0, q_stage, n_max > n_min, lse_rows);
-          tile = next_tile;
+          // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only
+          // once the O staged there has been stored).
+          if constexpr (!kOAliasQ) release(&ss.q_empty[qr.index]);
+          q_stage = qr.index;
+          qr.template advance<kQStages>();
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          if (v_done >= 0) release(&ss.v_empty[v_done]);
+          if constexpr (kDeferPv) rescale_o(o_scale);
+          cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+          if (parity == 0) {
+            wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
+          } else {
+            wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
+          }
+          finish_rows(o_scale, lse_rows);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          release(&ss.v_empty[vr.index]);
+          vr.template advance<kStages>();
+          rescale_o(o_scale);
+        } else {
+          clear(tOrO);
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) lse_rows[r] = -INFINITY;
         }
+
+        int const next_tile = next_tile_after(tile);
+        epilogue(c, row0, q_stage, n_max > n_min, lse_rows);
+        tile = next_tile;
       }
       if (tid == 0) tma_store_wait<0>();
     }
@@ -1002,9 +924,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD, bool XT>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, XT>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, XT>>;
+          bool OA, int TD, bool TP>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, TP>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, TP>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
