@@ -9,7 +9,10 @@
 //                      S = Q K^T, P and O in registers (P is the A operand of the P V wgmma, never
 //                      written to shared memory), and runs the online softmax in float32.
 // Inside a consumer warpgroup the loop is software-pipelined: the QK^T of block n-1 and the PV
-// of block n are both in flight while the softmax of block n-1 waits only for the first.
+// of block n are issued together and the softmax of block n-1 waits only for the first (ptxas
+// moves the PV's wait 36-72 instructions into that softmax, to pack P early; the deferred-PV
+// variant keeps it behind the whole softmax and measured slower: the two consumer warpgroups
+// already fill each other's softmax with their GEMMs).
 // Between consumer warpgroups a pair of named barriers takes turns ("ping-pong"): one
 // warpgroup issues its two GEMMs while the other runs its softmax, so the tensor cores and the
 // FMA/MUFU units overlap across warpgroups too.
@@ -52,7 +55,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kTwoP_ = false>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -72,10 +75,6 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
-  // The step packs the next P into a second buffer while the PV reads the first, then moves it
-  // over after the PV's wait: ptxas has no reason to hoist that wait into the softmax (it does
-  // with one buffer, to pack P early).
-  static constexpr bool kTwoP = kTwoP_;
 };
 
 namespace detail {
@@ -193,7 +192,6 @@ struct Sm90Fmha {
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
-  static constexpr bool kTwoP = Cfg::kTwoP;
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -684,17 +682,14 @@ struct Sm90Fmha {
         kr.template advance<kStages>();
         if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
         softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-        if constexpr (kTwoP) to_p(tSrS, tOrP1);  // not the PV's operand: no wait for the PV needed
+        // ptxas hoists this wait into the softmax (36-72 instructions after the QK^T wait) to
+        // pack P early; a PV wait kept behind the whole softmax (kDeferPv) measured slower.
         warpgroup_wait<0>();  // PV done: P and V free
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP0);
         release(&ss.v_empty[vr.index]);
         vr.template advance<kStages>();
-        if constexpr (kTwoP) {
-          copy(tOrP1, tOrP0);  // register moves
-        } else {
-          to_p(tSrS, tOrP0);
-        }
+        to_p(tSrS, tOrP0);
         rescale_o(o_scale);
       };
       // The key blocks of a tile after its first one, n = n_max - 2 down to n_min, through `step`.
@@ -924,9 +919,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD, bool TP>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, TP>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, TP>>;
+          bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
