@@ -55,7 +55,7 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kEarlyNextQ_ = false>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -75,9 +75,6 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
-  // The producer loads the next tile's Q right after this tile's first K block (two Q stages, O
-  // in its own buffer), a whole tile ahead of its use, instead of after this tile's last V.
-  static constexpr bool kEarlyNextQ = kEarlyNextQ_;
 };
 
 namespace detail {
@@ -195,10 +192,6 @@ struct Sm90Fmha {
   static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
-  static constexpr bool kEarlyNextQ = Cfg::kEarlyNextQ;
-  // With one Q stage the next Q would wait for this tile's last QK^T, before the K blocks that
-  // QK^T needs (deadlock); with O in the Q stage, behind the next tile's first QK^T.
-  static_assert(!kEarlyNextQ || (kQStages >= 2 && !kOAliasQ), "the early next Q needs two Q stages and O in its own buffer");
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
   static constexpr int kMmaThreads = kNumWG * 128;
   static constexpr int kThreads = kMmaThreads + 128;
@@ -451,42 +444,16 @@ struct Sm90Fmha {
       Tensor tKsK = group_modes<0, 3>(cta_k.partition_D(sK));  // (TMA, stage)
       Tensor tVsV = group_modes<0, 3>(cta_v.partition_D(sV));  // (TMA, stage)
 
-      // A tile's Q, one 64-row box per consumer warpgroup, into the next Q stage.
-      auto load_q = [&](TileCoord const& c) {
-        if (lane == 0) {
-          Tensor gQ = local_tile(mQ(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
-          Tensor tQgQ = group_modes<0, 3>(cta_q.partition_S(gQ));  // (TMA, 64-row block)
-          cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
-          CUTE_UNROLL
-          for (int w = 0; w < kNumWG; ++w) {
-            copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
-                 tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
-          }
-        }
-        qw.template advance<kQStages>();
-      };
-      // The next tile: from the atomic counter (dynamic schedule) or by stride.
-      auto fetch_next = [&](int tile) {
-        if constexpr (kDynamic) {
-          int next = 0;
-          if (lane == 0) next = atomicAdd(params.tile_counter, 1) + int(gridDim.x);
-          return __shfl_sync(0xffffffff, next, 0);
-        } else {
-          return tile + int(gridDim.x);
-        }
-      };
-      bool q_loaded = false;  // kEarlyNextQ: this tile's Q went out during the previous tile
       while (tile < params.total_tiles) {
         TileCoord const c = tile_coord(params, tile);
         int const n_max = n_block_max(params, c.m);
         int const n_min = n_block_min(params, c.m);
-        int next = kEarlyNextQ ? fetch_next(tile) : 0;
-        bool next_q_loaded = false;
         if (n_max > n_min) {
           int const hk = c.h / params.group;
+          Tensor gQ = local_tile(mQ(_, _, c.h, c.b), Shape<_64, Int<D>>{}, make_coord(_, 0));
           Tensor gK = local_tile(mK(_, _, hk, c.b), Shape<Int<kBlockN>, Int<D>>{}, make_coord(_, 0));
           Tensor gV = local_tile(mVt(_, _, hk, c.b), Shape<Int<D>, Int<kBlockN>>{}, make_coord(0, _));
+          Tensor tQgQ = group_modes<0, 3>(cta_q.partition_S(gQ));  // (TMA, 64-row block)
           Tensor tKgK = group_modes<0, 3>(cta_k.partition_S(gK));  // (TMA, key block)
           Tensor tVgV = group_modes<0, 3>(cta_v.partition_S(gV));  // (TMA, key block)
           auto load_k = [&](int n) {
@@ -510,19 +477,17 @@ struct Sm90Fmha {
           // The tile's Q first, then its first key block: Q's slot frees at the end of the tile
           // before last (two Q stages), K's only as this tile's blocks are consumed; 0.6-1% faster
           // than K first (H200, bench/results/attention-nvidia-h200-2026-11-27-qfirst.json).
-          if (!q_loaded) load_q(c);
-          load_k(n_max - 1);
-          if constexpr (kEarlyNextQ) {
-            // The next tile's Q as soon as its stage is free (the end of the previous tile's
-            // QK^Ts, when this tile's second K block needs a slot anyway): a whole tile ahead.
-            if (next < params.total_tiles) {
-              TileCoord const cn = tile_coord(params, next);
-              if (n_block_max(params, cn.m) > n_block_min(params, cn.m)) {
-                load_q(cn);
-                next_q_loaded = true;
-              }
+          if (lane == 0) {
+            cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qw.index], qw.phase ^ 1u);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[qw.index], kBytesQ);
+            CUTE_UNROLL
+            for (int w = 0; w < kNumWG; ++w) {
+              copy(params.tma_q.with(ss.q_full[qw.index], 0, TMA::CacheHintSm90::EVICT_FIRST),
+                   tQgQ(_, c.m * kNumWG + w), tQsQ(_, qw.index * kNumWG + w));
             }
           }
+          qw.template advance<kQStages>();
+          load_k(n_max - 1);
           // Consumers use K(n-1) before V(n): keep that order in the ring.
           for (int n = n_max - 2; n >= n_min; --n) {
             load_k(n);
@@ -530,14 +495,17 @@ struct Sm90Fmha {
           }
           load_v(n_min);
         }
-        if constexpr (!kEarlyNextQ) next = fetch_next(tile);
         if constexpr (kDynamic) {
+          int next = 0;
+          if (lane == 0) next = atomicAdd(params.tile_counter, 1) + int(gridDim.x);
+          next = __shfl_sync(0xffffffff, next, 0);
           named_sync(kBarTileEmpty, kProducerSyncThreads);
           if (lane == 0) ss.next_tile = next;
           named_arrive(kBarTileFull, kProducerSyncThreads);
+          tile = next;
+        } else {
+          tile += int(gridDim.x);
         }
-        tile = next;
-        q_loaded = next_q_loaded;
       }
     } else {
       // ---------------------------------------------------------------- consumers
@@ -951,9 +919,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD, bool EQ>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, EQ>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, EQ>>;
+          bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
