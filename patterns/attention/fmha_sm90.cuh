@@ -55,13 +55,13 @@ using namespace cute;
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0, int kVStages_ = 0>
+          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
   static constexpr int kBlockM = kBlockM_;          // query rows per CTA tile (64 per consumer WG)
   static constexpr int kBlockN = kBlockN_;          // key rows per block
-  static constexpr int kStages = kStages_;          // K ring depth (and V's, unless kVStages_)
+  static constexpr int kStages = kStages_;          // K and V ring depth
   static constexpr bool kCausal = kCausal_;         // built for causal masks (either alignment)
   static constexpr bool kPingPong = kPingPong_;     // consumer WGs take turns issuing GEMMs
   static constexpr bool kDynamicSchedule = kDynamicSchedule_;  // atomic tile counter (workspace)
@@ -75,10 +75,6 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
-  // V ring depth (0: kStages). A V slot is held until its PV completes, a K slot only until its
-  // QK^T does, so V(n+1) is loaded a step later than K(n) and arrives later: one V stage more
-  // gives it a step of lead.
-  static constexpr int kVStages = kVStages_ ? kVStages_ : kStages_;
 };
 
 namespace detail {
@@ -190,7 +186,6 @@ struct Sm90Fmha {
   static constexpr int kBlockM = Cfg::kBlockM;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
-  static constexpr int kVStages = Cfg::kVStages;
   static constexpr bool kCausal = Cfg::kCausal;
   static constexpr bool kPingPong = Cfg::kPingPong;
   static constexpr bool kDynamic = Cfg::kDynamicSchedule;
@@ -227,7 +222,7 @@ struct Sm90Fmha {
   using SmemLayoutK = decltype(tile_to_shape(AtomK{}, Shape<Int<kBlockN>, Int<D>, Int<kStages>>{}));
   // V^T: (dim, keys), dim contiguous (V is [keys, dim] row-major in memory): MN-major B of PV.
   using AtomV = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<D>, Int<kBlockN>>());
-  using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<D>, Int<kBlockN>, Int<kVStages>>{},
+  using SmemLayoutV = decltype(tile_to_shape(AtomV{}, Shape<Int<D>, Int<kBlockN>, Int<kStages>>{},
                                              Step<_1, _2, _3>{}));
   using SmemLayoutO1 = SmemLayoutQ1;
   using SmemLayoutO = decltype(tile_to_shape(AtomQ{}, Shape<_64, Int<D>, Int<kNumWG>>{}));
@@ -243,8 +238,8 @@ struct Sm90Fmha {
     uint64_t q_empty[kQStages];
     uint64_t k_full[kStages];
     uint64_t k_empty[kStages];
-    uint64_t v_full[kVStages];
-    uint64_t v_empty[kVStages];
+    uint64_t v_full[kStages];
+    uint64_t v_empty[kStages];
     int next_tile;
   };
   // +1 KB: the kernel aligns the dynamic shared memory base to 1024 bytes (128B swizzles).
@@ -419,11 +414,8 @@ struct Sm90Fmha {
       CUTE_UNROLL
       for (int s = 0; s < kStages; ++s) {
         cutlass::arch::ClusterBarrier::init(&ss.k_full[s], 1);
-        cutlass::arch::ClusterBarrier::init(&ss.k_empty[s], kNumWG);
-      }
-      CUTE_UNROLL
-      for (int s = 0; s < kVStages; ++s) {
         cutlass::arch::ClusterBarrier::init(&ss.v_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.k_empty[s], kNumWG);
         cutlass::arch::ClusterBarrier::init(&ss.v_empty[s], kNumWG);
       }
       cutlass::arch::fence_barrier_init();
@@ -480,7 +472,7 @@ struct Sm90Fmha {
               copy(params.tma_v.with(ss.v_full[vw.index], 0, TMA::CacheHintSm90::EVICT_LAST), tVgV(_, n),
                    tVsV(_, vw.index));
             }
-            vw.template advance<kVStages>();
+            vw.template advance<kStages>();
           };
           // The tile's Q first, then its first key block: Q's slot frees at the end of the tile
           // before last (two Q stages), K's only as this tile's blocks are consumed; 0.6-1% faster
@@ -696,7 +688,7 @@ struct Sm90Fmha {
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP0);
         release(&ss.v_empty[vr.index]);
-        vr.template advance<kVStages>();
+        vr.template advance<kStages>();
         to_p(tSrS, tOrP0);
         rescale_o(o_scale);
       };
@@ -846,7 +838,7 @@ struct Sm90Fmha {
               wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
               sched_arrive();
               v_done = vr.index;
-              vr.template advance<kVStages>();
+              vr.template advance<kStages>();
               warpgroup_wait<1>();  // S ready; PV runs on
               warpgroup_fence_operand(tSrS);
               release(&ss.k_empty[kr.index]);
@@ -893,7 +885,7 @@ struct Sm90Fmha {
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
           release(&ss.v_empty[vr.index]);
-          vr.template advance<kVStages>();
+          vr.template advance<kStages>();
           rescale_o(o_scale);
         } else {
           clear(tOrO);
@@ -927,9 +919,9 @@ template <class Cfg>
 struct KernelOf;
 
 template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD, int VS>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, VS>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD, VS>>;
+          bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };

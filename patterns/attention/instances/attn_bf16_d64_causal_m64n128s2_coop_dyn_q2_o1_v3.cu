@@ -1,8 +1,0 @@
-// Instantiation: type choices only (logic in patterns/attention/attention_entry.cuh).
-#include "patterns/attention/attention_entry.cuh"
-
-using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/64, /*block_m=*/64, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
-                                    /*tile_order=*/1, /*o_alias_q=*/false, /*tile_head_dim=*/0, /*v_stages=*/3>;
-FACT_ATTENTION_INSTANCE(attn_bf16_d64_causal_m64n128s2_coop_dyn_q2_o1_v3, "attn_bf16_d64_causal_m64n128s2_coop_dyn_q2_o1_v3", Cfg)
