@@ -671,14 +671,9 @@ struct Sm90Fmha {
         constexpr bool kMasked = decltype(masked_tag)::value;
         Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
         cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-        if constexpr (kPingPong && kNumWG > 1) {
-          // Ping-pong: V is waited for before the turn is taken, so a late V does not hold the
-          // other warpgroup's GEMMs back.
-          cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-        }
         sched_sync();
         wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-        if constexpr (!(kPingPong && kNumWG > 1)) cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
+        cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
         wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
         sched_arrive();
         warpgroup_wait<1>();  // S ready; PV still running
