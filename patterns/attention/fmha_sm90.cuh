@@ -574,6 +574,8 @@ struct Sm90Fmha {
         constexpr bool kMaskTail = decltype(tail_tag)::value;
         Tensor s = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
         int const col0 = n * kBlockN + col_first;
+        // limit and lower are relative to the thread's first column, like the offsets compared
+        // with them (0 to kBlockN - 1): kBlockN and -kBlockN bound nothing.
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
