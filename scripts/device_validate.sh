@@ -34,7 +34,7 @@ stamp "device profile"
 ./build-device/fact device --json "$OUT/device.json" 2>&1 | tail -3
 
 # FACT_VALIDATE_PARTS: which suites run (default "ctest pytest"; the C++ suite takes about 270 s
-# on an H200, pytest -m gpu more than 250 s: one call may hold only one of them after the build).
+# on an H200; pytest -m gpu runs in shards side by side, scripts/pytest_gpu.sh).
 PARTS=${FACT_VALIDATE_PARTS:-ctest pytest}
 if [[ " $PARTS " == *" ctest "* ]]; then
   stamp "GPU tests: C++ (every test; the GPU ones run here)"
@@ -45,11 +45,8 @@ if [[ " $PARTS " == *" ctest "* ]]; then
 fi
 if [[ " $PARTS " == *" pytest "* ]]; then
   left=$(( TOTAL_SECONDS - $(elapsed) - 40 ))
-  stamp "GPU tests: pytest -m gpu (${left}s; each test's line and the slowest in $OUT/pytest_gpu.log)"
-  # Written straight to the log (no pipe), so what ran is kept when the time limit stops it.
-  timeout "$left" python3 -m pytest -m gpu -v -ra --durations=20 -p no:cacheprovider \
-    ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"} tests/python patterns >"$OUT/pytest_gpu.log" 2>&1
-  echo "pytest -m gpu exit $? ($(grep -cE " PASSED| FAILED| ERROR" "$OUT/pytest_gpu.log") tests reported)" >>"$OUT/pytest_gpu.log"
+  stamp "GPU tests: pytest -m gpu in shards (${left}s; scripts/pytest_gpu.sh, logs $OUT/pytest_gpu*.log)"
+  bash "$(dirname "${BASH_SOURCE[0]}")/pytest_gpu.sh" "$left"
   tail -45 "$OUT/pytest_gpu.log" >>"$OUT/tests.log"
 fi
 grep -E "tests passed|tests failed|passed|failed|error|exit" "$OUT/tests.log" | tail -8

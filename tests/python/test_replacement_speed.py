@@ -212,6 +212,7 @@ def _assert_same_on_cuda(composed, module):
 
 
 @pytest.mark.gpu
+@pytest.mark.timed  # asserts the kernel reads faster than its subgraph
 @needs_cuda
 def test_on_the_gpu_a_faster_kernel_is_kept_with_both_times(tmp_path, cuda_kind_library):
     module = Axpby()

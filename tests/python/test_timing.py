@@ -10,6 +10,7 @@ from fact.timing import L2Flusher, time_cuda_interleaved
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.timed,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)"),
 ]
 
