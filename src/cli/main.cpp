@@ -6,12 +6,14 @@
 
 #include "fact/build_info.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/unknown_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"FACT: find the subgraphs of a PyTorch model worth replacing, realize them as "
                "verified, tuned CUTLASS kernels, and compose them back"};
   app.set_version_flag("--version", std::string("fact ") + fact::build_info::kVersion);
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // --help shows every default (subcommands inherit)
   fact::cli::add_discover_command(app);
   fact::cli::add_realize_command(app);
   fact::cli::add_plan_command(app);
@@ -22,6 +24,12 @@ int main(int argc, char** argv) {
   fact::cli::add_device_command(app);
   fact::cli::add_registry_command(app);
   fact::cli::add_mcp_command(app);
+  if (argc > 1) {
+    if (auto message = fact::cli::unknown_command_message(app, argv[1])) {
+      std::cerr << "fact: " << *message << "\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
