@@ -13,6 +13,8 @@
 #                torch.compile with SDPA, FACT with the RMSNorm fold, kernels profiled; its results
 #                file comes back as blocks-<device>-<date>-llama.json (FACT_LLAMA_TUNE=N tunes it)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
+#   gemm         the GEMM suite, `fact bench gemm` with FACT_GEMM_CANDIDATES configurations per
+#                case (default 8; results gemm-<device>-<date>-max<N>.json at the top of $OUT)
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -75,6 +77,11 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       mkdir -p "$OUT/attention"
       CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/attention timeout "$(left)" bash "$here/device_attention.sh" \
         >"$OUT/attention.log" 2>&1 ;;
+    gemm)
+      mkdir -p "$OUT/gemm"
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" ./build-device/fact bench gemm \
+        -o "$OUT/gemm" --max-candidates "${FACT_GEMM_CANDIDATES:-8}" --timeout 60 --tuning-cost none \
+        >"$OUT/gemm.log" 2>&1 ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -88,7 +95,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -110,12 +117,13 @@ done
 [ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
 [ -f "$OUT/llama/blocks.txt" ] && cat "$OUT/llama/blocks.txt"
 [ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
+[ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
