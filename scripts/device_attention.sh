@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the attention kernels (issue 11): build every instantiation under
+# One device call for the attention kernels: build every instantiation under
 # patterns/attention/instances with nvcc (all cores), reject any whose ptxas report serializes
 # wgmma (C7510) or warns of a performance loss, run the checker/benchmark
 # (patterns/attention/bench_attention.py), and leave the results JSON and logs under $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (about 10 minutes on an H100) for the blocks end to end (issue 11): build the
+# One device call (about 10 minutes on an H100) for the blocks end to end: build the
 # engine (scripts/device_build.sh), run `fact optimize bench/models/mingpt_block.py:MinGPTBlock
 # --dtype bfloat16` end to end (capture, discover, realize and compile every kernel -- the four
 # GEMMs and FACT's attention kernel -- verify them on the GPU, package), then
@@ -9,7 +9,7 @@
 # same for the float32 block in precision strict (3xTF32 GEMMs and FACT's 3xTF32 flash attention;
 # bench_blocks.py adds the block planned in tf32 against eager with TF32 allowed). Results come
 # back at the top of $OUT:
-# blocks-<device>-<date>.json (DESIGN.md's results shape) and blocks.txt (the table, printed
+# blocks-<device>-<date>.json (docs/architecture.md, "Measuring") and blocks.txt (the table, printed
 # last); logs, reports and plans in $OUT/logs.tgz.
 #
 # Usage (device tool, kind nvidia-h100-x1, carry [".deps"]; .fact-git-sha written by the caller):
@@ -19,7 +19,7 @@
 # FACT_BLOCKS_DTYPES (default "bfloat16 float32": float32 only when 200 s are left; a second
 # call with FACT_BLOCKS_DTYPES=float32 measures it alone), FACT_BLOCKS_MODEL (default
 # bench/models/mingpt_block.py:MinGPTBlock; bench/models/llama_block.py:LlamaDecoderBlock for
-# issue 12, whose file adds the torch_compile_sdpa baseline), FACT_BLOCKS_VARIANTS (bench_blocks
+# the Llama block, which adds the torch_compile_sdpa baseline), FACT_BLOCKS_VARIANTS (bench_blocks
 # --variants, default all), FACT_BLOCKS_PROFILE=1 (bench_blocks --profile: each variant's kernels),
 # FACT_BLOCKS_PATTERNS (fact optimize --patterns: the package's selection, e.g.
 # rmsnorm,gemm,attention,swiglu,mlp to package the opt-in RMSNorm fold; default: the default
@@ -114,7 +114,7 @@ bench() {  # $1: package folder; appends its case to the results file
   return $status
 }
 
-# bfloat16 first (the issue's goals); float32 in precision strict when room is left (its kernels
+# bfloat16 first (the main goals); float32 in precision strict when room is left (its kernels
 # take ~1.5 min of nvcc, its measurements ~1.5 min with max-autotune skipped by the budget).
 status=1
 for dtype in ${FACT_BLOCKS_DTYPES:-bfloat16 float32}; do

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One device call for the GPU conformance benchmark (`fact bench conformance`, issue 9): build
+# One device call for the GPU conformance benchmark (`fact bench conformance`): build
 # the engine (scripts/device_build.sh) and the native fact::launch extension beside it, then run
 # the corpus models at their full sizes (bf16 native, plus float32 strict for the gemm /
 # epilogue / mlp files): FACT (tuned over --tune configurations, tuning database shared across
 # models) against eager and torch.compile, verified against float64 on the GPU. Cases run in
 # the order of fact.conformance.QUICK, then the rest of the corpus (without --quick), until the
 # time budget is spent (cases that would start later are recorded as skipped). Results come back at the top of
-# $OUT: conformance-<device>-<date>.json (DESIGN.md "Measuring"), .md (the readable table) and
+# $OUT: conformance-<device>-<date>.json (docs/architecture.md), .md (the readable table) and
 # .png (speedup vs coverage); logs, plans, reports and the prepare records in $OUT/logs.tgz. A
 # short table is printed last.
 #

@@ -9,7 +9,7 @@
 #   pytest       pytest -m gpu only; FACT_PYTEST_K narrows it with -k
 #   blocks       scripts/device_blocks.sh (its FACT_BLOCKS_* settings from the environment;
 #                results at the top of $OUT, its logs in $OUT/blocks-logs.tgz)
-#   llama        scripts/device_blocks.sh on the Llama block (issue 12): bf16, eager, FACT,
+#   llama        scripts/device_blocks.sh on the Llama block: bf16, eager, FACT,
 #                torch.compile with SDPA, FACT with the RMSNorm fold, kernels profiled; its results
 #                file comes back as blocks-<device>-<date>-llama.json (FACT_LLAMA_TUNE=N tunes it)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)

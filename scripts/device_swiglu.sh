@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 12 item 1 (SwiGLU as one GEMM), about 4 minutes on an H100 with 16
+# One device call for SwiGLU as one GEMM, about 4 minutes on an H100 with 16
 # cores:
 #   1. build the engine and libfact only (scripts/device_build.sh with FACT_BUILD_TARGETS), the
 #      native fact::launch extension alongside;

@@ -1,5 +1,5 @@
 """The composition benchmark's results file, in the shape every FACT benchmark writes
-(DESIGN.md, "Measuring"; include/fact/realize/bench_results.hpp):
+(docs/architecture.md, "Measuring"; include/fact/realize/bench_results.hpp):
 
     {"suite": "compose", "date", "device", "versions": {driver, cuda, torch, cutlass, fact, ...},
      "cases": [{"name", "precision", "status", "fact_ms", "rel_err",

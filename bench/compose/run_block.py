@@ -19,7 +19,7 @@ still runs; the results file and the report are rewritten after every stage):
   overhead   host time per forward at a tiny size (GPU work negligible): eager, FACT (remainder
              eager), FACT with CUDA graphs.
 
-Writes <out-dir>/compose-<device slug>-<date>[-<variant>].json (DESIGN.md "Measuring"), the readable report
+Writes <out-dir>/compose-<device slug>-<date>[-<variant>].json (shape: docs/), the readable report
 <same stem>.md and, with matplotlib, <stem>-speedup.png and <stem>-ablation.png.
 
 Usage (device: python3 there; here: $V/bin/python):

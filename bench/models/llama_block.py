@@ -1,11 +1,11 @@
 """Llama-3-8B-style decoder block: RMSNorm, rotary embeddings, grouped-query attention,
 SwiGLU MLP, no biases.
 
-Problem size (issue 12): batch 4, sequence 2048 (four prefills of 2k-token prompts), hidden
+Problem size: batch 4, sequence 2048 (four prefills of 2k-token prompts), hidden
 4096, 32 query heads / 8 key-value heads of dim 128, MLP intermediate 14336. Attention is
 written out (explicit causal mask + softmax, not SDPA) so FACT sees the matmuls; `sdpa_twin`
 gives the same block with the weights shared and attention through
-F.scaled_dot_product_attention (is_causal), the baseline the issue's torch.compile goal names.
+F.scaled_dot_product_attention (is_causal), the torch.compile baseline the Llama goal names.
 At full size the weights are ~0.9 GB in float32: build it under `with torch.device("meta"):`
 when only the graph is needed.
 

@@ -1,4 +1,4 @@
-// The logic behind every FACT attention kernel library (DESIGN.md rule 5): an instantiation file
+// The logic behind every FACT attention kernel library: an instantiation file
 // names one Config (fmha_sm90.cuh's Config for bf16/fp16, fmha_f32_sm90.cuh's F32Config for
 // float32 with 3xTF32 or TF32 products; KernelOf<Config> names the kernel) and expands
 // FACT_ATTENTION_INSTANCE, which exports

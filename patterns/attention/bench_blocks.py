@@ -41,7 +41,7 @@ rounds: timed one after the other, clock drift during the case fell on each vari
 modules) stay alive until they are timed, and are freed before the next case is built. On the
 CPU (--device cpu, a smoke test) the same rounds are timed with time.perf_counter.
 
-Writes <out-dir>/blocks-<device>-<date>.json in DESIGN.md's results shape (suite "blocks"; one
+Writes <out-dir>/blocks-<device>-<date>.json in the results shape (suite "blocks"; one
 case per package: fact_ms, rel_err, baselines, speedup, config, plus "ablation" with each
 pattern's share and "left_to_pytorch"), rewritten after every variant built and after the
 case's timing (the ms of baselines and ablation entries appear once the case is timed; the
@@ -278,7 +278,7 @@ def run_package(run: Run, package: Path) -> None:
     }
     if dtype == "float32":
         # The float32 block in tf32 too: FACT planned in precision tf32 (TF32 GEMMs and attention)
-        # against eager with TF32 allowed (issue 11's tf32 goal).
+        # against eager with TF32 allowed (the tf32 mode's comparison).
         variants["fact_tf32"] = lambda: fact_planned_variant("fact_tf32", None, precision="tf32")
         variants["torch_eager_tf32"] = lambda: baseline("torch_eager_tf32", None)
     if twin is None:

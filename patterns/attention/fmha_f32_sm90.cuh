@@ -1,5 +1,5 @@
 // FACT's float32 fused attention forward kernel: flash attention whose two products run on the
-// tensor cores in TF32 while the result stays float32-accurate (issue 11, "precision modes").
+// tensor cores in TF32 while the result stays float32-accurate (the `strict` precision mode).
 //
 //   kProducts 3 ("3xTF32", the `strict` precision mode): every operand x is split into
 //     big = tf32(x) and small = tf32(x - big) and each product is big·big + big·small + small·big
@@ -41,7 +41,7 @@
 namespace fact::attention {
 
 // ------------------------------------------------------------------------------------------------
-// Configuration (type choices only, DESIGN.md rule 5). An instantiation names one.
+// Configuration (type choices only; the logic is below). An instantiation names one.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kCausal_, int kProducts_>
 struct F32Config {
   using Element = float;                        // Q, K, V, O

@@ -51,7 +51,7 @@ namespace fact::attention {
 using namespace cute;
 
 // ------------------------------------------------------------------------------------------------
-// Configuration: type choices only (DESIGN.md rule 5). An instantiation file names one.
+// Configuration: type choices only (logic lives here). An instantiation file names one.
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
           bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,

@@ -4,7 +4,7 @@
  *             l < batch (the kernel's batch mode), o < outer_batch (a second batch mode)
  *
  * FactGemmStep grew operand2 / period / period_stride / group / interleaved for FACT_STEP_ROPE
- * (issue 12): the struct's size (FactCallHeader::size) tells images of either layout apart.
+ * (the rope step): the struct's size (FactCallHeader::size) tells images of either layout apart.
  *
  * The epilogue is data: `steps[0..num_steps)` applied in order to alpha·A·B, each with its own
  * constants and operand. A kernel is compiled for one sequence of step kinds (and activations);

@@ -1,4 +1,4 @@
-// The logic behind every rendered FACT GEMM kernel (DESIGN.md rule 5): a rendered source only
+// The logic behind every rendered FACT GEMM kernel: a rendered source only
 // declares a `Kernel` struct of type choices and forwards its C entry point here.
 //
 // A Kernel struct provides:

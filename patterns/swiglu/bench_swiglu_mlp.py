@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The SwiGLU MLP alone on the GPU (issue 12 goal: 8192 tokens x 4096 -> 14336 -> 4096, bf16):
+"""The SwiGLU MLP alone on the GPU (the Llama-3-8B MLP: 8192 tokens x 4096 -> 14336 -> 4096, bf16):
 FACT against torch.compile of the MLP and eager, in one process, on the same inputs.
 
   fact           fact.optimize(mlp, precision="native"): the gate and up projections as ONE
@@ -12,7 +12,7 @@ Every variant is verified against the MLP run in float64 on fresh inputs (‖out
 Timing: fact.timing.time_cuda (CUDA events, warm-up, L2 flushed before each run, median and
 p10-p90).
 
-Writes <out-dir>/swiglu-<device>-<date>.json in DESIGN.md's results shape (suite "swiglu") and
+Writes <out-dir>/swiglu-<device>-<date>.json in the results shape (suite "swiglu") and
 prints one summary line last. --wait-for FILE: before timing, wait (up to 300 s) until FILE
 exists (a GPU test running beside this script must not share the GPU with the timed runs).
 

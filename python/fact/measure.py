@@ -11,7 +11,7 @@ On a CUDA GPU, in one process and on the same inputs:
     p10–p90): the original module in eager mode, under torch.compile (default) and
     torch.compile(mode="max-autotune") (unless --no-max-autotune), and the composed module
     (Inductor for the remainder, as `load()` gives it).
-Writes <out>/e2e.json (DESIGN.md's results shape, suite "e2e") and <out>/e2e.md, prints the
+Writes <out>/e2e.json (the results shape, suite "e2e") and <out>/e2e.md, prints the
 table. Without a CUDA GPU it says so and exits 0 having measured nothing.
 
 Quiet by default (fact.console): the terminal shows the stages with a progress line and the

@@ -1,4 +1,4 @@
-"""Never slower, per replacement (DESIGN.md rule 11; docs/compose.md "Never slower than doing
+"""Never slower, per replacement (docs/architecture.md; docs/compose.md "Never slower than doing
 nothing"): one composed replacement's `fact::launch` calls timed against the subgraph it
 replaces, run by PyTorch eagerly in the model's dtype, on the same inputs.
 

@@ -1,4 +1,4 @@
-"""Timers shared by `fact.measure` and the composition benchmark (DESIGN.md, "Measuring").
+"""Timers shared by `fact.measure` and the composition benchmark (docs/architecture.md).
 
 `time_cuda`: CUDA events around each run, after warm-up, with the L2 cache flushed before
 every timed run (a write of `flush_mb` MiB, outside the events), so no run reads operands
@@ -173,7 +173,7 @@ def l2_flushed_medians_ms(fns: dict[str, Callable[[], Any]], warmup: int = 3,
     """The median time of each function in ms, the L2 cache flushed before each run (a write of
     twice the current device's L2, at least 64 MiB), the functions timed interleaved
     (time_cuda_interleaved) under no_grad: the whole-module never-slower check's timer, so that it
-    decides on what the benchmarks measure (DESIGN.md "Measuring": L2 flushed before each run;
+    decides on what the benchmarks measure (docs/architecture.md: L2 flushed before each run;
     with a warm L2 a weight-heavy composed module read 3.04 ms against torch.compile's 3.36,
     flushed 3.43 against 3.33: mlp_swiglu_fused bf16 on an H200, 2026-11-26). Interleaved, since
     timed one after the other the check read that composed module at 3.288 ms against

@@ -1,4 +1,4 @@
-"""Verify the replacement, not its description (DESIGN.md rule 10; docs/plan.md step 3).
+"""Verify the replacement, not its description (docs/architecture.md; docs/plan.md step 3).
 
 A replacement's captured nodes are lifted out of the exported graph into their own
 GraphModule (`lift`): its inputs are the values those nodes read from outside, its outputs the

@@ -1,4 +1,4 @@
-"""Versions every FACT results file names (DESIGN.md, "Measuring"): driver, CUDA, PyTorch,
+"""Versions every FACT results file names (docs/architecture.md): driver, CUDA, PyTorch,
 CUTLASS (the headers the engine builds kernels against) and FACT (git sha)."""
 from __future__ import annotations
 

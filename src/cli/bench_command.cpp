@@ -1,7 +1,7 @@
 // `fact bench <suite>`: a suite a pattern folder registered (realize/bench_suite.hpp) against
 // its library baselines. Every case is tuned (or its stored choice reused), then
 // the winner and the baselines are timed in one `fact run-kernel` process on the same inputs.
-// Writes <out>/<suite>-<device>-<date>.json (DESIGN.md "Measuring"; "-quick" / "-max<N>" before
+// Writes <out>/<suite>-<device>-<date>.json (docs/architecture.md; "-quick" / "-max<N>" before
 // ".json" for cut sweeps), a speedup plot beside it, and the per-case tuning reports in
 // <out>/<suite>-<device>-<date>-tune/.
 //

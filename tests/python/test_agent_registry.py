@@ -1,4 +1,4 @@
-"""`fact registry list | show | add | remove | export | import` (issue 13): built-in entries come
+"""`fact registry list | show | add | remove | export | import`: built-in entries come
 with the engine; a kernel entry enters only through the gates (run again on add and on import,
 whatever record the file carries); the registry is versioned; `show` says where a kernel came
 from; entries for a Hopper GPU cannot be verified, hence not added, without one."""

@@ -1,4 +1,4 @@
-"""The LLM synthesis loop (issue 13; docs/agent.md) against a chat-completions server on
+"""The LLM synthesis loop (docs/agent.md) against a chat-completions server on
 loopback replaying scripted replies: malformed answers, a refusal, a timeout, a source that does
 not compile (its error is in the next request), one that computes the wrong function, one of
 each harness exploit (each rejected by the gate named for it), a reply without code, and a

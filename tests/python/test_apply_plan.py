@@ -3,12 +3,12 @@ the plans are written here for a made-up kind ("axpby", tests/python/fake_kind.p
 reference the test builds, so nothing in python/fact can know what it computes.
 
 Covered: insertion and a valid order again (adjacent, chained and out-of-order replacements,
-outputs used between replaced nodes: issue 8 failure 3), several outputs, a call reading an
+outputs used between replaced nodes), several outputs, a call reading an
 earlier call's result, a call with two results, parameters found by target, consistency
 declines (dtype, shape, ABI version, unknown values, overlaps), verification of the
 replacement against the subgraph it replaces (a corrupted argument image, a kernel that writes
-half its output: issue 8 item 5), pattern selection, the never-slower fallback with an injected
-timer (item 6), and tracing the composed graph."""
+half its output), pattern selection, the never-slower fallback with an injected
+timer, and tracing the composed graph."""
 import json
 import struct
 import warnings
@@ -91,7 +91,7 @@ def test_adjacent_replacements_in_any_plan_order_compose_in_a_valid_order(tmp_pa
 
 
 class Stack(torch.nn.Module):
-    """Three adjacent axpby's, as a Linear/ReLU stack chains its GEMMs (issue 8 failure 3)."""
+    """Three adjacent axpby's, as a Linear/ReLU stack chains its GEMMs."""
 
     def forward(self, x, z):
         h = 2.0 * x + 3.0 * z

@@ -331,7 +331,7 @@ def test_example_blocks_run_eagerly_at_small_size():
     y2 = y.clone()
     y2[:, -1] += 1.0
     assert torch.allclose(llama(y2)[:, :-1], out[:, :-1], atol=1e-5)
-    # the SDPA twin (the torch.compile baseline of issue 12) shares the weights and computes the same
+    # the SDPA twin (the Llama torch.compile baseline) shares the weights and computes the same
     twin = llama_block.sdpa_twin(llama)
     assert torch.allclose(twin(y), out, atol=1e-5, rtol=1e-4)
     assert twin.self_attn.q_proj.weight.data_ptr() != llama.self_attn.q_proj.weight.data_ptr()

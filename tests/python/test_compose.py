@@ -1,11 +1,11 @@
 """fact.optimize end to end on the CPU: the engine plans (in process), Python applies the plan
-with the host reference. Issue 8's failures as regression tests (1: a chain of epilogue steps
-composed to zeros; 2: SwiGLU crashed; 3: an MLP stack failed the FX lint), random epilogue
+with the host reference. Regression tests (a chain of epilogue steps
+composed to zeros; SwiGLU crashed; an MLP stack failed the FX lint), random epilogue
 chains compared with the original module, the minGPT block; and what needs no engine: modules
 that cannot be exported, tf32 on CPU inputs, the dynamo backend's options.
 
 The tests that plan are skipped, with the reason, while the engine library does not export
-fact_engine_plan (the C++ side of issue 8); the apply side is covered engine-free by
+fact_engine_plan; the apply side is covered engine-free by
 test_apply_plan.py."""
 import random
 import sys
@@ -53,7 +53,7 @@ def _optimize(module, x, tmp_path, **options):
     return fact.optimize(module, (x,), work_dir=tmp_path, **options)
 
 
-# --- issue 8 failures ----------------------------------------------------------------------------
+# --- regressions: chains, SwiGLU, MLP stacks ------------------------------------------------
 
 
 class ScaledHardtanhGelu(torch.nn.Module):
@@ -66,7 +66,7 @@ class ScaledHardtanhGelu(torch.nn.Module):
 
 
 @needs_engine_plan
-def test_failure_1_a_chain_of_epilogue_steps_is_composed_exactly(tmp_path):
+def test_a_chain_of_epilogue_steps_is_composed_exactly(tmp_path):
     torch.manual_seed(0)
     module = ScaledHardtanhGelu().eval()
     composed = _optimize(module, torch.randn(64, 32) * 4, tmp_path, precision="strict")
@@ -76,7 +76,7 @@ def test_failure_1_a_chain_of_epilogue_steps_is_composed_exactly(tmp_path):
 
 
 @needs_engine_plan
-def test_failure_2_swiglu_composes_or_is_left_with_a_reason(tmp_path):
+def test_swiglu_composes_or_is_left_with_a_reason(tmp_path):
     torch.manual_seed(0)
     module = LlamaMLP(64, 160).eval()
     composed = _optimize(module, torch.randn(2, 8, 64), tmp_path, precision="strict")
@@ -102,7 +102,7 @@ class GeluGatedMLP(torch.nn.Module):
 @needs_engine_plan
 @pytest.mark.parametrize("gate", ["silu", "gelu_tanh"])
 def test_bf16_gated_mlp_composes_as_one_glu_gemm_and_the_down_gemm(tmp_path, gate):
-    """Issue 12 item 1 on the CPU path: in bf16 the gate and up projections become one GEMM
+    """SwiGLU as one GEMM on the CPU path: in bf16 the gate and up projections become one GEMM
     over their weights interleaved at plan time (a derived operand) with a glu epilogue, then
     the down GEMM; the composed module matches the original within bf16's tolerance."""
     torch.manual_seed(0)
@@ -133,7 +133,7 @@ def test_float32_swiglu_keeps_gate_and_up_gemms(tmp_path):
 
 
 @needs_engine_plan
-def test_failure_3_an_mlp_stack_composes_in_a_valid_order(tmp_path):
+def test_an_mlp_stack_composes_in_a_valid_order(tmp_path):
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
                                  torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()

@@ -6,7 +6,7 @@ CUDA implementations: the native C++ one (src/torch_ext/fact_launch_op.cpp) and 
 fallback (FACT_NATIVE=0), verification on the GPU (a kernel writing half its output, a
 corrupted argument image), the Inductor remainder, CUDA-graph capture and the never-slower
 check. With the engine (in process; skipped until it exports fact_engine_plan): real GEMM
-plans on a Hopper GPU, issue 8's failures there, and a package written and loaded on the GPU."""
+plans on a Hopper GPU, epilogue chains, x @ W there, and a package written and loaded on the GPU."""
 import json
 import os
 import shutil
@@ -237,8 +237,8 @@ class RowMajorWeight(torch.nn.Module):
 @pytest.mark.parametrize("module_class,precision", [(ScaledHardtanhGelu, "strict"),
                                                     (ScaledHardtanhGelu, "tf32"),
                                                     (RowMajorWeight, "tf32")])
-def test_issue_8_chains_and_layouts_compose_on_the_gpu(tmp_path, module_class, precision):
-    """Failure 1 (a scale after another step was refused on the GPU) and failure 5 (TF32 with
+def test_epilogue_chains_and_row_major_b_compose_on_the_gpu(tmp_path, module_class, precision):
+    """A scale after another step (once refused on the GPU) and TF32 with
     a row-major B was refused): both must compose, verified."""
     torch.manual_seed(0)
     module = module_class().cuda().eval()

@@ -1,4 +1,4 @@
-"""FACT on the conformance corpus (corpus/, issue 9), on the CPU: every model file at its
+"""FACT on the conformance corpus (corpus/), on the CPU: every model file at its
 CPU_TEST_SIZES, in each of its DTYPES (float32 in precision `strict`, bfloat16 in `native`).
 
 For each (model, dtype), `fact.optimize(model, inputs, precision, work_dir=tmp,
@@ -269,7 +269,7 @@ def test_gpu_runner_smoke_on_cpu(tmp_path):
     """`python -m fact.conformance --gpu --device cpu --sizes cpu` on a corpus of three files:
     one that works, one whose forward raises (recorded as failed), one whose forward ends the
     process (its worker dies: recorded as failed, a fresh worker runs the rest). The results
-    file has DESIGN.md's shape, the table and the plot are written."""
+    file has the shape of every results file, the table and the plot are written."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "gemm_linear_bias.py").write_text((REPO_ROOT / "corpus" / "gemm_linear_bias.py").read_text())

@@ -1,4 +1,4 @@
-"""The engine knows no pattern (issue 8, DESIGN.md rule 1): nothing in src/ or include/ includes a
+"""The engine knows no pattern (docs/architecture.md): nothing in src/ or include/ includes a
 header from patterns/, spells a pattern folder's name as a string, or reaches into a pattern's
 namespace. Patterns register themselves; adding one adds a folder and touches nothing here."""
 from __future__ import annotations

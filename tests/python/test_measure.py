@@ -34,7 +34,7 @@ def test_verify_measures_both_modules_against_float64_on_fresh_inputs():
 
 
 class ClosureBlock(torch.nn.Module):
-    """minGPT's MLP: forward calls a lambda that closes over submodules (issue 8 failure 4)."""
+    """minGPT's MLP: forward calls a lambda that closes over submodules."""
 
     def __init__(self, width=16):
         super().__init__()

@@ -1,5 +1,5 @@
 // Canonicalization: captured ATen ops rewritten into a few canonical "fact." nodes, so that
-// rules match one form (DESIGN.md rule 2). Every canonical node keeps in `origin` the ids of
+// rules match one form. Every canonical node keeps in `origin` the ids of
 // the captured nodes it replaces; nodes no pass touches stay as captured (empty origin).
 //
 // The engine's canonical nodes are elementwise (args are tensors; parameters in attrs); pattern

@@ -1,4 +1,4 @@
-// The rule DSL of stage 1 (DESIGN.md rules 1-2). A rule is data: a name, the pattern folder
+// The rule DSL of stage 1 (docs/architecture.md). A rule is data: a name, the pattern folder
 // that owns it, a pattern tree with named roles, and a check. The check turns a structural
 // match into a Match (accepted, pending, or declined with a reason) or returns nothing when
 // the rule does not apply after all. Pattern folders add their rules to the registry through a

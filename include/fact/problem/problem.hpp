@@ -2,7 +2,7 @@
 // pattern folder that owns a kind registers a ProblemKind: the only code that reads the
 // kind's description. Stages (discovery's ranking and reports, the tuner, the tuning database,
 // the plan writer, the host reference) hold problems as {kind, JSON description} and ask the
-// kind; none of them knows what a GEMM is (DESIGN.md, "The plan is the contract").
+// kind; none of them knows what a GEMM is (docs/architecture.md, "The plan is the contract").
 #pragma once
 #include <cstdint>
 #include <map>

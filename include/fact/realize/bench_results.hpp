@@ -1,4 +1,4 @@
-// The results file every benchmark writes (DESIGN.md, "Measuring"):
+// The results file every benchmark writes (docs/architecture.md, "Measuring"):
 // bench/results/<suite>-<device slug>-<YYYY-MM-DD>.json with
 //   {"suite", "date", "device", "versions": {driver, cuda, torch, cutlass, fact},
 //    "cases": [{"name", "precision", "status", "fact_ms", "rel_err",

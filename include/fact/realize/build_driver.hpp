@@ -1,5 +1,5 @@
 // The build driver: compiles many kernel sources in parallel into the kernel cache
-// (DESIGN.md rule 7). Jobs become one job graph (a build.ninja run by `ninja -k 0`); without
+// (pruned ones only). Jobs become one job graph (a build.ninja run by `ninja -k 0`); without
 // ninja a thread pool runs the same commands. Every job is keyed by content:
 //
 //   cached          the cache holds a valid entry for the key: nothing runs

@@ -18,7 +18,7 @@
 namespace fact::realize {
 
 // Why a candidate is in or out, in the tuner's fixed order: build → can_implement → verify →
-// time (DESIGN.md rule 8).
+// time.
 enum class CandidateStatus {
   Ok,               // built, implemented, verified, timed
   BuildFailed,      // did not compile (or ptxas serialized wgmma)

@@ -1,5 +1,5 @@
 // Lookup tables from element types to CUTLASS C++ spellings and to the short tokens used in
-// kernel names and JSON (DESIGN.md rule 4). Pattern folders keep the tables of their own enums
+// kernel names and JSON (one table per enum). Pattern folders keep the tables of their own enums
 // (patterns/gemm/realize/cutlass_names.hpp).
 //
 // `parse_*` throws std::invalid_argument naming the unknown token; `*_cpp` throws

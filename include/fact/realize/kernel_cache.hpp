@@ -1,4 +1,4 @@
-// The content-addressed kernel cache: one folder per kernel key (DESIGN.md rule 3: the key
+// The content-addressed kernel cache: one folder per kernel key (the key
 // hashes the rendered source, compiler command line, CUTLASS and generator versions, arch).
 //
 //   <root>/<key>/lib.so       the built shared library

@@ -1,5 +1,5 @@
 // KernelSpec: the frozen description of one kernel instantiation, whatever its kind — the
-// single source of truth for rendering, naming and caching (DESIGN.md rule 3). The engine holds
+// single source of truth for rendering, naming and caching. The engine holds
 // it as {kind, pattern, readable name, parameters}; the pattern folder that renders it reads
 // the parameters as its own typed spec (patterns/gemm/realize/spec.hpp: GemmSpec).
 #pragma once

@@ -1,5 +1,5 @@
 // Parameter spaces: the kernel configurations worth compiling for one problem class, pruned
-// statically before nvcc sees them (DESIGN.md rule 7). Every configuration left out records
+// statically before nvcc sees them. Every configuration left out records
 // why, for reports.
 #pragma once
 #include <cstdint>

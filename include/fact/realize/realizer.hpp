@@ -1,4 +1,4 @@
-// Realizers: how a pattern folder turns problems of a kind into kernels (DESIGN.md rules 3-8).
+// Realizers: how a pattern folder turns problems of a kind into kernels (docs/architecture.md).
 // Each template-bearing pattern registers one; the engine's stages (realize_matches, the tuner,
 // the build driver, the plan writer) find them here and know nothing of any kind.
 //
@@ -31,11 +31,11 @@ class Realizer {
   // The problem class (dtypes, layouts, math, epilogue) with the default configuration for
   // the problem's sizes. Throws std::invalid_argument when it cannot realize the problem.
   virtual KernelSpec problem_class(const Problem& problem, const std::string& precision) const = 0;
-  // The configurations worth compiling, pruned, most promising first (DESIGN.md rule 7).
+  // The configurations worth compiling, pruned, most promising first.
   // `options.exhaustive` asks for the full pruned cross product.
   virtual ParamSpace space(const KernelSpec& problem_class, const Problem& problem,
                            const SpaceOptions& options) const = 0;
-  // Type choices of one kernel (DESIGN.md rule 5); throws RenderError for a spec it cannot
+  // Type choices of one kernel (logic lives in headers); throws RenderError for a spec it cannot
   // render.
   virtual KernelTemplate render(const KernelSpec& spec) const = 0;
   // The class part of a tuning key: what a tuned choice is valid for besides the sizes

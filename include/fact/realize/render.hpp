@@ -1,4 +1,4 @@
-// Rendering: KernelSpec -> CUTLASS source with a content-addressed key (DESIGN.md rules 3, 5).
+// Rendering: KernelSpec -> CUTLASS source with a content-addressed key (docs/architecture.md).
 //
 // Each pattern's realizer (realizer.hpp) renders the type choices of one kernel (type aliases,
 // CollectiveBuilder calls, the C entry point); the logic lives in headers the source includes,

@@ -1,4 +1,4 @@
-// Lookup tables from an enum to its C++ spelling and its short token (DESIGN.md rule 4): one
+// Lookup tables from an enum to its C++ spelling and its short token: one
 // table per enum. Pattern folders build theirs with these helpers.
 #pragma once
 #include <array>

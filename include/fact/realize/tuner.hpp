@@ -1,4 +1,4 @@
-// The auto-tuner (DESIGN.md rule 8). For one problem (of any kind) in one precision mode:
+// The auto-tuner. For one problem (of any kind) in one precision mode:
 //
 //   1. stored choice: the tuning database holds a choice for exactly this key → rebuild it (a
 //      kernel-cache hit in the normal case) and return it without sweeping; with baselines or

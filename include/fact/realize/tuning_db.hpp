@@ -1,4 +1,4 @@
-// The tuning database (DESIGN.md rule 8): the chosen kernel parameters per problem, not
+// The tuning database: the chosen kernel parameters per problem, not
 // binaries. One JSON file (default <fact cache root>/tuning_db.json, schema "fact.tuning/1"):
 //
 //   {"schema": "fact.tuning/1",

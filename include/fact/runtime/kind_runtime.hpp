@@ -1,6 +1,6 @@
 // How `fact run-kernel` runs a kernel of a kind on the GPU: each kind's pattern folder
 // registers a KindRuntime (patterns/<kind>/runtime/) that sets up the problem's buffers, runs
-// the verification sequence every kernel passes (DESIGN.md rule 9), times it, and runs the
+// the verification sequence every kernel passes (docs/runtime.md), times it, and runs the
 // kind's library baselines on the same inputs. The generic command (run_kernel.hpp) loads the
 // library, reads the problem and dispatches here by kind.
 #pragma once

@@ -1,4 +1,4 @@
-// Precision modes of a run (DESIGN.md, "Precision contract") and the verification tolerance
+// Precision modes of a run (docs/architecture.md, "Precision contract") and the tolerance
 // each one implies: the one place these numbers live. Implemented in src/problem/precision.cpp
 // (no CUDA needed); problem kinds use it for their tolerance, which the plan carries to Python.
 #pragma once

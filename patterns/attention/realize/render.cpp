@@ -1,4 +1,4 @@
-// The attention template (DESIGN.md rule 5): a rendered instance holds the Config alias (type
+// The attention template (type choices only): a rendered instance holds the Config alias (type
 // choices only) and the C entry; the kernel is fmha_sm90.cuh (bf16/fp16) or fmha_f32_sm90.cuh
 // (float32), the entry logic attention_entry.cuh.
 #include <sstream>

@@ -1,7 +1,7 @@
 // AttentionSpec: the attention pattern's frozen description of one kernel instantiation (the
 // parameters of its realize::KernelSpec, and exactly the template parameters of
 // fact::attention::Config in fmha_sm90.cuh for bf16/fp16, of F32Config in fmha_f32_sm90.cuh for
-// float32), the single source of truth for rendering, naming and caching (DESIGN.md rule 3).
+// float32), the single source of truth for rendering, naming and caching.
 // A float32 spec uses dtype, head_dim, causal, block_m, block_n and products; its other members
 // keep their fixed values (one stage, cooperative, static, one CTA per tile, ...). The parameter
 // space (space.cpp), the renderer (render.cpp) and the realizer (realizer.cpp) read it.

@@ -2,7 +2,7 @@
 // tuner's child processes run for an attention kernel library. It lays out Q, K, V and O the
 // way the problem's views say (a fused-QKV projection read at offsets, merged-head output
 // strides; dense [B, T, H, D] tensors for a problem written on the command line), and runs the
-// verification sequence every kernel passes (DESIGN.md rule 9), each against a float64
+// verification sequence every kernel passes (docs/runtime.md), each against a float64
 // attention computed on the GPU from the same inputs:
 //   primary       fresh random inputs (seed 0), output poisoned (NaN pattern) with guard bands
 //   fresh_inputs  NEW random inputs (seed 1): a kernel replaying a cached result fails

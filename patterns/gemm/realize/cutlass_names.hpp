@@ -1,5 +1,5 @@
 // The GEMM pattern's lookup tables from its enums to CUTLASS C++ spellings and to the short
-// tokens used in kernel names and JSON (DESIGN.md rule 4): one table per enum, nothing spelled
+// tokens used in kernel names and JSON (one table per enum): one table per enum, nothing spelled
 // elsewhere. Every `*_token` function has an inverse `parse_*` that throws
 // std::invalid_argument naming the unknown token; `*_cpp` functions throw
 // std::invalid_argument for values that have no CUTLASS spelling.

@@ -1,6 +1,6 @@
 // GemmSpec: the GEMM pattern's frozen description of one CUTLASS kernel instantiation (the
 // parameters of its realize::KernelSpec), the single source of truth for rendering, naming and
-// caching (DESIGN.md rule 3). patterns/gemm_f32_strict renders the same spec with its own
+// caching. patterns/gemm_f32_strict renders the same spec with its own
 // mainloop.
 #pragma once
 #include <cstdint>

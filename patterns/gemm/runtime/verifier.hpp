@@ -1,4 +1,4 @@
-// The verification sequence every kernel passes (DESIGN.md rule 9), run on a GemmHarness:
+// The verification sequence every kernel passes (docs/runtime.md), run on a GemmHarness:
 //   primary       fresh random inputs (seed 0), primary stream, the case's scalars
 //   fresh_inputs  NEW random inputs (seed 1): a kernel replaying a cached result fails
 //   other_stream  same inputs, the secondary stream, poisoning queued behind a spin: a kernel

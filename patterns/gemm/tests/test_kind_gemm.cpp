@@ -148,8 +148,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   }
 }
 
-TEST(GemmKind, TheIssueChainScaleClampGeluKeepsEachStepsConstants) {
-  // Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU: once composed to all zeros (issue 8, failure 1).
+TEST(GemmKind, ChainBiasScaleClampGeluKeepsEachStepsConstants) {
+  // Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU: once composed to all zeros.
   const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5), step(EpilogueStep::Kind::Scale, 0.5),
                                   act(Activation::HardTanh, -2, 2), act(Activation::GeluErf)},
                                  1);
@@ -217,7 +217,7 @@ TEST(GemmKind, ReferenceRefusesAMalformedStruct) {
   EXPECT_EQ(reference_call(&wrong.header), FACT_ERR_INVALID_ARGS);
 }
 
-// A gated linear unit (issue 12): bias, then glu(act) over interleaved gate / up columns. The
+// A gated linear unit (one GEMM): bias, then glu(act) over interleaved gate / up columns. The
 // image of the problem run through the host reference writes D [m, n/2] with
 // D[i, j] = act(x·w[2j] + b[2j]) · (x·w[2j+1] + b[2j+1]), for SwiGLU and GeGLU; the pack refuses
 // a D of N columns and a glu step that is not the last.

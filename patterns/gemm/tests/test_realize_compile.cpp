@@ -4,7 +4,7 @@
 // its exports: the info JSON (kind, ABI version, KernelSpec) and the entry point's ABI v2
 // argument checks (header, dtypes, layouts, epilogue steps), which need no GPU.
 //
-// The epilogues are issue 8's: the chain bias -> x*0.5 -> hardtanh(-2, 2) -> gelu_erf that ABI v1
+// The epilogues: the chain bias -> x*0.5 -> hardtanh(-2, 2) -> gelu_erf that ABI v1
 // refused, a residual and a product with two M×N operands in one kernel, and two activations
 // with parameters of their own.
 #include <dlfcn.h>
@@ -183,10 +183,10 @@ class GemmCompile : public ::testing::Test {
   realize::CompileOptions options_;
 };
 
-// Issue 8 failure 1's chain in bf16: Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU(erf), as the
+// The chain once composed to zeros, bf16: Linear -> x * 0.5 -> Hardtanh(-2, 2) -> GELU(erf), as the
 // default configuration for an epilogue GEMM (128x128 ping-pong, 1x2 cluster). ABI v1 refused
 // it (no run-time argument for the scale, one p0/p1 pair for both activations).
-TEST_F(GemmCompile, Bf16IssueChainBiasScaleHardtanhGeluErf) {
+TEST_F(GemmCompile, Bf16ChainBiasScaleHardtanhGeluErf) {
   GemmSpec s = bf16_gemm();
   s.tile = {128, 128, 64};
   s.cluster = {1, 2, 1};
@@ -207,7 +207,7 @@ TEST_F(GemmCompile, Bf16IssueChainBiasScaleHardtanhGeluErf) {
 
 // Attention scores on heads split from a projection (a 4-D matmul whose batch dims need two
 // strides): a batched bf16 kernel whose entry runs the outer batch mode as launches, with the
-// epilogue of issue 9's masked scores (scale folded into alpha, the additive mask a residual
+// epilogue of masked attention scores (scale folded into alpha, the additive mask a residual
 // shared by the heads, a key-padding bias per batch scaled by its step's value). Beyond the ABI
 // checks every library gets: a real (non-size-query) call whose outer strides would move a
 // pointer off 16-byte alignment is refused whole (FACT_ERR_CANNOT_IMPLEMENT) before anything
@@ -266,7 +266,7 @@ TEST_F(GemmCompile, Bf16TwoBatchModesMaskedScores) {
   dlclose(handle);
 }
 
-// Issue 12's SwiGLU as one GEMM at the Llama-3-8B MLP's shape: x [8192, 4096] times the gate
+// SwiGLU as one GEMM at the Llama-3-8B MLP's shape: x [8192, 4096] times the gate
 // and up weights interleaved column by column ([4096, 2·14336]), the glu(silu) step writing the
 // half-width D [8192, 14336] through its own TMA store (the collective epilogue has a void D).
 // The spec is the one realization makes from the problem (default configuration); beyond the

@@ -81,7 +81,7 @@ TEST(GemmSpace, ExhaustiveRecordsWhyEachConfigurationWasPruned) {
   }
 }
 
-// A glu class (issue 12's SwiGLU at the Llama-3-8B MLP size): every candidate is one the glu
+// A glu class (SwiGLU at the Llama-3-8B MLP size): every candidate is one the glu
 // kernel can be built as (no stream-K or split-K: its fix-up would need the void D), and the
 // space still has candidates to tune over, ping-pong and cooperative.
 TEST(GemmSpace, AGluClassKeepsOnlyPersistentCandidates) {
@@ -185,7 +185,7 @@ TEST(GemmPruning, EpilogueReadingCTakesSharedMemory) {
 }
 
 // ABI v2 carries the epilogue as data: any order and number of steps up to FACT_GEMM_MAX_STEPS
-// is a valid spec (issue 8: scales after other steps, several biases, activations, operands).
+// is a valid spec (scales after other steps, several biases, activations, operands).
 TEST(GemmPruning, AnyChainUpToEightSteps) {
   GemmSpec s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Pingpong);
   s.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},

@@ -165,7 +165,7 @@ TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
   EXPECT_THROW(realized_class(p, "strict"), std::invalid_argument);
 }
 
-// Issue 8 failure 5: `x @ W` (A and B row-major) in precision tf32 is not declined; it runs on
+// `x @ W` (A and B row-major) in precision tf32 is not declined; it runs on
 // gemm_f32_strict's Hopper mainloop with one TF32 product. K-major operands (nn.Linear) stay on
 // the CUTLASS TF32 kernels of this pattern.
 TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
@@ -213,7 +213,7 @@ TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {
   EXPECT_EQ(s.epilogue[0].kind, Kind::Residual);
 }
 
-// Issue 8 failure 1: the ABI carries every step's constants, so no chain is refused for lack of
+// The ABI carries every step's constants, so no chain is refused for lack of
 // a field: scales after other steps, two activations with parameters, two M×N operands.
 TEST(SpecFromProblem, KeepsEveryChainTheAbiCarries) {
   GemmProblem issue = linear(512, 512, 512, DType::BFloat16);

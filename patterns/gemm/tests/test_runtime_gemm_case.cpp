@@ -104,7 +104,7 @@ TEST(GemmCase, EveryOperandStepIsItsOwnOperand) {
   EXPECT_EQ(args.steps[4].operand_type, FACT_DTYPE_BF16);
 }
 
-// The problem's own constants when its kernel epilogue has the spec's steps (issue 8 failure 1:
+// The problem's own constants when its kernel epilogue has the spec's steps (hardtanh then gelu:
 // the two activations keep their own parameters), its alpha always.
 TEST(GemmCase, ConstantsComeFromTheProblemStepByStep) {
   GemmProblem issue = sizes(8, 8, 8);
@@ -143,7 +143,7 @@ TEST(GemmCase, ConstantsComeFromTheProblemStepByStep) {
   EXPECT_EQ(d.problem.epilogue[2].value, 1.0);
 }
 
-// A glu kernel's case (issue 12): D is the dense M × N/2 output, the step keeps its gate
+// A glu kernel's case: D is the dense M × N/2 output, the step keeps its gate
 // activation, and an odd N is refused (no column pairs).
 TEST(GemmCase, AGluCaseSizesDAsHalfTheColumns) {
   const GemmSpec spec = bf16_spec({op(Kind::Glu, Activation::SiLU)});

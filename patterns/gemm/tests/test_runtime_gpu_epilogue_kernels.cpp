@@ -1,16 +1,16 @@
-// The rendered CUTLASS kernels of issue 8's epilogues, compiled at test time and run through
+// The rendered CUTLASS kernels of epilogue chains, compiled at test time and run through
 // the GEMM kind's runtime (run_kernel: the verification sequence against the float64 reference,
 // every step with its own constants, the `scalars` check changing each of them):
-//   (a) bias -> x * 0.5 -> hardtanh(-2, 2) -> gelu_erf, bf16 (issue 8 failure 1)
+//   (a) bias -> x * 0.5 -> hardtanh(-2, 2) -> gelu_erf, bf16 (once composed to zeros)
 //   (b) a residual and a product with two M×N operands in one kernel, bf16
 //   (c) two activations with parameters of their own, fp16 operands, float32 output
 //   (d) the strict 3xTF32 Hopper kernel with a six-step chain, float32, also on the K-sliced path
 //   (e) A and B row-major in precision tf32: one TF32 product on gemm_f32_strict's mainloop
-//       (issue 8 failure 5)
-//   (f) two batch modes (issue 9): a batched bf16 kernel run on outer batches × batches, with
+//       (`x @ W` in tf32, once refused)
+//   (f) two batch modes: a batched bf16 kernel run on outer batches × batches, with
 //       a residual and a bias scaled by its step's value (the `scalars` check changes it); and
 //       the strict Hopper kernel with two batch modes
-//   (g) issue 12's gated linear units as one GEMM (glu step, D of N/2 columns written by the
+//   (g) gated linear units as one GEMM (glu step, D of N/2 columns written by the
 //       glu store): SwiGLU at the Llama-3-8B MLP's full size, GeGLU at a ragged small size
 // GPU tests: they skip (before compiling anything) without a CUDA device, and need a Hopper GPU
 // (sm_90a) to run the kernels; each compiles one kernel (30-60 s of nvcc).
@@ -64,7 +64,7 @@ class GpuEpilogueKernels : public test::GpuGemmKernelTest {
   }
 };
 
-TEST_F(GpuEpilogueKernels, IssueChainBf16) {
+TEST_F(GpuEpilogueKernels, BiasScaleHardtanhGeluErfChainBf16) {
   GemmProblem p = make_gemm_problem({1024, 768, 512, 1}, DType::BFloat16, "", "tn");
   p.epilogue = {step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::BFloat16),
                 step(Kind::Scale, 0.5),

@@ -311,7 +311,7 @@ GemmSpec sm90_nn_bias_residual() {
   return s;
 }
 
-// Issue 8's chains on the Hopper kernel: every step kind, two M×N operands (the second loaded
+// Epilogue chains on the Hopper kernel: every step kind, two M×N operands (the second loaded
 // straight into registers), two activations; 128 x 128 tiles (at 256 x 128 this chain spills
 // 16 bytes).
 GemmSpec sm90_multi_step_chain() {
@@ -324,7 +324,7 @@ GemmSpec sm90_multi_step_chain() {
   return s;
 }
 
-// Issue 8 failure 5: `x @ W + b` then GELU in precision tf32 (A and B row-major): the Hopper
+// `x @ W + b` then GELU in precision tf32 (A and B row-major): the Hopper
 // mainloop with one TF32 product, four stages (no lo buffer of B), the transposed run.
 GemmSpec sm90_tt_tf32_bias_gelu() {
   GemmSpec s = sm90_tn_example();
@@ -498,7 +498,7 @@ TEST(GemmF32Strict, HopperMultiStepChainCompilesForSm90a) {
   expect_compiles(sm90_multi_step_chain());
 }
 
-// ~40 s of nvcc: one TF32 product with A and B row-major (issue 8 failure 5).
+// ~40 s of nvcc: one TF32 product with A and B row-major (`x @ W`).
 TEST(GemmF32Strict, HopperTf32RowMajorBCompilesForSm90a) {
   if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
   expect_compiles(sm90_tt_tf32_bias_gelu());

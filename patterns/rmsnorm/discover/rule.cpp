@@ -1,4 +1,4 @@
-// patterns/rmsnorm: an RMSNorm folded into the projections that read it (issue 12 item 2), a
+// patterns/rmsnorm: an RMSNorm folded into the projections that read it, a
 // prologue rule (Rule::attach, rule.hpp) that runs after the GEMM-family rules (gemm_epilogue,
 // swiglu, rope) over their matches. It recognizes Llama's RMSNorm in the canonical graph,
 //

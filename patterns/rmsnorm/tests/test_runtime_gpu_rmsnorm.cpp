@@ -2,7 +2,7 @@
 // epilogue step scales each row by RMSNorm's rstd, gemm_epilogue.cuh's RowScale link) compiled
 // at test time and run through the GEMM kind's runtime (run_kernel: the verification sequence
 // against the float64 reference with the output poisoned first, every element compared, guard
-// bands around D, the inputs unchanged, a second stream, fresh inputs): issue 12 item 2.
+// bands around D, the inputs unchanged, a second stream, fresh inputs).
 //   - the Llama-3-8B k/v projection at full size (8192 tokens x 4096 -> 1024), row scale alone;
 //   - its SwiGLU gate/up GEMM (4096 -> 2 x 14336 interleaved) with the row scale before the glu
 //     store (the scale reaches the gate and the up columns);

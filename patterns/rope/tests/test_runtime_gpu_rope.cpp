@@ -2,7 +2,7 @@
 // writes each result to its original column, gemm_rope.cuh) compiled at test time and run
 // through the GEMM kind's runtime (run_kernel: the verification sequence against the float64
 // reference with the output poisoned first, every element compared, guard bands around D, the
-// inputs unchanged, a second stream, fresh inputs): issue 12 item 3.
+// inputs unchanged, a second stream, fresh inputs).
 //   - the Llama-3-8B q_proj at full size: 8192 tokens (4 sequences of 2048) x 4096 -> 32 heads
 //     of 128, rotate-half, one cos / sin table for every sequence, bf16;
 //   - its k_proj (8 heads of 128) with interleaved pairs and one table per sequence;

@@ -1,5 +1,5 @@
 """The gates every kernel library passes before it joins a plan or the registry, whoever wrote it
-(DESIGN.md rule 9; docs/agent.md, "The gates").
+(docs/architecture.md, "Every kernel passes the same gates"; docs/agent.md, "The gates").
 
 A kernel library (built by the engine: fact_engine_build) implements one call of the kernel C
 ABI — the argument image of an agent task or plan call, its pointer slots, operands and results

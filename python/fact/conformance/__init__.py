@@ -1,4 +1,4 @@
-"""FACT on the conformance corpus (corpus/, issue 9): does it run on models written elsewhere
+"""FACT on the conformance corpus (corpus/): does it run on models written elsewhere
 without a crash or a wrong answer, and how much of each model does it cover?
 
 One generator for both runs:
@@ -10,7 +10,7 @@ One generator for both runs:
 - GPU (`python -m fact.conformance --gpu`, what `fact bench conformance` starts): the corpus
   files at their full sizes on a CUDA GPU: FACT (tuned over a few configurations) against eager
   and torch.compile in the same process, all verified against float64, written as
-  `conformance-<device>-<date>.json` (DESIGN.md "Measuring") with a plot and a readable table.
+  `conformance-<device>-<date>.json` (docs/architecture.md) with a plot and a readable table.
   A prepare phase first runs the cases' compile work in parallel workers, timing nothing, so
   that the serial measurements find it cached (--prepare-jobs; "The prepare phase" in prepare.py).
   On a machine with several GPUs, --gpus N measures in N lanes, one per GPU (lanes.py), and

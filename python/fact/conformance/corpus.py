@@ -35,7 +35,7 @@ def case_record(stem: str, dtype_name: str, status: str = "ok", reason: str = ""
 
 
 # The bound FACT's output error must meet, ‖fact − ref64‖ / ‖ref64‖ with ref64 the original
-# module run in float64 on the same weights and inputs. The precision contract (DESIGN.md):
+# module run in float64 on the same weights and inputs. The precision contract (docs/):
 # `strict` is "as accurate as the framework's own float32 path": PyTorch's float32 error on the
 # corpus at CPU_TEST_SIZES is at most 3.4e-7, so 1e-5 keeps a margin of ~30x and still fails any
 # TF32- or bf16-sized error (1e-4 .. 1e-3). `native` runs the model's dtype with wide

@@ -20,7 +20,7 @@ def _geomean(values: Iterable[float]) -> float | None:
 
 
 def summarize_gpu(cases: Sequence[dict]) -> dict:
-    """Geometric-mean speedups against torch.compile (the issue's goals: float32 strict over the
+    """Geometric-mean speedups against torch.compile (the project's goals: float32 strict over the
     GEMM-dominated files >= 2.0x, bf16 transformer blocks >= 1.15x), slower-than-compile cases
     (beyond 2%), counts by status."""
     measured = [c for c in cases if c.get("status") in ("ok", "wrong") and c.get("speedup")]
@@ -47,7 +47,7 @@ def summarize_gpu(cases: Sequence[dict]) -> dict:
         "geomean_vs_torch_eager": _geomean(c["speedup"].get("torch_eager") for c in measured),
         "slower_than_torch_compile": slower,
         "goals": "no model slower than torch.compile beyond 2%; geomean strict float32 >= 2.0x "
-                 "torch.compile; bf16 blocks >= 1.15x (issue 9)",
+                 "torch.compile; bf16 blocks >= 1.15x",
     }
 
 

@@ -125,7 +125,7 @@ TEST(MinGptFp32, PrecisionModeDecidesTheMath) {
   EXPECT_NE(up->reason.find("--precision strict"), std::string::npos);
 }
 
-// The q / k projections with their rotary embedding fused (patterns/rope, issue 12) when the
+// The q / k projections with their rotary embedding fused (patterns/rope) when the
 // selection names the rope rule (it is opt-in); by default they are plain GEMMs and the rope
 // rule reports each with the measured reason.
 TEST(Llama, ProjectionsWithoutTheOptInRopeArePlainGemms) {
@@ -184,7 +184,7 @@ TEST(Llama, ProjectionsSwigluAndAttention) {
   ASSERT_NE(swiglu, nullptr);
   EXPECT_EQ(swiglu->rule, "swiglu_mlp");
   EXPECT_EQ(swiglu->nodes, (Ids{"linear_4", "silu", "linear_5", "mul_9", "linear_6", "add_6"}));
-  // bf16: gate and up as one GEMM over their interleaved weights (issue 12), then the down GEMM
+  // bf16: gate and up as one GEMM over their interleaved weights, then the down GEMM
   // with the residual.
   EXPECT_EQ(swiglu->status, MatchStatus::Accepted) << swiglu->reason;
   ASSERT_EQ(gemms(*swiglu).size(), 2u);
