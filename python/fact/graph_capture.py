@@ -232,9 +232,12 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
             with _quiet_symbolic_shape_warnings():
                 writer, inputs, outputs, count = _capture_with_dynamo(module, example_inputs)
         except Exception as dynamo_error:
+            from fact.model_file import where_raised
+            where = where_raised(export_error) or where_raised(dynamo_error)
             raise CaptureError(f"cannot capture {type(module).__name__}: torch.export failed "
                                f"({message.splitlines()[0]}) and the dynamo fallback failed "
-                               f"({type(dynamo_error).__name__}: {dynamo_error})") from dynamo_error
+                               f"({type(dynamo_error).__name__}: {dynamo_error})"
+                               + (f"; the forward raised{where}" if where else "")) from dynamo_error
         source["subgraph_calls"] = count
     else:
         sys.stderr.write(export_stderr.getvalue())

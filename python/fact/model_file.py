@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib.util
 import inspect
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,40 @@ def load_model_file(spec: str) -> tuple[Any, str]:
         import_spec.loader.exec_module(py_module)
     except Exception as error:
         del sys.modules[module_name]
-        raise CaptureError(f"model file {path} failed to import: {type(error).__name__}: {error}") from error
+        raise CaptureError(f"model file {path} failed to import{where_raised(error)}: "
+                           f"{type(error).__name__}: {error}") from error
     cls = getattr(py_module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        raise CaptureError(f"model file {path} defines no torch.nn.Module class {class_name}")
+        defined = module_classes(py_module)
+        close = difflib.get_close_matches(class_name, defined, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        listed = (f" (it defines {', '.join(defined)}{hint})" if defined
+                  else " (it defines no torch.nn.Module class)")
+        raise CaptureError(f"model file {path} defines no torch.nn.Module class {class_name}{listed}")
     if not callable(getattr(py_module, "get_inputs", None)):
         raise CaptureError(f"model file {path} defines no get_inputs()")
     return py_module, class_name
+
+
+def module_classes(py_module: Any) -> list[str]:
+    """Names of the torch.nn.Module classes a model file defines itself (not those it imports)."""
+    return sorted(name for name, value in vars(py_module).items()
+                  if isinstance(value, type) and issubclass(value, torch.nn.Module)
+                  and value.__module__ == py_module.__name__)
+
+
+def where_raised(error: BaseException) -> str:
+    """" at FILE:LINE in FUNCTION" of the innermost frame of `error`'s traceback that is not in
+    torch or in FACT (the user's own line), or "" when there is none."""
+    frames = traceback.extract_tb(error.__traceback__)
+    package = str(Path(__file__).resolve().parent)
+    torch_root = str(Path(torch.__file__).resolve().parent)
+    for frame in reversed(frames):
+        filename = str(Path(frame.filename).resolve()) if frame.filename else ""
+        if filename.startswith((package, torch_root)) or frame.filename.startswith("<"):
+            continue
+        return f" at {frame.filename}:{frame.lineno} in {frame.name}"
+    return ""
 
 
 def _convert(x: Any, dtype: torch.dtype | None, device: str | None) -> Any:

@@ -419,3 +419,33 @@ def test_capture_error_when_both_paths_fail():
 
 def test_version_is_exported():
     assert isinstance(fact.__version__, str) and fact.__version__
+
+
+def test_a_wrong_class_name_lists_the_classes_the_file_defines(tmp_path, capsys):
+    path = write_model(tmp_path, ("class MinGPTBlock(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                                  "class Helper(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                                  "def get_inputs():\n    return [torch.randn(2)]\n"))
+    assert capture_main([f"{path}:MinGptBlock", "-o", str(tmp_path / "g.json")]) == 1
+    err = capsys.readouterr().err
+    assert "defines no torch.nn.Module class MinGptBlock" in err
+    assert "it defines Helper, MinGPTBlock" in err and "did you mean MinGPTBlock?" in err
+    assert "torch.nn.Linear" not in err  # classes it imports are not its own
+
+
+def test_an_import_error_names_the_model_files_line(tmp_path, capsys):
+    path = write_model(tmp_path, "x = 1\nraise ValueError('bad config')\n")
+    assert capture_main([f"{path}:M", "-o", str(tmp_path / "g.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"failed to import at {path}:3 in <module>: ValueError: bad config" in err
+
+
+def test_a_forward_that_raises_names_the_model_files_line(tmp_path, capsys):
+    path = write_model(tmp_path, ("class M(torch.nn.Module):\n"
+                                  "    def forward(self, x):\n"
+                                  "        y = x + 1\n"
+                                  "        raise RuntimeError('shape mismatch in my layer')\n"
+                                  "def get_inputs():\n    return [torch.randn(2)]\n"))
+    assert capture_main([f"{path}:M", "-o", str(tmp_path / "g.json")]) == 1
+    err = capsys.readouterr().err
+    assert "shape mismatch in my layer" in err
+    assert f"the forward raised at {path}:5 in forward" in err, err
