@@ -41,11 +41,11 @@ from fact.compose.inputs import _export  # noqa: F401
 from fact.compose.module import ComposedModule, ReplacedSubgraph
 from fact.compose.optimize_module import optimize
 from fact.compose.plan_file import PLAN_FILE, PLAN_SCHEMA, USABLE_KERNEL_STATUSES, load_plan, replacement_label
-from fact.compose.planning import PRECISIONS, engine_can_plan, plan
+from fact.compose.planning import PRECISIONS, engine_can_plan, plan, plan_and_export
 from fact.compose.rewrite import _dense_order, _pin_layout  # noqa: F401
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
 
 __all__ = ["PLAN_FILE", "PLAN_SCHEMA", "PRECISIONS", "REMAINDERS", "SLOWER_BY", "USABLE_KERNEL_STATUSES",
            "ComposedCall", "ComposedModule", "ComposedReplacement", "FactReport", "LeftToPyTorch",
-           "ReplacedSubgraph", "apply_plan", "engine_can_plan", "load_plan", "optimize", "plan",
+           "ReplacedSubgraph", "apply_plan", "engine_can_plan", "load_plan", "optimize", "plan", "plan_and_export",
            "replacement_label"]

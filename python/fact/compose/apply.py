@@ -31,7 +31,9 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
                patterns: Iterable[str] | str | None = None, verify: bool = True,
                kernel_dir: str | Path | None = None, report_path: str | Path | None = None,
                speed_guard: Union[bool, Timer] = True,
-               replacement_guard: Union[bool, Timer, None] = None) -> ComposedModule:
+               replacement_guard: Union[bool, Timer, None] = None,
+               exported: torch.export.ExportedProgram | None = None,
+               plan_document: dict | None = None) -> ComposedModule:
     """Applies a plan (docs/plan.md, written by the engine) to `module`; no engine needed.
 
     The inputs must have the plan's shapes and dtypes. On CUDA the calls run their kernel
@@ -50,11 +52,14 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     (fact.replacement_speed), and leave it to PyTorch (stage "speed") when its calls are slower
     by more than 2%; None (default) follows bool(speed_guard), False turns it off, a callable
     (fn -> milliseconds, given the calls' run, then the subgraph's) is the timer to use, on
-    any device. Writes the report to `report_path` when given. Raises ValueError for an
+    any device. `exported`: torch.export of this `module` on these inputs, already made (the
+capture the plan was made from: fact.graph_capture.capture_exported), so the plan's node names
+are that program's; None exports here. `plan_document`: the plan itself, already in memory
+(`plan_dir` then only anchors its relative kernel paths); None reads it from `plan_dir`. Writes the report to `report_path` when given. Raises ValueError for an
     unknown remainder or a document that is not a plan; anything else is reported."""
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
-    doc, folder = load_plan(plan_dir)
+    doc, folder = load_plan(plan_dir, plan_document)
     example_inputs = _normalize_inputs(example_inputs)
     device = _device_of(example_inputs)
     precision = doc.get("precision", "")
@@ -114,10 +119,11 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
             _engine.reference_library()
         except _engine.EngineNotFound as error:
             return unoptimized(f"no host reference for the CPU path: {error}")
-    try:
-        exported = _export(module, example_inputs)
-    except Exception as error:  # noqa: BLE001 - any export failure leaves the module as is
-        return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
+    if exported is None:
+        try:
+            exported = _export(module, example_inputs)
+        except Exception as error:  # noqa: BLE001 - any export failure leaves the module as is
+            return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
 
     # No in-graph guard function: ComposedModule's signature guard checks shapes, dtypes,
     # devices, strides and alignment before the graph runs.

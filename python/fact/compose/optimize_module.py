@@ -9,7 +9,7 @@ import torch
 from fact.compose.apply import REMAINDERS, apply_plan
 from fact.compose.inputs import _device_of, _normalize_inputs
 from fact.compose.module import ComposedModule
-from fact.compose.planning import PRECISIONS, plan
+from fact.compose.planning import PRECISIONS, plan_and_export
 from fact.report import FactReport
 from fact.timing import Timer
 
@@ -48,8 +48,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
                                "host reference)", stage="module")
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
-    folder = plan(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
-                  tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
+    folder, exported = plan_and_export(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
+                                       tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
     return apply_plan(module, example_inputs, folder, remainder=remainder,
                       cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
-                      speed_guard=speed_guard, replacement_guard=replacement_guard)
+                      speed_guard=speed_guard, replacement_guard=replacement_guard, exported=exported)

@@ -10,12 +10,13 @@ PLAN_FILE = "plan.json"
 USABLE_KERNEL_STATUSES = ("built", "cached")
 
 
-def load_plan(plan_dir: str | Path) -> tuple[dict, Path]:
+def load_plan(plan_dir: str | Path, document: dict | None = None) -> tuple[dict, Path]:
     """(plan.json's document, the folder it is in); `plan_dir` may name the file itself.
-    Raises ValueError for a document that is not a fact.plan/2 plan."""
+    `document`: the plan already in memory (the file is then not read; its folder still anchors
+    relative kernel paths). Raises ValueError for a document that is not a fact.plan/2 plan."""
     path = Path(plan_dir)
     file = path if path.is_file() else path / PLAN_FILE
-    doc = json.loads(file.read_text())
+    doc = document if document is not None else json.loads(file.read_text())
     if doc.get("schema") != PLAN_SCHEMA:
         raise ValueError(f"{file} is a '{doc.get('schema')}' document, not a {PLAN_SCHEMA} plan")
     return doc, file.parent

@@ -14,7 +14,7 @@ from fact import _engine
 from fact.compose.inputs import _device_of, _input_specs, _normalize_inputs, _normalize_patterns
 from fact.compose.plan_file import PLAN_FILE, PLAN_SCHEMA
 from fact.compose.signature import _first_line
-from fact.graph_capture import capture
+from fact.graph_capture import capture_exported
 from fact.graph_writer import CaptureError
 
 PRECISIONS = ("strict", "tf32", "native")
@@ -44,6 +44,18 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     parallel kernel compiles (0: one per core). Raises ValueError for an unknown precision;
     everything else that goes wrong (capture, a missing engine) is written as an "unplanned"
     plan with the reason."""
+    return plan_and_export(module, example_inputs, precision, work_dir=work_dir, patterns=patterns, tune=tune,
+                           compile_kernels=compile_kernels, tuning_db=tuning_db, compile_jobs=compile_jobs)[0]
+
+
+def plan_and_export(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision: str | None = None,
+                    *, work_dir: str | Path | None = None, patterns: Iterable[str] | str | None = None,
+                    tune: int = 0, compile_kernels: bool | None = None,
+                    tuning_db: str | Path | None = None, compile_jobs: int = 0
+                    ) -> tuple[Path, torch.export.ExportedProgram | None]:
+    """`plan`, also returning the torch.export program the plan was made from (None when there
+    is none): apply_plan(..., exported=) rewrites it instead of exporting the module again. The
+    graph goes to the engine in memory; graph.json in the work folder is for the reader."""
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
     example_inputs = _normalize_inputs(example_inputs)
@@ -53,10 +65,10 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     selected = _normalize_patterns(patterns)
     compile_kernels = device.type == "cuda" if compile_kernels is None else bool(compile_kernels)
 
-    def unplanned(reason: str, capture_name: str = "") -> Path:
+    def unplanned(reason: str, capture_name: str = "") -> tuple[Path, None]:
         doc = _unplanned_doc(precision, device, example_inputs, selected, reason, capture_name)
         (folder / PLAN_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-        return folder
+        return folder, None
 
     if device.type not in ("cpu", "cuda"):
         return unplanned(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
@@ -65,7 +77,7 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            graph = capture(module, example_inputs, graph_json)
+            graph, exported = capture_exported(module, example_inputs, graph_json)
     except CaptureError as error:
         return unplanned(f"cannot be exported with torch.export, nor captured: {error}")
     except Exception as error:  # noqa: BLE001
@@ -75,7 +87,7 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
         export_error = (graph["source"].get("export_error") or "").splitlines()[:1] or [""]
         return unplanned(f"cannot be exported with torch.export ({export_error[0]}); composition "
                          f"needs one exported graph", capture_name)
-    request = {"graph": str(graph_json), "out_dir": str(folder), "precision": precision or "",
+    request = {"graph_json": json.dumps(graph), "out_dir": str(folder), "precision": precision or "",
                "compile": compile_kernels, "tune": int(tune), "patterns": selected,
                "tuning_db": str(tuning_db) if tuning_db is not None else None,
                "device_profile": None, "jobs": int(compile_jobs), "progress": False,
@@ -87,7 +99,7 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     plan_file = folder / PLAN_FILE
     if code != 0 or response.get("status") != "ok" or not plan_file.is_file():
         return unplanned(f"the engine wrote no plan: {response.get('error') or response}", capture_name)
-    return folder
+    return folder, exported
 
 
 def engine_can_plan() -> tuple[bool, str]:
