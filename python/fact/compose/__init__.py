@@ -7,7 +7,8 @@ Two halves, so a saved plan can be applied again without the engine:
   engine in process (`fact_engine_plan`, include/fact/engine/c_api.h), which discovers,
   realizes (and tunes, when asked) and writes `plan.json` (schema fact.plan/2) into the work
   folder.
-- `apply_plan(...)` (no engine): export the module, map the plan's value ids to FX nodes,
+- `apply_plan(...)` (no engine): export the module (or take the program the plan was made
+  from: `exported=`, as `optimize` and `fact optimize` do), map the plan's value ids to FX nodes,
   check each planned replacement against the graph, register its calls, verify it against the
   subgraph it replaces (fact.verify), leave to PyTorch the ones slower than the subgraph they
   replace (fact.replacement_speed), insert one `fact::launch` per call, compile the PyTorch
