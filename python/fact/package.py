@@ -3,8 +3,8 @@
     python -m fact.package --plan <plan dir> path/to/model.py:ClassName -o out/
         [--dtype float32|bfloat16|float16] [--device cuda|cpu] [--name fact_model] [--seed 0]
 
-packages a plan the engine has already written (`fact optimize` runs the engine, then this, so
-each kernel is realized once per optimize);
+packages a plan the engine has already written (`fact optimize` calls `package_plan` in its one
+process, python/fact/optimize_run.py, with the plan in memory and the program it exported);
 
     python -m fact.package path/to/model.py:ClassName -o out/ [--precision strict|tf32|native]
         [--dtype ...] [--device ...] [--compile|--no-compile] [--tune N] [--patterns a,b]

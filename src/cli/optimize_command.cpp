@@ -107,8 +107,9 @@ void run(OptimizeArgs args) {
     measure_and_save_device_profile();
   }
   std::cout << std::flush;
-  const util::ProcessResult driver =
-      run_python_module("", "fact.optimize_run", driver_arguments(args), PythonStep{logs, args.verbose, nullptr});
+  std::ostream no_command_line(nullptr);  // the driver logs its own command line (and shows it with -v)
+  const util::ProcessResult driver = run_python_module("", "fact.optimize_run", driver_arguments(args),
+                                                       PythonStep{logs, args.verbose, &no_command_line});
   if (driver.spawn_failed || driver.timed_out || driver.term_signal != 0)
     throw std::runtime_error("python -m fact.optimize_run " + driver.describe() + "; see " +
                              (logs / "optimize.log").string());
