@@ -62,7 +62,7 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
                   timer: CandidatesTimer) -> None:
     """Times the composed forward against torch.compile of the original and the original run
     eagerly, on the example inputs, and makes the faster of those two run the planned signature
-    when the composed one is slower than it by more than 2% (DESIGN.md rule 11: never slower than
+    when the composed one is slower than it by more than 2% (never slower than
     doing nothing; a small, launch-bound module often runs faster eagerly than compiled). The
     report's `runs` and `speed` say what was found."""
     report = composed.fact_report
@@ -111,7 +111,7 @@ def _guard_not_done(report: FactReport, error: Exception, what_runs: str) -> Non
 def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, example_inputs: tuple,
                                   timer: CandidatesTimer, report: FactReport) -> Callable:
     """Nothing composed: torch.compile of the original, unless the original runs faster eagerly
-    by more than 2% (then the original itself; DESIGN.md rule 11). The report says which."""
+    by more than 2% (then the original itself: never slower). The report says which."""
     try:
         times = timer({"compiled": lambda: compiled(*example_inputs),
                        "eager": lambda: module(*example_inputs)})
@@ -150,7 +150,7 @@ def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard:
 
 def _faster_than_their_subgraphs(accepted: list, graph_module: torch.fx.GraphModule, examples: dict,
                                  device: torch.device, timer: Timer | None, report: FactReport) -> list:
-    """DESIGN.md rule 11 per replacement: times each accepted (planned, entry)'s calls against
+    """Never slower, per replacement: times each accepted (planned, entry)'s calls against
     the subgraph it replaces (fact.replacement_speed, on the inputs of its float64 check) and
     returns those not slower by more than SLOWER_BY; the others are left to PyTorch (stage
     "speed"). Both times go into the entry. A replacement that cannot be timed is kept, with a
