@@ -26,8 +26,8 @@ import os
 import sys
 import tempfile
 import time
-import warnings
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
