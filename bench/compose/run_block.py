@@ -219,7 +219,7 @@ class BlockBenchmark:
                 refused.append(f"{name}={value!r}")
         if refused:
             raise OptionNotAccepted(f"fact.optimize does not accept {', '.join(refused)} yet "
-                                    f"(python/fact/compose.py)")
+                                    f"(python/fact/compose/)")
         work_dir = self.work_root / label
         started = time.perf_counter()
         composed = fact.optimize(model, inputs, precision, work_dir=work_dir, **passed)

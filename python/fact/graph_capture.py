@@ -209,6 +209,15 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     falls back to TorchDynamo, recording the failure in source.export_error. Raises
     CaptureError when neither works.
     """
+    return capture_exported(module, example_inputs, path)[0]
+
+
+def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
+                     path: str | Path | None = None) -> tuple[dict, torch.export.ExportedProgram | None]:
+    """`capture`, also returning the torch.export program the document was written from (None
+    when the capture fell back to TorchDynamo): the graph the plan names, node for node, for
+    fact.compose.apply_plan(..., exported=) to rewrite without exporting the module again."""
+    ep = None
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -254,4 +263,4 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     }
     if path is not None:
         write_graph(doc, path)
-    return doc
+    return doc, ep

@@ -3,8 +3,8 @@
     python -m fact.package --plan <plan dir> path/to/model.py:ClassName -o out/
         [--dtype float32|bfloat16|float16] [--device cuda|cpu] [--name fact_model] [--seed 0]
 
-packages a plan the engine has already written (`fact optimize` runs the engine, then this, so
-each kernel is realized once per optimize);
+packages a plan the engine has already written (`fact optimize` calls `package_plan` in its one
+process, python/fact/optimize_run.py, with the plan in memory and the program it exported);
 
     python -m fact.package path/to/model.py:ClassName -o out/ [--precision strict|tf32|native]
         [--dtype ...] [--device ...] [--compile|--no-compile] [--tune N] [--patterns a,b]
@@ -106,7 +106,8 @@ def _packaged_plan(doc: dict, kernel_names: dict[str, str], report: FactReport |
 def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
                   plan_dir: str | Path, *, module: torch.nn.Module | None = None,
                   package_name: str | None = None, dtype: str | None = None,
-                  report: FactReport | None = None, verified: bool = False) -> Path:
+                  report: FactReport | None = None, verified: bool = False,
+                  plan_document: dict | None = None) -> Path:
     """Writes `<out_dir>/<package_name>/` (layout in the module docstring) and returns it.
     `module` supplies the weights (state_dict.pt); without it the package builds fresh
     weights from the model file. `report` is the composition report when the plan was applied
@@ -116,7 +117,7 @@ def write_package(out_dir: str | Path, model_file: str | Path, class_name: str,
     missing plan or kernel library."""
     model_file = Path(model_file)
     load_model_file(f"{model_file}:{class_name}")  # clear message for a bad model file
-    doc, plan_folder = load_plan(plan_dir)
+    doc, plan_folder = load_plan(plan_dir, plan_document)
     name = package_name or default_package_name(class_name)
     if not name.isidentifier():
         raise ValueError(f"package name '{name}' is not a Python identifier")
@@ -234,16 +235,20 @@ def load_package(package_dir: str | Path, device: str = "cuda", *,
 def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, device: str,
                  dtype: str | None = None, seed: int = 0, name: str | None = None,
                  patterns: Iterable[str] | None = None, model: torch.nn.Module | None = None,
-                 inputs: Sequence[Any] | None = None, log=print) -> Path:
+                 inputs: Sequence[Any] | None = None, exported: torch.export.ExportedProgram | None = None,
+                 plan_document: dict | None = None, log=print) -> Path:
     """Applies the plan in `plan_dir` to the model file's module once on `device` (verifying
-    every replacement there) and writes the package; returns its folder. Raises CaptureError
+    every replacement there) and writes the package; returns its folder. `exported`: the
+    torch.export of `model` on `inputs` the plan was made from (apply_plan then exports nothing);
+    `plan_document`: the plan in memory (plan.json in `plan_dir` is then not read).
+    Raises CaptureError
     (bad model file), FileNotFoundError (missing plan or kernel library), ValueError."""
     file_part, _, class_name = model_spec.rpartition(":")
     if model is None or inputs is None:
         torch.manual_seed(seed)
         model, inputs = build_from_model_file(model_spec, dtype, device)
     composed = apply_plan(model, inputs, plan_dir, remainder="eager", patterns=patterns,
-                          speed_guard=False)
+                          speed_guard=False, exported=exported, plan_document=plan_document)
     report = composed.fact_report
     on_gpu = torch.device(device).type == "cuda"
     if not on_gpu:
@@ -251,7 +256,7 @@ def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, devi
                             f"(no GPU); the replacements were checked with the host reference")
     log(str(report))
     return write_package(out, file_part, class_name, plan_dir, module=model, package_name=name,
-                         dtype=dtype, report=report, verified=on_gpu)
+                         dtype=dtype, report=report, verified=on_gpu, plan_document=plan_document)
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -10,7 +10,8 @@ report as one HTML file (plots inlined) that opens in a browser.
     tuning_scatter.png  each tuned call: every configuration's TFLOP/s, the chosen one and the
                         baselines marked (when tuning ran)
 
-Reads <out>/report.json (written by `fact optimize`) and <out>/e2e.json. Without matplotlib the
+Reads <out>/report.json (written by `fact optimize`) and <out>/e2e.json; `fact optimize` itself
+calls write_report_plots with both documents in memory. Without matplotlib the
 plots are skipped with that reason and report.html is still written. Third-party output goes to
 $FACT_LOG_DIR/plots.log (else <out>/logs/plots.log).
 """
@@ -295,12 +296,16 @@ def markdown_to_html(markdown: str, folder: Path, title: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_report_plots(out: Path, log=print) -> list[str]:
-    """Draws the plots of <out>/report.json (and e2e.json), appends the Plots section to
-    report.md (replacing an earlier one) and writes report.html; returns the PNG file names."""
-    report = json.loads((out / "report.json").read_text())
-    e2e_path = out / "e2e.json"
-    e2e = json.loads(e2e_path.read_text()) if e2e_path.is_file() else None
+def write_report_plots(out: Path, log=print, report: dict | None = None, e2e: dict | None = None) -> list[str]:
+    """Draws the plots of the report (report.json's document) and the end-to-end run (e2e.json's),
+    appends the Plots section to report.md (replacing an earlier one) and writes report.html;
+    returns the PNG file names. `report` None reads <out>/report.json, and then e2e None reads
+    <out>/e2e.json when there is one (`python -m fact.plots`); `fact optimize` passes both."""
+    out = Path(out)
+    if report is None:
+        report = json.loads((out / "report.json").read_text())
+        e2e_path = out / "e2e.json"
+        e2e = json.loads(e2e_path.read_text()) if e2e_path.is_file() else None
     drawn, why_not = draw(out, report, e2e)
     names = {name for name, _ in drawn}
     missing = []

@@ -40,7 +40,7 @@ util::ProcessResult run_python_module(const std::string& stage, const std::strin
       pythonpath += std::string(":") + existing;
     options.extra_environment.emplace_back("PYTHONPATH", pythonpath);
   }
-  std::cout << "\n== " << stage << "\n";
+  if (!stage.empty()) std::cout << "\n== " << stage << "\n";
   std::cout << std::flush;
   if (step.command_log) {
     *step.command_log << "$ " << util::shell_join(argv) << "\n" << std::flush;

@@ -21,7 +21,7 @@ struct PythonStep {
   std::ostream* command_log = nullptr;  // where the command line goes (null: stdout with verbose)
 };
 
-// Prints "== <stage>" (and the command line: to step.command_log, or with step.verbose), then runs
+// Prints "== <stage>" (unless `stage` is empty; and the command line: to step.command_log, or with step.verbose), then runs
 // `python -m <module> <module_args>`; its output goes to this process's stdout/stderr.
 util::ProcessResult run_python_module(const std::string& stage, const std::string& module,
                                       const std::vector<std::string>& module_args,

@@ -3,11 +3,13 @@
 #include "fact/engine/c_api.h"
 
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "fact/build_info.hpp"
 #include "fact/engine/agent.hpp"
 #include "fact/engine/engine.hpp"
+#include "fact/engine/optimize_stages.hpp"
 #include "fact/problem/device_profile.hpp"
 #include "fact/realize/compile_command.hpp"
 #include "fact/registry/registry.hpp"
@@ -23,7 +25,11 @@ char* copy_out(const std::string& text) {
 
 fact::engine::PlanRequest request_from_json(const nlohmann::json& j) {
   fact::engine::PlanRequest r;
-  r.graph = j.at("graph").get<std::string>();
+  if (j.contains("graph_json") && j.at("graph_json").is_string()) {
+    r.graph_document = nlohmann::json::parse(j.at("graph_json").get<std::string>());
+  } else {
+    r.graph = j.at("graph").get<std::string>();
+  }
   r.out_dir = j.at("out_dir").get<std::string>();
   r.precision = j.value("precision", std::string());
   r.compile = j.value("compile", false);
@@ -206,6 +212,22 @@ extern "C" int fact_engine_plan(const char* request_json, char** response_json) 
   }
   if (response_json) *response_json = copy_out(response.dump());
   return code;
+}
+
+// The plan stage's tables come back as "text" and the per-configuration tuning tables as
+// "detail", for the caller to show and log.
+extern "C" int fact_optimize_plan(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, [](const nlohmann::json& request) {
+    std::ostringstream text, detail;
+    nlohmann::json response = fact::engine::optimize_plan_stage(request, text, detail);
+    response["text"] = text.str();
+    response["detail"] = detail.str();
+    return response;
+  });
+}
+
+extern "C" int fact_optimize_report(const char* request_json, char** response_json) {
+  return json_call(request_json, response_json, fact::engine::optimize_report_stage);
 }
 
 extern "C" void fact_engine_free(char* text) { std::free(text); }

@@ -73,7 +73,7 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
         tune.show_progress = request.progress;
         tune.work_dir = request.out_dir / "tune" / (std::to_string(m + 1) + "_" + std::to_string(c));
         entry.result = tuner.tune(tune);
-        realize::write_tune_report(*entry.result, request.out_dir / "tune");
+        realize::write_tune_report(*entry.result, request.out_dir / "tune", realize::TunePlot::left_to_report);
       } catch (const std::exception& e) {
         entry.error = e.what();
       }
@@ -260,7 +260,7 @@ fs::path engine_executable() {
 }
 
 PlanResult make_plan(const PlanRequest& request) {
-  if (request.graph.empty() || !fs::exists(request.graph)) {
+  if (!request.graph_document && (request.graph.empty() || !fs::exists(request.graph))) {
     throw std::invalid_argument("no captured graph at '" + request.graph.string() + "'");
   }
   if (request.out_dir.empty()) throw std::invalid_argument("no output folder for the plan");
@@ -269,7 +269,8 @@ PlanResult make_plan(const PlanRequest& request) {
   }
   fs::create_directories(request.out_dir);
   PlanResult result;
-  result.captured = graph::load_graph(request.graph);
+  result.captured = request.graph_document ? graph::graph_from_json(*request.graph_document)
+                                          : graph::load_graph(request.graph);
   const std::string arch = request.device == "cpu" ? registry::kHostArch : registry::kHopperArch;
   result.options = discover_options({request.precision, request.device_profile, request.use_tuning_db,
                                      request.tuning_db, request.use_registry, request.registry_dir, arch},

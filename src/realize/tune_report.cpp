@@ -88,7 +88,7 @@ std::string format_tune_table(const TuneResult& result) {
   return table.str();
 }
 
-TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir) {
+TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir, TunePlot plot) {
   fs::create_directories(dir);
   std::string stem = "tune-" + result.problem_name();
   TuneReportFiles files;
@@ -150,6 +150,8 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir)
     files.plot_note = "stored choice reused: no sweep to plot";
   } else if (!plottable) {
     files.plot_note = "no configuration was timed: nothing to plot";
+  } else if (plot == TunePlot::left_to_report) {
+    files.plot_note = "every configuration is in the report's tuning scatter (fact optimize: tuning_scatter.png)";
   } else if (auto problem = run_plot_script("plot_tune.py", {files.json.string(), png.string()})) {
     files.plot_note = *problem + "; the data are in " + files.csv.filename().string();
   } else {

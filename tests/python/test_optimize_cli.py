@@ -68,18 +68,41 @@ def _env() -> dict:
     return env
 
 
+PROCESS_PROBE = REPO_ROOT / "tests" / "python" / "data" / "process_probe"
+
+
 @pytest.fixture(scope="module")
 def optimized(tmp_path_factory):
-    """One `fact optimize` run of the noisy model (CPU, --no-compile): (terminal, out dir)."""
+    """One `fact optimize` run of the noisy model (CPU, --no-compile): (terminal, out dir). Every
+    Python process of the run records itself in <folder>/processes.jsonl (data/process_probe:
+    torch.export calls, JSON files read)."""
     folder = tmp_path_factory.mktemp("optimize")
     (folder / "noisy_mlp.py").write_text(NOISY_MODEL)
     out = folder / "out"
+    env = {**_env(), "PYTHONPATH": str(PROCESS_PROBE), "FACT_TEST_PROCESS_RECORD": str(folder / "processes.jsonl")}
     done = subprocess.run([str(ENGINE), "optimize", "noisy_mlp.py:NoisyMLP", "--dtype", "bf16",
                            "--no-compile", "-o", str(out)],
-                          cwd=folder, capture_output=True, text=True, env=_env(), timeout=900)
+                          cwd=folder, capture_output=True, text=True, env=env, timeout=900)
     terminal = done.stdout + done.stderr
     assert done.returncode == 0, terminal
     return terminal, out
+
+
+@needs_engine
+def test_one_python_process_exports_once_and_reads_back_no_json(optimized):
+    """The whole pipeline is one Python process (the `fact` command's one child): one
+    torch.export for capture and package alike, and no stage reads a JSON file that another
+    stage wrote (graph, plan and report pass in memory; the files are for the reader)."""
+    terminal, out = optimized
+    records = [json.loads(line) for line in (out.parent / "processes.jsonl").read_text().splitlines()]
+    assert len(records) == 1, records
+    [driver] = records
+    assert driver["argv"][0].endswith("optimize_run.py"), driver
+    assert driver["exports"] == 1, driver
+    written_by_the_run = [path for path in driver["json_reads"] if Path(path).is_relative_to(out)]
+    assert not written_by_the_run, written_by_the_run
+    for artifact in ("graph.json", "plan/plan.json", "report.json"):
+        assert (out / artifact).is_file(), artifact
 
 
 @needs_engine

@@ -13,12 +13,13 @@ faulthandler.enable()
 import torch
 import fact
 from fact import compose, ops
+from fact.compose import rewrite
 from fact.conformance.corpus import build_case
 from torch._functorch._aot_autograd import runtime_wrappers as rw
 
 tune = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 if len(sys.argv) > 2 and sys.argv[2] == "old":
-    compose._pin_layout = lambda graph, node, operand, anchor: (node, anchor)
+    rewrite._pin_layout = lambda graph, node, operand, anchor: (node, anchor)
 
 
 def describe(x):

@@ -12,7 +12,7 @@ extern "C" {
 
 /* Runs discovery, realization (and tuning, when asked) on a captured graph and writes the plan
  * (docs/plan.md) into request.out_dir. `request_json`:
- *   {"graph": "<graph.json path>", "out_dir": "<folder>",
+ *   {"graph": "<graph.json path>" or "graph_json": "<the graph JSON text itself>", "out_dir": "<folder>",
  *    "precision": "strict"|"tf32"|"native"|"" (""/absent: from the graph's dtype),
  *    "compile": bool, "tune": N (0: no tuning; N: configurations per kernel, GPU only),
  *    "patterns": ["mlp", ...] | null, "tuning_db": "<path>"|null (null: the default database),
@@ -53,6 +53,19 @@ int fact_engine_build(const char* request_json, char** response_json);
 int fact_engine_realize(const char* request_json, char** response_json);
 int fact_engine_device(const char* request_json, char** response_json);
 int fact_registry(const char* request_json, char** response_json);
+
+/* `fact optimize`'s engine stages (fact/engine/optimize_stages.hpp), driven in one process by
+ * python/fact/optimize_run.py; JSON in, JSON out like fact_engine_plan.
+ *
+ * fact_optimize_plan: fact_engine_plan's request with "graph_json" (the captured graph, in
+ *   memory), "report_dir" (the run's folder) plus "model", "dtype", "no_tune_asked" -> plans ->
+ *   {"plan", "plan_document", "precision", "skipped", "compiled", "failed_kernels", "gpu_unavailable", "text": the
+ *   discovery table, the tuned calls, the kernel table and the roofline as the terminal shows
+ *   them, "detail": the per-configuration tuning tables}. Its results stay in this process for:
+ * fact_optimize_report: {"out_dir", "package": {"written", "path", "note"}, "end_to_end": e2e.md
+ *   text, "skipped": [...]} -> writes <out_dir>/report.md and report.json -> {"report", "skipped", "document": report.json's}. */
+int fact_optimize_plan(const char* request_json, char** response_json);
+int fact_optimize_report(const char* request_json, char** response_json);
 
 /* Frees a string the engine returned. */
 void fact_engine_free(char* text);

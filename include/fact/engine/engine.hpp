@@ -19,6 +19,7 @@ namespace fact::engine {
 
 struct PlanRequest {
   std::filesystem::path graph;        // captured graph JSON (docs/graph_json.md)
+  std::optional<nlohmann::json> graph_document;  // the graph itself, in memory (then `graph` is unused)
   std::filesystem::path out_dir;      // discovery.json, kernels/, tune/, plan.json
   std::string precision;              // strict | tf32 | native; "" = from the graph's dtypes
   bool compile = false;               // compile the kernels (nvcc + CUTLASS headers)

@@ -1,7 +1,9 @@
 // Reports of a tuning run: a Markdown table (every configuration with status, time, TFLOP/s
 // and speed against the baseline, excluded ones with their reason), the same as CSV and JSON,
-// and a scatter plot of every configuration's time with the winner starred, drawn by
-// bench/plot_tune.py when python3 with matplotlib is available.
+// and, for the `fact tune` and `fact bench` commands, a scatter plot of every configuration's time
+// with the winner starred, drawn by bench/plot_tune.py when python3 with matplotlib is available.
+// The engine's plan (make_plan) starts no script: `fact optimize` draws the same scatter in its
+// report stage (python/fact/plots.py).
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -25,8 +27,13 @@ const BaselineMeasurement* reference_baseline(const TuneResult& result);
 // The Markdown table (ok rows fastest first, then the excluded ones).
 std::string format_tune_table(const TuneResult& result);
 
-// Writes tune-<problem>.{md,csv,json} (and .png when possible) into `dir`.
-TuneReportFiles write_tune_report(const TuneResult& result, const std::filesystem::path& dir);
+// How write_tune_report treats the scatter plot: draw it (bench/plot_tune.py, a child process)
+// or leave it to the caller's report (the note says so).
+enum class TunePlot { draw, left_to_report };
+
+// Writes tune-<problem>.{md,csv,json} (and .png when asked and possible) into `dir`.
+TuneReportFiles write_tune_report(const TuneResult& result, const std::filesystem::path& dir,
+                                  TunePlot plot = TunePlot::draw);
 
 // Runs `<python> <FACT source>/bench/<script> args...` (util::python_interpreter(): $FACT_PYTHON,
 // else FACT's environment; $FACT_SOURCE_DIR overrides the source folder). Returns nullopt on success, else why not

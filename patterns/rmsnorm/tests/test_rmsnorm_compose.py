@@ -21,14 +21,15 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 if importlib.util.find_spec("fact") is None:
     sys.path.insert(0, str(REPO_ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "python"))  # compose_testing: what the compose tests share
 
 import fact  # noqa: E402
 import fact.compose  # noqa: E402
-from fact.testing import outputs as _outputs  # noqa: E402
-from fact.testing import assert_matches as _assert_matches  # noqa: E402
-from fact.testing import assert_within_float64_contract, corpus_model  # noqa: E402
-from fact.testing import needs_engine_plan  # noqa: E402
-from fact.testing import optimize_eagerly as _optimize  # noqa: E402
+from compose_testing import outputs as _outputs  # noqa: E402
+from compose_testing import assert_matches as _assert_matches  # noqa: E402
+from compose_testing import assert_within_float64_contract, corpus_model  # noqa: E402
+from compose_testing import needs_engine_plan  # noqa: E402
+from compose_testing import optimize_eagerly as _optimize  # noqa: E402
 import rmsnorm_models as R  # noqa: E402
 
 

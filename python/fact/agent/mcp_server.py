@@ -11,8 +11,10 @@ reference and the magnitude; timings with the same-run baseline.
 Kernels an agent proposes are "candidates" (realize_from_template / realize_from_source), kept
 in the server's work folder. They reach the registry only through register_kernel, which runs
 every gate first — the same gates as built-in kernels and as `fact optimize --agent`.
-Model files and agent kernels run in child processes with time limits: a crash or a hang fails
-that call, never the server.
+Agent kernels run their gates in child processes with time limits: a crash or a hang fails that
+call, never the server. Model files are captured, planned, tuned, composed and timed in this
+process, through the same API as `fact optimize` and `fact.optimize` (fact.optimize_pipeline,
+fact.compose, libfact's C API): no CLI is started and no output is parsed.
 """
 from __future__ import annotations
 
@@ -21,12 +23,11 @@ import hashlib
 import inspect
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,19 @@ class FactTools:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _python(self, script: str, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
-        return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                              timeout=timeout, env=env, start_new_session=True)
+    def _composed_model(self, model_file: str, dtype: str, precision: str | None, out: Path):
+        """(the model file's module, its inputs, fact.optimize of it, the device), in this process:
+        the eager remainder and no speed guard (the raw composed module)."""
+        import torch
+
+        import fact
+        from fact.model_file import build_from_model_file
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model, inputs = build_from_model_file(model_file, dtype, device)
+        composed = fact.optimize(model, inputs, precision=precision, work_dir=out, remainder="eager",
+                                 speed_guard=False)
+        return model, inputs, composed, device
 
     def _gpu(self) -> str | None:
         return engine.device().get("gpu_unavailable")
@@ -95,23 +104,22 @@ class FactTools:
                    cuda_compile_unavailable=info.get("compile_unavailable"), profile=info.get("profile"),
                    archs=["host"] + ([] if info.get("gpu_unavailable") else ["sm_90a"]))
 
-    def capture_model(self, model_file: str, dtype: str = "float32", timeout: float = 300.0) -> dict:
+    def capture_model(self, model_file: str, dtype: str = "float32") -> dict:
         """Capture a model file (path/to/model.py:ClassName, defining get_inputs() and optionally
-        get_init_inputs()) as FACT graph JSON, on the device it will run on; the model runs in a
-        child process."""
+        get_init_inputs()) as FACT graph JSON, on the device it will run on (in this process)."""
+        from fact.graph_capture import capture
+        from fact.model_file import build_from_model_file
+
         folder = self.work / f"graph-{uuid.uuid4().hex[:8]}"
         folder.mkdir(parents=True)
         graph = folder / "graph.json"
         try:
-            proc = subprocess.run([sys.executable, "-m", "fact.capture", model_file, "-o", str(graph), "--dtype", dtype,
-                                   "--device", "cpu" if self._gpu() else "cuda"], capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep +
-                                       os.environ.get("PYTHONPATH", "")})
-        except subprocess.TimeoutExpired:
-            return _error(f"the capture did not finish within {timeout:.0f} s")
-        if proc.returncode != 0 or not graph.is_file():
-            return _error(f"capture failed: {(proc.stderr or proc.stdout).strip()[-1500:]}")
-        doc = json.loads(graph.read_text())
+            model, inputs = build_from_model_file(model_file, dtype, "cpu" if self._gpu() else "cuda")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                doc = capture(model, inputs, graph)
+        except Exception as error:  # noqa: BLE001 - the model file's failure is the answer
+            return _error(f"capture failed: {type(error).__name__}: {error}"[:1500])
         return _ok(graph=str(graph), module=doc["source"].get("module"), capture=doc["source"].get("capture"),
                    nodes=len(doc["nodes"]), values=len(doc["values"]), inputs=doc["inputs"], outputs=doc["outputs"])
 
@@ -312,9 +320,18 @@ class FactTools:
         why = self._gpu()
         if why:
             return _needs_gpu(f"{why}; tuning times every configuration on the device", graph=graph, match=match)
-        proc = subprocess.run([os.environ.get("FACT_ENGINE", "fact"), "tune", graph, "--max-candidates",
-                               str(max_candidates)], capture_output=True, text=True, timeout=3600)
-        return _ok(output=proc.stdout[-8000:]) if proc.returncode == 0 else _error(proc.stderr[-3000:])
+        from fact import _engine
+
+        out = self.work / f"tune-{uuid.uuid4().hex[:8]}"
+        request = {"graph": str(graph), "out_dir": str(out), "compile": True, "tune": int(max_candidates),
+                   "baselines": ["cublas", "cublaslt"], "device": "cuda", "progress": False}
+        if self.registry_dir:
+            request["registry_dir"] = str(self.registry_dir)
+        code, response = _engine.engine_library().plan(request)
+        if code != 0 or response.get("status") != "ok":
+            return _error(f"tuning failed: {response.get('error') or response}")
+        return _ok(match=match, plan=response.get("plan"), summary=response.get("summary"), work_dir=str(out),
+                   note="every template match of the graph was tuned; the winners are in the tuning database")
 
     def register_kernel(self, candidate: str, graph: str, match: str, author: str = "mcp client",
                         model: str = "", endpoint: str = "", prompt: str = "", timeout: float = 120.0) -> dict:
@@ -339,78 +356,56 @@ class FactTools:
         return _ok(registered=True, entry=stored["id"], revision=stored.get("revision"),
                    registry_version=stored.get("registry_version"), timing=report.timing)
 
-    def _model_script(self, body: str) -> str:
-        return textwrap.dedent("""
-            import json, sys, time
-            import torch
-            import fact
-            from fact.model_file import build_from_model_file
-            spec, dtype, precision, out = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4]
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            model, inputs = build_from_model_file(spec, dtype, device)
-            composed = fact.optimize(model, inputs, precision=precision, work_dir=out, remainder="eager",
-                                     speed_guard=False)
-            report = composed.fact_report.to_json()
-        """) + textwrap.dedent(body)
-
-    def compose(self, model_file: str, dtype: str = "float32", precision: str | None = None,
-                timeout: float = 900.0) -> dict:
+    def compose(self, model_file: str, dtype: str = "float32", precision: str | None = None) -> dict:
         """Compose a model file: plan with the registry (verified agent kernels included) and the
         templates, apply the plan, verify every replacement against the subgraph it replaces in
         float64 (a failing one is left to PyTorch with the reason). CPU path here (host kernels
         and the host reference); CUDA kernels on a GPU."""
+        import torch
+
         out = self.work / f"compose-{uuid.uuid4().hex[:8]}"
-        script = self._model_script("""
+        try:
+            model, inputs, composed, device = self._composed_model(model_file, dtype, precision, out)
             with torch.no_grad():
                 got, want = composed(*inputs), model(*inputs)
-            got = list(got) if isinstance(got, (tuple, list)) else [got]
-            want = list(want) if isinstance(want, (tuple, list)) else [want]
-            err = max(float((a.double() - b.double()).abs().max()) for a, b in zip(got, want))
-            print(json.dumps({"report": report, "max_abs_diff_vs_original": err, "device": device}))
-        """)
-        try:
-            proc = self._python(script, [model_file, dtype, precision or "", str(out)], timeout)
-        except subprocess.TimeoutExpired:
-            return _error(f"composition did not finish within {timeout:.0f} s")
-        if proc.returncode != 0:
-            return _error(f"composition failed: {proc.stderr.strip()[-2000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        report = result["report"]
-        return _ok(device=result["device"], work_dir=str(out), runs=report.get("runs"),
+        except Exception as error:  # noqa: BLE001 - the model file's failure is the answer
+            return _error(f"composition failed: {type(error).__name__}: {error}"[:2000])
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        want = list(want) if isinstance(want, (tuple, list)) else [want]
+        err = max(float((a.double() - b.double()).abs().max()) for a, b in zip(got, want))
+        report = composed.fact_report.to_json()
+        return _ok(device=device, work_dir=str(out), runs=report.get("runs"),
                    composed=[{k: r.get(k) for k in ("label", "rule", "nodes", "implementation", "verified", "rel_err",
                                                     "tolerance", "calls")} for r in report.get("composed", [])],
                    left_to_pytorch=report.get("left_to_pytorch", []),
-                   max_abs_diff_vs_original=result["max_abs_diff_vs_original"], notes=report.get("notes", []))
+                   max_abs_diff_vs_original=err, notes=report.get("notes", []))
 
-    def benchmark(self, model_file: str, dtype: str = "float32", precision: str | None = None, iters: int = 20,
-                  timeout: float = 900.0) -> dict:
+    def benchmark(self, model_file: str, dtype: str = "float32", precision: str | None = None,
+                  iters: int = 20) -> dict:
         """Time the composed module against the original in the same process on the same inputs
         (FACT's timer: CUDA events with L2 flushed on a GPU, perf_counter on the CPU)."""
+        import torch
+
+        from fact import timing
+
         out = self.work / f"bench-{uuid.uuid4().hex[:8]}"
-        script = self._model_script(f"""
-            from fact import timing
+        try:
+            model, inputs, composed_module, device = self._composed_model(model_file, dtype, precision, out)
+
             def timed(fn):
                 if device == "cuda":
-                    return timing.time_cuda(fn, 3, {int(iters)}, timing.L2Flusher(256, torch.device("cuda")))
-                return timing.time_cpu(fn, 3, {int(iters)})
+                    return timing.time_cuda(fn, 3, int(iters), timing.L2Flusher(256, torch.device("cuda")))
+                return timing.time_cpu(fn, 3, int(iters))
+
             with torch.no_grad():
-                composed_t = timed(lambda: composed(*inputs))
-                original_t = timed(lambda: model(*inputs))
-            print(json.dumps({{"report": report, "device": device, "composed": composed_t.to_json(),
-                              "original": original_t.to_json()}}))
-        """)
-        try:
-            proc = self._python(script, [model_file, dtype, precision or "", str(out)], timeout)
-        except subprocess.TimeoutExpired:
-            return _error(f"the benchmark did not finish within {timeout:.0f} s")
-        if proc.returncode != 0:
-            return _error(f"the benchmark failed: {proc.stderr.strip()[-2000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        composed, original = result["composed"], result["original"]
-        answer = _ok(device=result["device"], composed_ms=composed["median_ms"], baseline="the original module, eager, same run",
+                composed = timed(lambda: composed_module(*inputs)).to_json()
+                original = timed(lambda: model(*inputs)).to_json()
+        except Exception as error:  # noqa: BLE001 - the model file's failure is the answer
+            return _error(f"the benchmark failed: {type(error).__name__}: {error}"[:2000])
+        answer = _ok(device=device, composed_ms=composed["median_ms"], baseline="the original module, eager, same run",
                      baseline_ms=original["median_ms"], speedup=original["median_ms"] / composed["median_ms"],
-                     timer=composed["timer"], composed_replacements=len(result["report"].get("composed", [])))
-        if result["device"] != "cuda":
+                     timer=composed["timer"], composed_replacements=len(composed_module.fact_report.composed))
+        if device != "cuda":
             answer["note"] = f"CPU timings ({self._gpu()}); kernels for Hopper are timed on a Hopper GPU"
         return answer
 

@@ -16,8 +16,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(ROOT / "tests" / "python"))  # graph_fixtures
 
-from fact.fixtures import regenerate  # noqa: E402
+from graph_fixtures import regenerate  # noqa: E402
 import rope_models as R  # noqa: E402
 
 X = (2, 16, 64)  # batch, positions, hidden

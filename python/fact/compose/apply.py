@@ -1,0 +1,299 @@
+"""`apply_plan`: a saved plan applied to a module with no engine (docs/compose.md)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence, Union
+
+import torch
+import torch.fx
+
+from fact import _engine, ops, transforms
+from fact import verify as checks
+from fact.compose.guards import (_capture_cuda_graph, _compile_remainder, _compiled_original,
+                                 _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
+                                 _module_timer, _never_slower, _replacement_timer)
+from fact.compose.inputs import _device_of, _export, _input_specs, _normalize_inputs, _normalize_patterns, _selected
+from fact.compose.module import ComposedModule, ReplacedSubgraph
+from fact.compose.plan_file import load_plan, replacement_label
+from fact.compose.resolve import _Decline, _Planned, _resolve, _tolerances
+from fact.compose.rewrite import _DerivedBuffer, _insert, _register_derived, _source_value, _stable_topological_sort
+from fact.compose.signature import _first_line, _signature
+from fact.kernels import KernelLoadError
+from fact.report import ComposedCall, ComposedReplacement, FactReport
+from fact.timing import Timer
+
+REMAINDERS = ("inductor", "eager")
+
+
+def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, plan_dir: str | Path,
+               *, remainder: str = "inductor", cuda_graphs: bool = False,
+               patterns: Iterable[str] | str | None = None, verify: bool = True,
+               kernel_dir: str | Path | None = None, report_path: str | Path | None = None,
+               speed_guard: Union[bool, Timer] = True,
+               replacement_guard: Union[bool, Timer, None] = None,
+               exported: torch.export.ExportedProgram | None = None,
+               plan_document: dict | None = None) -> ComposedModule:
+    """Applies a plan (docs/plan.md, written by the engine) to `module`; no engine needed.
+
+    The inputs must have the plan's shapes and dtypes. On CUDA the calls run their kernel
+    libraries (relative paths resolve against `kernel_dir`, default the plan's folder); on the
+    CPU the host reference (fact_reference_call). `patterns` narrows the plan's selection
+    (rule or pattern names). `verify`: check each replacement against the subgraph it replaces
+    (fact.verify) and leave failing ones to PyTorch. `remainder`: "inductor" compiles the
+    PyTorch rest (and, when nothing is composed, the original module), "eager" runs it as is.
+    `speed_guard`: on CUDA, time the composed forward against torch.compile of the original
+    and the original run eagerly, and run the faster of those when the composed one is slower
+    than it by more than 2% (with nothing composed: the original eagerly where that beats its
+    torch.compile by more than 2%); False turns this off
+    (benchmarks of the raw composed module); a callable (fn -> milliseconds) is the timer to
+    use, on any device. `replacement_guard`: on CUDA, time each verified replacement's calls
+    against the subgraph it replaces, run eagerly by PyTorch on the same inputs
+    (fact.replacement_speed), and leave it to PyTorch (stage "speed") when its calls are slower
+    by more than 2%; None (default) follows bool(speed_guard), False turns it off, a callable
+    (fn -> milliseconds, given the calls' run, then the subgraph's) is the timer to use, on
+    any device. `exported`: torch.export of this `module` on these inputs, already made (the
+capture the plan was made from: fact.graph_capture.capture_exported), so the plan's node names
+are that program's; None exports here. `plan_document`: the plan itself, already in memory
+(`plan_dir` then only anchors its relative kernel paths); None reads it from `plan_dir`. Writes the report to `report_path` when given. Raises ValueError for an
+    unknown remainder or a document that is not a plan; anything else is reported."""
+    if remainder not in REMAINDERS:
+        raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
+    doc, folder = load_plan(plan_dir, plan_document)
+    example_inputs = _normalize_inputs(example_inputs)
+    device = _device_of(example_inputs)
+    precision = doc.get("precision", "")
+    report = FactReport(precision=precision, device=str(device), capture=doc.get("capture", ""),
+                        work_dir=str(folder), notes=list(doc.get("notes", [])))
+    if cuda_graphs:
+        report.cuda_graphs = "off (asked for; not reached: nothing composed)"
+    signature = _signature(example_inputs)
+
+    def done(composed: ComposedModule) -> ComposedModule:
+        report.op_implementation = ops.describe_implementation(device.type)
+        if any(entry.implementation == "host kernels" for entry in report.composed):
+            report.op_implementation += "; host kernel libraries (registry kernels for the CPU path) for the " \
+                                        "replacements marked 'host kernels'"
+        if report_path is not None:
+            Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        return composed
+
+    def unoptimized(reason: str | None) -> ComposedModule:
+        """The module with nothing composed: torch.compile of it for the planned signature
+        (remainder "inductor"), else as it is."""
+        if reason:
+            report.leave("module", reason, stage="module")
+        composed = ComposedModule(module, None, signature, report)
+        if remainder == "inductor":
+            compiled, why_not = _compiled_original(module, example_inputs)
+            if compiled is not None:
+                report.remainder = "inductor"
+                report.runs = "torch.compile of the original (nothing composed)"
+                timer = _module_timer(speed_guard, device.type == "cuda")
+                composed.__dict__["_fallback"] = compiled if timer is None else \
+                    _faster_of_compiled_and_eager(module, compiled, example_inputs, timer, report)
+            else:
+                report.remainder = f"eager ({why_not})"
+                report.runs = f"the original eagerly (nothing composed; {why_not})"
+        else:
+            report.remainder = "eager"
+            report.runs = "the original eagerly (nothing composed)"
+        return done(composed)
+
+    if doc.get("status") != "planned":
+        return unoptimized(doc.get("reason") or "not planned")
+    if device.type == "cpu" and precision == "tf32":
+        return unoptimized("precision 'tf32' needs a GPU (TF32 tensor cores); the inputs are on "
+                           "the CPU, where only 'strict' and 'native' compose (with the host "
+                           "reference)")
+    if device.type not in ("cpu", "cuda"):
+        return unoptimized(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
+                           f"(host reference) only")
+    given = _input_specs(example_inputs)
+    if given != doc.get("inputs"):
+        return unoptimized(f"inputs {given} differ from the plan's {doc.get('inputs')}; plan again "
+                           f"for them")
+    on_gpu = device.type == "cuda"
+    if not on_gpu:
+        try:
+            _engine.reference_library()
+        except _engine.EngineNotFound as error:
+            return unoptimized(f"no host reference for the CPU path: {error}")
+    if exported is None:
+        try:
+            exported = _export(module, example_inputs)
+        except Exception as error:  # noqa: BLE001 - any export failure leaves the module as is
+            return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
+
+    # No in-graph guard function: ComposedModule's signature guard checks shapes, dtypes,
+    # devices, strides and alignment before the graph runs.
+    graph_module = exported.module(check_guards=False)
+    graph = graph_module.graph
+    by_name = {node.name: node for node in graph.nodes}
+    # The plan names the user inputs as the exported program does; unlifting may rename them
+    # (`input` -> `input_1`: FX avoids Python builtins). Map them by position.
+    user_inputs = [spec.arg.name for spec in exported.graph_signature.input_specs
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT
+                   and hasattr(spec.arg, "name")]
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    if len(user_inputs) == len(placeholders):
+        for lifted_name, node in zip(user_inputs, placeholders):
+            by_name.setdefault(lifted_name, node)
+    by_target = {node.target: node for node in graph.nodes if node.op == "get_attr"}
+    library_root = Path(kernel_dir) if kernel_dir is not None else folder
+    plan_selection = doc.get("patterns")
+    selected = _normalize_patterns(patterns)
+    replacements = doc.get("replacements", []) or []
+    for name in sorted(set(selected or []) | set(plan_selection or [])):
+        if not any(r.get("rule") == name or r.get("pattern") == name for r in replacements):
+            report.notes.append(f"patterns: '{name}' names no replacement of this module")
+    if not verify:
+        report.notes.append("verify=False: the replacements were not checked against the "
+                            "subgraphs they replace")
+
+    # 1. Map and check every planned, selected replacement against the untouched graph.
+    claimed: dict[torch.fx.Node, str] = {}
+    candidates: list[_Planned] = []
+    for replacement in replacements:
+        what = replacement_label(replacement)
+        rid = replacement.get("id")
+        if replacement.get("status") != "planned":
+            report.leave(what, f"{replacement.get('status', '?')}: {replacement.get('reason', '')}".rstrip(": "),
+                         rid, "plan")
+            continue
+        if not _selected(replacement, plan_selection) or not _selected(replacement, selected):
+            chosen = selected if not _selected(replacement, selected) else plan_selection
+            report.leave(what, f"not selected (patterns={', '.join(chosen)})", rid, "selection")
+            continue
+        try:
+            planned = _resolve(replacement, doc, graph_module, by_name, by_target, claimed,
+                               on_gpu, library_root)
+            planned.lifted = checks.lift(graph_module, planned.nodes, list(planned.outputs.values()))
+        except _Decline as decline:
+            report.leave(what, str(decline), rid, "check")
+            continue
+        except ValueError as error:
+            report.leave(what, str(error), rid, "check")
+            continue
+        for node in planned.nodes:
+            claimed[node] = what
+        candidates.append(planned)
+
+    # 2. Register the calls, verify each replacement against the subgraph it replaces, and
+    #    leave those slower than it to PyTorch.
+    time_each, replacement_timer = _replacement_timer(replacement_guard, speed_guard, on_gpu)
+    examples = {}
+    if (verify or time_each) and candidates:
+        needed = set()
+        for p in candidates:
+            read = checks.operand_nodes(p.values, [checks.CallToCheck(-1, c.label, c.operands, c.results)
+                                                   for c in p.calls])
+            needed |= {node for node in [*p.lifted.inputs, *p.values.values()]
+                       if checks.keeps_example_value(node, read)}
+        try:
+            examples = checks.example_values(graph_module, example_inputs, needed)
+        except Exception as error:  # noqa: BLE001 - then those replacements cannot be checked
+            report.notes.append(f"example values for the checks: {_first_line(error)}")
+    accepted: list[tuple[_Planned, ComposedReplacement]] = []
+    for index, planned in enumerate(candidates):
+        rid = planned.doc.get("id")
+        planned.seed = 1000 + index
+        try:
+            for call in planned.calls:
+                call.id = ops.register_call(call.doc, call.library, entry=call.entry)
+        except (ValueError, KernelLoadError, RuntimeError) as error:
+            report.leave(planned.what, f"call {call.label}: {error}", rid, "check")
+            continue
+        try:
+            planned.tensors = {vid: transforms.evaluate(entry, [_source_value(graph_module, node)
+                                                               for node in sources])
+                               for vid, (entry, sources) in planned.derived.items()}
+        except transforms.TransformError as error:
+            report.leave(planned.what, str(error), rid, "check")
+            continue
+        entry = ComposedReplacement(
+            id=rid if rid is not None else index, label=str(planned.doc.get("label", rid)),
+            rule=str(planned.doc.get("rule", "")), pattern=str(planned.doc.get("pattern", "")),
+            nodes=list(planned.doc.get("nodes", [])),
+            implementation="kernels" if on_gpu else ("host kernels" if all(c.library for c in planned.calls)
+                                                     else "host reference"),
+            calls=[ComposedCall(label=c.label, kind=str(c.doc.get("kind", "")),
+                                summary=str(c.doc.get("summary", "")),
+                                config=str(c.doc.get("config") or ""),
+                                config_source=str(c.doc.get("config_source") or ""),
+                                kernel=str(c.kernel.get("name", "")), tolerance=c.tolerance)
+                   for c in planned.calls])
+        if verify:
+            tolerances = _tolerances(planned)
+            if any(value is None for value in tolerances.values()):
+                report.leave(planned.what, "the plan gives no tolerance to verify against", rid, "verify")
+                continue
+            verdict = checks.check(
+                planned.lifted, graph_module, planned.values,
+                [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
+                list(planned.outputs), tolerances, device, seed=planned.seed, examples=examples,
+                derived=planned.derived)
+            entry.errors = verdict.errors
+            entry.rel_err, entry.tolerance = verdict.worst
+            if verdict.failure:
+                report.leave(planned.what, f"verification failed: {verdict.failure}", rid, "verify")
+                continue
+            entry.verified = True
+        accepted.append((planned, entry))
+    if time_each:
+        accepted = _faster_than_their_subgraphs(accepted, graph_module, examples, device,
+                                                replacement_timer, report)
+    elif on_gpu and accepted:
+        report.notes.append("replacement_guard off: the replacements were not timed against the "
+                            "subgraphs they replace")
+
+    if not accepted:
+        return unoptimized(None)
+
+    # 3. Rewrite: one fact::launch per call, then a valid order again.
+    def where(node):
+        return (node.name, node.op, str(node.target))
+
+    subgraphs = [ReplacedSubgraph(
+        label=entry.label, rule=entry.rule, summary="; ".join(c.summary for c in entry.calls),
+        kernels=[c.kernel for c in entry.calls], module=planned.lifted.module,
+        inputs=[where(node) for node in planned.lifted.inputs],
+        values={vid: where(node) for vid, node in planned.values.items()},
+        calls=[(c.id, list(c.operands), [r[0] for r in c.results]) for c in planned.calls],
+        outputs=list(planned.outputs), derived=dict(planned.tensors))
+        for planned, entry in accepted]
+    redirect: dict = {}
+    refresh: list[_DerivedBuffer] = []
+    for planned, entry in accepted:
+        refresh += _register_derived(graph_module, planned)
+        if planned.derived:
+            entry.derived = [f"{vid}: {doc.get('purpose') or 'derived'}"
+                             for vid, (doc, _) in planned.derived.items()]
+        kept = _insert(graph, planned, redirect)
+        if kept:
+            report.notes.append(f"{planned.what}: nodes {', '.join(kept)} stay (still used "
+                                f"outside the replacement)")
+        report.composed.append(entry)
+    _stable_topological_sort(graph)
+    graph.lint()
+    graph_module.recompile()
+
+    composed = ComposedModule(module, graph_module, signature, report)
+    composed.__dict__["replacements"] = subgraphs
+    composed.__dict__["_derived"] = refresh
+    report.runs = "composed"
+    if remainder == "inductor":
+        _compile_remainder(composed, example_inputs)
+    else:
+        report.remainder = "eager"
+    if cuda_graphs:
+        if on_gpu:
+            _capture_cuda_graph(composed, example_inputs)
+        else:
+            report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
+    timer = _module_timer(speed_guard, on_gpu)
+    if timer is not None:
+        _never_slower(composed, module, example_inputs, timer)
+    elif not speed_guard:
+        report.notes.append("speed_guard=False: not compared with torch.compile of the original")
+    return done(composed)

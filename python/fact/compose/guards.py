@@ -1,0 +1,179 @@
+"""Running the composed module never slower than doing nothing: the Inductor-compiled
+remainder, CUDA graphs, the whole-module check against torch.compile of the original and the
+original eagerly, and each replacement timed against the subgraph it replaces."""
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Union
+
+import torch
+import torch.fx
+
+from fact import verify as checks
+from fact.compose.module import ComposedModule, _CudaGraphRunner
+from fact.compose.signature import _first_line
+from fact.replacement_speed import time_replacement
+from fact.report import FactReport
+from fact.timing import CandidatesTimer, Timer, l2_flushed_medians_ms
+
+SLOWER_BY = 1.02   # the composed module falls back when it takes longer than this × the compiled original,
+                   # and a replacement is left to PyTorch when its calls take longer than this × its subgraph
+
+
+def _compiled_original(module: torch.nn.Module, example_inputs: tuple) -> tuple[Callable | None, str]:
+    """(torch.compile of the module, run once on the example inputs, or None; why not)."""
+    try:
+        compiled = torch.compile(module, dynamic=False)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(*example_inputs)
+    except Exception as error:  # noqa: BLE001 - never crash: eager instead
+        return None, f"Inductor compilation failed: {_first_line(error)}"
+    return compiled, ""
+
+
+def _compile_remainder(composed: ComposedModule, example_inputs: tuple) -> None:
+    """torch.compile (Inductor, default mode) of the composed graph, run once on the example
+    inputs; on failure the remainder stays eager with the reason in the report."""
+    try:
+        compiled = torch.compile(composed.graph_module, dynamic=False)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(*example_inputs)
+    except Exception as error:  # noqa: BLE001 - never crash: eager instead
+        composed.fact_report.remainder = f"eager (Inductor compilation failed: {_first_line(error)})"
+        return
+    composed.__dict__["_compiled"] = compiled
+    composed.fact_report.remainder = "inductor"
+
+
+def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None:
+    fn = composed._compiled if composed._compiled is not None else composed.graph_module
+    try:
+        runner = _CudaGraphRunner(fn, example_inputs)
+    except Exception as error:  # noqa: BLE001 - capture trouble: run without the graph
+        composed.fact_report.cuda_graphs = f"off (capture failed: {_first_line(error)})"
+        return
+    composed.__dict__["_cuda_graph"] = runner
+    composed.fact_report.cuda_graphs = "on"
+
+
+def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
+                  timer: CandidatesTimer) -> None:
+    """Times the composed forward against torch.compile of the original and the original run
+    eagerly, on the example inputs, and makes the faster of those two run the planned signature
+    when the composed one is slower than it by more than 2% (never slower than
+    doing nothing; a small, launch-bound module often runs faster eagerly than compiled). The
+    report's `runs` and `speed` say what was found."""
+    report = composed.fact_report
+    original, why_not = _compiled_original(module, example_inputs)
+    # Never `original or module`: torch.compile's OptimizedModule forwards len() (so truth
+    # testing) to the module, which raises TypeError for one without __len__.
+    baseline = original if original is not None else module
+    name = "torch.compile of the original" if original is not None else \
+        f"the original eagerly ({why_not})"
+    candidates = {"composed": lambda: composed._run_composed(example_inputs),
+                  "original": lambda: baseline(*example_inputs)}
+    if original is not None:
+        candidates["eager"] = lambda: module(*example_inputs)
+    try:
+        times = timer(candidates)
+        composed_ms, original_ms = times["composed"], times["original"]
+        eager_ms = times.get("eager")
+    except Exception as error:  # noqa: BLE001 - timing trouble: keep what was composed
+        _guard_not_done(report, error, "the composed module runs without it")
+        return
+    report.speed = {"composed_ms": composed_ms, "original_ms": original_ms, "original": name,
+                    "threshold": SLOWER_BY}
+    fastest, fastest_ms, fastest_name = baseline, original_ms, name
+    if eager_ms is not None:
+        report.speed["eager_ms"] = eager_ms
+        if original_ms > SLOWER_BY * eager_ms:
+            fastest, fastest_ms, fastest_name = module, eager_ms, "the original eagerly"
+    if composed_ms > SLOWER_BY * fastest_ms:
+        composed.__dict__["_fallback"] = fastest
+        report.runs = (f"{fastest_name}: the composed module took {composed_ms:.4g} ms, "
+                       f"{fastest_name} {fastest_ms:.4g} ms (more than {SLOWER_BY - 1:.0%} faster)")
+    else:
+        report.runs = (f"composed ({composed_ms:.4g} ms; {name} {original_ms:.4g} ms"
+                       + (f"; eagerly {eager_ms:.4g} ms" if eager_ms is not None else "") + ")")
+
+
+def _guard_not_done(report: FactReport, error: Exception, what_runs: str) -> None:
+    """The never-slower check could not time the candidates: a note in the report and a warning,
+    so a broken check is not silent (on 2026-11-26 it raised on every GPU case and a composed
+    module 3% slower than torch.compile stayed in place)."""
+    note = f"never-slower check not done: {_first_line(error)}"
+    report.notes.append(note)
+    warnings.warn(f"fact: {note}; {what_runs}", RuntimeWarning, stacklevel=3)
+
+
+def _faster_of_compiled_and_eager(module: torch.nn.Module, compiled: Callable, example_inputs: tuple,
+                                  timer: CandidatesTimer, report: FactReport) -> Callable:
+    """Nothing composed: torch.compile of the original, unless the original runs faster eagerly
+    by more than 2% (then the original itself: never slower). The report says which."""
+    try:
+        times = timer({"compiled": lambda: compiled(*example_inputs),
+                       "eager": lambda: module(*example_inputs)})
+        compiled_ms, eager_ms = times["compiled"], times["eager"]
+    except Exception as error:  # noqa: BLE001 - timing trouble: torch.compile as by default
+        _guard_not_done(report, error, "torch.compile of the original runs")
+        return compiled
+    report.speed = {"original_ms": compiled_ms, "original": "torch.compile of the original",
+                    "eager_ms": eager_ms, "threshold": SLOWER_BY}
+    if compiled_ms > SLOWER_BY * eager_ms:
+        report.runs = (f"the original eagerly (nothing composed; {eager_ms:.4g} ms, torch.compile "
+                       f"of it {compiled_ms:.4g} ms)")
+        return module
+    return compiled
+
+
+def _module_timer(speed_guard: Union[bool, Timer], on_gpu: bool) -> CandidatesTimer | None:
+    """The whole-module never-slower check's timer: for True on CUDA l2_flushed_medians_ms (the
+    candidates interleaved round by round, so clock drift falls on each alike); a callable
+    speed_guard (any device) times them one after the other; else None (no check)."""
+    if callable(speed_guard):
+        return lambda candidates: {name: float(speed_guard(fn)) for name, fn in candidates.items()}
+    return l2_flushed_medians_ms if speed_guard and on_gpu else None
+
+
+def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard: Union[bool, Timer],
+                       on_gpu: bool) -> tuple[bool, Timer | None]:
+    """(whether each replacement is timed against its subgraph, the timer: None for
+    fact.replacement_speed's CUDA-graph timing). None follows bool(speed_guard); True times on
+    CUDA only; a callable is the timer, on any device."""
+    guard = bool(speed_guard) if replacement_guard is None else replacement_guard
+    if callable(guard):
+        return True, guard
+    return bool(guard) and on_gpu, None
+
+
+def _faster_than_their_subgraphs(accepted: list, graph_module: torch.fx.GraphModule, examples: dict,
+                                 device: torch.device, timer: Timer | None, report: FactReport) -> list:
+    """Never slower, per replacement: times each accepted (planned, entry)'s calls against
+    the subgraph it replaces (fact.replacement_speed, on the inputs of its float64 check) and
+    returns those not slower by more than SLOWER_BY; the others are left to PyTorch (stage
+    "speed"). Both times go into the entry. A replacement that cannot be timed is kept, with a
+    note."""
+    kept = []
+    for planned, entry in accepted:
+        rid = planned.doc.get("id")
+        try:
+            timing = time_replacement(
+                planned.lifted, graph_module, planned.values,
+                [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
+                device, seed=planned.seed, examples=examples,
+                derived=planned.derived, timer=timer)
+        except Exception as error:  # noqa: BLE001 - timing trouble never costs a verified replacement
+            report.notes.append(f"{planned.what}: kept without timing it against the subgraph it "
+                                f"replaces ({_first_line(error)})")
+            kept.append((planned, entry))
+            continue
+        entry.calls_ms, entry.subgraph_ms, entry.timing = timing.calls_ms, timing.subgraph_ms, timing.method
+        if timing.slower_than_subgraph(SLOWER_BY):
+            report.leave(planned.what, f"slower than PyTorch's own run of the subgraph: "
+                                       f"{timing.calls_ms:.4g} ms vs {timing.subgraph_ms:.4g} ms",
+                         rid, "speed")
+            continue
+        kept.append((planned, entry))
+    return kept

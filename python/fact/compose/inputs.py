@@ -1,0 +1,52 @@
+"""The example inputs and pattern selections as the plan spells them, and the one
+`torch.export` of a module (quiet: its shape-solver chatter and warnings are dropped)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from typing import Any, Iterable, Sequence
+
+import torch
+
+
+def _normalize_inputs(example_inputs: Sequence[Any] | Any) -> tuple:
+    if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple)):
+        example_inputs = (example_inputs,)
+    return tuple(example_inputs)
+
+
+def _device_of(example_inputs: tuple) -> torch.device:
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    return tensors[0].device if tensors else torch.device("cpu")
+
+
+def _input_specs(example_inputs: tuple) -> list[dict]:
+    return [{"shape": list(x.shape), "dtype": str(x.dtype)} if isinstance(x, torch.Tensor)
+            else {"value": repr(x)} for x in example_inputs]
+
+
+def _normalize_patterns(patterns: Iterable[str] | str | None) -> list[str] | None:
+    if patterns is None:
+        return None
+    if isinstance(patterns, str):
+        return [patterns]
+    return sorted(set(patterns))
+
+
+def _selected(replacement: dict, patterns: list[str] | None) -> bool:
+    return (patterns is None or replacement.get("rule") in patterns
+            or replacement.get("pattern") in patterns)
+
+
+def _export(module: torch.nn.Module, example_inputs: tuple) -> torch.export.ExportedProgram:
+    shapes_logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    shapes_level = shapes_logger.level
+    try:
+        shapes_logger.setLevel(logging.ERROR)
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.export(module, example_inputs, strict=False)
+    finally:
+        shapes_logger.setLevel(shapes_level)

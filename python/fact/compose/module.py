@@ -1,0 +1,122 @@
+"""The optimized module (`ComposedModule`) and what it runs: the composed graph, its
+Inductor-compiled remainder, a CUDA graph of it, or the original; and `ReplacedSubgraph`, a
+composed replacement as a benchmark times it alone."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+from fact.compose.signature import _describe, _first_line, _signature
+from fact.report import FactReport
+from fact.timing import capture_cuda_graph
+
+
+class _CudaGraphRunner:
+    """`fn` captured into a torch.cuda.CUDAGraph for one input signature: each call copies its
+    tensors into the static input buffers, replays, and returns copies of the static outputs
+    (so a later call never overwrites a result the caller kept)."""
+
+    def __init__(self, fn: Callable, example_args: Sequence[Any], warmup_calls: int = 3):
+        self.static_args = [_static_like(a) for a in example_args]
+        self.graph, self.static_output = capture_cuda_graph(lambda: fn(*self.static_args),
+                                                            warmup_calls)
+
+    def __call__(self, args: Sequence[Any]):
+        for static, arg in zip(self.static_args, args):
+            if isinstance(static, torch.Tensor):
+                static.copy_(arg)
+        self.graph.replay()
+        return torch.utils._pytree.tree_map(
+            lambda t: t.clone() if isinstance(t, torch.Tensor) else t, self.static_output)
+
+
+def _static_like(arg: Any) -> Any:
+    if not isinstance(arg, torch.Tensor):
+        return arg
+    static = torch.empty_strided(arg.shape, arg.stride(), dtype=arg.dtype, device=arg.device)
+    static.copy_(arg)
+    return static
+
+
+@dataclass
+class ReplacedSubgraph:
+    """A composed replacement as a benchmark times it alone: the subgraph it replaced, lifted
+    out of the exported graph (fact.verify.lift), and its fact::launch calls."""
+    label: str
+    rule: str
+    summary: str                  # the calls' summaries, "; "-joined
+    kernels: list                 # the calls' kernel names ("" where none)
+    module: torch.fx.GraphModule  # the lifted subgraph (returns a tuple of the outputs)
+    inputs: list                  # its inputs: (node name, op, target) in the exported graph
+    values: dict                  # call operand value id -> (node name, op, target)
+    calls: list                   # (call number, operand value ids, result value ids)
+    outputs: list                 # output value ids, in the module's output order
+    derived: dict = field(default_factory=dict)  # derived operand value id -> its tensor
+
+
+class ComposedModule(torch.nn.Module):
+    """The optimized module. `graph_module` is the rewritten exported graph (None when nothing
+    was composed), `original` the module it came from, `fact_report` what was done and why.
+    For the planned signature it runs, in this order of preference: the fallback the report's
+    `runs` names when one was chosen (torch.compile of the original: nothing composed, or the
+    composed graph was slower), the CUDA graph, the Inductor-compiled remainder, the graph
+    eagerly. Other signatures run the original module."""
+
+    def __init__(self, original: torch.nn.Module, graph_module: torch.fx.GraphModule | None,
+                 signature: tuple | None, report: FactReport):
+        super().__init__()
+        self.original = original
+        self.graph_module = graph_module
+        self.planned_signature = signature
+        self.fact_report = report
+        self._warned: set = set()
+        # Not submodules (their parameters are the original's): kept out of state_dict.
+        self.__dict__["_compiled"] = None
+        self.__dict__["_cuda_graph"] = None
+        self.__dict__["_fallback"] = None
+        self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
+        # Derived operands (packed / folded weights) as buffers of graph_module: computed again
+        # before a call when a parameter they come from changed.
+        self.__dict__["_derived"] = []
+
+    def _run_composed(self, args: tuple):
+        if self._cuda_graph is not None:
+            return self._cuda_graph(args)
+        if self._compiled is not None:
+            try:
+                return self._compiled(*args)
+            except Exception as error:  # noqa: BLE001 - Inductor trouble: eager from now on
+                self.__dict__["_compiled"] = None
+                self.fact_report.remainder = f"eager (Inductor failed at a call: {_first_line(error)})"
+                warnings.warn(f"fact: the Inductor-compiled remainder failed "
+                              f"({_first_line(error)}); running it eagerly from now on",
+                              stacklevel=3)
+        # forward, not __call__: the exported module's pre-hooks re-check what the signature
+        # guard has already checked (pytree spec, input constraints) on every call.
+        return self.graph_module.forward(*args)
+
+    def _run_planned(self, args: tuple):
+        if self._fallback is not None:
+            return self._fallback(*args)
+        if self.graph_module is None:
+            return self.original(*args)
+        for buffer in self._derived:
+            buffer.refresh()
+        return self._run_composed(args)
+
+    def forward(self, *args, **kwargs):
+        if self.planned_signature is None:
+            return self.original(*args, **kwargs)
+        signature = _signature(args)
+        if kwargs or signature != self.planned_signature:
+            if self.graph_module is not None and signature not in self._warned:
+                self._warned.add(signature)
+                warnings.warn(f"fact: inputs {_describe(signature)} differ from the planned "
+                              f"{_describe(self.planned_signature)}; running the original module "
+                              f"for them", stacklevel=2)
+            return self.original(*args, **kwargs)
+        return self._run_planned(args)

@@ -1,0 +1,55 @@
+"""`optimize`: `plan` (engine) then `apply_plan` (no engine) on one module."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence, Union
+
+import torch
+
+from fact.compose.apply import REMAINDERS, apply_plan
+from fact.compose.inputs import _device_of, _normalize_inputs
+from fact.compose.module import ComposedModule
+from fact.compose.planning import PRECISIONS, plan_and_export
+from fact.report import FactReport
+from fact.timing import Timer
+
+
+def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
+             precision: str | None = None, *, work_dir: str | Path | None = None,
+             remainder: str = "inductor", cuda_graphs: bool = False,
+             patterns: Iterable[str] | str | None = None, tune: int = 0,
+             verify: bool = True, speed_guard: Union[bool, Timer] = True,
+             replacement_guard: Union[bool, Timer, None] = None,
+             tuning_db: str | Path | None = None, compile_jobs: int = 0) -> ComposedModule:
+    """Returns `module` with the engine's planned replacements composed as `fact::launch`
+    calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
+
+    precision: "strict" | "tf32" | "native", or None (the engine's choice from the graph's
+    dtype). remainder: "inductor" (torch.compile of the rewritten graph, eager on failure) or
+    "eager". cuda_graphs: capture the planned signature's forward into a CUDA graph (CUDA
+    inputs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
+    engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
+    configurations on the GPU first. verify: check every replacement against the subgraph it
+    replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
+    no replacement slower than the subgraph it replaces (both: apply_plan).
+    tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
+    raises for a module that runs (ValueError for an unknown precision or remainder); the
+    report is `.fact_report`, also written to `<work_dir>/report.json`."""
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    if remainder not in REMAINDERS:
+        raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
+    example_inputs = _normalize_inputs(example_inputs)
+    device = _device_of(example_inputs)
+    if device.type == "cpu" and precision == "tf32":
+        report = FactReport(precision=precision, device=str(device))
+        report.leave("module", "precision 'tf32' needs a GPU (TF32 tensor cores); the inputs are "
+                               "on the CPU, where only 'strict' and 'native' compose (with the "
+                               "host reference)", stage="module")
+        report.runs = "the original eagerly"
+        return ComposedModule(module, None, None, report)
+    folder, exported = plan_and_export(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
+                                       tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
+    return apply_plan(module, example_inputs, folder, remainder=remainder,
+                      cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
+                      speed_guard=speed_guard, replacement_guard=replacement_guard, exported=exported)

@@ -1,0 +1,46 @@
+"""What a composed graph assumes about its inputs (the planned signature) and how a report
+names one: shape, dtype, device, strides and 16-byte alignment of every tensor."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+
+def _first_line(error: BaseException) -> str:
+    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
+
+
+
+def _signature(args: Sequence[Any]) -> tuple:
+    """What the composed graph assumes about its inputs: shape, dtype, device, strides and
+    16-byte alignment of every tensor; the value of everything else."""
+    parts = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            parts.append(("tensor", tuple(arg.shape), arg.dtype, arg.device, arg.stride(),
+                          _aligned(arg)))
+        else:
+            parts.append(("value", repr(arg)))
+    return tuple(parts)
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    if t.device.type != "cuda":
+        return True
+    try:
+        return t.data_ptr() % 16 == 0
+    except RuntimeError:  # fake tensors have no data
+        return True
+
+
+def _describe(signature: tuple) -> str:
+    words = []
+    for part in signature:
+        if part[0] == "tensor":
+            words.append(f"{part[2]}{list(part[1])}@{part[3]} strides {part[4]}"
+                         + ("" if part[5] else " unaligned"))
+        else:
+            words.append(part[1])
+    return "(" + ", ".join(words) + ")"
+
