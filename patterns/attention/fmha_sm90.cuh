@@ -10,12 +10,8 @@
 //                      written to shared memory), and runs the online softmax in float32.
 // Inside a consumer warpgroup the loop is software-pipelined: the QK^T of block n-1 and the PV
 // of block n are issued together and the softmax of block n-1 waits only for the first (ptxas
-// moves the PV's wait 36-72 instructions into that softmax, to pack P early; the deferred-PV
-// variant keeps it behind the whole softmax and measured slower: the two consumer warpgroups
-// already fill each other's softmax with their GEMMs).
-// Between consumer warpgroups a pair of named barriers takes turns ("ping-pong"): one
-// warpgroup issues its two GEMMs while the other runs its softmax, so the tensor cores and the
-// FMA/MUFU units overlap across warpgroups too.
+// moves the PV's wait 36-72 instructions into that softmax, to pack P early). The consumer
+// warpgroups issue their GEMMs independently (cooperative): their GEMMs fill each other's softmax.
 // Causal tiles skip fully masked key blocks and apply the mask only on the blocks that cross
 // the diagonal (and the key-tail block); a persistent grid walks tiles longest-first within
 // L2-sized sections of (batch, head) pairs, statically or through an atomic counter.
@@ -23,7 +19,8 @@
 // masking; nothing is padded or refused.
 //
 // Template parameters (the tuner's space): element type, head dim, tile M (64 rows per consumer
-// warpgroup), tile N, pipeline stages, causal, ping-pong on/off, dynamic or static schedule.
+// warpgroup), tile N, pipeline stages, causal, dynamic or static schedule, persistent grid, Q
+// stages, L2 share, tile order, O staged in the Q buffer, padded tile head dim.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +50,8 @@ using namespace cute;
 // ------------------------------------------------------------------------------------------------
 // Configuration: type choices only (DESIGN.md rule 5). An instantiation file names one.
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
-          bool kPingPong_ = true, bool kDynamicSchedule_ = false, bool kPersistent_ = true,
-          bool kDeferPvWait_ = true, int kQStages_ = 2, int kL2Percent_ = 40, int kTileOrder_ = 0,
-          bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
+          bool kDynamicSchedule_ = false, bool kPersistent_ = true, int kQStages_ = 2, int kL2Percent_ = 40,
+          int kTileOrder_ = 0, bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -63,10 +59,8 @@ struct Config {
   static constexpr int kBlockN = kBlockN_;          // key rows per block
   static constexpr int kStages = kStages_;          // K and V ring depth
   static constexpr bool kCausal = kCausal_;         // built for causal masks (either alignment)
-  static constexpr bool kPingPong = kPingPong_;     // consumer WGs take turns issuing GEMMs
   static constexpr bool kDynamicSchedule = kDynamicSchedule_;  // atomic tile counter (workspace)
   static constexpr bool kPersistent = kPersistent_; // grid = SMs (else one CTA per tile)
-  static constexpr bool kDeferPvWait = kDeferPvWait_;  // PV(n) waited at the next step; P double-buffered
   static constexpr int kQStages = kQStages_;        // Q buffers: 2 loads the next tile's Q early
   static constexpr int kL2Percent = kL2Percent_;    // share of L2 one section's K and V may fill
   static constexpr int kTileOrder = kTileOrder_;    // 0: L2 sections, longest first; 1: head-major
@@ -79,9 +73,8 @@ struct Config {
 
 namespace detail {
 
-// Named barrier ids (0 is __syncthreads). 16 exist in hardware.
+// Named barrier ids (0 is __syncthreads; 1-4 unused). 16 exist in hardware.
 enum : int {
-  kBarSched0 = 2,      // 2, 3, 4: ping-pong turn of consumer WG 0, 1, 2
   kBarTileFull = 5,    // dynamic schedule: next tile index written to smem
   kBarTileEmpty = 6,   // dynamic schedule: next tile index read
   kBarEpilogue0 = 7,   // 7, 8, 9: per consumer WG epilogue
@@ -187,9 +180,7 @@ struct Sm90Fmha {
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
   static constexpr bool kCausal = Cfg::kCausal;
-  static constexpr bool kPingPong = Cfg::kPingPong;
   static constexpr bool kDynamic = Cfg::kDynamicSchedule;
-  static constexpr bool kDeferPv = Cfg::kDeferPvWait;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
   static constexpr int kNumWG = kBlockM / 64;                  // consumer warpgroups
@@ -363,8 +354,8 @@ struct Sm90Fmha {
     return c;
   }
 
-  // Sliding windows: causal kernels without the deferred PV wait (see the entry's can_implement).
-  static constexpr bool kWindows = kCausal && !kDeferPv;
+  // Every causal kernel takes a sliding window (the entry's can_implement).
+  static constexpr bool kWindows = kCausal;
 
   // Key blocks [n_min, n_max) this tile sees; n_max <= n_min: none (rows that see no key).
   CUTE_DEVICE static int n_block_min(Params const& p, int m) {
@@ -528,17 +519,8 @@ struct Sm90Fmha {
       float const scale_log2 = params.scale_log2;
       PipeState qr, kr, vr;
 
-      if constexpr (kPingPong && kNumWG > 1) {
-        if (cwg == 0) named_arrive(kBarSched0, 256);         // WG 0 takes the first turn
-      }
       if constexpr (kDynamic) named_arrive(kBarTileEmpty, kProducerSyncThreads);
 
-      auto sched_sync = [&]() {
-        if constexpr (kPingPong && kNumWG > 1) named_sync(kBarSched0 + cwg, 256);
-      };
-      auto sched_arrive = [&]() {
-        if constexpr (kPingPong && kNumWG > 1) named_arrive(kBarSched0 + (cwg + 1) % kNumWG, 256);
-      };
       auto release = [&](uint64_t* bar) { mbar_arrive_if(bar, tid == 0); };
 
       // kOAliasQ with several Q stages: the Q stage whose staged O is still being stored; released
@@ -658,7 +640,6 @@ struct Sm90Fmha {
       Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
       auto const p_layout = acc_as_operand_a(tSrS0.layout());
       Tensor tOrP0 = make_tensor<Element>(p_layout);  // P as the A operand of PV
-      Tensor tOrP1 = make_tensor<Element>(p_layout);  // second buffer (kDeferPv)
       auto to_p = [&](auto const& tSrS, auto& tOrP) {
         float const* src = raw_pointer_cast(tSrS.data());
         uint32_t* dst = reinterpret_cast<uint32_t*>(raw_pointer_cast(tOrP.data()));
@@ -673,11 +654,9 @@ struct Sm90Fmha {
         constexpr bool kMasked = decltype(masked_tag)::value;
         Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
         cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-        sched_sync();
         wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
         cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
         wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-        sched_arrive();
         warpgroup_wait<1>();  // S ready; PV still running
         warpgroup_fence_operand(tSrS);
         release(&ss.k_empty[kr.index]);
@@ -685,7 +664,7 @@ struct Sm90Fmha {
         if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
         softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
         // ptxas hoists this wait into the softmax (36-72 instructions after the QK^T wait) to
-        // pack P early; a PV wait kept behind the whole softmax (kDeferPv) measured slower.
+        // pack P early.
         warpgroup_wait<0>();  // PV done: P and V free
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP0);
@@ -814,59 +793,7 @@ struct Sm90Fmha {
             clear(tOrO);
           }
 
-          int v_done = -1;  // V stage whose PV has completed but is not yet released
-          int parity = 0;   // kDeferPv: the P buffer holding the newest P
-
-          if constexpr (kDeferPv) {
-            int n = n_max - 2;
-            int const n_mask = kCausal ? max(n_min, floor_div(c.m * kBlockM + params.diag_offset + 1, kBlockN)) : 0;
-            // Step n: the previous PV (n+2) is waited for and O rescaled before anything is
-            // issued (no register of an in-flight wgmma is touched: ptxas would serialize);
-            // then QK^T(n) and PV(n+1), the latter from the older P buffer; the softmax of block
-            // n (into the other P buffer) runs while PV(n+1) is on the tensor cores. No wgmma
-            // wait follows the softmax, so ptxas cannot hoist one above it.
-            auto deferred_step = [&](int n, auto masked_tag, auto& p_prev, auto& p_next) {
-              constexpr bool kMasked = decltype(masked_tag)::value;
-              Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-              warpgroup_wait<0>();
-              warpgroup_fence_operand(tOrO);
-              warpgroup_fence_operand(p_next);
-              if (v_done >= 0) release(&ss.v_empty[v_done]);
-              rescale_o(o_scale);
-              cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
-              cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-              sched_sync();
-              wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
-              wg_gemm<false, -1>(mma_pv, p_prev, tOrV(_, _, _, vr.index), tOrO);
-              sched_arrive();
-              v_done = vr.index;
-              vr.template advance<kStages>();
-              warpgroup_wait<1>();  // S ready; PV runs on
-              warpgroup_fence_operand(tSrS);
-              release(&ss.k_empty[kr.index]);
-              kr.template advance<kStages>();
-              if constexpr (kMasked) apply_mask(tSrS, n, row0, cute::true_type{}, cute::false_type{});
-              softmax(tSrS, cute::false_type{}, cute::bool_constant<kMasked>{}, o_scale);
-              to_p(tSrS, p_next);
-            };
-            auto run = [&](int n_end, auto masked_tag) {
-              CUTE_NO_UNROLL
-              for (; n >= n_end; --n) {
-                if (parity == 0) {
-                  deferred_step(n, masked_tag, tOrP0, tOrP1);
-                } else {
-                  deferred_step(n, masked_tag, tOrP1, tOrP0);
-                }
-                parity ^= 1;
-              }
-            };
-            // No sliding window here (the entry refuses one: a third loop makes ptxas serialize
-            // this variant's wgmma, C7520), so n_min = n_win = 0.
-            if constexpr (kCausal) run(n_mask, cute::true_type{});
-            run(0, cute::false_type{});
-          } else {
-            steps(tSrQ, c, n_max, n_min, row0);
-          }
+          steps(tSrQ, c, n_max, n_min, row0);
 
           // The last QK^T of this tile is done: its Q stage may be refilled (with kOAliasQ only
           // once the O staged there has been stored).
@@ -875,14 +802,8 @@ struct Sm90Fmha {
           qr.template advance<kQStages>();
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
-          if (v_done >= 0) release(&ss.v_empty[v_done]);
-          if constexpr (kDeferPv) rescale_o(o_scale);
           cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
-          if (parity == 0) {
-            wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
-          } else {
-            wg_gemm<false, -1>(mma_pv, tOrP1, tOrV(_, _, _, vr.index), tOrO);
-          }
+          wg_gemm<false, -1>(mma_pv, tOrP0, tOrV(_, _, _, vr.index), tOrO);
           finish_rows(o_scale, lse_rows);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
@@ -920,10 +841,9 @@ __global__ void __launch_bounds__(Kernel::kThreads, Kernel::kCtasPerSm)
 template <class Cfg>
 struct KernelOf;
 
-template <class E, int D, int M, int N, int S, bool C, bool PP, bool DS, bool PE, bool DF, int QS, int L2, int TO,
-          bool OA, int TD>
-struct KernelOf<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, PP, DS, PE, DF, QS, L2, TO, OA, TD>>;
+template <class E, int D, int M, int N, int S, bool C, bool DS, bool PE, int QS, int L2, int TO, bool OA, int TD>
+struct KernelOf<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };
