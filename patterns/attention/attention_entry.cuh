@@ -91,7 +91,6 @@ struct Entry {
   static int can_implement(FactAttentionArgs const& a, typename Kernel::Problem& p) {
     if (a.head_dim != Cfg::kHeadDim || a.v_head_dim != Cfg::kHeadDim) return FACT_ERR_CANNOT_IMPLEMENT;
     if (Cfg::kCausal != (a.causal != FACT_ATTN_MASK_NONE)) return FACT_ERR_CANNOT_IMPLEMENT;
-    if (a.window > 0 && !Kernel::kWindows) return FACT_ERR_CANNOT_IMPLEMENT;  // the deferred-PV variant
     if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.o)) {
       return FACT_ERR_CANNOT_IMPLEMENT;
     }
@@ -216,7 +215,7 @@ struct Entry {
                     "\"products\":\"%s\",\"windows\":%s,\"tile_head_dim\":%d}}",
                     FACT_ABI_VERSION, key, key, name, dtype_name(), Cfg::kHeadDim, Cfg::kHeadDim,
                     Cfg::kCausal ? "true" : "false", Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
-                    Kernel::kNumWG, Cfg::kPingPong ? "pingpong" : "cooperative",
+                    Kernel::kNumWG, "cooperative",
                     Cfg::kDynamicSchedule ? "dynamic_lpt" : "static_lpt",
                     Cfg::kPersistent ? "true" : "false", Kernel::kSmemBytes,
                     int(sizeof(FactAttentionArgs)), int(workspace_bytes()), KernelOf<Cfg>::precision(),

@@ -52,7 +52,6 @@ struct F32Config {
   static constexpr int kProducts = kProducts_;  // 3: 3xTF32 (strict); 1: TF32 (tf32)
   // What the shared entry asks of every Config (the bf16 kernel's switches, fixed here).
   static constexpr int kStages = 1;
-  static constexpr bool kPingPong = false;
   static constexpr bool kDynamicSchedule = false;
   static constexpr bool kPersistent = false;
 };

@@ -6,8 +6,8 @@ says where a kernel's time goes (scripts/device_attention.sh, FACT_ATTN_NCU_SOUR
 A warp waiting on an mbarrier is sampled on the branch that loops back to the try-wait
 (`SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R..+URZ+0x30030]` then `@!P0 BRA`): such a branch is
 annotated with the barrier's shared-memory offset, and the samples are also summed per offset,
-so that the waits for Q, K and V (fmha_sm90.cuh's SharedStorage: the tiles, then q_full,
-q_empty, k_full, k_empty, v_full, v_empty, 8 bytes per stage) can be told apart.
+so that the waits for Q, K and V (fmha_sm90_shared_storage.cuh's FmhaSharedStorage: the tiles,
+then q_full, q_empty, k_full, k_empty, v_full, v_empty, 8 bytes per stage) can be told apart.
 
 Usage: python3 ncu_sass_summary.py SOURCE.csv [TOP]"""
 import csv

@@ -2,7 +2,7 @@
 #include "patterns/attention/attention_entry.cuh"
 
 using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/128, /*block_m=*/64, /*block_n=*/64, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/1, /*l2_percent=*/40,
+                                    /*causal=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
+                                    /*q_stages=*/1, /*l2_percent=*/40,
                                     /*tile_order=*/1, /*o_alias_q=*/true>;
 FACT_ATTENTION_INSTANCE(attn_bf16_d128_causal_m64n64s2_coop_dyn_q1_o1_oq, "attn_bf16_d128_causal_m64n64s2_coop_dyn_q1_o1_oq", Cfg)

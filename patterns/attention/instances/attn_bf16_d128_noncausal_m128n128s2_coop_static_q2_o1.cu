@@ -2,7 +2,7 @@
 #include "patterns/attention/attention_entry.cuh"
 
 using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/128, /*block_m=*/128, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/false, /*pingpong=*/false, /*dynamic_schedule=*/false, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
+                                    /*causal=*/false, /*dynamic_schedule=*/false, /*persistent=*/true,
+                                    /*q_stages=*/2, /*l2_percent=*/40,
                                     /*tile_order=*/1, /*o_alias_q=*/false>;
 FACT_ATTENTION_INSTANCE(attn_bf16_d128_noncausal_m128n128s2_coop_static_q2_o1, "attn_bf16_d128_noncausal_m128n128s2_coop_static_q2_o1", Cfg)

@@ -2,7 +2,7 @@
 #include "patterns/attention/attention_entry.cuh"
 
 using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/64, /*block_m=*/64, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
+                                    /*causal=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
+                                    /*q_stages=*/2, /*l2_percent=*/40,
                                     /*tile_order=*/1, /*o_alias_q=*/false>;
 FACT_ATTENTION_INSTANCE(attn_bf16_d64_causal_m64n128s2_coop_dyn_q2_o1, "attn_bf16_d64_causal_m64n128s2_coop_dyn_q2_o1", Cfg)

@@ -2,7 +2,7 @@
 #include "patterns/attention/attention_entry.cuh"
 
 using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/96, /*block_m=*/128, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
+                                    /*causal=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
+                                    /*q_stages=*/2, /*l2_percent=*/40,
                                     /*tile_order=*/0, /*o_alias_q=*/false, /*tile_head_dim=*/128>;
 FACT_ATTENTION_INSTANCE(attn_bf16_d96_causal_m128n128s2_coop_dyn_q2_o0_t128, "attn_bf16_d96_causal_m128n128s2_coop_dyn_q2_o0_t128", Cfg)

@@ -2,7 +2,7 @@
 #include "patterns/attention/attention_entry.cuh"
 
 using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/96, /*block_m=*/128, /*block_n=*/64, /*stages=*/4,
-                                    /*causal=*/true, /*pingpong=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
+                                    /*causal=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
+                                    /*q_stages=*/2, /*l2_percent=*/40,
                                     /*tile_order=*/1, /*o_alias_q=*/false>;
 FACT_ATTENTION_INSTANCE(attn_bf16_d96_causal_m128n64s4_coop_dyn_q2_o1, "attn_bf16_d96_causal_m128n64s4_coop_dyn_q2_o1", Cfg)

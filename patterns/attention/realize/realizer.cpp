@@ -29,23 +29,10 @@ class AttentionRealizer final : public realize::Realizer {
     if (auto why = attention_decline_reason(p, precision)) throw std::invalid_argument(*why);
     return default_spec(p, precision).to_kernel_spec();
   }
-  // The pattern's space; for a sliding window without the deferred-PV variants, which refuse one
-  // (attention_entry.cuh's can_implement), so tuning does not build them for nothing.
-  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& problem,
+  // The pattern's space: every candidate takes a sliding window (a causal kernel always does).
+  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& /*problem*/,
                             const realize::SpaceOptions& options) const override {
-    realize::ParamSpace space = attention_space(AttentionSpec::of(problem_class), options);
-    if (attention_problem_of(problem).window > 0) {
-      std::vector<realize::KernelSpec> kept;
-      for (const realize::KernelSpec& c : space.candidates) {
-        if (AttentionSpec::of(c).defer_pv_wait) {
-          space.pruned.push_back({c, "the deferred-PV variant refuses a sliding window"});
-        } else {
-          kept.push_back(c);
-        }
-      }
-      space.candidates = std::move(kept);
-    }
-    return space;
+    return attention_space(AttentionSpec::of(problem_class), options);
   }
   realize::KernelTemplate render(const realize::KernelSpec& spec) const override {
     return render_attention_template(AttentionSpec::of(spec));
@@ -61,7 +48,8 @@ class AttentionRealizer final : public realize::Realizer {
   std::string family(const realize::KernelSpec& spec) const override {
     const AttentionSpec s = AttentionSpec::of(spec);
     if (is_float32_kernel(s)) return "f32/m" + std::to_string(s.block_m) + "/n" + std::to_string(s.block_n);
-    return std::string(s.pingpong ? "pingpong" : "cooperative") + "/" + (s.dynamic_schedule ? "dynamic" : "static") +
+    // "cooperative/": the consumer schedule (the only one), kept so families match tuning records.
+    return std::string("cooperative/") + (s.dynamic_schedule ? "dynamic" : "static") +
            "/" + (s.persistent ? "persistent" : "grid") + "/n" + std::to_string(s.block_n);
   }
 };

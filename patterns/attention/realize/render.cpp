@@ -11,7 +11,7 @@ namespace fact::attention {
 
 namespace {
 
-constexpr const char* kTemplateIdentity = "attention-sm90/2";
+constexpr const char* kTemplateIdentity = "attention-sm90/3";
 constexpr const char* kF32TemplateIdentity = "attention-f32-sm90/1";
 
 const char* flag(bool b) { return b ? "true" : "false"; }
@@ -63,10 +63,8 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*block_n=*/" << spec.block_n << ",\n"
       << "    /*stages=*/" << spec.stages << ",  // K/V ring\n"
       << "    /*causal=*/" << flag(spec.causal) << ",\n"
-      << "    /*pingpong=*/" << flag(spec.pingpong) << ",\n"
       << "    /*dynamic_schedule=*/" << flag(spec.dynamic_schedule) << ",\n"
       << "    /*persistent=*/" << flag(spec.persistent) << ",\n"
-      << "    /*defer_pv_wait=*/" << flag(spec.defer_pv_wait) << ",\n"
       << "    /*q_stages=*/" << spec.q_stages << ",\n"
       << "    /*l2_percent=*/" << spec.l2_percent << ",\n"
       << "    /*tile_order=*/" << spec.tile_order << ",  // 0: L2 sections, 1: head-major\n"
@@ -86,6 +84,17 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
     << "}\n";
   return realize::KernelTemplate{s.str(),
                                  {"patterns/attention/attention_entry.cuh", "patterns/attention/fmha_sm90.cuh",
+                                  "patterns/attention/fmha_sm90_barriers.cuh",
+                                  "patterns/attention/fmha_sm90_config.cuh",
+                                  "patterns/attention/fmha_sm90_epilogue.cuh",
+                                  "patterns/attention/fmha_sm90_fragments.cuh",
+                                  "patterns/attention/fmha_sm90_key_blocks.cuh",
+                                  "patterns/attention/fmha_sm90_mainloop.cuh",
+                                  "patterns/attention/fmha_sm90_mask.cuh",
+                                  "patterns/attention/fmha_sm90_shared_storage.cuh",
+                                  "patterns/attention/fmha_sm90_softmax.cuh",
+                                  "patterns/attention/fmha_sm90_tile_scheduler.cuh",
+                                  "patterns/attention/fmha_sm90_traits.cuh",
                                   "patterns/attention/fmha_f32_sm90.cuh", "patterns/attention/kernel_problem.cuh",
                                   "patterns/attention/attention_abi.h",
                                   "include/fact/runtime/fact_abi.h"},

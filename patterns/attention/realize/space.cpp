@@ -27,23 +27,16 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
     vary([](AttentionSpec& s) { s.block_n = 32; });
     vary([](AttentionSpec& s) { s.block_m = 192 - s.block_m; s.block_n = 32; });
   } else {
-    // Ping-pong of the consumer warpgroups (2-7% behind cooperative in every measured shape, kept
-    // for the tuner), with and without the deferred PV wait; KERNEL.md's ping-pong instances use
-    // L2 sections and two Q stages.
-    vary([](AttentionSpec& s) { s.pingpong = true; s.tile_order = 0; s.q_stages = 2; });
-    vary([](AttentionSpec& s) { s.pingpong = true; s.defer_pv_wait = true; s.tile_order = 0; s.q_stages = 2; });
     vary([](AttentionSpec& s) { s.tile_order = 1 - s.tile_order; });
     vary([](AttentionSpec& s) { s.dynamic_schedule = false; });
     vary([](AttentionSpec& s) { s.q_stages = 3 - s.q_stages; });
     vary([](AttentionSpec& s) { ++s.stages; });
     vary([](AttentionSpec& s) { --s.stages; });
-    vary([](AttentionSpec& s) { s.defer_pv_wait = true; });
     vary([](AttentionSpec& s) { s.dynamic_schedule = false; s.persistent = false; });
     // Tile M 64 (one consumer WG, two CTAs per SM where they fit) against 128: the faster at d64
     // (causal), 2% behind at d96 (M 64, N 64, 3 stages), 23% behind at d128 (H200, 2026-11-27).
     vary([](AttentionSpec& s) {
       s.block_m = 192 - s.block_m;
-      s.pingpong = s.defer_pv_wait = false;
       if (s.block_m == 64 && s.head_dim > 64) { s.block_n = 64; s.stages = 3; }
       if (s.block_m == 128) { s.block_n = 128; s.stages = 3; }
     });

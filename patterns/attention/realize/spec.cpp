@@ -41,8 +41,7 @@ std::string AttentionSpec::name() const {
   std::string n = "attn_" + std::string(realize::dtype_token(dtype) == "f16" ? "fp16" : realize::dtype_token(dtype)) +
                   "_d" + std::to_string(head_dim) + (causal ? "_causal" : "_noncausal") + "_m" +
                   std::to_string(block_m) + "n" + std::to_string(block_n) + "s" + std::to_string(stages) +
-                  (pingpong ? "_pp" : "_coop") + (dynamic_schedule ? "_dyn" : "_static");
-  if (defer_pv_wait) n += "_defer";
+                  "_coop" + (dynamic_schedule ? "_dyn" : "_static");
   n += "_q" + std::to_string(q_stages) + "_o" + std::to_string(tile_order);
   if (!persistent) n += "_np";
   if (o_alias_q) n += "_oq";
@@ -59,10 +58,8 @@ json AttentionSpec::to_json() const {
           {"block_m", block_m},
           {"block_n", block_n},
           {"stages", stages},
-          {"schedule", pingpong ? "pingpong" : "cooperative"},
           {"scheduler", dynamic_schedule ? "dynamic" : "static"},
           {"persistent", persistent},
-          {"defer_pv_wait", defer_pv_wait},
           {"q_stages", q_stages},
           {"l2_percent", l2_percent},
           {"tile_order", tile_order},
@@ -86,18 +83,20 @@ AttentionSpec AttentionSpec::from_json(const json& j) {
   s.block_m = int_field(j, "block_m");
   s.block_n = int_field(j, "block_n");
   s.stages = int_field(j, "stages");
-  const json& schedule = field(j, "schedule");
-  if (schedule != "pingpong" && schedule != "cooperative") {
-    throw std::invalid_argument("attention spec: schedule is 'pingpong' or 'cooperative'");
+  // Specs written before the ping-pong schedule and the deferred PV wait were removed carry
+  // both fields: only their cooperative, undeferred values still name a kernel.
+  if (j.contains("schedule") && j.at("schedule") != "cooperative") {
+    throw std::invalid_argument("attention spec: schedule is 'cooperative' (the only one)");
   }
-  s.pingpong = schedule == "pingpong";
+  if (j.contains("defer_pv_wait") && j.at("defer_pv_wait") != false) {
+    throw std::invalid_argument("attention spec: the deferred PV wait no longer exists");
+  }
   const json& scheduler = field(j, "scheduler");
   if (scheduler != "dynamic" && scheduler != "static") {
     throw std::invalid_argument("attention spec: scheduler is 'dynamic' or 'static'");
   }
   s.dynamic_schedule = scheduler == "dynamic";
   s.persistent = bool_field(j, "persistent");
-  s.defer_pv_wait = bool_field(j, "defer_pv_wait");
   s.q_stages = int_field(j, "q_stages");
   s.l2_percent = int_field(j, "l2_percent");
   s.tile_order = int_field(j, "tile_order");
@@ -158,10 +157,10 @@ std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
   }
   if (s.block_m != 64 && s.block_m != 128) return "tile M " + std::to_string(s.block_m) + " (64 or 128, float32 kernel)";
   if (s.block_n != 32 && s.block_n != 64) return "tile N " + std::to_string(s.block_n) + " (32 or 64, float32 kernel)";
-  if (s.stages != 1 || s.q_stages != 1 || s.pingpong || s.dynamic_schedule || s.persistent || s.defer_pv_wait ||
-      s.o_alias_q || s.tile_order != 0 || s.l2_percent != 40 || s.tile_head_dim != 0) {
-    return "the float32 kernel has one K/V stage, one Q stage, no ping-pong, no persistent or dynamic schedule, "
-           "no deferred PV wait, no O-in-Q staging and no padded tile head dim";
+  if (s.stages != 1 || s.q_stages != 1 || s.dynamic_schedule || s.persistent || s.o_alias_q || s.tile_order != 0 ||
+      s.l2_percent != 40 || s.tile_head_dim != 0) {
+    return "the float32 kernel has one K/V stage, one Q stage, no persistent or dynamic schedule, "
+           "no O-in-Q staging and no padded tile head dim";
   }
   const int smem = shared_memory_bytes(s);
   if (smem > kSharedMemoryLimit) return "shared memory " + std::to_string(smem / 1024) + " KiB over the limit";
@@ -194,7 +193,6 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
   if (s.dynamic_schedule && !s.persistent) return "a dynamic schedule needs a persistent grid";
   if (s.tile_order != 0 && s.tile_order != 1) return "tile order " + std::to_string(s.tile_order) + " (0 or 1)";
   if (s.l2_percent <= 0 || s.l2_percent > 100) return "L2 share " + std::to_string(s.l2_percent) + "%";
-  if (s.pingpong && s.block_m / 64 < 2) return "ping-pong needs two consumer warpgroups (tile M >= 128)";
   const int smem = shared_memory_bytes(s);
   if (smem > kSharedMemoryLimit) {
     return "shared memory " + std::to_string(smem / 1024) + " KiB over the " + std::to_string(kSharedMemoryLimit / 1024) +

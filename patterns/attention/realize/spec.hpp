@@ -28,10 +28,8 @@ struct AttentionSpec {
   int block_m = 128;              // query rows per CTA tile: 64 per consumer warpgroup
   int block_n = 128;              // keys per block
   int stages = 2;                 // K/V ring depth
-  bool pingpong = false;          // consumer warpgroups take turns issuing GEMMs (else cooperative)
   bool dynamic_schedule = true;   // atomic tile counter in the workspace (else static stride)
   bool persistent = true;         // one CTA per SM (else one CTA per tile)
-  bool defer_pv_wait = false;     // PV(n) waited at the next step, P double-buffered
   int q_stages = 2;               // Q buffers (2: the next tile's Q loads early)
   int l2_percent = 40;            // share of L2 one section's K and V may fill
   int tile_order = 1;             // 0: L2 sections, longest first; 1: head-major
@@ -44,7 +42,8 @@ struct AttentionSpec {
 
   bool operator==(const AttentionSpec&) const = default;
 
-  // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling, plus "_defer",
+  // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling; "_coop": the
+  // cooperative consumer schedule, the only one, kept so names match the measured results), plus
   // "_np" (not persistent), "_oq" (O in the Q buffer), "_l2<percent>" when not 40 and "_t<dim>"
   // for a padded tile head dim);
   // float32: "attn_f32_d96_causal_m64n64_3xtf32" (or "_tf32").
@@ -78,9 +77,10 @@ AttentionSpec default_spec(const AttentionProblem& p, const std::string& precisi
 inline bool is_float32_kernel(const AttentionSpec& spec) { return spec.dtype == DType::Float32; }
 
 // The configurations worth compiling for `problem_class` (its dtype, head dim and mask),
-// pruned, best first: the default, then ping-pong, the other tile order, the static schedule,
-// the other Q ring depth, one stage more or less, the deferred PV wait, and (exhaustive only)
-// 64-key blocks with deeper rings and O in the Q buffer.
+// pruned, best first: the default, then the other tile order, the static schedule, the other Q
+// ring depth, one stage more or less, a non-persistent grid, tile M 64 against 128, padded
+// against native tiles, O in the Q buffer, and (exhaustive only) 64-key blocks with deeper
+// rings, other Q stages with O in the Q buffer, other L2 shares.
 realize::ParamSpace attention_space(const AttentionSpec& problem_class, const realize::SpaceOptions& options);
 
 // The rendered instance: Config alias, the C entry fact_<key> and fact_kernel_info (kind

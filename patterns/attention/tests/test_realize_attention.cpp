@@ -108,7 +108,7 @@ TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
     EXPECT_EQ(s.head_dim, 96);
     EXPECT_TRUE(s.causal);
   }
-  EXPECT_GE(families.size(), 3u);  // cooperative / ping-pong, dynamic / static, persistent or not
+  EXPECT_GE(families.size(), 3u);  // dynamic / static, persistent or not, key block size
   for (const auto& p : space.pruned) EXPECT_FALSE(p.reason.empty()) << p.spec.name();
   // d96 with 4 stages does not fit: pruned for shared memory.
   bool smem = false;
@@ -119,28 +119,52 @@ TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
   EXPECT_GT(realizer().space(cls, problem, all).candidates.size(), space.candidates.size());
 }
 
-TEST(AttentionRealizer, ASlidingWindowSpaceLeavesOutTheDeferredPvVariants) {
+// Every candidate takes a sliding window: a window leaves the space as it is.
+TEST(AttentionRealizer, ASlidingWindowKeepsTheWholeSpace) {
   Problem problem = mingpt_attention();
   const realize::KernelSpec cls = realizer().problem_class(problem, "native");
   const realize::ParamSpace plain = realizer().space(cls, problem, {});
-  const auto deferred = [](const realize::KernelSpec& c) { return AttentionSpec::of(c).defer_pv_wait; };
-  ASSERT_TRUE(std::any_of(plain.candidates.begin(), plain.candidates.end(), deferred));
   problem.desc["window"] = 100;
   const realize::ParamSpace windowed = realizer().space(cls, problem, {});
+  EXPECT_EQ(windowed.candidates, plain.candidates);
   EXPECT_EQ(windowed.candidates.front(), cls);
-  EXPECT_TRUE(std::none_of(windowed.candidates.begin(), windowed.candidates.end(), deferred));
-  EXPECT_EQ(windowed.candidates.size() + std::count_if(plain.candidates.begin(), plain.candidates.end(), deferred),
-            plain.candidates.size());
-  EXPECT_TRUE(std::any_of(windowed.pruned.begin(), windowed.pruned.end(), [](const realize::PrunedConfig& p) {
-    return p.reason.find("sliding window") != std::string::npos;
-  }));
+}
+
+// The removed variants (ping-pong, deferred PV wait) are gone from every space and from the names;
+// a spec written before their removal still reads back when it names the kept kernel.
+TEST(AttentionRealizer, NoSpaceHasThePingPongOrDeferredPvVariants) {
+  realize::SpaceOptions all;
+  all.exhaustive = true;
+  for (const int d : {64, 80, 96, 128}) {
+    for (const bool causal : {true, false}) {
+      AttentionSpec cls;
+      cls.head_dim = d;
+      cls.causal = causal;
+      for (const auto& c : attention_space(cls, all).candidates) {
+        EXPECT_EQ(c.name().find("_pp"), std::string::npos) << c.name();
+        EXPECT_EQ(c.name().find("_defer"), std::string::npos) << c.name();
+        EXPECT_FALSE(c.params().contains("schedule")) << c.name();
+        EXPECT_FALSE(c.params().contains("defer_pv_wait")) << c.name();
+      }
+    }
+  }
+  AttentionSpec s;
+  nlohmann::json old = s.to_json();
+  old["schedule"] = "cooperative";
+  old["defer_pv_wait"] = false;
+  EXPECT_EQ(AttentionSpec::from_json(old), s);
+  old["schedule"] = "pingpong";
+  EXPECT_THROW(AttentionSpec::from_json(old), std::invalid_argument);
+  old["schedule"] = "cooperative";
+  old["defer_pv_wait"] = true;
+  EXPECT_THROW(AttentionSpec::from_json(old), std::invalid_argument);
 }
 
 TEST(AttentionRealizer, SpecJsonRoundTripAndErrors) {
   AttentionSpec s;
   s.head_dim = 80;
-  s.pingpong = true;
-  s.defer_pv_wait = true;
+  s.tile_order = 0;
+  s.q_stages = 1;
   EXPECT_EQ(AttentionSpec::from_json(s.to_json()), s);
   EXPECT_EQ(AttentionSpec::of(s.to_kernel_spec()), s);
   AttentionSpec bad = s;
@@ -191,7 +215,7 @@ TEST(AttentionRealizer, RendersTypeChoicesWithAContentKey) {
   // Same spec, same key; another configuration, another key.
   EXPECT_EQ(realize::render_kernel(spec, options).key, kernel.key);
   AttentionSpec other = AttentionSpec::of(spec);
-  other.pingpong = true;
+  other.tile_order = 1 - other.tile_order;
   EXPECT_NE(realize::render_kernel(other.to_kernel_spec(), options).key, kernel.key);
   AttentionSpec broken = other;
   broken.stages = 6;  // 6 stages of 128 keys at d96 do not fit

@@ -1,0 +1,65 @@
+// The attention kernel's score mask (fmha_sm90.cuh): on one warpgroup's 64 x kBlockN scores,
+// -inf for the key tail (cols >= seq_k), above the causal diagonal (col > row + diag_offset) and,
+// with a sliding window, below it (col <= row + diag_offset - window). Only the key blocks that
+// need it are masked (fmha_sm90_key_blocks.cuh).
+#pragma once
+
+#include <utility>
+
+#include "cute/tensor.hpp"
+#include "patterns/attention/fmha_sm90_fragments.cuh"
+
+namespace fact::attention {
+
+// A thread's (row, col) coordinates of a 64 x kBlockN score accumulator, as (rows, cols).
+template <class Traits, class ThrMma>
+CUTE_DEVICE auto score_coordinates(ThrMma const& thr_qk) {
+  using namespace cute;
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<_64, Int<Traits::kBlockN>>{}));
+  return make_tensor(tScS.data(), detail::acc_rowcol(tScS.layout()));
+}
+
+// A view of the consumer thread's score coordinates (the kernel owns them).
+template <class Traits, class Coordinates>
+struct ScoreMask {
+  using Params = typename Traits::Params;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kRows = Traits::kRows;
+  static constexpr int kCols = Traits::kCols;
+  static_assert(decltype(cute::size<0>(std::declval<Coordinates>()))::value == kRows, "two rows per thread");
+
+  Params const& params;
+  Coordinates const& tScS_rc;   // this thread's (row, col) of each score
+  Coordinates const& tScS0_rc;  // thread 0's: its columns are offsets common to every thread
+  int const& col_first;         // this thread's first column
+
+  // Masks key block n of the warpgroup whose first query row is row0: the causal diagonal and the
+  // window's lower edge (kMaskCausal) and the key tail (kMaskTail).
+  // A thread's columns are its first column plus offsets that are the same for every thread
+  // (thread 0's): compared as immediates, they hold no registers across the loop.
+  template <bool kMaskCausal, bool kMaskTail, class TensorS>
+  CUTE_DEVICE void apply(TensorS& tSrS, int n, int row0) const {
+    using namespace cute;
+    Tensor s = make_tensor(tSrS.data(), detail::acc_rowcol(tSrS.layout()));
+    int const col0 = n * kBlockN + col_first;
+    // limit and lower are relative to the thread's first column, like the offsets compared
+    // with them (0 to kBlockN - 1): kBlockN and -kBlockN bound nothing.
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      int limit = kMaskTail ? params.seq_k - col0 : kBlockN;
+      int lower = -kBlockN;
+      if constexpr (kMaskCausal) {
+        int const row = row0 + int(get<0>(tScS_rc(r, 0)));
+        limit = min(limit, row + params.diag_offset + 1 - col0);
+        if (params.window > 0) lower = row + params.diag_offset + 1 - params.window - col0;
+      }
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) {
+        int const col = int(get<1>(tScS0_rc(r, j)));  // a constant
+        if (col >= limit || col < lower) s(r, j) = -INFINITY;
+      }
+    }
+  }
+};
+
+}  // namespace fact::attention

@@ -1,8 +1,0 @@
-// Instantiation: type choices only (logic in patterns/attention/attention_entry.cuh).
-#include "patterns/attention/attention_entry.cuh"
-
-using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/128, /*block_m=*/128, /*block_n=*/128, /*stages=*/2,
-                                    /*causal=*/true, /*pingpong=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/false, /*q_stages=*/2, /*l2_percent=*/40,
-                                    /*tile_order=*/0, /*o_alias_q=*/false>;
-FACT_ATTENTION_INSTANCE(attn_bf16_d128_causal_m128n128s2_pp_dyn_q2_o0, "attn_bf16_d128_causal_m128n128s2_pp_dyn_q2_o0", Cfg)

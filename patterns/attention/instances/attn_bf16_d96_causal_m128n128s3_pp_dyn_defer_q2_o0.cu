@@ -1,8 +1,0 @@
-// Instantiation: type choices only (logic in patterns/attention/attention_entry.cuh).
-#include "patterns/attention/attention_entry.cuh"
-
-using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/96, /*block_m=*/128, /*block_n=*/128, /*stages=*/3,
-                                    /*causal=*/true, /*pingpong=*/true, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*defer_pv_wait=*/true, /*q_stages=*/2, /*l2_percent=*/40,
-                                    /*tile_order=*/0, /*o_alias_q=*/false>;
-FACT_ATTENTION_INSTANCE(attn_bf16_d96_causal_m128n128s3_pp_dyn_defer_q2_o0, "attn_bf16_d96_causal_m128n128s3_pp_dyn_defer_q2_o0", Cfg)
