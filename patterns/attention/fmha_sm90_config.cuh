@@ -1,6 +1,6 @@
 // The bf16/fp16 attention kernel's configuration (fmha_sm90.cuh): type choices only (logic
-// lives in the other headers), the template parameters realize/spec.hpp's AttentionSpec spells. An instantiation file
-// names one.
+// lives in the other headers), the template parameters realize/spec.hpp's AttentionSpec
+// spells. An instantiation file names one.
 #pragma once
 
 namespace fact::attention {
