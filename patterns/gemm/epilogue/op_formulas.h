@@ -69,6 +69,11 @@ struct Tanh {
   template <class T> FACT_HD static T apply(T x, T, T) { return ::tanh(x); }
 };
 
+// softplus with PyTorch's beta = 1 and threshold = 20: log(1 + e^x), and x itself above 20.
+struct Softplus {
+  template <class T> FACT_HD static T apply(T x, T, T) { return x > T(20) ? x : ::log1p(::exp(x)); }
+};
+
 // act(x; p0, p1) for a FactActivation id; NaN for an id ops.def does not list.
 template <class T>
 FACT_HD T activate(int32_t activation, T x, T p0, T p1) {
