@@ -120,6 +120,20 @@ struct PassStep {
   template <class T> FACT_HD static T apply(T x, T, const StepConstants<T>&) { return x; }
 };
 
+// The tanh-form GELU's derivative step of a backward pass (the epilogue of a dgrad GEMM):
+// x · gelu_tanh'(u), u = operand[m, n] the forward pass's pre-activation, with
+// gelu_tanh'(u) = ½(1 + t) + ½·u·(1 − t²)·√(2/π)·(1 + 3·0.044715·u²), t = tanh(√(2/π)(u + 0.044715·u³)).
+struct GeluTanhGradStep {
+  template <class T> FACT_HD static T apply(T x, T u, const StepConstants<T>&) {
+    constexpr T kSqrt2OverPi = T(0.79788456080286535588);
+    constexpr T kCubic = T(0.044715);
+    const T t = ::tanh(kSqrt2OverPi * (u + kCubic * u * u * u));
+    const T slope = T(0.5) * (T(1) + t) +
+                    T(0.5) * u * (T(1) - t * t) * kSqrt2OverPi * (T(1) + T(3) * kCubic * u * u);
+    return x * slope;
+  }
+};
+
 // One step of kind `kind` (FactGemmStepKind) on x; sets *known = false for a kind ops.def does
 // not list.
 template <class T>
