@@ -31,42 +31,43 @@ typedef enum FactLayout {
   FACT_COLUMN_MAJOR = 1,  /* the first mode is contiguous (A: M, B: K) */
 } FactLayout;
 
+/* Step kinds and activations: one entry each in patterns/gemm/epilogue/ops.def (its abi_id
+ * column; values never change). What the first steps compute:
+ *   SCALE          x *= value
+ *   ADD_SCALAR     x += value
+ *   BIAS           x += value · operand[n]    (a length-N vector; batch_stride per batch)
+ *   ACTIVATION     x = act(x; p0, p1)
+ *   RESIDUAL       x += value · operand[m, n] (an M×N tensor in D's layout)
+ *   MULTIPLY       x *= operand[m, n]         (an M×N tensor in D's layout)
+ *   GLU            the last step, pairs of columns: D[m, j] = act(x[m, 2j]; p0, p1) · x[m, 2j+1]
+ *                  (a gated linear unit: gate and up columns interleaved); D is M×(N/2), ldd /
+ *                  stride_d are D's; activation: silu (SwiGLU), gelu_tanh / gelu_erf (GeGLU),
+ *                  sigmoid (GLU), relu (ReGLU)
+ *   ROPE           the last step, rotary position embedding over pairs of columns (2p, 2p+1) of
+ *                  each head of `group` columns: for row m, position t = m % period of sequence
+ *                  s = m / period, table offset r = s·period_stride + t·ld, original columns
+ *                  (a, b) of the pair (in the head) a = p, b = p + group/2 (rotate-half: the
+ *                  weight's rows were permuted so that the pair is adjacent) or a = 2p, b = 2p+1
+ *                  (interleaved):
+ *                    D[m, head + a] = x[2p]·cos[r + a] − x[2p+1]·sin[r + a]
+ *                    D[m, head + b] = x[2p+1]·cos[r + b] + x[2p]·sin[r + b]
+ *                  cos = operand, sin = operand2 (one dtype, operand_type); D is M×N (every
+ *                  column written once, in the original order)
+ *   ROW_SCALE      x *= operand[m]            (a length-M vector indexed by the row: a per-row
+ *                  scale such as RMSNorm's 1/rms; batch_stride per batch)
+ * Activations: LEAKY_RELU's slope is p0; HARDTANH clamps to [p0, p1] (±inf for a one-sided
+ * clamp); the others take no parameter. Ops added later are documented at their entries in
+ * ops.def. */
 typedef enum FactGemmStepKind {
-  FACT_STEP_SCALE = 1,      /* x *= value */
-  FACT_STEP_ADD_SCALAR = 2, /* x += value */
-  FACT_STEP_BIAS = 3,       /* x += value · operand[n]    (a length-N vector; batch_stride per batch) */
-  FACT_STEP_ACTIVATION = 4, /* x = act(x; p0, p1) */
-  FACT_STEP_RESIDUAL = 5,   /* x += value · operand[m, n] (an M×N tensor in D's layout) */
-  FACT_STEP_MULTIPLY = 6,   /* x *= operand[m, n]         (an M×N tensor in D's layout) */
-  FACT_STEP_GLU = 7,        /* the last step, pairs of columns: D[m, j] = act(x[m, 2j]; p0, p1) ·
-                               x[m, 2j+1] (a gated linear unit: gate and up columns interleaved);
-                               D is M×(N/2), ldd / stride_d are D's; activation: silu (SwiGLU),
-                               gelu_tanh / gelu_erf (GeGLU), sigmoid (GLU), relu (ReGLU) */
-  FACT_STEP_ROPE = 8,       /* the last step, rotary position embedding over pairs of columns
-                               (2p, 2p+1) of each head of `group` columns: for row m, position
-                               t = m % period of sequence s = m / period, table offset
-                               r = s·period_stride + t·ld, original columns (a, b) of the pair
-                               (in the head) a = p, b = p + group/2 (rotate-half: the weight's
-                               rows were permuted so that the pair is adjacent) or a = 2p,
-                               b = 2p+1 (interleaved):
-                                 D[m, head + a] = x[2p]·cos[r + a] − x[2p+1]·sin[r + a]
-                                 D[m, head + b] = x[2p+1]·cos[r + b] + x[2p]·sin[r + b]
-                               cos = operand, sin = operand2 (one dtype, operand_type); D is
-                               M×N (every column written once, in the original order) */
-  FACT_STEP_ROW_SCALE = 9,  /* x *= operand[m]            (a length-M vector indexed by the row: a
-                               per-row scale such as RMSNorm's 1/rms; batch_stride per batch) */
+#define FACT_GEMM_STEP(C_NAME, CPP, ID, ...) FACT_STEP_##C_NAME = ID,
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_STEP
 } FactGemmStepKind;
 
 typedef enum FactActivation {
-  FACT_ACT_IDENTITY = 0,
-  FACT_ACT_RELU = 1,
-  FACT_ACT_GELU_ERF = 2,
-  FACT_ACT_GELU_TANH = 3,
-  FACT_ACT_SILU = 4,
-  FACT_ACT_SIGMOID = 5,
-  FACT_ACT_LEAKY_RELU = 6, /* slope p0 */
-  FACT_ACT_HARDTANH = 7,   /* clamp to [p0, p1] (±inf for a one-sided clamp) */
-  FACT_ACT_TANH = 8,
+#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, ...) FACT_ACT_##C_NAME = ID,
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_ACTIVATION
 } FactActivation;
 
 typedef struct FactGemmStep {

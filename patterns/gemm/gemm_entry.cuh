@@ -482,7 +482,17 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.operand = operands[i].device;
         step.operand2 = operands2[i].device;
         break;
-      default: break;
+      default:
+        // Any other step over an M×N operand (ops.def): random data in D's layout.
+        if (epilogue::detail::step_operand(step.kind) == epilogue::detail::StepOperand::MATRIX) {
+          ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                   size_t(m * n * batches), 10 + i);
+          step.operand = operands[i].device;
+          step.ld = row_d ? n : m;
+          step.batch_stride = outer * m * n;
+          step.outer_batch_stride = m * n;
+        }
+        break;
     }
   }
   if (!ok) {

@@ -24,10 +24,12 @@
 //   describe(steps)                  writes those kinds, activations and dtypes (tests, runners)
 //   check_operands<Config>(args, size_query)   leading dimensions, batch strides; and, unless a
 //                                    size query, null pointers and alignment of every operand
-// Links: ScaledAccumulator (alpha · acc), Scale (x · value), AddScalar (x + value),
+// Links (one per ops.def step; its DeviceLink column names it): ScaledAccumulator (alpha · acc),
+// Scale (x · value), AddScalar (x + value),
 // ColumnBias<E> (x + value · bias[n], any number of them), RowScale<E> (x · scale[m]),
 // Activation<Fn> (x = Fn(x; p0, p1)),
-// Residual<E> (x + value · C_i[m, n]) and Multiply<E> (x · C_i[m, n]). The first M×N operand of a
+// Residual<E> (x + value · C_i[m, n]), Multiply<E> (x · C_i[m, n]), Formula<Op>::Fn (an activation
+// written as a formula) and MatrixFormula<Op>::Link<E> (x = Op(x, C_i[m, n])). The first M×N operand of a
 // chain (innermost) is read through CUTLASS's source (C) fetch: TMA into shared memory, pipelined
 // with the mainloop; every further one through Sm90AuxLoad<0>, which loads the thread's fragment
 // straight from global memory into registers (no shared memory).
@@ -47,6 +49,7 @@
 #include "cutlass/layout/matrix.h"
 #include "cutlass/numeric_types.h"
 
+#include "patterns/gemm/epilogue/op_formulas.h"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_glu.cuh"
 #include "patterns/gemm/gemm_rope.cuh"
@@ -115,6 +118,31 @@ struct TanhAccurate<cutlass::Array<T, N>> {
   }
 };
 
+// The device functor of an activation written only as a formula (op_formulas.h: an op CUTLASS
+// has no functor for): Formula<ops::Softplus>::Fn is used like CUTLASS's activation functors,
+// computing in float on scalars and element by element on cutlass::Array fragments.
+template <class Op>
+struct Formula {
+  template <class T>
+  struct Fn {
+    static constexpr bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE T operator()(T const& value) const {
+      return T(Op::template apply<float>(static_cast<float>(value), 0.0f, 0.0f));
+    }
+  };
+  template <class T, int N>
+  struct Fn<cutlass::Array<T, N>> {
+    static constexpr bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& values) const {
+      cutlass::Array<T, N> result;
+      Fn<T> op;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < N; ++i) result[i] = op(values[i]);
+      return result;
+    }
+  };
+};
+
 namespace detail {
 
 namespace fusion = cutlass::epilogue::fusion;
@@ -146,29 +174,56 @@ constexpr int32_t dtype_id() {
   else return FACT_DTYPE_NONE;
 }
 
-// FACT_ACT_* of an activation functor template (-1: unknown, refused at compile time).
+// FACT_ACT_* of an activation functor template (-1: unknown, refused at compile time): the
+// abi_id of the ops.def entry that names it as its 16-bit or float32 functor.
 template <template <class> class Fn>
-struct ActivationId : std::integral_constant<int32_t, -1> {};
-template <> struct ActivationId<cutlass::epilogue::thread::ReLu>
-    : std::integral_constant<int32_t, FACT_ACT_RELU> {};
-template <> struct ActivationId<cutlass::epilogue::thread::GELU>
-    : std::integral_constant<int32_t, FACT_ACT_GELU_ERF> {};
-template <> struct ActivationId<cutlass::epilogue::thread::GELU_taylor>
-    : std::integral_constant<int32_t, FACT_ACT_GELU_TANH> {};
-template <> struct ActivationId<GeluTanhAccurate>
-    : std::integral_constant<int32_t, FACT_ACT_GELU_TANH> {};
-template <> struct ActivationId<cutlass::epilogue::thread::SiLu>
-    : std::integral_constant<int32_t, FACT_ACT_SILU> {};
-template <> struct ActivationId<cutlass::epilogue::thread::Sigmoid>
-    : std::integral_constant<int32_t, FACT_ACT_SIGMOID> {};
-template <> struct ActivationId<cutlass::epilogue::thread::LeakyReLU>
-    : std::integral_constant<int32_t, FACT_ACT_LEAKY_RELU> {};
-template <> struct ActivationId<cutlass::epilogue::thread::Clamp>
-    : std::integral_constant<int32_t, FACT_ACT_HARDTANH> {};
-template <> struct ActivationId<cutlass::epilogue::thread::Tanh>
-    : std::integral_constant<int32_t, FACT_ACT_TANH> {};
-template <> struct ActivationId<TanhAccurate>
-    : std::integral_constant<int32_t, FACT_ACT_TANH> {};
+constexpr int32_t activation_id_of() {
+#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, NAME, F16, F32, ...)                  \
+  if constexpr (std::is_same_v<Fn<float>, F16<float>> || std::is_same_v<Fn<float>, F32<float>>) \
+    return ID;                                                                      \
+  else
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_ACTIVATION
+  return -1;
+}
+template <template <class> class Fn>
+struct ActivationId : std::integral_constant<int32_t, activation_id_of<Fn>()> {};
+
+// Whether a glu step may gate with an activation (ops.def's GATES column).
+constexpr bool activation_gates(int32_t activation) {
+  switch (activation) {
+#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, NAME, F16, F32, FORMULA, ATEN, ATEN_DEFAULTS, P0, P1, \
+                             GATES, ...)                                                             \
+    case ID: return GATES != 0;
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_ACTIVATION
+    default: return false;
+  }
+}
+
+// What a step reads besides x (ops.def's OPERAND column), for code that handles every step of
+// one operand shape alike (the standalone runner's operand buffers).
+enum class StepOperand { NONE, COLUMN_VECTOR, ROW_VECTOR, MATRIX, TABLES };
+constexpr StepOperand step_operand(int32_t kind) {
+  switch (kind) {
+#define FACT_GEMM_STEP(C_NAME, CPP, ID, NAME, TOKEN, LINK, OPERAND, ...) \
+    case ID: return StepOperand::OPERAND;
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_STEP
+    default: return StepOperand::NONE;
+  }
+}
+
+// FACT_STEP_* of a step formula (op_formulas.h): the abi_id of the ops.def entry whose
+// HostFormula it is (-1: none).
+template <class Formula>
+constexpr int32_t step_id_of_formula() {
+#define FACT_GEMM_STEP(C_NAME, CPP, ID, NAME, TOKEN, LINK, OPERAND, CONSTANTS, STORES_D, FORMULA, ...) \
+  if constexpr (std::is_same_v<Formula, FORMULA>) return ID; else
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_STEP
+  return -1;
+}
 
 template <class T, class = void>
 struct has_leaky_alpha : std::false_type {};
@@ -698,6 +753,95 @@ struct Multiply : detail::LinkBase<Prev> {
   }
 };
 
+// x = Op(x, C_i[m, n]) for a step written only as a formula over an M×N operand (op_formulas.h:
+// apply(x, operand, constants), constants unused): MatrixFormula<ops::GeluTanhGradStep>::Link is
+// used like Multiply, its operand fetched the same way (the chain's first M×N operand through
+// CUTLASS's C, further ones straight into registers). Its step kind is the ops.def entry whose
+// HostFormula is Op.
+template <class Op>
+struct MatrixFormula {
+  // (c, x) -> Op(x, c): the EVT passes the children in order, the operand first.
+  template <class T>
+  struct Compute {
+    CUTLASS_HOST_DEVICE T operator()(T const& c, T const& x) const {
+      return T(Op::template apply<float>(static_cast<float>(x), static_cast<float>(c),
+                                         ops::StepConstants<float>{}));
+    }
+  };
+  template <class T, int N>
+  struct Compute<cutlass::Array<T, N>> {
+    CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& c,
+                                                        cutlass::Array<T, N> const& x) const {
+      cutlass::Array<T, N> result;
+      Compute<T> op;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < N; ++i) result[i] = op(c[i], x[i]);
+      return result;
+    }
+  };
+
+  template <class ElementC, class Prev>
+  struct Link : detail::LinkBase<Prev> {
+    using Base = detail::LinkBase<Prev>;
+    static constexpr int32_t kStep = detail::step_id_of_formula<Op>();
+    static_assert(kStep >= 0, "no ops.def entry names this formula");
+    static constexpr bool kViaSource = !Prev::kReadsSource;
+    static constexpr bool kReadsSource = true;
+    static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
+
+    template <class Cfg>
+    using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
+
+    template <class Cfg, class ElementOut>
+    using Node = detail::fusion::Sm90EVT<
+        detail::fusion::Sm90Compute<Compute, ElementOut, typename Cfg::ElementCompute, Cfg::kRound>,
+        Fetch<Cfg>, typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+    template <class Cfg>
+    static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
+      if constexpr (kViaSource) {
+        return {};
+      } else {
+        const FactGemmStep& s = Base::step(args);
+        using Stride = typename Fetch<Cfg>::StrideMNL;
+        return {static_cast<const ElementC*>(s.operand), ElementC(0),
+                detail::make_stride<Stride>(s.ld, s.batch_stride)};
+      }
+    }
+
+    template <class Cfg, class ElementOut>
+    static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+      return {fetch_arguments<Cfg>(args),
+              Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
+    }
+
+    template <class Cfg>
+    CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator,
+                                               int64_t m, int64_t n, int64_t l) {
+      const FactGemmStep& s = Base::step(args);
+      const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
+      return Compute<float>{}(c, Prev::template reference<Cfg>(args, accumulator, m, n, l));
+    }
+
+    static bool matches(const FactGemmArgs& args) {
+      const FactGemmStep& s = Base::step(args);
+      return Prev::matches(args) && s.kind == kStep && s.operand_type == detail::dtype_id<ElementC>();
+    }
+    static void describe(FactGemmStep* steps) {
+      Base::describe_step(steps, kStep, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
+    }
+
+    template <class Cfg>
+    static int check_operands(const FactGemmArgs& args, bool size_query) {
+      if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
+        return status;
+      }
+      return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args),
+                                                                     size_query);
+    }
+  };
+};
+
 // act(x[m, 2j]) · x[m, 2j+1] -> D[m, j]: a gated linear unit over interleaved gate / up columns,
 // the chain's last link (FACT_STEP_GLU; gemm_glu.cuh). D is M×(N/2) and written by this link
 // (the kernel's collective epilogue has a void D); `reference` is the value before the gate (per
@@ -708,10 +852,8 @@ struct Glu : detail::LinkBase<Prev> {
   static constexpr bool kGated = true;
   static constexpr bool kStoresD = true;
   static constexpr int32_t kActivation = detail::ActivationId<ActivationFn>::value;
-  static_assert(kActivation == FACT_ACT_SILU || kActivation == FACT_ACT_GELU_TANH ||
-                    kActivation == FACT_ACT_GELU_ERF || kActivation == FACT_ACT_SIGMOID ||
-                    kActivation == FACT_ACT_RELU,
-                "a gate takes an activation without parameters");
+  static_assert(detail::activation_gates(kActivation),
+                "a gate takes an activation without parameters (ops.def's GATES column)");
   static_assert(!Prev::kReadsSource, "no M×N operand before a gate (the kernel has no C)");
 
   template <class Cfg, class ElementOut>

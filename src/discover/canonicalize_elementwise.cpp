@@ -2,6 +2,10 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <algorithm>
 
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/rule.hpp"
@@ -102,15 +106,62 @@ std::optional<double> number_argument(const Node& node, size_t index, const char
   return detail::number_constant(*arg);
 }
 
+// The activations the GEMM epilogue's op table (patterns/gemm/epilogue/ops.def) says an aten op
+// spells without parameters: its name, its aten targets, and the constants the op's further
+// arguments (positional from 1, or by keyword) must have when given ("beta=1 threshold=20").
+struct TableActivation {
+  const char* name;
+  std::string_view targets;
+  std::string_view defaults;
+};
+constexpr TableActivation kTableActivations[] = {
+#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, NAME, F16, F32, FORMULA, ATEN, ATEN_DEFAULTS, ...) \
+  {NAME, ATEN, ATEN_DEFAULTS},
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_ACTIVATION
+};
+
+std::vector<std::string> words(std::string_view text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(' ', at), text.size());
+    if (end > at) out.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Every "name=value" of `defaults` is absent from the node or given as that constant.
+bool has_default_arguments(const Node& node, std::string_view defaults) {
+  const auto pairs = words(defaults);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const size_t equals = pairs[i].find('=');
+    const std::string name = pairs[i].substr(0, equals);
+    const double expected = std::stod(pairs[i].substr(equals + 1));
+    const Arg* arg = detail::argument(node, i + 1, name.c_str());
+    if (arg == nullptr) continue;
+    const auto given = detail::number_constant(*arg);
+    if (!given || *given != expected) return false;
+  }
+  return true;
+}
+
+// The table's activation `node` is, or nullptr.
+const char* table_activation(const Node& node) {
+  for (const TableActivation& entry : kTableActivations) {
+    if (entry.targets.empty() || !target_in(node, words(entry.targets))) continue;
+    return has_default_arguments(node, entry.defaults) ? entry.name : nullptr;
+  }
+  return nullptr;
+}
+
 // The fact.activation attrs for a captured activation op, if it is one.
 std::optional<json> activation_attrs(const Node& node) {
   auto make = [](const char* kind, double p0 = 0.0, double p1 = 0.0) {
     return json{{"kind", kind}, {"p0", p0}, {"p1", p1}};
   };
-  if (target_in(node, {"aten.relu", "aten.relu_"})) return make("relu");
-  if (target_in(node, {"aten.silu", "aten.silu_"})) return make("silu");
-  if (target_in(node, {"aten.sigmoid", "aten.sigmoid_"})) return make("sigmoid");
-  if (target_in(node, {"aten.tanh", "aten.tanh_"})) return make("tanh");
+  if (auto name = table_activation(node)) return make(name);
   if (target_in(node, {"aten.leaky_relu", "aten.leaky_relu_"})) {
     const Arg* slope_arg = detail::argument(node, 1, "negative_slope");
     auto slope = slope_arg ? detail::number_constant(*slope_arg) : std::optional<double>(0.01);

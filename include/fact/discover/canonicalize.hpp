@@ -9,9 +9,11 @@
 //                   in any spelling (pow or x*x*x, the 0.5 first or last, constants to 1e-6
 //                   relative); args [x].
 //   fact.gelu_erf   from aten.gelu and 0.5*x*(1+erf(x/sqrt(2))); args [x].
-//   fact.activation from relu, silu (also x*sigmoid(x)), sigmoid, tanh, leaky_relu, hardtanh, clamp,
-//                   clamp_min; args [x]; attrs {kind: "relu"|"silu"|"sigmoid"|"leaky_relu"|
-//                   "hardtanh"|"tanh", p0, p1 (leaky slope; hardtanh/clamp bounds, ±inf if absent)}.
+//   fact.activation from leaky_relu, hardtanh, relu6, clamp, clamp_min, x*sigmoid(x) (silu) and
+//                   every aten op the GEMM epilogue's op table lists for an activation
+//                   (patterns/gemm/epilogue/ops.def: relu, silu, sigmoid, tanh, ...); args [x];
+//                   attrs {kind: the activation's name, p0, p1 (leaky slope; hardtanh/clamp
+//                   bounds, ±inf if absent)}.
 //   fact.scale      from mul / div of a tensor by a scalar; args [x]; attrs {value} (the factor).
 //   fact.add_scalar from add / sub of a scalar (x + c, c + x, x - c, with alpha); args [x];
 //                   attrs {value} (what is added).

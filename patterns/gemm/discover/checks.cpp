@@ -3,6 +3,7 @@
 
 #include "fact/problem/operand_transform.hpp"
 #include "patterns/gemm/discover/chain.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 
 namespace fact::gemm {
@@ -62,8 +63,7 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
     const std::string what = std::string(epilogue_kind_name(step.kind)) + " operand";
     const DType ot = step.operand_dtype;
     // A rope step reads its tables element by element, bias and row-scale vectors have no ld.
-    if (step.kind != EpilogueStep::Kind::Bias && step.kind != EpilogueStep::Kind::Rope &&
-        step.kind != EpilogueStep::Kind::RowScale) {
+    if (step_op(step.kind).operand == OperandShape::MATRIX) {
       if (auto r = misaligned((what + " ld").c_str(), step.operand_ld, v, ot)) return r;
     }
     if (p.batch > 1) {

@@ -1,5 +1,7 @@
 #include "patterns/gemm/kind/pack.hpp"
 
+#include "patterns/gemm/epilogue/op_table.hpp"
+
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
@@ -67,14 +69,15 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
   for (size_t i = 0; i < epilogue.steps.size(); ++i) {
     const EpilogueStep& step = epilogue.steps[i];
     FactGemmStep& out = args.steps[i];
-    out.kind = abi_step_kind(step.kind);
-    if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
+    // Which constants and operand fields a step carries: ops.def's CONSTANTS and OPERAND columns.
+    const StepOp& op = step_op(step.kind);
+    out.kind = op.abi_id;
+    if (op.constants == StepConstantsRead::ACTIVATION) {
       out.activation = abi_activation(step.activation);
       out.p0 = static_cast<float>(step.p0);
       out.p1 = static_cast<float>(step.p1);
     }
-    if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
-        step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Bias) {
+    if (op.constants == StepConstantsRead::VALUE || op.constants == StepConstantsRead::VALUE_DEFAULT_ONE) {
       out.value = static_cast<float>(step.value);
     }
     if (reads_operand(step.kind)) {
@@ -83,7 +86,7 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
       out.batch_stride = step.operand_batch_stride;
       out.outer_batch_stride = step.operand_outer_batch_stride;
     }
-    if (step.kind == EpilogueStep::Kind::Rope) {
+    if (op.operand == OperandShape::TABLES) {
       out.period = step.rope_period;
       out.period_stride = step.rope_period_stride;
       out.group = static_cast<int32_t>(step.rope_group);
@@ -119,7 +122,7 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
     throw std::invalid_argument("a gated GEMM pairs columns: N=" + std::to_string(p.n) + " is odd");
   }
   for (size_t i = 0; i + 1 < p.epilogue.size(); ++i) {
-    if (p.epilogue[i].kind == EpilogueStep::Kind::Glu || p.epilogue[i].kind == EpilogueStep::Kind::Rope)
+    if (step_op(p.epilogue[i].kind).stores_d)
       throw std::invalid_argument("a glu or rope step must be the epilogue's last");
   }
   if (p.roped()) {
@@ -155,7 +158,7 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
     const size_t offset = offsetof(FactGemmArgs, steps) + i * sizeof(FactGemmStep) +
                           offsetof(FactGemmStep, operand);
     slot(offset, PointerSlot::From::Operand, image.operand(step.operand, step.operand_dtype), 0);
-    if (step.kind == EpilogueStep::Kind::Rope) {
+    if (step_op(step.kind).operand == OperandShape::TABLES) {
       const size_t offset2 = offsetof(FactGemmArgs, steps) + i * sizeof(FactGemmStep) +
                              offsetof(FactGemmStep, operand2);
       slot(offset2, PointerSlot::From::Operand, image.operand(step.operand2, step.operand_dtype), 0);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "fact/util/json_fields.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 
 namespace fact::gemm {
 
@@ -18,32 +19,6 @@ using util::int_field;
 using util::number;
 using util::number_field;
 using util::string_field;
-
-// The one spelling table of activations and epilogue step kinds (docs/abi.md): the problem's
-// JSON, fusion names, reports and command lines all read these.
-constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationNames{{
-    {Activation::Identity, "identity"},
-    {Activation::ReLU, "relu"},
-    {Activation::GeluErf, "gelu_erf"},
-    {Activation::GeluTanh, "gelu_tanh"},
-    {Activation::SiLU, "silu"},
-    {Activation::Sigmoid, "sigmoid"},
-    {Activation::LeakyReLU, "leaky_relu"},
-    {Activation::HardTanh, "hardtanh"},
-    {Activation::Tanh, "tanh"},
-}};
-
-constexpr std::array<std::pair<EpilogueStep::Kind, std::string_view>, 9> kEpilogueKindNames{{
-    {EpilogueStep::Kind::Scale, "scale"},
-    {EpilogueStep::Kind::AddScalar, "add"},
-    {EpilogueStep::Kind::Bias, "bias"},
-    {EpilogueStep::Kind::Activation, "activation"},
-    {EpilogueStep::Kind::Residual, "residual"},
-    {EpilogueStep::Kind::Multiply, "mul"},
-    {EpilogueStep::Kind::Glu, "glu"},
-    {EpilogueStep::Kind::Rope, "rope"},
-    {EpilogueStep::Kind::RowScale, "row_scale"},
-}};
 
 // Distinct matrices an operand holds over both batch modes (a zero stride shares one).
 double copies(int64_t batch_stride, int64_t outer_batch_stride, int64_t batch, int64_t outer_batch) {
@@ -89,39 +64,23 @@ GemmOperand operand_from_json(const json& j, const std::string& where) {
 std::string_view layout_name(Layout l) { return l == Layout::RowMajor ? "row" : "col"; }
 char layout_token(Layout l) { return l == Layout::RowMajor ? 't' : 'n'; }
 
-std::string_view activation_name(Activation a) {
-  for (const auto& [activation, name] : kActivationNames) {
-    if (activation == a) return name;
-  }
-  return "unknown";
-}
+// Names come from ops.def (op_table.hpp): the problem's JSON, fusion names, reports and command
+// lines all read them.
+std::string_view activation_name(Activation a) { return activation_op(a).name; }
 
 std::optional<Activation> parse_activation(std::string_view name) {
-  for (const auto& [activation, entry] : kActivationNames) {
-    if (entry == name) return activation;
-  }
-  return std::nullopt;
+  const ActivationOp* op = find_activation_op(name);
+  return op ? std::optional<Activation>(op->activation) : std::nullopt;
 }
 
-std::string_view epilogue_kind_name(EpilogueStep::Kind k) {
-  for (const auto& [kind, name] : kEpilogueKindNames) {
-    if (kind == k) return name;
-  }
-  return "unknown";
-}
+std::string_view epilogue_kind_name(EpilogueStep::Kind k) { return step_op(k).name; }
 
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name) {
-  for (const auto& [kind, entry] : kEpilogueKindNames) {
-    if (entry == name) return kind;
-  }
-  return std::nullopt;
+  const StepOp* op = find_step_op(name);
+  return op ? std::optional<EpilogueStep::Kind>(op->kind) : std::nullopt;
 }
 
-bool reads_operand(EpilogueStep::Kind k) {
-  return k == EpilogueStep::Kind::Bias || k == EpilogueStep::Kind::Residual ||
-         k == EpilogueStep::Kind::Multiply || k == EpilogueStep::Kind::Rope ||
-         k == EpilogueStep::Kind::RowScale;
-}
+bool reads_operand(EpilogueStep::Kind k) { return step_op(k).operand != OperandShape::NONE; }
 
 double GemmProblem::min_bytes() const {
   double bytes = operand_bytes(a, m, k, batch, outer_batch) +
@@ -131,11 +90,11 @@ double GemmProblem::min_bytes() const {
     const int bytes_per = graph::dtype_bytes(step.operand_dtype);
     const double held = copies(step.operand_batch_stride, step.operand_outer_batch_stride, batch,
                                outer_batch);
-    if (step.kind == EpilogueStep::Kind::Bias) bytes += double(n) * bytes_per * held;
-    if (step.kind == EpilogueStep::Kind::RowScale) bytes += double(m) * bytes_per * held;
-    if (step.kind == EpilogueStep::Kind::Residual || step.kind == EpilogueStep::Kind::Multiply)
-      bytes += double(m) * double(n) * held * bytes_per;
-    if (step.kind == EpilogueStep::Kind::Rope && step.rope_period > 0) {
+    const OperandShape shape = step_op(step.kind).operand;
+    if (shape == OperandShape::COLUMN_VECTOR) bytes += double(n) * bytes_per * held;
+    if (shape == OperandShape::ROW_VECTOR) bytes += double(m) * bytes_per * held;
+    if (shape == OperandShape::MATRIX) bytes += double(m) * double(n) * held * bytes_per;
+    if (shape == OperandShape::TABLES && step.rope_period > 0) {
       // cos and sin, [sequences or 1, period, group] each
       const double sequences = step.rope_period_stride == 0 ? 1.0 : double(m / step.rope_period);
       bytes += 2.0 * sequences * double(step.rope_period) * double(step.rope_group) * bytes_per;
@@ -187,15 +146,15 @@ json gemm_problem_to_json(const GemmProblem& p) {
   const bool two_modes = p.outer_batch != 1;
   json epilogue = json::array();
   for (const auto& step : p.epilogue) {
-    json s = {{"kind", epilogue_kind_name(step.kind)}};
-    if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
+    const StepOp& op = step_op(step.kind);
+    json s = {{"kind", op.name}};
+    if (op.constants == StepConstantsRead::ACTIVATION) {
       s["activation"] = activation_name(step.activation);
       s["p0"] = number(step.p0);
       s["p1"] = number(step.p1);
     }
-    if (step.kind == EpilogueStep::Kind::Scale || step.kind == EpilogueStep::Kind::AddScalar ||
-        step.kind == EpilogueStep::Kind::Residual ||
-        (step.kind == EpilogueStep::Kind::Bias && step.value != 1.0)) {
+    if (op.constants == StepConstantsRead::VALUE ||
+        (op.constants == StepConstantsRead::VALUE_DEFAULT_ONE && step.value != 1.0)) {
       s["value"] = number(step.value);
     }
     if (!step.operand.empty()) {
@@ -205,7 +164,7 @@ json gemm_problem_to_json(const GemmProblem& p) {
       s["operand_batch_stride"] = step.operand_batch_stride;
       if (two_modes) s["operand_outer_batch_stride"] = step.operand_outer_batch_stride;
     }
-    if (step.kind == EpilogueStep::Kind::Rope) {
+    if (op.operand == OperandShape::TABLES) {
       s["operand2"] = step.operand2;
       s["period"] = step.rope_period;
       s["period_stride"] = step.rope_period_stride;
@@ -254,7 +213,7 @@ GemmProblem gemm_problem_from_json(const json& j) {
       const auto kind = parse_epilogue_kind(string_field(steps[i], "kind", at));
       if (!kind) throw std::invalid_argument(at + ".kind: unknown step kind");
       step.kind = *kind;
-      if (step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu) {
+      if (step_op(step.kind).constants == StepConstantsRead::ACTIVATION) {
         auto act = parse_activation(string_field(steps[i], "activation", at));
         if (!act) throw std::invalid_argument(at + ".activation: unknown activation");
         step.activation = *act;
@@ -267,7 +226,7 @@ GemmProblem gemm_problem_from_json(const json& j) {
       step.operand_ld = steps[i].value("operand_ld", int64_t{0});
       step.operand_batch_stride = steps[i].value("operand_batch_stride", int64_t{0});
       step.operand_outer_batch_stride = steps[i].value("operand_outer_batch_stride", int64_t{0});
-      if (step.kind == EpilogueStep::Kind::Rope) {
+      if (step_op(step.kind).operand == OperandShape::TABLES) {
         step.operand2 = steps[i].value("operand2", std::string());
         step.rope_period = int_field(steps[i], "period", at);
         step.rope_period_stride = steps[i].value("period_stride", int64_t{0});

@@ -2,8 +2,8 @@
 // D: M×N, l < batch (the kernel's batch mode), o < outer_batch (a second batch mode: the batch
 // dims of a 4-D matmul whose operands need two strides, gemm_abi.h). Discovery builds it (chain.hpp), realization turns it into kernels
 // (realize/spec_from_problem.hpp), kind.cpp tells the engine's stages about it, and the ABI
-// struct it becomes is gemm_abi.h. Its names (step kinds, activations) have one table, in
-// problem.cpp.
+// struct it becomes is gemm_abi.h. Its step kinds and activations have one declaration,
+// patterns/gemm/epilogue/ops.def (op_table.hpp reads it).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -37,7 +37,13 @@ struct GemmOperand {
   int64_t outer_batch_stride = 0;  // elements between outer batches (the second batch mode)
 };
 
-enum class Activation { Identity, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh };
+// Activations and step kinds: one entry each in patterns/gemm/epilogue/ops.def, declared in its
+// order (the ordinals enter reference cache keys: entries are only appended).
+enum class Activation {
+#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ...) CPP,
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_ACTIVATION
+};
 std::string_view activation_name(Activation a);  // "relu", "gelu_erf", "gelu_tanh", ...
 // Inverse of activation_name; nullopt for an unknown name.
 std::optional<Activation> parse_activation(std::string_view name);
@@ -45,21 +51,11 @@ std::optional<Activation> parse_activation(std::string_view name);
 // One step of the fused epilogue, applied in order to the accumulator (gemm_abi.h's
 // FactGemmStep; docs/abi.md).
 struct EpilogueStep {
+  // What each kind computes: gemm_abi.h's FactGemmStepKind and ops.def.
   enum class Kind {
-    Scale,       // x *= value
-    AddScalar,   // x += value
-    Bias,        // x += value * bias[n]             (operand: length-N vector; value 1, or
-                 //                                   addmm's beta)
-    Activation,  // x = act(x; p0, p1)              (leaky slope / clamp bounds)
-    Residual,    // x += value * C[m, n]            (operand: M×N tensor; value = beta)
-    Multiply,    // x *= C[m, n]                     (operand: M×N tensor)
-    Glu,         // the last step: D[m, j] = act(x[m, 2j]; p0, p1) · x[m, 2j+1], D is M×(N/2)
-                 // (a gated linear unit over interleaved gate / up columns; `activation`)
-    Rope,        // the last step: rotary position embedding over pairs of columns of each
-                 // head, each result written to its original column (gemm_abi.h's
-                 // FACT_STEP_ROPE): operand = cos table, operand2 = sin table
-    RowScale,    // x *= operand[m]                  (operand: length-M vector, one scale per row:
-                 //                                   RMSNorm's rstd, patterns/rmsnorm)
+#define FACT_GEMM_STEP(C_NAME, CPP, ...) CPP,
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_STEP
   };
   Kind kind = Kind::Scale;
   Activation activation = Activation::Identity;
@@ -81,7 +77,7 @@ struct EpilogueStep {
 };
 std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
-bool reads_operand(EpilogueStep::Kind k);  // Bias, Residual, Multiply, Rope (its cos table), RowScale
+bool reads_operand(EpilogueStep::Kind k);  // ops.def's OPERAND column is not NONE
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0, batch = 1;

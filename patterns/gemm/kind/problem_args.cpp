@@ -1,5 +1,7 @@
 #include "patterns/gemm/kind/problem_args.hpp"
 
+#include "patterns/gemm/epilogue/op_table.hpp"
+
 #include <charconv>
 #include <set>
 #include <stdexcept>
@@ -98,31 +100,16 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
   problem.alpha = 1.0;
   for (const std::string& token : split_commas(epilogue)) {
     if (token == "none") continue;
+    // A step's CLI token is its ops.def name ("mul" also as "multiply"), an activation's name,
+    // glu_<activation> or rope / rope_interleaved; what the step reads (ops.def's OPERAND and
+    // CONSTANTS columns) says how it is filled in.
     EpilogueStep step;
-    if (token == "bias") {
-      step.kind = EpilogueStep::Kind::Bias;
-      step.operand_dtype = dtype;
-    } else if (token == "residual" || token == "mul" || token == "multiply") {
-      step.kind = token == "residual" ? EpilogueStep::Kind::Residual : EpilogueStep::Kind::Multiply;
-      step.value = 1.0;
-      step.operand_dtype = dtype;
-      step.operand_ld = sizes.n;
-      step.operand_batch_stride = problem.d.batch_stride;
-      step.operand_outer_batch_stride = problem.d.outer_batch_stride;
-    } else if (token == "row_scale") {
-      // One float32 scale per row (RMSNorm's rstd, patterns/rmsnorm), shared by every batch.
-      step.kind = EpilogueStep::Kind::RowScale;
-      step.operand = "row_scale";
-      step.operand_dtype = graph::DType::Float32;
-    } else if (token == "scale" || token == "add") {
-      // A constant after the GEMM (a leading one folds into alpha): 0.5 and 1.0 stand in for
-      // the model's constant, which the call carries at run time.
-      step.kind = token == "scale" ? EpilogueStep::Kind::Scale : EpilogueStep::Kind::AddScalar;
-      step.value = token == "scale" ? 0.5 : 1.0;
-    } else if (token.rfind("glu_", 0) == 0 && parse_activation(token.substr(4))) {
+    const StepOp* op = find_step_op(token == "multiply" ? std::string_view("mul") : std::string_view(token));
+    const ActivationOp* activation = find_activation_op(token);
+    if (token.rfind("glu_", 0) == 0 && find_activation_op(token.substr(4))) {
       // A gated linear unit over interleaved gate / up columns: D is M x N/2.
       step.kind = EpilogueStep::Kind::Glu;
-      step.activation = *parse_activation(token.substr(4));
+      step.activation = find_activation_op(token.substr(4))->activation;
     } else if (token == "rope" || token == "rope_interleaved") {
       // Rotary embedding over heads of 128 columns (64 when N is no multiple of 128), one
       // sequence of M rows, one [M, head] table pair (the call's tables stand in for the model's).
@@ -134,18 +121,43 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       step.operand_ld = step.rope_group;
       step.rope_period = sizes.m;
       step.rope_interleaved = token == "rope_interleaved";
-    } else if (auto activation = parse_activation(token)) {
-      step.kind = EpilogueStep::Kind::Activation;
-      step.activation = *activation;
-      if (*activation == Activation::LeakyReLU) step.p0 = 0.01;
-      if (*activation == Activation::HardTanh) {
-        step.p0 = -1.0;
-        step.p1 = 1.0;
+    } else if (op != nullptr && op->constants != StepConstantsRead::ACTIVATION &&
+               op->operand != OperandShape::TABLES) {
+      // A constant after the GEMM stands in for the model's (a leading scale folds into alpha;
+      // the call carries the constant at run time).
+      step.kind = op->kind;
+      step.value = op->cli_value;
+      switch (op->operand) {
+        case OperandShape::COLUMN_VECTOR: step.operand_dtype = dtype; break;
+        case OperandShape::ROW_VECTOR:
+          // One float32 entry per row (a norm's statistic, such as RMSNorm's rstd), shared by
+          // every batch.
+          step.operand = op->name;
+          step.operand_dtype = graph::DType::Float32;
+          break;
+        case OperandShape::MATRIX:
+          step.operand_dtype = dtype;
+          step.operand_ld = sizes.n;
+          step.operand_batch_stride = problem.d.batch_stride;
+          step.operand_outer_batch_stride = problem.d.outer_batch_stride;
+          break;
+        case OperandShape::NONE:
+        case OperandShape::TABLES: break;
       }
+    } else if (activation != nullptr) {
+      step.kind = EpilogueStep::Kind::Activation;
+      step.activation = activation->activation;
+      step.p0 = activation->cli_p0;
+      step.p1 = activation->cli_p1;
     } else {
-      throw std::invalid_argument("epilogue step '" + token +
-                                  "': expected bias, row_scale, residual, mul, scale, add, an activation (relu, gelu_tanh, ...) "
-                                  "or glu_<activation> / rope / rope_interleaved (last)");
+      std::string steps, activations;
+      for (const StepOp& known : kStepOps) {
+        if (known.constants != StepConstantsRead::ACTIVATION && known.operand != OperandShape::TABLES)
+          steps += std::string(known.name) + ", ";
+      }
+      for (const ActivationOp& known : kActivationOps) activations += (activations.empty() ? "" : ", ") + std::string(known.name);
+      throw std::invalid_argument("epilogue step '" + token + "': expected " + steps + "an activation (" +
+                                  activations + ") or glu_<activation> / rope / rope_interleaved (last)");
     }
     problem.epilogue.push_back(step);
   }
@@ -154,8 +166,7 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
     for (size_t i = 0; i + 1 < problem.epilogue.size(); ++i) {
       if (problem.epilogue[i].kind == EpilogueStep::Kind::Glu)
         throw std::invalid_argument("epilogue glu_*: must be the last step");
-      if (problem.epilogue[i].kind == EpilogueStep::Kind::Residual ||
-          problem.epilogue[i].kind == EpilogueStep::Kind::Multiply)
+      if (step_op(problem.epilogue[i].kind).operand == OperandShape::MATRIX)
         throw std::invalid_argument("epilogue glu_*: no M x N operand before the gate");
     }
     problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n / 2, batch, outer);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/abi_names.hpp"
 
 namespace fact::gemm {
@@ -17,21 +18,23 @@ namespace fact::gemm {
 namespace {
 
 
-double activate(int32_t activation, double x, double p0, double p1) {
-  constexpr double kPi = 3.14159265358979323846;
-  switch (activation) {
-    case FACT_ACT_IDENTITY: return x;
-    case FACT_ACT_RELU: return x > 0.0 ? x : 0.0;
-    case FACT_ACT_GELU_ERF: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case FACT_ACT_GELU_TANH:
-      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
-    case FACT_ACT_SILU: return x / (1.0 + std::exp(-x));
-    case FACT_ACT_SIGMOID: return 1.0 / (1.0 + std::exp(-x));
-    case FACT_ACT_LEAKY_RELU: return x >= 0.0 ? x : p0 * x;
-    case FACT_ACT_HARDTANH: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case FACT_ACT_TANH: return std::tanh(x);
-    default: return std::nan("");
+// The element a step reads at (i, j), as ops.def's OPERAND column says (0 when it reads none;
+// rope's tables are read by the store below).
+double operand_element(const FactGemmStep& step, OperandShape shape, int64_t step0, int64_t i,
+                       int64_t j) {
+  switch (shape) {
+    case OperandShape::COLUMN_VECTOR: return load_abi_element(step.operand, step0 + j, step.operand_type);
+    case OperandShape::ROW_VECTOR: return load_abi_element(step.operand, step0 + i, step.operand_type);
+    case OperandShape::MATRIX:
+      return load_abi_element(step.operand, step0 + i * step.ld + j, step.operand_type);
+    case OperandShape::NONE:
+    case OperandShape::TABLES: return 0.0;
   }
+  return 0.0;
+}
+
+ops::StepConstants<double> constants_of(const FactGemmStep& step) {
+  return {double(step.value), double(step.p0), double(step.p1), step.activation};
 }
 
 bool valid_type(int32_t type) { return abi_dtype_bytes(type) > 0; }
@@ -52,10 +55,9 @@ int reference_gemm_host(const FactGemmArgs& args) {
   if (args.num_steps < 0 || args.num_steps > FACT_GEMM_MAX_STEPS) return FACT_ERR_INVALID_ARGS;
   for (int s = 0; s < args.num_steps; ++s) {
     const FactGemmStep& step = args.steps[s];
-    const bool operand = step.kind == FACT_STEP_BIAS || step.kind == FACT_STEP_RESIDUAL ||
-                         step.kind == FACT_STEP_MULTIPLY || step.kind == FACT_STEP_ROPE ||
-                         step.kind == FACT_STEP_ROW_SCALE;
-    if (step.kind < FACT_STEP_SCALE || step.kind > FACT_STEP_ROW_SCALE) return FACT_ERR_INVALID_ARGS;
+    const StepOp* op = find_step_op_by_abi_id(step.kind);
+    if (op == nullptr) return FACT_ERR_INVALID_ARGS;
+    const bool operand = op->operand != OperandShape::NONE;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
     // A gated step pairs columns: it is the last, over an even N.
     if (step.kind == FACT_STEP_GLU && (s != args.num_steps - 1 || args.n % 2 != 0))
@@ -85,7 +87,9 @@ int reference_gemm_host(const FactGemmArgs& args) {
       const int64_t b0 = o * args.outer_stride_b + l * args.stride_b;
       const int64_t d0 = o * args.outer_stride_d + l * args.stride_d;
       int64_t step0[FACT_GEMM_MAX_STEPS];
+      OperandShape shape[FACT_GEMM_MAX_STEPS];
       for (int s = 0; s < args.num_steps; ++s) {
+        shape[s] = find_step_op_by_abi_id(args.steps[s].kind)->operand;  // checked above
         step0[s] = o * args.steps[s].outer_batch_stride + l * args.steps[s].batch_stride;
       }
       for (int64_t i = 0; i < m; ++i) {
@@ -121,24 +125,12 @@ int reference_gemm_host(const FactGemmArgs& args) {
             double x = double(args.alpha) * ((acc0 + acc1) + (acc2 + acc3));
             for (int s = 0; s < steps_before_output; ++s) {
               const FactGemmStep& step = args.steps[s];
-              switch (step.kind) {
-                case FACT_STEP_SCALE: x *= step.value; break;
-                case FACT_STEP_ADD_SCALAR: x += step.value; break;
-                case FACT_STEP_BIAS:
-                  x += double(step.value) * load_abi_element(step.operand, step0[s] + j, step.operand_type);
-                  break;
-                case FACT_STEP_ACTIVATION: x = activate(step.activation, x, step.p0, step.p1); break;
-                case FACT_STEP_RESIDUAL:
-                  x += double(step.value) *
-                       load_abi_element(step.operand, step0[s] + i * step.ld + j, step.operand_type);
-                  break;
-                case FACT_STEP_MULTIPLY:
-                  x *= load_abi_element(step.operand, step0[s] + i * step.ld + j, step.operand_type);
-                  break;
-                case FACT_STEP_ROW_SCALE:
-                  x *= load_abi_element(step.operand, step0[s] + i, step.operand_type);
-                  break;
-                default: bad_step = true; return;
+              bool known = true;
+              x = ops::apply_step<double>(step.kind, x, operand_element(step, shape[s], step0[s], i, j),
+                                          constants_of(step), &known);
+              if (!known) {
+                bad_step = true;
+                return;
               }
             }
             row[static_cast<size_t>(j)] = x;
@@ -149,7 +141,7 @@ int reference_gemm_host(const FactGemmArgs& args) {
               const double gate = row[static_cast<size_t>(2 * j)];
               const double up = row[static_cast<size_t>(2 * j + 1)];
               store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type,
-                    activate(glu.activation, gate, glu.p0, glu.p1) * up);
+                    ops::activate<double>(glu.activation, gate, glu.p0, glu.p1) * up);
             }
           } else if (roped) {
             // Pairs (2p, 2p+1) of each head's columns, each result to its original column.

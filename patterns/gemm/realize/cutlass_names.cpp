@@ -1,6 +1,7 @@
 #include "patterns/gemm/realize/cutlass_names.hpp"
 
 #include "fact/realize/spelling_table.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 
 namespace fact::gemm {
 namespace {
@@ -56,36 +57,6 @@ constexpr std::array<Spelling<MathMode>, 4> kMathModes{{
     {MathMode::Simt, "", "simt"},
 }};
 
-constexpr std::array<Spelling<Activation>, 9> kActivations{{
-    {Activation::Identity, "", "identity"},
-    {Activation::ReLU, "cutlass::epilogue::thread::ReLu", "relu"},
-    {Activation::GeluErf, "cutlass::epilogue::thread::GELU", "gelu_erf"},
-    {Activation::GeluTanh, "cutlass::epilogue::thread::GELU_taylor", "gelu_tanh"},
-    {Activation::SiLU, "cutlass::epilogue::thread::SiLu", "silu"},
-    {Activation::Sigmoid, "cutlass::epilogue::thread::Sigmoid", "sigmoid"},
-    {Activation::LeakyReLU, "cutlass::epilogue::thread::LeakyReLU", "leaky_relu"},
-    {Activation::HardTanh, "cutlass::epilogue::thread::Clamp", "hardtanh"},
-    {Activation::Tanh, "cutlass::epilogue::thread::Tanh", "tanh"},
-}};
-
-// Activations whose CUTLASS functor is approximate in float32, with FACT's accurate functor.
-constexpr std::array<Spelling<Activation>, 2> kAccurateFloatActivations{{
-    {Activation::GeluTanh, "fact::gemm::epilogue::GeluTanhAccurate", "gelu_tanh"},
-    {Activation::Tanh, "fact::gemm::epilogue::TanhAccurate", "tanh"},
-}};
-
-constexpr std::array<Spelling<EpilogueStep::Kind>, 9> kEpilogueKinds{{
-    {EpilogueStep::Kind::Scale, "fact::gemm::epilogue::Scale", "scale"},
-    {EpilogueStep::Kind::AddScalar, "fact::gemm::epilogue::AddScalar", "add"},
-    {EpilogueStep::Kind::Bias, "fact::gemm::epilogue::ColumnBias", "bias"},
-    {EpilogueStep::Kind::Activation, "fact::gemm::epilogue::Activation", "act"},
-    {EpilogueStep::Kind::Residual, "fact::gemm::epilogue::Residual", "residual"},
-    {EpilogueStep::Kind::Multiply, "fact::gemm::epilogue::Multiply", "mul"},
-    {EpilogueStep::Kind::Glu, "fact::gemm::epilogue::Glu", "glu"},
-    {EpilogueStep::Kind::Rope, "fact::gemm::epilogue::Rope", "rope"},
-    {EpilogueStep::Kind::RowScale, "fact::gemm::epilogue::RowScale", "rowscale"},
-}};
-
 }  // namespace
 
 
@@ -135,29 +106,32 @@ RasterOrder parse_raster_token(std::string_view t) {
 std::string_view math_token(MathMode m) { return find_value(kMathModes, m, "math mode").token; }
 MathMode parse_math_token(std::string_view t) { return find_token(kMathModes, t, "math mode"); }
 
+// Activations and step kinds: ops.def's columns (op_table.hpp).
 std::string_view activation_cpp(Activation a, bool accurate_float) {
-  if (accurate_float) {
-    for (const auto& entry : kAccurateFloatActivations) {
-      if (entry.value == a) return entry.cpp;
-    }
+  const ActivationOp& op = activation_op(a);
+  // The identity is dropped before rendering (kernel_epilogue): it has no device spelling.
+  if (op.activation == Activation::Identity) {
+    throw std::invalid_argument("activation 'identity' has no CUTLASS spelling");
   }
-  return cpp_of(kActivations, a, "activation");
+  return accurate_float ? op.functor_f32 : op.functor_16bit;
 }
-std::string_view activation_token(Activation a) {
-  return find_value(kActivations, a, "activation").token;
-}
+std::string_view activation_token(Activation a) { return activation_op(a).name; }
 Activation parse_activation_token(std::string_view t) {
-  return find_token(kActivations, t, "activation");
+  if (const ActivationOp* op = find_activation_op(t)) return op->activation;
+  std::string known;
+  for (const ActivationOp& op : kActivationOps) known += (known.empty() ? "" : ", ") + std::string(op.name);
+  throw std::invalid_argument("unknown activation '" + std::string(t) + "' (known: " + known + ")");
 }
 
-std::string_view epilogue_link_cpp(EpilogueStep::Kind k) {
-  return cpp_of(kEpilogueKinds, k, "epilogue step");
-}
-std::string_view epilogue_kind_token(EpilogueStep::Kind k) {
-  return find_value(kEpilogueKinds, k, "epilogue step").token;
-}
+std::string_view epilogue_link_cpp(EpilogueStep::Kind k) { return step_op(k).device_link; }
+std::string_view epilogue_kind_token(EpilogueStep::Kind k) { return step_op(k).kernel_token; }
 EpilogueStep::Kind parse_epilogue_kind_token(std::string_view t) {
-  return find_token(kEpilogueKinds, t, "epilogue step");
+  for (const StepOp& op : kStepOps) {
+    if (op.kernel_token == t) return op.kind;
+  }
+  std::string known;
+  for (const StepOp& op : kStepOps) known += (known.empty() ? "" : ", ") + std::string(op.kernel_token);
+  throw std::invalid_argument("unknown epilogue step '" + std::string(t) + "' (known: " + known + ")");
 }
 
 }  // namespace fact::gemm

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "fact/runtime/fact_abi.h"
 #include "patterns/gemm/realize/space.hpp"
@@ -17,7 +18,7 @@ std::string cpp(DType d) { return std::string(realize::dtype_cpp(d)); }
 // The dtype of the chain's first M×N operand (read through CUTLASS's C), or Unknown.
 DType source_dtype_of(const GemmSpec& spec) {
   for (const auto& op : spec.epilogue) {
-    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return op.operand_dtype;
+    if (step_op(op.kind).operand == OperandShape::MATRIX) return op.operand_dtype;
   }
   return DType::Unknown;
 }
@@ -48,6 +49,8 @@ const std::vector<std::string>& gemm_template_headers() {
       "patterns/gemm/gemm_glu.cuh",
       "patterns/gemm/gemm_rope.cuh",
       "patterns/gemm/gemm_abi.h",
+      "patterns/gemm/epilogue/ops.def",
+      "patterns/gemm/epilogue/op_formulas.h",
       "include/fact/runtime/fact_abi.h",
   };
   return headers;
@@ -57,24 +60,17 @@ std::string epilogue_chain_type(const GemmSpec& spec) {
   const bool accurate_float = spec.d_dtype == DType::Float32;
   std::string chain = "fact::gemm::epilogue::ScaledAccumulator";
   for (const auto& op : spec.epilogue) {
-    const std::string link(epilogue_link_cpp(op.kind));
-    switch (op.kind) {
-      case Kind::Bias:
-      case Kind::Residual:
-      case Kind::Multiply:
-      case Kind::Rope:
-      case Kind::RowScale:
-        chain = link + "<" + cpp(op.operand_dtype) + ",\n      " + chain + ">";
-        break;
-      case Kind::Activation:
-      case Kind::Glu:
-        chain = link + "<" + std::string(activation_cpp(op.activation, accurate_float)) +
-                ",\n      " + chain + ">";
-        break;
-      case Kind::Scale:
-      case Kind::AddScalar:
-        chain = link + "<\n      " + chain + ">";
-        break;
+    // A link's first template argument follows from what its step reads (ops.def): the
+    // operand's element type, the activation functor, or none.
+    const StepOp& descriptor = step_op(op.kind);
+    const std::string link(descriptor.device_link);
+    if (descriptor.operand != OperandShape::NONE) {
+      chain = link + "<" + cpp(op.operand_dtype) + ",\n      " + chain + ">";
+    } else if (descriptor.constants == StepConstantsRead::ACTIVATION) {
+      chain = link + "<" + std::string(activation_cpp(op.activation, accurate_float)) +
+              ",\n      " + chain + ">";
+    } else {
+      chain = link + "<\n      " + chain + ">";
     }
   }
   return chain;

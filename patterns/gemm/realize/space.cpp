@@ -1,4 +1,6 @@
 // The GEMM pattern's parameter space: a curated default list and the exhaustive cross product,
+
+#include "patterns/gemm/epilogue/op_table.hpp"
 // both pruned by the rules in space_rules.cpp.
 #include "patterns/gemm/realize/space.hpp"
 
@@ -228,8 +230,7 @@ void apply_default_config(GemmSpec& spec, int64_t m, int64_t n, int64_t k, int64
     config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
     // Few output tiles over a deep K: split K so that every SM streams a share of it.
     // A glu or rope store runs the persistent scheduler only (space_rules.cpp).
-    const bool gated = !spec.epilogue.empty() && (spec.epilogue.back().kind == EpilogueStep::Kind::Glu ||
-                                                  spec.epilogue.back().kind == EpilogueStep::Kind::Rope);
+    const bool gated = !spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d;
     if (const int split = gated ? 0 : deep_k_split_count(spec, sizes, 128, 128); split > 0) {
       config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative, TileScheduler::StreamK, split};
     }

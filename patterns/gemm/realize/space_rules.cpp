@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/realize/space.hpp"
@@ -31,7 +32,7 @@ bool is_epilogue_float(DType d) { return is_16bit_float(d) || d == DType::Float3
 // memory; further ones load straight into registers), else Unknown.
 DType source_dtype(const GemmSpec& spec) {
   for (const auto& op : spec.epilogue) {
-    if (op.kind == Kind::Residual || op.kind == Kind::Multiply) return op.operand_dtype;
+    if (step_op(op.kind).operand == OperandShape::MATRIX) return op.operand_dtype;
   }
   return DType::Unknown;
 }
@@ -40,7 +41,7 @@ DType source_dtype(const GemmSpec& spec) {
 int bias_bytes(const GemmSpec& spec) {
   int bytes = 0;
   for (const auto& op : spec.epilogue) {
-    if (op.kind == Kind::Bias) bytes += spec.tile.n * bytes_of(op.operand_dtype);
+    if (step_op(op.kind).operand == OperandShape::COLUMN_VECTOR) bytes += spec.tile.n * bytes_of(op.operand_dtype);
   }
   return bytes;
 }
@@ -179,11 +180,12 @@ std::optional<std::string> epilogue_error(const GemmSpec& s) {
     }
     if (op.kind == Kind::Glu) {
       if (i + 1 != s.epilogue.size()) return std::string("a glu step must be the epilogue's last");
-      if (op.activation != Activation::SiLU && op.activation != Activation::GeluTanh &&
-          op.activation != Activation::GeluErf && op.activation != Activation::Sigmoid &&
-          op.activation != Activation::ReLU) {
-        return "glu with " + std::string(activation_token(op.activation)) +
-               ": a gate takes silu, gelu_tanh, gelu_erf, sigmoid or relu";
+      if (!activation_op(op.activation).gates) {  // ops.def's GATES column
+        std::string gates;
+        for (const ActivationOp& a : kActivationOps) {
+          if (a.gates) gates += (gates.empty() ? "" : ", ") + std::string(a.name);
+        }
+        return "glu with " + std::string(activation_token(op.activation)) + ": a gate takes " + gates;
       }
       if (source_dtype(s) != DType::Unknown) {
         return std::string("glu after an M×N operand step (the gated kernel reads no C)");

@@ -1,5 +1,7 @@
 #include "patterns/gemm/realize/spec.hpp"
 
+#include "patterns/gemm/epilogue/op_table.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -99,7 +101,7 @@ nlohmann::json GemmSpec::to_json() const {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : epilogue) {
     nlohmann::json o{{"kind", epilogue_kind_token(op.kind)}};
-    if (op.kind == EpilogueStep::Kind::Activation || op.kind == EpilogueStep::Kind::Glu)
+    if (step_op(op.kind).constants == StepConstantsRead::ACTIVATION)
       o["activation"] = activation_token(op.activation);
     if (op.operand_dtype != DType::Unknown) o["operand_dtype"] = dtype_token(op.operand_dtype);
     ops.push_back(std::move(o));

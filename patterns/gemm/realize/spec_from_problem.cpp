@@ -1,5 +1,7 @@
 #include "patterns/gemm/realize/spec_from_problem.hpp"
 
+#include "patterns/gemm/epilogue/op_table.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -67,7 +69,7 @@ GemmSpec spec_from_problem(const GemmProblem& problem, std::string_view precisio
   for (const auto& step : kernel_epilogue(problem).steps) {
     EpilogueOpSpec op;
     op.kind = step.kind;
-    op.activation = step.kind == EpilogueStep::Kind::Activation || step.kind == EpilogueStep::Kind::Glu
+    op.activation = step_op(step.kind).constants == StepConstantsRead::ACTIVATION
                         ? step.activation
                         : Activation::Identity;
     op.operand_dtype = reads_operand(step.kind)

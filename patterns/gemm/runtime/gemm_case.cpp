@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
@@ -34,12 +35,12 @@ GemmOperand compact(const std::string& value, DType dtype, Layout layout, int64_
 
 // The stand-in constants of make_gemm_problem for a step of this kind.
 void default_constants(EpilogueStep& step) {
-  step.value = step.kind == Kind::Scale ? 0.5 : 1.0;
+  // ops.def's CLI columns: the step's stand-in value, an activation's PyTorch default p0 / p1.
+  step.value = step_op(step.kind).cli_value;
   step.p0 = step.p1 = 0.0;
-  if (step.kind == Kind::Activation && step.activation == Activation::LeakyReLU) step.p0 = 0.01;
-  if (step.kind == Kind::Activation && step.activation == Activation::HardTanh) {
-    step.p0 = -1.0;
-    step.p1 = 1.0;
+  if (step.kind == Kind::Activation) {
+    step.p0 = activation_op(step.activation).cli_p0;
+    step.p1 = activation_op(step.activation).cli_p1;
   }
 }
 
@@ -92,14 +93,16 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
   bool same_kinds = given.steps.size() == spec.epilogue.size();
   for (size_t i = 0; same_kinds && i < spec.epilogue.size(); ++i) {
     same_kinds = given.steps[i].kind == spec.epilogue[i].kind &&
-                 ((spec.epilogue[i].kind != Kind::Activation && spec.epilogue[i].kind != Kind::Glu) ||
+                 (step_op(spec.epilogue[i].kind).constants != StepConstantsRead::ACTIVATION ||
                   given.steps[i].activation == spec.epilogue[i].activation);
   }
   for (size_t i = 0; i < spec.epilogue.size(); ++i) {
     const EpilogueOpSpec& op = spec.epilogue[i];
     EpilogueStep step;
     step.kind = op.kind;
-    step.activation = op.kind == Kind::Activation || op.kind == Kind::Glu ? op.activation : Activation::Identity;
+    const StepOp& descriptor = step_op(op.kind);
+    step.activation =
+        descriptor.constants == StepConstantsRead::ACTIVATION ? op.activation : Activation::Identity;
     if (same_kinds) {
       step.value = given.steps[i].value;
       step.p0 = given.steps[i].p0;
@@ -114,7 +117,7 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
         throw std::invalid_argument("epilogue operand dtype " + dtype_text(step.operand_dtype) +
                                     " is not supported");
       }
-      if (op.kind == Kind::Rope) {
+      if (descriptor.operand == OperandShape::TABLES) {
         // The problem's heads and sequences when it has a rope step, else one sequence of M
         // rows and heads of 128 (or 64) columns; compact [period, group] tables, one per
         // sequence when the problem's differ by sequence.
@@ -132,7 +135,8 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
           throw std::invalid_argument("a rope step needs one batch, N a multiple of its head size and "
                                       "M a multiple of its sequence length");
         }
-      } else if (op.kind == Kind::Bias || op.kind == Kind::RowScale) {
+      } else if (descriptor.operand == OperandShape::COLUMN_VECTOR ||
+                 descriptor.operand == OperandShape::ROW_VECTOR) {
         step.operand_ld = 0;
         step.operand_batch_stride = 0;  // one vector for every batch
         step.operand_outer_batch_stride = 0;
@@ -171,10 +175,7 @@ GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier) {
           step.p1 = 0.4 + 0.03125 * at;
         }
         break;
-      case Kind::Multiply:
-      case Kind::Glu:   // its activations take no constants
-      case Kind::Rope:  // no constants: its tables are operands
-      case Kind::RowScale:  // no constants: its scales are an operand
+      default:  // no constants to vary (glu's activations take none; operands are data)
         break;
     }
   }

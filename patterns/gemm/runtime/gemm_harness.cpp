@@ -7,6 +7,7 @@
 
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/kernel_library.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/pack.hpp"
 
 namespace fact::gemm {
@@ -34,36 +35,6 @@ MatrixView view_of(const void* data, DType dtype, Layout layout, int64_t ld, int
   v.batch_stride = batch_stride;
   v.outer_stride = outer_stride;
   return v;
-}
-
-RefActivation ref_activation(Activation a) {
-  switch (a) {
-    case Activation::Identity: return RefActivation::Identity;
-    case Activation::ReLU: return RefActivation::ReLU;
-    case Activation::GeluErf: return RefActivation::GeluErf;
-    case Activation::GeluTanh: return RefActivation::GeluTanh;
-    case Activation::SiLU: return RefActivation::SiLU;
-    case Activation::Sigmoid: return RefActivation::Sigmoid;
-    case Activation::LeakyReLU: return RefActivation::LeakyReLU;
-    case Activation::HardTanh: return RefActivation::HardTanh;
-    case Activation::Tanh: return RefActivation::Tanh;
-  }
-  throw std::invalid_argument("unknown activation");
-}
-
-RefStepKind ref_kind(Kind k) {
-  switch (k) {
-    case Kind::Scale: return RefStepKind::Scale;
-    case Kind::AddScalar: return RefStepKind::AddScalar;
-    case Kind::Bias: return RefStepKind::Bias;
-    case Kind::Activation: return RefStepKind::Activation;
-    case Kind::Residual: return RefStepKind::Residual;
-    case Kind::Multiply: return RefStepKind::Multiply;
-    case Kind::Glu: return RefStepKind::Glu;
-    case Kind::Rope: return RefStepKind::Rope;
-    case Kind::RowScale: return RefStepKind::RowScale;
-  }
-  throw std::invalid_argument("unknown epilogue step kind");
 }
 
 size_t bytes_of(DType dtype, int64_t elements) {
@@ -120,12 +91,13 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
   for (size_t i = 0; i < p.epilogue.size(); ++i) {
     const EpilogueStep& step = p.epilogue[i];
     RefEpilogueStep& s = r.steps[r.step_count++];
-    s.kind = ref_kind(step.kind);
-    s.activation = ref_activation(step.activation);
+    const StepOp& op = step_op(step.kind);
+    s.kind = op.abi_id;
+    s.activation = activation_op(step.activation).abi_id;
     s.value = static_cast<float>(step.value);
     s.p0 = static_cast<float>(step.p0);
     s.p1 = static_cast<float>(step.p1);
-    if (step.kind == Kind::Bias) {
+    if (op.operand == OperandShape::COLUMN_VECTOR) {
       s.operand.data = operands[i];
       s.operand.type = element_type(step.operand_dtype);
       s.operand.row_stride = 0;  // bias[n]: the same for every row
@@ -133,7 +105,7 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       s.operand.batch_stride = step.operand_batch_stride;
       s.operand.outer_stride = step.operand_outer_batch_stride;
     }
-    if (step.kind == Kind::RowScale) {
+    if (op.operand == OperandShape::ROW_VECTOR) {
       s.operand.data = operands[i];
       s.operand.type = element_type(step.operand_dtype);
       s.operand.row_stride = 1;  // scale[m]: the same for every column
@@ -141,11 +113,11 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       s.operand.batch_stride = step.operand_batch_stride;
       s.operand.outer_stride = step.operand_outer_batch_stride;
     }
-    if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
+    if (op.operand == OperandShape::MATRIX) {
       s.operand = view_of(operands[i], step.operand_dtype, p.d.layout, step.operand_ld,
                           step.operand_batch_stride, step.operand_outer_batch_stride);
     }
-    if (step.kind == Kind::Rope) {
+    if (op.operand == OperandShape::TABLES) {
       // The tables [sequence][position][column]: row_stride = positions, batch_stride =
       // sequences (the reference kernel splits the row itself).
       s.operand = view_of(operands[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
@@ -193,20 +165,21 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
   }
   for (size_t i = 0; i < p.epilogue.size(); ++i) {
     const EpilogueStep& step = p.epilogue[i];
-    if (step.kind == Kind::Bias) {
+    const OperandShape shape = step_op(step.kind).operand;
+    if (shape == OperandShape::COLUMN_VECTOR) {
       operands_[i] = DeviceBuffer(bytes_of(
           step.operand_dtype, (p.outer_batch - 1) * step.operand_outer_batch_stride +
                                   (p.batch - 1) * step.operand_batch_stride + p.n));
-    } else if (step.kind == Kind::RowScale) {
+    } else if (shape == OperandShape::ROW_VECTOR) {
       operands_[i] = DeviceBuffer(bytes_of(
           step.operand_dtype, (p.outer_batch - 1) * step.operand_outer_batch_stride +
                                   (p.batch - 1) * step.operand_batch_stride + p.m));
-    } else if (step.kind == Kind::Residual || step.kind == Kind::Multiply) {
+    } else if (shape == OperandShape::MATRIX) {
       operands_[i] = DeviceBuffer(bytes_of(
           step.operand_dtype,
           operand_elements(p.m, p.n, step.operand_ld, p.d.layout, p.batch, step.operand_batch_stride,
                            p.outer_batch, step.operand_outer_batch_stride)));
-    } else if (step.kind == Kind::Rope) {
+    } else if (shape == OperandShape::TABLES) {
       // cos and sin: one [period, group] table per sequence (or one for all, period_stride 0).
       if (step.rope_period <= 0 || p.m % step.rope_period != 0) {
         throw std::invalid_argument("a rope step's period must divide M");

@@ -9,6 +9,8 @@
 
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_kernels.hpp"
+#include "patterns/gemm/epilogue/op_formulas.h"
+#include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/runtime/reference_gemm.hpp"
 
 namespace fact::gemm {
@@ -44,40 +46,20 @@ __device__ inline double load_matrix(const MatrixView& v, int64_t o, int64_t l, 
                       o * v.outer_stride + l * v.batch_stride + r * v.row_stride + c * v.col_stride);
 }
 
-__device__ double activate(double x, RefActivation act, double p0, double p1) {
-  switch (act) {
-    case RefActivation::Identity: return x;
-    case RefActivation::ReLU: return x > 0.0 ? x : 0.0;
-    case RefActivation::GeluErf: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-    case RefActivation::GeluTanh: {
-      const double inner = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-      return 0.5 * x * (1.0 + tanh(inner));
-    }
-    case RefActivation::SiLU: return x / (1.0 + exp(-x));
-    case RefActivation::Sigmoid: return 1.0 / (1.0 + exp(-x));
-    case RefActivation::LeakyReLU: return x >= 0.0 ? x : p0 * x;
-    case RefActivation::HardTanh: return fmin(fmax(x, p0), p1);
-    case RefActivation::Tanh: return tanh(x);
-  }
-  return x;
-}
-
+// The steps before a glu / rope (those two pair columns: gate_reference_kernel and
+// rope_reference_kernel apply them after this kernel). Every step reads its operand through a
+// view whose strides make it a column vector, a row vector or a matrix (gemm_harness.cpp).
 __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o, int64_t l,
                                  int64_t i, int64_t j) {
   double x = p.alpha * acc;
   for (int s = 0; s < p.step_count; ++s) {
     const RefEpilogueStep& step = p.steps[s];
-    switch (step.kind) {
-      case RefStepKind::Scale: x *= step.value; break;
-      case RefStepKind::AddScalar: x += step.value; break;
-      case RefStepKind::Bias: x += step.value * load_matrix(step.operand, o, l, i, j); break;
-      case RefStepKind::Activation: x = activate(x, step.activation, step.p0, step.p1); break;
-      case RefStepKind::Residual: x += step.value * load_matrix(step.operand, o, l, i, j); break;
-      case RefStepKind::Multiply: x *= load_matrix(step.operand, o, l, i, j); break;
-      case RefStepKind::RowScale: x *= load_matrix(step.operand, o, l, i, j); break;  // col_stride 0
-      case RefStepKind::Glu: break;  // pairs columns: gate_reference_kernel, after this kernel
-      case RefStepKind::Rope: break;  // pairs columns: rope_reference_kernel, after this kernel
-    }
+    if (step.kind == FACT_STEP_GLU || step.kind == FACT_STEP_ROPE) continue;
+    const double operand = step.operand.data ? load_matrix(step.operand, o, l, i, j) : 0.0;
+    bool known = true;
+    x = ops::apply_step<double>(step.kind, x, operand,
+                                ops::StepConstants<double>{step.value, step.p0, step.p1, step.activation},
+                                &known);
   }
   return x;
 }
@@ -134,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const Referenc
 // out[(ol·m + i)·(n/2) + j] = act(pre[(ol·m + i)·n + 2j]) · pre[(ol·m + i)·n + 2j + 1]: the Glu
 // step over the columns before it (`pre`, dense m × n per batch).
 __global__ void gate_reference_kernel(const double* pre, double* out, int64_t rows, int64_t n,
-                                      RefActivation act, double p0, double p1) {
+                                      int32_t act, double p0, double p1) {
   const int64_t half = n / 2;
   const int64_t total = rows * half;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -142,7 +124,7 @@ __global__ void gate_reference_kernel(const double* pre, double* out, int64_t ro
     const int64_t row = idx / half, j = idx % half;
     const double gate = pre[row * n + 2 * j];
     const double up = pre[row * n + 2 * j + 1];
-    out[idx] = activate(gate, act, p0, p1) * up;
+    out[idx] = ops::activate<double>(act, gate, p0, p1) * up;
   }
 }
 
@@ -277,12 +259,12 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
     throw CudaError("reference GEMM: problem too large for one launch grid");
   }
   for (int s = 0; s + 1 < params.step_count; ++s) {
-    if (params.steps[s].kind == RefStepKind::Glu || params.steps[s].kind == RefStepKind::Rope) {
+    if (params.steps[s].kind == FACT_STEP_GLU || params.steps[s].kind == FACT_STEP_ROPE) {
       throw CudaError("reference GEMM: a glu or rope step must be the epilogue's last");
     }
   }
-  const bool gated = params.step_count > 0 && params.steps[params.step_count - 1].kind == RefStepKind::Glu;
-  const bool roped = params.step_count > 0 && params.steps[params.step_count - 1].kind == RefStepKind::Rope;
+  const bool gated = params.step_count > 0 && params.steps[params.step_count - 1].kind == FACT_STEP_GLU;
+  const bool roped = params.step_count > 0 && params.steps[params.step_count - 1].kind == FACT_STEP_ROPE;
   if (roped) {
     const RefEpilogueStep& rope = params.steps[params.step_count - 1];
     if (params.batch * params.outer_batch != 1 || rope.group <= 0 || rope.group % 2 != 0 ||

@@ -24,12 +24,8 @@ struct MatrixView {
   int64_t outer_stride = 0;
 };
 
-enum class RefStepKind : int { Scale = 0, AddScalar, Bias, Activation, Residual, Multiply, Glu, Rope, RowScale };
-enum class RefActivation : int {
-  Identity = 0, ReLU, GeluErf, GeluTanh, SiLU, Sigmoid, LeakyReLU, HardTanh, Tanh
-};
-
-// One epilogue step: Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
+// One epilogue step, as ops.def's float64 formula of its kind computes it (op_formulas.h):
+// Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
 // x *= operand(l, i, j), RowScale x *= operand(l, i, j) with a view of col_stride 0 (row_stride
 // 1: one scale per row). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
@@ -41,8 +37,8 @@ enum class RefActivation : int {
 // operand (cos) and operand2 (sin) with batch_stride between sequences, row_stride between
 // positions.
 struct RefEpilogueStep {
-  RefStepKind kind = RefStepKind::Scale;
-  RefActivation activation = RefActivation::Identity;
+  int32_t kind = 1;        // FactGemmStepKind (patterns/gemm/epilogue/ops.def)
+  int32_t activation = 0;  // FactActivation
   double value = 1.0;
   double p0 = 0.0, p1 = 0.0;
   MatrixView operand;  // Bias, Residual, Multiply, RowScale; Rope: cos

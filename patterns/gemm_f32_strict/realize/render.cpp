@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "patterns/gemm/realize/cutlass_names.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/problem.hpp"
 #include "patterns/gemm/realize/render.hpp"
@@ -103,8 +104,8 @@ long sm90_epilogue_bytes(const GemmSpec& spec) {
   bool reads_c = false;
   int biases = 0;
   for (const auto& op : spec.epilogue) {
-    reads_c = reads_c || op.kind == Kind::Residual || op.kind == Kind::Multiply;
-    biases += op.kind == Kind::Bias;
+    reads_c = reads_c || gemm::step_op(op.kind).operand == gemm::OperandShape::MATRIX;
+    biases += gemm::step_op(op.kind).operand == gemm::OperandShape::COLUMN_VECTOR;
   }
   const long rows = biases > 1 ? long(biases - 1) * std::max(spec.tile.m, spec.tile.n) * 4 : 0;
   return (reads_c ? 66 * 1024 : 34 * 1024) + rows;
@@ -245,6 +246,8 @@ KernelTemplate render_f32_strict_template(const GemmSpec& spec) {
   std::vector<std::string> headers = {"patterns/gemm_f32_strict/standalone_check.cuh",
                                       "patterns/gemm_f32_strict/strict_epilogue.cuh",
                                       "patterns/gemm/gemm_epilogue.cuh",
+                                      "patterns/gemm/epilogue/ops.def",
+                                      "patterns/gemm/epilogue/op_formulas.h",
                                       "include/fact/runtime/fact_abi.h"};
   if (spec.mainloop == MainloopSchedule::Cooperative) {
     out << sm90_type_block(spec);
