@@ -13,7 +13,7 @@ in the server's work folder. They reach the registry only through register_kerne
 every gate first — the same gates as built-in kernels and as `fact optimize --agent`.
 Agent kernels run their gates in child processes with time limits: a crash or a hang fails that
 call, never the server. Model files are captured, planned, tuned, composed and timed in this
-process, through the same API as `fact optimize` and `fact.optimize` (fact.optimize_pipeline,
+process, through the same API as `fact optimize` and `fact.optimize` (fact.optimize_run,
 fact.compose, libfact's C API): no CLI is started and no output is parsed.
 """
 from __future__ import annotations
