@@ -44,6 +44,7 @@
 #include "fact/util/subprocess.hpp"
 #include "fact/util/table.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 #include "src/cli/python_module.hpp"
 
 #include "fact/problem/device_profile.hpp"
@@ -307,9 +308,10 @@ std::optional<std::string> draw_plots(const OptimizeArgs& args, const fs::path& 
 
 // torch's dtype name for the spellings users type: bf16 -> bfloat16, fp16 -> float16, ...
 std::string torch_dtype(const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "bfloat16") return "bfloat16";
-  if (dtype == "fp16" || dtype == "f16" || dtype == "half" || dtype == "float16") return "float16";
-  if (dtype == "fp32" || dtype == "f32" || dtype == "float" || dtype == "float32") return "float32";
+  const core::DType parsed = core::parse_dtype(dtype);  // any spelling of the dtype table
+  if (parsed == core::DType::BFloat16 || parsed == core::DType::Float16 || parsed == core::DType::Float32) {
+    return std::string(core::dtype_name(parsed));
+  }
   throw std::invalid_argument("--dtype '" + dtype + "': expected bfloat16 (bf16), float16 (fp16) or float32 (fp32)");
 }
 
@@ -362,7 +364,7 @@ void run(OptimizeArgs args) {
   engine::PlanRequest request;
   request.graph = graph_path;
   request.out_dir = out_dir / "plan";
-  request.precision = args.precision;
+  request.precision = precision_option(args.precision);
   request.compile = !args.no_compile;
   if (args.no_compile) skipped.push_back("compilation: --no-compile was given");
   request.tune = args.no_tune || no_gpu ? 0 : (args.max_candidates > 0 ? args.max_candidates : 1000000);
@@ -376,7 +378,7 @@ void run(OptimizeArgs args) {
   if (!args.patterns.empty()) request.patterns = args.patterns;
   std::cout << "\n== plan (engine: discover" << (request.tune ? ", tune" : "") << ", realize)\n" << std::flush;
   const engine::PlanResult plan = engine::make_plan(request);
-  const std::string precision = plan.options.precision;
+  const std::string precision(core::precision_name(plan.options.precision));
   const std::string table = discover::discovery_table(plan.discovery, plan.captured, plan.options);
   std::cout << "\n== discover (precision mode: " << precision << ")\n" << table;
   print_tuning(plan.tuning);
@@ -389,7 +391,7 @@ void run(OptimizeArgs args) {
   const bool compiled = std::any_of(plan.realized.kernels.begin(), plan.realized.kernels.end(),
                                     [](const realize::RealizedKernel& k) { return k.status == "built" || k.status == "cached"; });
   const std::vector<compose::RooflinePoint> roofline =
-      compose::roofline_points(plan.plan, plan.options.device, precision, measured_times(plan.tuning));
+      compose::roofline_points(plan.plan, plan.options.device, plan.options.precision, measured_times(plan.tuning));
   std::cout << "\n== roofline (" << plan.options.device.name << ")\n" << compose::roofline_table(roofline);
 
   // 3. the composed module as a Python package
@@ -492,10 +494,10 @@ void add_optimize_command(CLI::App& app) {
       ->required();
   cmd->add_option("--dtype", args->dtype,
                   "Run the model in this dtype: float32 (fp32), bfloat16 (bf16), float16 (fp16)")
-      ->check(CLI::IsMember({"float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "f32", "f16"}));
+      ->check(CLI::IsMember(model_dtype_words()));
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for float32, native for bf16/fp16)")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_option("-o,--out", args->out_dir, "Output folder (graph, discovery, kernels, report, package)");
   cmd->add_option("--space", args->space, "Tuning space: default or exhaustive")
       ->check(CLI::IsMember({"default", "exhaustive"}));

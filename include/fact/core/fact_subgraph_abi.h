@@ -17,7 +17,7 @@
  */
 #ifndef FACT_SUBGRAPH_ABI_H
 #define FACT_SUBGRAPH_ABI_H
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
