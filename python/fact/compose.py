@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Sequence, Union
 import torch
 import torch.fx
 
-from fact import _engine, ops, transforms
+from fact import _engine, engine_tables, ops, transforms
 from fact import verify as checks
 from fact.graph_capture import capture
 from fact import graph_writer
@@ -47,7 +47,6 @@ from fact.replacement_speed import time_replacement
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
 from fact.timing import CandidatesTimer, Timer, capture_cuda_graph, l2_flushed_medians_ms
 
-PRECISIONS = ("strict", "tf32", "native")
 REMAINDERS = ("inductor", "eager")
 PLAN_SCHEMA = "fact.plan/2"
 PLAN_FILE = "plan.json"
@@ -1109,8 +1108,8 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
     parallel kernel compiles (0: one per core). Raises ValueError for an unknown precision;
     everything else that goes wrong (capture, a missing engine) is written as an "unplanned"
     plan with the reason."""
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    if precision is not None and precision not in engine_tables.precisions():
+        raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     example_inputs = _normalize_inputs(example_inputs)
     device = _device_of(example_inputs)
     folder = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="fact_compose_"))
@@ -1191,8 +1190,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
     raises for a module that runs (ValueError for an unknown precision or remainder); the
     report is `.fact_report`, also written to `<work_dir>/report.json`."""
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    if precision is not None and precision not in engine_tables.precisions():
+        raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
     example_inputs = _normalize_inputs(example_inputs)
@@ -1209,3 +1208,10 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     return apply_plan(module, example_inputs, folder, remainder=remainder,
                       cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
                       speed_guard=speed_guard, replacement_guard=replacement_guard)
+
+
+def __getattr__(name: str):
+    """PRECISIONS, the precision modes' names, from the engine's table (fact_engine_tables)."""
+    if name == "PRECISIONS":
+        return engine_tables.precisions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

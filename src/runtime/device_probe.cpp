@@ -10,6 +10,7 @@
 
 namespace fact::runtime {
 
+using core::PrecisionMode;
 using graph::DType;
 using nlohmann::json;
 
