@@ -1,13 +1,14 @@
 // KernelSpec: the frozen description of one kernel instantiation, whatever its kind — the
-// single source of truth for rendering, naming and caching (DESIGN.md rule 3). The engine holds
-// it as {kind, pattern, readable name, parameters}; the pattern folder that renders it reads
-// the parameters as its own typed spec (patterns/gemm/realize/spec.hpp: GemmSpec).
+// single source of truth for rendering, naming and caching. The engine holds it as {kind,
+// pattern, readable name, parameters}; the pattern folder that renders it reads the parameters
+// as its own typed spec (patterns/gemm/realize/spec.hpp: GemmSpec). It sits with the problem
+// kinds, below both realize/ (which renders specs) and runtime/ (which reads a built library's).
 #pragma once
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace fact::realize {
+namespace fact {
 
 class KernelSpec {
  public:
@@ -33,4 +34,4 @@ class KernelSpec {
   nlohmann::json params_ = nlohmann::json::object();
 };
 
-}  // namespace fact::realize
+}  // namespace fact
