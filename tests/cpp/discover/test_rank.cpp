@@ -101,7 +101,7 @@ TEST(Classify, ReuseAdaptNew) {
   DiscoverOptions o;
   EXPECT_EQ(classify(m, true, o), Classification::Adapt);
   EXPECT_EQ(classify(m, false, o), Classification::New);
-  o.key_of = [](const Problem&, const std::string&) { return std::string("other spelling"); };
+  o.key_of = [](const Problem&, core::PrecisionMode) { return std::string("other spelling"); };
   EXPECT_EQ(classify(m, true, o), Classification::Adapt);
   o.tuned_keys.insert("other spelling");
   EXPECT_EQ(classify(m, true, o), Classification::Reuse);

@@ -243,7 +243,7 @@ TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
   EXPECT_EQ(result.classification, discover::Classification::Adapt);
   EXPECT_EQ(result.entry.rfind("builtin/", 0), 0u);
   discover::DiscoverOptions tuned = c.options;
-  tuned.key_of = [](const Problem&, const std::string&) { return std::string("k"); };
+  tuned.key_of = [](const Problem&, core::PrecisionMode) { return std::string("k"); };
   tuned.tuned_keys = {"k"};
   EXPECT_EQ(classify(*gemm, c.captured, candidates, tuned).classification, discover::Classification::Reuse);
 }
