@@ -185,7 +185,7 @@ TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
 
 TEST(GemmRule, OuterProductsDeclineAsSuch) {
   // RoPE's frequencies: inv_freq [1, 8, 1] @ positions [1, 1, 32], float32 inside a bf16 model.
-  for (const std::string precision : {"strict", "native"}) {
+  for (const core::PrecisionMode precision : {core::PrecisionMode::Strict, core::PrecisionMode::Native}) {
     GraphBuilder b(DType::Float32);
     auto f = b.input("f", {1, 8, 1});
     auto t = b.input("t", {1, 1, 32});

@@ -17,7 +17,7 @@ using Kind = EpilogueStep::Kind;
 realize::RenderedKernel render(const GemmSpec& s) { return realize::render_kernel(s.to_kernel_spec()); }
 
 // The spec the registered realizers make for `p` under `precision` (the engine's path).
-GemmSpec realized_class(const GemmProblem& p, const std::string& precision) {
+GemmSpec realized_class(const GemmProblem& p, core::PrecisionMode precision) {
   const Problem problem = to_problem(p);
   const realize::Realizer& realizer = realize::RealizerRegistry::global().for_problem(problem, precision);
   return GemmSpec::of(realizer.problem_class(problem, precision));
@@ -148,20 +148,20 @@ TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
   EXPECT_EQ(plain.math, MathMode::Tf32x3);
   EXPECT_EQ(plain.pattern, "gemm");  // the strict realizer re-targets the class
   EXPECT_THROW(render(plain), RenderError);
-  const GemmSpec s = realized_class(p, "strict");
+  const GemmSpec s = realized_class(p, core::PrecisionMode::Strict);
   EXPECT_EQ(s.math, MathMode::Tf32x3);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
   EXPECT_NO_THROW(render(s));
   // The strict kernels fuse bias + activation (the first candidate).
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                 step(Kind::Activation, Activation::ReLU)};
-  const GemmSpec fused = realized_class(p, "strict");
+  const GemmSpec fused = realized_class(p, core::PrecisionMode::Strict);
   EXPECT_EQ(fused.pattern, "gemm_f32_strict");
   EXPECT_EQ(fused.epilogue.size(), 2u);
   EXPECT_NO_THROW(render(fused));
   // An epilogue they cannot fuse (a bf16 bias on float32 operands): no realizer takes it.
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16)};
-  EXPECT_THROW(realized_class(p, "strict"), std::invalid_argument);
+  EXPECT_THROW(realized_class(p, core::PrecisionMode::Strict), std::invalid_argument);
 }
 
 // Issue 8 failure 5: `x @ W` (A and B row-major) in precision tf32 is not declined; it runs on
@@ -169,7 +169,7 @@ TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
 // the CUTLASS TF32 kernels of this pattern.
 TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   GemmProblem linear_tf32 = linear(4096, 4096, 4096, DType::Float32);
-  const GemmSpec k_major = realized_class(linear_tf32, "tf32");
+  const GemmSpec k_major = realized_class(linear_tf32, core::PrecisionMode::Tf32);
   EXPECT_EQ(k_major.pattern, "gemm");
   EXPECT_EQ(k_major.math, MathMode::Tf32);
 
@@ -178,7 +178,7 @@ TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   matmul.b.ld = 4096;
   matmul.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                      step(Kind::Scale), step(Kind::Activation, Activation::GeluErf)};
-  const GemmSpec s = realized_class(matmul, "tf32");
+  const GemmSpec s = realized_class(matmul, core::PrecisionMode::Tf32);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
   EXPECT_EQ(s.math, MathMode::Tf32);
   EXPECT_EQ(s.b_layout, Layout::RowMajor);
@@ -192,12 +192,12 @@ TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   GemmProblem both_col = linear_tf32;
   both_col.a.layout = Layout::ColumnMajor;
   both_col.a.ld = 4096;
-  EXPECT_EQ(realized_class(both_col, "tf32").pattern, "gemm_f32_strict");
+  EXPECT_EQ(realized_class(both_col, core::PrecisionMode::Tf32).pattern, "gemm_f32_strict");
   // A column-major with B row-major has no K-major operand for wgmma: the portable kernel, at
   // 3xTF32 (more accurate than tf32 asks).
   GemmProblem nt = both_col;
   nt.b.layout = Layout::RowMajor;
-  const GemmSpec portable = realized_class(nt, "tf32");
+  const GemmSpec portable = realized_class(nt, core::PrecisionMode::Tf32);
   EXPECT_EQ(portable.pattern, "gemm_f32_strict");
   EXPECT_EQ(portable.mainloop, MainloopSchedule::Multistage);
   EXPECT_EQ(portable.math, MathMode::Tf32x3);
