@@ -307,7 +307,7 @@ def test_build_key_depends_on_the_source(tmp_path, monkeypatch):
     key = native.build_key()
     copy = tmp_path / "checkout"
     shutil.copytree(REPO_ROOT / "src" / "torch_ext", copy / "src" / "torch_ext")
-    shutil.copytree(REPO_ROOT / "include" / "fact" / "runtime", copy / "include" / "fact" / "runtime")
+    shutil.copytree(REPO_ROOT / "include" / "fact" / "core", copy / "include" / "fact" / "core")
     monkeypatch.setenv("FACT_SOURCE_DIR", str(copy))
     assert native.build_key() == key
     source = copy / "src" / "torch_ext" / "fact_launch_op.cpp"
