@@ -161,7 +161,7 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def output_bound(precision: str, torch_error: float | None) -> float:
     """The bound FACT's output error must meet (see OUTPUT_BOUND)."""
-    bounds = output_bound()
+    bounds = output_bounds()
     bound = bounds.get(precision, bounds["native"])
     if torch_error is not None and math.isfinite(torch_error):
         bound = max(bound, TORCH_ERROR_FACTOR * torch_error)
@@ -229,7 +229,7 @@ def precision_by_dtype() -> dict[str, str]:
     return {dtype: engine_tables.default_precision(dtype) for dtype in DTYPE_BY_NAME}
 
 
-def output_bound() -> dict[str, float]:
+def output_bounds() -> dict[str, float]:
     """Precision mode -> the bound on FACT's output error: the engine's tolerance for a float32
     output (strict) and a bf16 output (native)."""
     from fact import engine_tables
@@ -243,5 +243,5 @@ def __getattr__(name: str):
     if name == "PRECISION_BY_DTYPE":
         return precision_by_dtype()
     if name == "OUTPUT_BOUND":
-        return output_bound()
+        return output_bounds()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
