@@ -143,6 +143,10 @@ class EngineLibrary:
         """fact_engine_version(): "<version> <git sha>"."""
         return self._function("fact_engine_version", ctypes.c_char_p, [])().decode()
 
+    def tables(self) -> str:
+        """fact_engine_tables(): the engine's vocabulary tables, a JSON document."""
+        return self._function("fact_engine_tables", ctypes.c_char_p, [])().decode()
+
     def plan(self, request: dict) -> tuple[int, dict]:
         """fact_engine_plan(request) -> (return code, response document)."""
         plan_function = self._function("fact_engine_plan", ctypes.c_int,

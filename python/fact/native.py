@@ -3,7 +3,7 @@
 The source is `src/torch_ext/fact_launch_op.cpp` (not part of the CMake build). It is compiled
 with `torch.utils.cpp_extension` the first time a call with a kernel library is registered
 (`fact.ops.register_call` on a machine with a GPU), into
-`<FACT cache root>/torch_ext/<key>/`, where the key hashes the source, the kernel ABI header, the
+`<FACT cache root>/torch_ext/<key>/`, where the key hashes the source, the engine headers it includes, the
 torch version and its CUDA version, so a changed source or another torch builds anew. The build
 runs in a child process (so a crashing compiler or loader cannot take the caller down) under a
 file lock (two processes never build the same key at once); a failed build is remembered in the
@@ -54,7 +54,12 @@ def source_files() -> list[Path]:
 
 
 def abi_header() -> Path:
-    return source_dir() / "include" / "fact" / "runtime" / "fact_abi.h"
+    return source_dir() / "include" / "fact" / "core" / "fact_abi.h"
+
+
+def headers() -> list[Path]:
+    """The engine headers the extension includes: the kernel ABI and the FactStatus names."""
+    return [abi_header(), source_dir() / "include" / "fact" / "core" / "status_names.hpp"]
 
 
 def cache_root() -> Path:
@@ -71,7 +76,7 @@ def cache_root() -> Path:
 def build_key() -> str:
     """Hash of what the built library depends on: sources, ABI header, torch and CUDA versions."""
     digest = hashlib.sha256()
-    for path in [*source_files(), abi_header()]:
+    for path in [*source_files(), *headers()]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(f"torch {torch.__version__} cuda {torch.version.cuda} "
                   f"python {sys.version_info[:2]}".encode())
@@ -112,7 +117,7 @@ def _missing_prerequisite() -> str:
         return "turned off with FACT_NATIVE=0"
     if torch.version.cuda is None:
         return f"torch {torch.__version__} is not a CUDA build"
-    missing = [str(p) for p in [*source_files(), abi_header()] if not p.is_file()]
+    missing = [str(p) for p in [*source_files(), *headers()] if not p.is_file()]
     if missing:
         return f"source not found: {', '.join(missing)} (set FACT_SOURCE_DIR to the FACT checkout)"
     from torch.utils import cpp_extension

@@ -71,7 +71,7 @@ void prebuild_suite(const std::vector<SuiteCase>& cases, size_t max_candidates,
   std::vector<realize::BuildJob> jobs;
   for (const SuiteCase& c : cases) {
     try {
-      const realize::KernelSpec problem_class = source.problem_class(c.problem, c.precision);
+      const realize::KernelSpec problem_class = source.problem_class(c.problem, core::parse_precision(c.precision));
       std::vector<realize::KernelSpec> specs = source.candidates(problem_class, c.problem, "default").candidates;
       if (max_candidates > 0 && specs.size() > max_candidates)
         specs = realize::spread_selection(specs, max_candidates,
@@ -273,7 +273,7 @@ int run_bench(const BenchArgs& args) {
     try {
       realize::TuneRequest request;
       request.problem = c.problem;
-      request.precision = c.precision;
+      request.precision = core::parse_precision(c.precision);
       request.max_candidates = max_candidates;
       request.force = args.force;
       request.baselines = c.baselines;

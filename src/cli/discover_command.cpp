@@ -14,6 +14,7 @@
 #include "fact/engine/engine.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 
 namespace fact::cli {
 
@@ -35,7 +36,7 @@ struct DiscoverArgs {
 void run(const DiscoverArgs& args) {
   const graph::Graph captured = graph::load_graph(args.graph_path);
   engine::DiscoverSettings settings;
-  settings.precision = args.precision;
+  settings.precision = precision_option(args.precision);
   if (!args.device_profile_path.empty()) settings.device_profile = args.device_profile_path;
   settings.use_tuning_db = !args.no_tuning_db;
   if (!args.tuning_db_path.empty()) settings.tuning_db = args.tuning_db_path;
@@ -71,7 +72,7 @@ void add_discover_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision,
                   "strict (fp32 via 3xTF32), tf32 (opt-in TF32), native (bf16/fp16 models); "
                   "default: native for a bf16/fp16 graph, strict otherwise")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_option("--device-profile", args->device_profile_path,
                   "Device profile JSON (default: the one `fact device` saved, else an H100's "
                   "datasheet numbers)")

@@ -33,6 +33,7 @@
 #include "fact/problem/device_profile.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/python_module.hpp"
+#include "src/cli/vocabulary.hpp"
 
 namespace fact::cli {
 
@@ -63,9 +64,10 @@ struct OptimizeArgs {
 
 // torch's dtype name for the spellings users type: bf16 -> bfloat16, fp16 -> float16, ...
 std::string torch_dtype(const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "bfloat16") return "bfloat16";
-  if (dtype == "fp16" || dtype == "f16" || dtype == "half" || dtype == "float16") return "float16";
-  if (dtype == "fp32" || dtype == "f32" || dtype == "float" || dtype == "float32") return "float32";
+  const core::DType parsed = core::parse_dtype(dtype);  // any spelling of the dtype table
+  if (parsed == core::DType::BFloat16 || parsed == core::DType::Float16 || parsed == core::DType::Float32) {
+    return std::string(core::dtype_name(parsed));
+  }
   throw std::invalid_argument("--dtype '" + dtype + "': expected bfloat16 (bf16), float16 (fp16) or float32 (fp32)");
 }
 
@@ -129,10 +131,10 @@ void add_optimize_command(CLI::App& app) {
       ->required();
   cmd->add_option("--dtype", args->dtype,
                   "Run the model in this dtype: float32 (fp32), bfloat16 (bf16), float16 (fp16)")
-      ->check(CLI::IsMember({"float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "f32", "f16"}));
+      ->check(CLI::IsMember(model_dtype_words()));
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for float32, native for bf16/fp16)")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_option("-o,--out", args->out_dir, "Output folder (graph, discovery, kernels, report, package)");
   cmd->add_option("--space", args->space, "Tuning space: default or exhaustive")
       ->check(CLI::IsMember({"default", "exhaustive"}));

@@ -10,6 +10,7 @@
 #include "fact/discover/report.hpp"
 #include "fact/engine/engine.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 
 namespace fact::cli {
 namespace {
@@ -56,7 +57,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--out", args->out_dir, "Output folder (default: the graph's folder)");
   cmd->add_option("--precision", args->request.precision,
                   "strict | tf32 | native (default: native for a bf16/fp16 graph, strict otherwise)")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_flag("--compile", args->request.compile, "Compile the kernels (nvcc, sm_90a)");
   cmd->add_option("--tune", args->request.tune,
                   "Tune each kernel over at most N configurations first (Hopper GPU)");

@@ -18,6 +18,7 @@
 #include "fact/realize/tuning_db.hpp"
 #include "fact/util/table.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 
 namespace fact::cli {
 namespace {
@@ -45,9 +46,9 @@ std::string call_label(const std::vector<discover::Match>& matches, const realiz
 
 // One row per call (the discovery table's labels), full names: nothing is cut.
 void print_summary(const realize::RealizeResult& result, const std::vector<discover::Match>& matches,
-                   const std::string& precision, const std::string& out_dir, size_t accepted_matches) {
+                   core::PrecisionMode precision, const std::string& out_dir, size_t accepted_matches) {
   std::cout << "realize: " << accepted_matches << " accepted match(es), " << result.calls.size()
-            << " call(s), " << result.kernels.size() << " kernel(s), precision " << precision
+            << " call(s), " << result.kernels.size() << " kernel(s), precision " << core::precision_name(precision)
             << " -> " << out_dir << "/\n\n";
   util::Table table({{"#", util::Table::Align::Right}, {"problem"}, {"kernel"}, {"entry"}, {"status"},
                      {"compile s", util::Table::Align::Right}, {"configuration"}});
@@ -77,7 +78,7 @@ void print_summary(const realize::RealizeResult& result, const std::vector<disco
 int run(const RealizeArgs& args) {
   const graph::Graph g = graph::load_graph(args.graph);
   engine::DiscoverSettings settings;
-  settings.precision = args.precision;
+  settings.precision = precision_option(args.precision);
   settings.use_tuning_db = !args.no_tuning_db;
   if (!args.tuning_db.empty()) settings.tuning_db = args.tuning_db;
   const discover::DiscoverOptions discover_options = engine::discover_options(settings, g);
@@ -126,7 +127,7 @@ void add_realize_command(CLI::App& app) {
   cmd->add_option("-o,--out", args->out_dir, "Output folder (default: kernels/ beside the graph)");
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: native for a bf16/fp16 graph, strict otherwise)")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_flag("--emit-only", args->emit_only, "Write sources and manifest only (the default)");
   cmd->add_flag("--compile,--build", args->compile, "Also compile every kernel (sm_90a)");
   cmd->add_flag("--serial", args->serial,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 
 #ifdef FACT_HAVE_CUDA
 #include "fact/runtime/run_kernel.hpp"
@@ -41,7 +42,7 @@ int run(const RunArgs& args) {
   options.problem = args.problem;
   options.problem_json = args.problem_json;
   options.kind = args.kind;
-  options.precision = runtime::parse_precision(args.precision);
+  options.precision = core::parse_precision(args.precision);
   options.verify_only = args.verify_only;
   options.baseline_only = args.baseline_only;
   options.baselines = runtime::parse_baseline_list(args.baselines);
@@ -93,7 +94,7 @@ void add_run_command(CLI::App& app) {
   problem->excludes(problem_json);
   cmd->add_option("--kind", args->kind, "Problem kind of a --baseline-only run (default: the one that reads --problem)");
   cmd->add_option("--precision", args->precision, "strict | tf32 | native")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_flag("--verify-only", args->verify_only, "Verify, do not time");
   cmd->add_option("--baselines", args->baselines, "Comma list: cublas,cublaslt");
   cmd->add_flag("--baseline-only", args->baseline_only,

@@ -25,6 +25,7 @@
 #include "fact/realize/tuning_db.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/vocabulary.hpp"
 
 namespace fact::cli {
 namespace {
@@ -49,7 +50,7 @@ struct TuneArgs {
 struct NamedProblem {
   std::string label;
   Problem problem;
-  std::string precision;
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -65,7 +66,7 @@ std::vector<std::string> split_list(const std::string& text) {
 std::vector<NamedProblem> problems_from_graph(const TuneArgs& args) {
   graph::Graph g = graph::load_graph(args.graph_path);
   engine::DiscoverSettings settings;
-  settings.precision = args.precision;
+  settings.precision = precision_option(args.precision);
   const discover::DiscoverOptions options = engine::discover_options(settings, g);
   discover::Discovery found = discover::discover(g, options);
   std::vector<NamedProblem> problems;
@@ -99,8 +100,7 @@ NamedProblem problem_from_words(const TuneArgs& args) {
       NamedProblem named;
       named.problem = Problem{name, *desc};
       const graph::DType dtype = kinds.get(name).dtype(*desc);
-      named.precision = !args.precision.empty() ? args.precision
-                                                : (dtype == graph::DType::Float32 ? "strict" : "native");
+      named.precision = precision_option(args.precision).value_or(core::default_precision(dtype));
       named.label = problem_summary(named.problem);
       return named;
     }
@@ -172,7 +172,7 @@ int run_tune(const TuneArgs& args) {
   nlohmann::json summary = nlohmann::json::array();
   int untuned = 0;
   for (const NamedProblem& named : problems) {
-    std::cout << "== tune " << named.label << " (precision " << named.precision << ")\n" << std::flush;
+    std::cout << "== tune " << named.label << " (precision " << core::precision_name(named.precision) << ")\n" << std::flush;
     realize::TuneRequest request;
     request.problem = named.problem;
     request.precision = named.precision;
@@ -223,7 +223,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Operand dtype: bf16 (or bfloat16), fp16 (float16), fp32 (float32); default bf16");
   cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: strict for fp32, native for bf16/fp16)")
-      ->check(CLI::IsMember({"strict", "tf32", "native"}));
+      ->check(CLI::IsMember(precision_words()));
   cmd->add_option("--epilogue", args->epilogue, "Comma list: bias, residual, mul, scale, add, relu, gelu_tanh, ...");
   cmd->add_option("--layout", args->layout, "A and B layouts: t = row-major, n = column-major (default tn)");
   cmd->add_option("--space", args->space, "default | exhaustive")->check(CLI::IsMember({"default", "exhaustive"}));

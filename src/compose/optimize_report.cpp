@@ -98,7 +98,7 @@ json RooflinePoint::to_json() const {
 }
 
 std::vector<RooflinePoint> roofline_points(const json& plan, const DeviceProfile& device,
-                                           const std::string& precision,
+                                           core::PrecisionMode precision,
                                            const std::map<std::string, Measurement>& measured) {
   std::vector<RooflinePoint> points;
   if (!plan.contains("replacements")) return points;

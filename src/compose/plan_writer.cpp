@@ -7,7 +7,7 @@
 #include "fact/build_info.hpp"
 #include "fact/problem/operand_transform.hpp"
 #include "fact/problem/problem.hpp"
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
 
 namespace fact::compose {
 

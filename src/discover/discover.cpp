@@ -10,20 +10,17 @@
 
 namespace fact::discover {
 
-std::string default_precision(const graph::Graph& g) {
+core::PrecisionMode default_precision(const graph::Graph& g) {
   // A bf16/fp16 model keeps some float32 parameters (norms) and still runs in its 16-bit dtype.
   for (const auto& [id, value] : g.values()) {
     if (value.kind != graph::ValueKind::Input && value.kind != graph::ValueKind::Parameter) continue;
-    const graph::DType t = value.desc.dtype;
-    if (t == graph::DType::BFloat16 || t == graph::DType::Float16) return "native";
+    const core::PrecisionMode mode = core::default_precision(value.desc.dtype);
+    if (mode == core::PrecisionMode::Native) return mode;
   }
-  return "strict";
+  return core::PrecisionMode::Strict;
 }
 
 Discovery discover(const graph::Graph& g, const DiscoverOptions& options) {
-  if (options.precision != "strict" && options.precision != "tf32" && options.precision != "native")
-    throw std::invalid_argument("unknown precision mode '" + options.precision +
-                                "' (expected strict, tf32 or native)");
   Discovery discovery;
   discovery.canonical = canonicalize(g);
   const RuleRegistry& registry = RuleRegistry::global();

@@ -21,7 +21,7 @@ double value_bytes(const graph::Graph& g, const graph::ValueId& id) {
 
 double pytorch_matmul_rate(DType dtype, const DiscoverOptions& options) {
   if (dtype == DType::BFloat16 || dtype == DType::Float16) return options.device.bf16_flops;
-  if (dtype == DType::Float32 && options.precision == "tf32") return options.device.tf32_flops;
+  if (dtype == DType::Float32 && options.precision == core::PrecisionMode::Tf32) return options.device.tf32_flops;
   return options.device.fp32_flops;
 }
 

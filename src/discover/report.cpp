@@ -21,7 +21,7 @@ std::string nodes_cell(const Match& m) {
 std::string dtype_cell(const Match& m) {
   std::string cell(graph::dtype_label(m.dtype));
   const std::string math = m.extra.value("math", std::string());
-  if (math == "tf32x3") cell += " (3xTF32)";
+  if (core::is_three_tf32(math)) cell += " (3xTF32)";
   if (math == "tf32") cell += " (TF32)";
   return cell;
 }
@@ -96,7 +96,7 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
   out << "FACT discover: " << captured.source.value("module", std::string("graph")) << " ("
       << captured.source.value("capture", std::string("?")) << "), " << captured.nodes().size()
       << " captured nodes -> " << d.canonical.nodes().size() << " canonical; precision "
-      << options.precision << "; device " << options.device.name << "\n\n";
+      << core::precision_name(options.precision) << "; device " << options.device.name << "\n\n";
   if (d.matches.empty()) {
     out << "no matches\n";
     return out.str();

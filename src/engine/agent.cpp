@@ -46,7 +46,8 @@ std::string tail(const std::string& text, size_t bytes = kLogTail) {
 }
 
 // The entry's call of the ABI, the kernel info, and the key / entry placeholders (substituted
-// once the source is keyed, as render_kernel does).
+// once the source is keyed, as render_kernel does). It includes the ABI by its forwarding path,
+// fact/runtime/fact_abi.h: the trailer is part of the source key, which stays what it was.
 std::string abi_trailer(const std::string& kind, const std::string& name, const std::string& device) {
   std::string info = "{\\\"kind\\\":\\\"" + kind + "\\\",\\\"abi_version\\\":" + std::to_string(FACT_ABI_VERSION) +
                      ",\\\"entry\\\":\\\"FACT_ENTRY_SYMBOL\\\",\\\"key\\\":\\\"FACT_KERNEL_KEY\\\",\\\"name\\\":\\\"" + name +
@@ -98,7 +99,7 @@ double value_bytes(const graph::Graph& g, const std::string& id) {
 
 // The "subgraph" call reading `operands` and writing `results` of `g` (an agent task's call).
 json subgraph_call(const graph::Graph& g, const std::vector<std::string>& operands, const std::vector<std::string>& results,
-                   graph::DType dtype, const std::string& rule, const std::string& precision, double flops) {
+                   graph::DType dtype, const std::string& rule, core::PrecisionMode precision, double flops) {
   double bytes = 0.0;
   for (const auto& id : operands) bytes += value_bytes(g, id);
   for (const auto& id : results) bytes += value_bytes(g, id);
@@ -166,11 +167,13 @@ json agent_task(const fs::path& graph_path, const std::string& which, const Disc
                             m.dtype, m.rule, options.precision, flops);
   call["label"] = std::to_string(index + 1);
   const realize::CompileOptions compile = realize::default_compile_options();
+  // "header": the path an agent's kernel includes (a forwarding header that stays for them);
+  // "text" and "common": the ABI itself, read where it lives.
   json abi = {{"header", "include/fact/runtime/fact_subgraph_abi.h"},
               {"entry", "extern \"C\" int fact_entry(const FactCallHeader* args, void* workspace, size_t* workspace_size, void* stream)"}};
   try {
-    abi["text"] = util::read_file(compile.fact_root / "include/fact/runtime/fact_subgraph_abi.h");
-    abi["common"] = util::read_file(compile.fact_root / "include/fact/runtime/fact_abi.h");
+    abi["text"] = util::read_file(compile.fact_root / "include/fact/core/fact_subgraph_abi.h");
+    abi["common"] = util::read_file(compile.fact_root / "include/fact/core/fact_abi.h");
   } catch (const std::exception& e) {
     abi["text"] = std::string("(unreadable: ") + e.what() + ")";
   }
@@ -194,7 +197,8 @@ json agent_task(const fs::path& graph_path, const std::string& which, const Disc
           {"registry", candidates}};
 }
 
-json fragment_task(const json& fragment, const std::string& rule, const std::string& dtype, const std::string& precision) {
+json fragment_task(const json& fragment, const std::string& rule, const std::string& dtype,
+                   std::optional<core::PrecisionMode> precision) {
   const registry::Semantics semantics = registry::semantics_of_fragment(fragment);
   json doc = fragment;
   json inputs = json::array();
@@ -207,9 +211,9 @@ json fragment_task(const json& fragment, const std::string& rule, const std::str
   const graph::Graph g = graph::graph_from_json(doc);
   json call = subgraph_call(g, fragment.at("inputs").get<std::vector<std::string>>(),
                             fragment.at("outputs").get<std::vector<std::string>>(), graph::parse_dtype(dtype), rule,
-                            precision.empty() ? "strict" : precision, 0.0);
+                            precision.value_or(core::PrecisionMode::Strict), 0.0);
   return {{"schema", "fact.agent.task/1"},
-          {"precision", precision},
+          {"precision", precision ? std::string(core::precision_name(*precision)) : std::string()},
           {"semantics", {{"fragment", fragment}, {"hash", semantics.hash}, {"structure_hash", semantics.structure_hash}}},
           {"call", call}};
 }
@@ -282,7 +286,7 @@ json build_source(const SourceBuild& build) {
                                            "-o", std::string(realize::kOutputPlaceholder)};
     command.insert(command.end(), host.begin(), host.end());
     fingerprint = "host:" + realize::compiler_identity_of(compiler) + "\n" +
-                  util::sha256_hex(util::read_file(options.fact_root / "include/fact/runtime/fact_abi.h")) + "\n";
+                  util::sha256_hex(util::read_file(options.fact_root / "include/fact/core/fact_abi.h")) + "\n";
     for (size_t i = 1; i + 1 < host.size(); ++i) fingerprint += host[i] + " ";
   }
   std::string source = build.source + abi_trailer(build.kind, name, build.device);
@@ -334,7 +338,7 @@ json build_source(const SourceBuild& build) {
 
 json realize_template(const json& request, const fs::path& out_dir) {
   const Problem problem = problem_from_json(request.at("problem"));
-  const std::string precision = request.value("precision", std::string("native"));
+  const core::PrecisionMode precision = core::parse_precision(request.value("precision", std::string("native")));
   const std::string space_name = request.value("space", std::string("default"));
   const realize::CompileOptions options = realize::default_compile_options();
   realize::RealizerSource source(options);

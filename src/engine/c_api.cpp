@@ -7,8 +7,10 @@
 #include <string>
 
 #include "fact/build_info.hpp"
+#include "fact/core/status_names.hpp"
 #include "fact/engine/agent.hpp"
 #include "fact/engine/engine.hpp"
+#include "fact/engine/engine_tables.hpp"
 #include "fact/engine/optimize_stages.hpp"
 #include "fact/problem/device_profile.hpp"
 #include "fact/realize/compile_command.hpp"
@@ -23,6 +25,14 @@ char* copy_out(const std::string& text) {
   return out;
 }
 
+// A request's "precision": nullopt when absent or "" (the engine picks from the graph); throws
+// std::invalid_argument for an unknown name.
+std::optional<fact::core::PrecisionMode> precision_from_json(const nlohmann::json& j) {
+  const std::string name = j.value("precision", std::string());
+  if (name.empty()) return std::nullopt;
+  return fact::core::parse_precision(name);
+}
+
 fact::engine::PlanRequest request_from_json(const nlohmann::json& j) {
   fact::engine::PlanRequest r;
   if (j.contains("graph_json") && j.at("graph_json").is_string()) {
@@ -31,7 +41,7 @@ fact::engine::PlanRequest request_from_json(const nlohmann::json& j) {
     r.graph = j.at("graph").get<std::string>();
   }
   r.out_dir = j.at("out_dir").get<std::string>();
-  r.precision = j.value("precision", std::string());
+  r.precision = precision_from_json(j);
   r.compile = j.value("compile", false);
   r.tune = j.value("tune", size_t{0});
   r.space = j.value("space", std::string("default"));
@@ -57,7 +67,7 @@ fact::engine::PlanRequest request_from_json(const nlohmann::json& j) {
 
 fact::engine::DiscoverSettings settings_from_json(const nlohmann::json& j) {
   fact::engine::DiscoverSettings s;
-  s.precision = j.value("precision", std::string());
+  s.precision = precision_from_json(j);
   if (j.contains("device_profile") && j.at("device_profile").is_string()) s.device_profile = j.at("device_profile").get<std::string>();
   s.use_tuning_db = j.value("use_tuning_db", true);
   if (j.contains("tuning_db") && j.at("tuning_db").is_string()) s.tuning_db = j.at("tuning_db").get<std::string>();
@@ -147,7 +157,7 @@ extern "C" int fact_engine_agent_task(const char* request_json, char** response_
     if (request.contains("fragment"))
       return fact::engine::fragment_task(request.at("fragment"), request.value("rule", std::string("subgraph")),
                                          request.value("dtype", std::string("float32")),
-                                         request.value("precision", std::string()));
+                                         precision_from_json(request));
     return fact::engine::agent_task(request.at("graph").get<std::string>(), request.at("match").get<std::string>(),
                                     settings_from_json(request));
   });
@@ -238,16 +248,16 @@ extern "C" const char* fact_engine_version(void) {
 }
 
 extern "C" const char* fact_status_name(int status) {
-  switch (status) {
-    case FACT_OK: return "FACT_OK";
-    case FACT_ERR_INVALID_ARGS: return "FACT_ERR_INVALID_ARGS";
-    case FACT_ERR_CANNOT_IMPLEMENT: return "FACT_ERR_CANNOT_IMPLEMENT";
-    case FACT_ERR_WORKSPACE: return "FACT_ERR_WORKSPACE";
-    case FACT_ERR_INITIALIZE: return "FACT_ERR_INITIALIZE";
-    case FACT_ERR_LAUNCH: return "FACT_ERR_LAUNCH";
-    case FACT_ERR_INTERNAL: return "FACT_ERR_INTERNAL";
-    default: return "FACT_STATUS_UNKNOWN";
-  }
+  const std::string_view known = fact::core::known_status_name(status);
+  if (!known.empty()) return known.data();  // the table's names are NUL-terminated literals
+  thread_local std::string unknown;
+  unknown = fact::core::status_name(status);
+  return unknown.c_str();
+}
+
+extern "C" const char* fact_engine_tables(void) {
+  static const std::string tables = fact::engine::engine_tables().dump();
+  return tables.c_str();
 }
 
 extern "C" int fact_reference_call(const FactCallHeader* args) { return fact::reference_call(args); }

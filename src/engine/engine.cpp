@@ -26,7 +26,6 @@
 #include "fact/registry/registry.hpp"
 #include "fact/registry/semantics.hpp"
 #include "fact/engine/agent.hpp"
-#include "fact/runtime/precision.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/sha256.hpp"
 #include "fact/util/subprocess.hpp"
@@ -39,7 +38,7 @@ using nlohmann::json;
 namespace {
 
 std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const PlanRequest& request,
-                                  const std::string& precision, const realize::CompileOptions& compile) {
+                                  core::PrecisionMode precision, const realize::CompileOptions& compile) {
   realize::RealizerSource source(compile);
   realize::KernelCache cache;
   realize::BuildOptions build_options;
@@ -171,14 +170,13 @@ std::vector<SourcedMatch> realize_from_registry(discover::Discovery& planned, co
 
 discover::DiscoverOptions discover_options(const DiscoverSettings& request, const graph::Graph& captured) {
   discover::DiscoverOptions options;
-  options.precision = request.precision.empty() ? discover::default_precision(captured) : request.precision;
-  (void)runtime::parse_precision(options.precision);  // throws for an unknown mode
+  options.precision = request.precision.value_or(discover::default_precision(captured));
   options.device = request.device_profile ? load_device_profile(*request.device_profile)
                                           : default_device_profile();
   if (request.use_tuning_db) {
     realize::TuningDb db(request.tuning_db.value_or(realize::default_tuning_db_path()));
     for (const auto& record : db.all()) options.tuned_keys.insert(record.key.id());
-    options.key_of = [](const Problem& problem, const std::string& precision) -> std::string {
+    options.key_of = [](const Problem& problem, core::PrecisionMode precision) -> std::string {
       try {
         const realize::Realizer& realizer = realize::RealizerRegistry::global().for_problem(problem, precision);
         return realize::make_tuning_key(realizer, realizer.problem_class(problem, precision), problem,
@@ -277,7 +275,7 @@ PlanResult make_plan(const PlanRequest& request) {
                                     result.captured);
   // Opt-in rules (rule.hpp's Rule::opt_in) accept only what the selection names.
   if (request.patterns) result.options.opt_in.insert(request.patterns->begin(), request.patterns->end());
-  const std::string& precision = result.options.precision;
+  const core::PrecisionMode precision = result.options.precision;
   result.discovery = discover::discover(result.captured, result.options);
   util::write_file_atomically(
       request.out_dir / "discovery.json",

@@ -3,7 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/dtype.hpp"
+#include "fact/core/fact_abi.h"
 
 namespace fact {
 
@@ -93,7 +94,7 @@ void store_abi_element(void* base, int64_t index, int32_t type, double value) {
 }
 
 bool known_abi_dtype(int32_t t) {
-  return t == FACT_DTYPE_F32 || t == FACT_DTYPE_F64 || t == FACT_DTYPE_F16 || t == FACT_DTYPE_BF16;
+  return core::from_fact_dtype(t) != core::DType::Unknown;
 }
 
 }  // namespace fact

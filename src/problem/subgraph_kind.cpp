@@ -1,4 +1,4 @@
-// The "subgraph" problem kind (include/fact/runtime/fact_subgraph_abi.h): a captured subgraph
+// The "subgraph" problem kind (include/fact/core/fact_subgraph_abi.h): a captured subgraph
 // computed by one call that receives its tensors only. Kernels an agent writes for a NEW match
 // use it; no pattern owns it because it describes no computation of its own: the subgraph's
 // captured nodes are its semantics (the registry keeps them, include/fact/registry/semantics.hpp)
@@ -9,25 +9,13 @@
 #include <cstddef>
 #include <stdexcept>
 
+#include "fact/core/dtype.hpp"
+#include "fact/core/fact_subgraph_abi.h"
+#include "fact/core/precision.hpp"
 #include "fact/problem/problem.hpp"
-#include "fact/runtime/fact_subgraph_abi.h"
-#include "fact/runtime/precision.hpp"
 
 namespace fact {
 namespace {
-
-int32_t abi_dtype(graph::DType dtype) {
-  switch (dtype) {
-    case graph::DType::Float32: return FACT_DTYPE_F32;
-    case graph::DType::Float16: return FACT_DTYPE_F16;
-    case graph::DType::BFloat16: return FACT_DTYPE_BF16;
-    case graph::DType::Float64: return FACT_DTYPE_F64;
-    case graph::DType::Int64: return FACT_SUBGRAPH_DTYPE_I64;
-    case graph::DType::Int32: return FACT_SUBGRAPH_DTYPE_I32;
-    case graph::DType::Bool: return FACT_SUBGRAPH_DTYPE_BOOL;
-    default: return -1;
-  }
-}
 
 std::vector<std::string> ids(const nlohmann::json& desc, const char* key) {
   if (!desc.contains(key) || !desc.at(key).is_array())
@@ -49,14 +37,14 @@ class SubgraphKind final : public ProblemKind {
   double flops(const nlohmann::json& desc) const override { return desc.value("flops", 0.0); }
   double min_bytes(const nlohmann::json& desc) const override { return desc.value("min_bytes", 0.0); }
   double fused_seconds(const nlohmann::json& desc, const DeviceProfile& device,
-                       const std::string&) const override {
+                       core::PrecisionMode) const override {
     return roofline_seconds(flops(desc), device.fp32_flops, min_bytes(desc), device);
   }
   std::vector<int64_t> tuning_dims(const nlohmann::json& desc) const override {
     return {static_cast<int64_t>(min_bytes(desc))};
   }
-  double tolerance(const nlohmann::json& desc, const std::string& precision) const override {
-    return runtime::tolerance_for(runtime::parse_precision(precision), dtype(desc));
+  double tolerance(const nlohmann::json& desc, core::PrecisionMode precision) const override {
+    return core::tolerance_for(precision, dtype(desc));
   }
 
   ArgImage pack(const nlohmann::json& desc, const graph::Graph& captured) const override {
@@ -72,7 +60,7 @@ class SubgraphKind final : public ProblemKind {
     image.put(offsetof(FactSubgraphArgs, num_operands), static_cast<int32_t>(operands.size()));
     image.put(offsetof(FactSubgraphArgs, num_results), static_cast<int32_t>(results.size()));
     auto describe = [&](size_t base, const graph::TensorDesc& d, const std::string& value) {
-      const int32_t code = abi_dtype(d.dtype);
+      const int32_t code = core::dtype_info(d.dtype).subgraph_abi;
       if (code < 0) throw std::invalid_argument("subgraph call: " + value + " has an element type the ABI has no code for");
       if (d.rank() > FACT_SUBGRAPH_MAX_RANK)
         throw std::invalid_argument("subgraph call: " + value + " has rank above " + std::to_string(FACT_SUBGRAPH_MAX_RANK));

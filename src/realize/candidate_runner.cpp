@@ -171,7 +171,7 @@ SubprocessRunner::SubprocessRunner(fs::path executable)
 std::vector<std::string> SubprocessRunner::command_for(const RunRequest& request) const {
   std::vector<std::string> argv = {executable_.string(), "run-kernel", "--lib", request.library.string(),
                                    "--problem-json", (request.scratch_dir / "problem.json").string(),
-                                   "--precision", request.precision};
+                                   "--precision", std::string(core::precision_name(request.precision))};
   if (!request.baselines.empty()) {
     std::string joined;
     for (const auto& name : request.baselines) joined += (joined.empty() ? "" : ",") + name;

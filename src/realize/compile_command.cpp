@@ -62,7 +62,7 @@ std::optional<std::string> compile_unavailable_reason(const CompileOptions& opti
     return "CUTLASS headers not found at '" + options.cutlass_include.string() +
            "' (pip install nvidia-cutlass, or set FACT_CUTLASS_DIR)";
   }
-  if (!fs::exists(options.fact_root / "include" / "fact" / "runtime" / "fact_abi.h", ec)) {
+  if (!fs::exists(options.fact_root / "include" / "fact" / "core" / "fact_abi.h", ec)) {
     return "FACT headers not found under '" + options.fact_root.string() +
            "' (set FACT_SOURCE_DIR)";
   }

@@ -8,7 +8,6 @@
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/realizer.hpp"
 #include "fact/realize/tuning_db.hpp"
-#include "fact/runtime/precision.hpp"
 #include "fact/util/atomic_file.hpp"
 
 namespace fact::realize {
@@ -110,7 +109,6 @@ size_t RealizeResult::failed_compiles() const {
 
 RealizeResult realize_matches(const std::vector<discover::Match>& matches,
                               const RealizeOptions& options) {
-  (void)runtime::parse_precision(options.precision);  // validates the precision
   if (options.out_dir.empty()) throw std::invalid_argument("realize: no output folder given");
   fs::create_directories(options.out_dir);
   RealizeResult result;

@@ -26,7 +26,7 @@ const Realizer* RealizerRegistry::find(std::string_view pattern) const {
 }
 
 const Realizer& RealizerRegistry::for_problem(const Problem& problem,
-                                              const std::string& precision) const {
+                                              core::PrecisionMode precision) const {
   std::vector<const Realizer*> candidates;
   for (const auto& r : realizers_) {
     if (r->kind() == problem.kind) candidates.push_back(r.get());

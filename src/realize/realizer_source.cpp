@@ -17,7 +17,7 @@ const Realizer& RealizerSource::realizer_of(const KernelSpec& spec) const {
   return *realizer;
 }
 
-KernelSpec RealizerSource::problem_class(const Problem& problem, const std::string& precision) {
+KernelSpec RealizerSource::problem_class(const Problem& problem, core::PrecisionMode precision) {
   return RealizerRegistry::global().for_problem(problem, precision).problem_class(problem, precision);
 }
 
@@ -37,7 +37,7 @@ BuildJob RealizerSource::build_job(const KernelSpec& spec) {
 }
 
 TuningKey RealizerSource::tuning_key(const KernelSpec& problem_class, const Problem& problem,
-                                     const std::string& precision, const std::string& cutlass_version) {
+                                     core::PrecisionMode precision, const std::string& cutlass_version) {
   return make_tuning_key(realizer_of(problem_class), problem_class, problem, precision, cutlass_version);
 }
 

@@ -17,6 +17,19 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
   }
 }
 
+// Where the contents of a template header named `header` are read for the kernel key. The kernel
+// ABI moved to include/fact/core/; kernels still include it by the old path, whose file now only
+// forwards. The key keeps naming the header by the path kernels include and hashes what that path
+// leads to, so keys (and built kernels, and tuning-database entries) stay what they were.
+std::string_view header_contents_path(std::string_view header) {
+  static const std::map<std::string_view, std::string_view> forwarded = {
+      {"include/fact/runtime/fact_abi.h", "include/fact/core/fact_abi.h"},
+      {"include/fact/runtime/fact_subgraph_abi.h", "include/fact/core/fact_subgraph_abi.h"},
+  };
+  const auto it = forwarded.find(header);
+  return it == forwarded.end() ? header : it->second;
+}
+
 }  // namespace
 
 std::string generator_identity(const KernelTemplate& kernel_template) {
@@ -39,7 +52,7 @@ RenderedKernel render_kernel(const KernelSpec& spec, const CompileOptions& optio
   for (const auto& header : rendered.headers) {
     std::string contents;
     try {
-      contents = util::read_file(options.fact_root / header);
+      contents = util::read_file(options.fact_root / header_contents_path(header));
     } catch (const std::exception& e) {
       throw RenderError("cannot read template header " + header + " under '" +
                         options.fact_root.string() + "': " + e.what());

@@ -99,7 +99,7 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir,
   std::ostringstream md;
   md << "# Tuning " << result.problem_name() << "\n\n"
      << "- problem: " << problem_summary(result.problem) << ", precision "
-     << result.precision << "\n"
+     << core::precision_name(result.precision) << "\n"
      << "- key: `" << result.key.id() << "`\n"
      << "- origin: " << result.origin << " (" << result.candidates.size() << " configuration(s), "
      << fixed(result.seconds, 1) << " s)\n"

@@ -74,7 +74,7 @@ std::string TuneResult::problem_name() const {
   std::replace(shape.begin(), shape.end(), '(', '_');
   shape.erase(std::remove(shape.begin(), shape.end(), ')'), shape.end());
   return kind.fusion(problem.desc) + "_" + shape + "_" +
-         std::string(graph::dtype_label(kind.dtype(problem.desc))) + "_" + precision;
+         std::string(graph::dtype_label(kind.dtype(problem.desc))) + "_" + std::string(core::precision_name(precision));
 }
 
 json TuneResult::to_json() const {

@@ -24,7 +24,7 @@ std::string dims_text(const std::vector<int64_t>& dims) {
 std::string join_key(const TuningKey& key, const std::string& shape) {
   std::ostringstream text;
   text << key.pattern << "|" << shape << "|" << key.problem_class << "|" << key.arch << "|cutlass"
-       << key.cutlass_version << "|" << key.precision;
+       << key.cutlass_version << "|" << core::precision_name(key.precision);
   return text.str();
 }
 
@@ -70,12 +70,12 @@ TuningKey TuningKey::from_json(const json& j) {
   key.problem_class = j.at("class").get<std::string>();
   key.arch = j.at("arch").get<std::string>();
   key.cutlass_version = j.at("cutlass").get<std::string>();
-  key.precision = j.at("precision").get<std::string>();
+  key.precision = core::parse_precision(j.at("precision").get<std::string>());
   return key;
 }
 
 TuningKey make_tuning_key(const Realizer& realizer, const KernelSpec& problem_class,
-                          const Problem& problem, const std::string& precision,
+                          const Problem& problem, core::PrecisionMode precision,
                           const std::string& cutlass_version) {
   TuningKey key;
   key.kind = problem.kind;

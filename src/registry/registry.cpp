@@ -327,7 +327,7 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
   for (const auto& e : candidates) {
     // A kernel was verified under one precision contract (its tolerance); it serves runs in that mode.
     const std::string mode = e.doc.value("reference", json::object()).value("precision", std::string());
-    if (e.has_source() && !mode.empty() && mode != options.precision) continue;
+    if (e.has_source() && !mode.empty() && mode != core::precision_name(options.precision)) continue;
     (e.has_source() ? sources : templates).push_back(&e);
   }
   if (!sources.empty()) {

@@ -10,7 +10,8 @@
 
 namespace fact::runtime {
 
-using graph::DType;
+using core::PrecisionMode;
+using core::DType;
 using nlohmann::json;
 
 namespace {
@@ -70,7 +71,7 @@ GemmRate measure_gemm(const CublasHandle& blas, DType dtype, PrecisionMode preci
   rate.flops_per_s = 2.0 * double(size) * double(size) * double(size) / (ms.median * 1e-3);
   rate.detail = describe_rate(ms, rate.flops_per_s, "flops_per_s");
   rate.detail["size"] = size;
-  rate.detail["dtype"] = graph::dtype_name(dtype);
+  rate.detail["dtype"] = core::dtype_name(dtype);
   rate.detail["compute"] = precision == PrecisionMode::Tf32 ? "CUBLAS_COMPUTE_32F_FAST_TF32"
                                                             : "CUBLAS_COMPUTE_32F";
   return rate;

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "fact/core/status_names.hpp"
+
 namespace fact::runtime {
 
 namespace {
@@ -54,7 +56,7 @@ KernelLibrary::KernelLibrary(const std::string& path) : path_(path) {
     }
     const nlohmann::json& spec_json = info_.at("spec");
     try {
-      spec_ = realize::KernelSpec::from_json(spec_json);
+      spec_ = KernelSpec::from_json(spec_json);
     } catch (const std::exception& e) {
       throw std::runtime_error("kernel spec in " + path + " is not readable: " + e.what());
     }
@@ -99,17 +101,6 @@ void KernelLibrary::close() noexcept {
   entry_ = nullptr;
 }
 
-std::string fact_status_name(int status) {
-  switch (status) {
-    case FACT_OK: return "FACT_OK";
-    case FACT_ERR_INVALID_ARGS: return "FACT_ERR_INVALID_ARGS";
-    case FACT_ERR_CANNOT_IMPLEMENT: return "FACT_ERR_CANNOT_IMPLEMENT";
-    case FACT_ERR_WORKSPACE: return "FACT_ERR_WORKSPACE";
-    case FACT_ERR_INITIALIZE: return "FACT_ERR_INITIALIZE";
-    case FACT_ERR_LAUNCH: return "FACT_ERR_LAUNCH";
-    case FACT_ERR_INTERNAL: return "FACT_ERR_INTERNAL";
-  }
-  return "FACT_STATUS_" + std::to_string(status);
-}
+std::string fact_status_name(int status) { return core::status_name(status); }
 
 }  // namespace fact::runtime

@@ -94,7 +94,7 @@ json current_device_json() {
 RunReport run_kernel(const RunKernelOptions& options, ProcessGuard* guard) {
   RunReport report;
   report.lib = options.lib;
-  report.precision = std::string(precision_name(options.precision));
+  report.precision = std::string(core::precision_name(options.precision));
   report.problem = {{"text", options.problem}};
   try {
     run(options, guard, report);
@@ -108,7 +108,7 @@ RunReport run_kernel(const RunKernelOptions& options, ProcessGuard* guard) {
 int run_kernel_command(const RunKernelOptions& options) {
   const json context = {{"kernel", {{"lib", options.lib}}},
                         {"problem", {{"text", options.problem}}},
-                        {"precision", precision_name(options.precision)}};
+                        {"precision", core::precision_name(options.precision)}};
   ProcessGuard guard(options.json_path, options.timeout_s, context);
   const RunReport report = run_kernel(options, &guard);
   try {

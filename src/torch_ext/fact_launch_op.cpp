@@ -41,23 +41,11 @@
 #include <string_view>
 #include <vector>
 
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
+#include "fact/core/status_names.hpp"
 
 namespace fact::torch_ext {
 namespace {
-
-const char* status_name(int status) {
-  switch (status) {
-    case FACT_OK: return "FACT_OK";
-    case FACT_ERR_INVALID_ARGS: return "FACT_ERR_INVALID_ARGS";
-    case FACT_ERR_CANNOT_IMPLEMENT: return "FACT_ERR_CANNOT_IMPLEMENT";
-    case FACT_ERR_WORKSPACE: return "FACT_ERR_WORKSPACE";
-    case FACT_ERR_INITIALIZE: return "FACT_ERR_INITIALIZE";
-    case FACT_ERR_LAUNCH: return "FACT_ERR_LAUNCH";
-    case FACT_ERR_INTERNAL: return "FACT_ERR_INTERNAL";
-    default: return "unknown FactStatus";
-  }
-}
 
 // The value of the top-level string member `name` of the JSON object `text` ("" when absent).
 // fact_kernel_info() returns a JSON object whose "entry" member is a plain identifier; nested
@@ -359,7 +347,7 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
     size_t queried = 0;
     const int status = call.library->entry(header, nullptr, &queried, nullptr);
     TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name,
-                " workspace size query returned ", status_name(status));
+                " workspace size query returned ", ::fact::core::status_name(status));
     workspace_size = static_cast<int64_t>(queried);
     call.workspace.store(workspace_size, std::memory_order_release);
   }
@@ -370,7 +358,7 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const int status = call.library->entry(header, workspace.get(), nullptr, stream);
   TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name, " returned ",
-              status_name(status));
+              ::fact::core::status_name(status));
 }
 
 std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id) {

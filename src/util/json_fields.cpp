@@ -48,11 +48,11 @@ std::string string_field(const json& j, const char* key, const std::string& wher
   return v.get<std::string>();
 }
 
-graph::DType dtype_field(const json& j, const char* key, const std::string& where) {
+core::DType dtype_field(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
-  if (it == j.end()) return graph::DType::Unknown;
+  if (it == j.end()) return core::DType::Unknown;
   if (!it->is_string()) throw std::invalid_argument(where + "." + key + ": expected a string");
-  return graph::parse_dtype(it->get<std::string>());
+  return core::parse_dtype(it->get<std::string>());
 }
 
 }  // namespace fact::util

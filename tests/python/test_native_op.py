@@ -149,7 +149,7 @@ def test_abi_numbers_mirror_fact_abi_h(tmp_path):
     program = textwrap.dedent(f"""
         #include <stdio.h>
         #include <stddef.h>
-        #include "fact/runtime/fact_abi.h"
+        #include "fact/core/fact_abi.h"
         int main(void) {{
           printf("version %d\\n", FACT_ABI_VERSION);
           printf("header %zu\\n", sizeof(FactCallHeader));
@@ -172,7 +172,7 @@ def test_abi_numbers_mirror_fact_abi_h(tmp_path):
     assert [int(printed[f]) for f in ("abi_version", "kind", "size", "reserved")] == [0, 4, 8, 12]
     assert int(printed["kind_id"]) == fake_kind.kind_id("gemm")
     assert {int(printed[name]): name for name in abi.STATUS_NAMES.values()} == abi.STATUS_NAMES
-    header = (REPO_ROOT / "include" / "fact" / "runtime" / "fact_abi.h").read_text()
+    header = (REPO_ROOT / "include" / "fact" / "core" / "fact_abi.h").read_text()
     body = header[header.index("typedef enum FactStatus"):header.index("} FactStatus;")]
     declared = [line.split("=")[0].strip() for line in body.splitlines() if "FACT_" in line and "=" in line]
     assert declared == list(abi.STATUS_NAMES.values())  # every status has a Python name
@@ -279,9 +279,9 @@ def test_native_extension_compiles_loads_and_mirrors_the_call_registry(fake_kind
 def test_native_build_failure_keeps_the_compiler_output_and_is_not_retried(tmp_path):
     source_root = tmp_path / "checkout"
     (source_root / "src" / "torch_ext").mkdir(parents=True)
-    (source_root / "include" / "fact" / "runtime").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "include" / "fact" / "runtime" / "fact_abi.h",
-                source_root / "include" / "fact" / "runtime" / "fact_abi.h")
+    (source_root / "include" / "fact" / "core").mkdir(parents=True)
+    for header in ("fact_abi.h", "status_names.hpp"):
+        shutil.copy(REPO_ROOT / "include" / "fact" / "core" / header, source_root / "include" / "fact" / "core" / header)
     (source_root / "src" / "torch_ext" / "fact_launch_op.cpp").write_text(
         "this_is_not_cpp fact_native_test_marker;\n")
     env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), FACT_SOURCE_DIR=str(source_root),
@@ -307,7 +307,7 @@ def test_build_key_depends_on_the_source(tmp_path, monkeypatch):
     key = native.build_key()
     copy = tmp_path / "checkout"
     shutil.copytree(REPO_ROOT / "src" / "torch_ext", copy / "src" / "torch_ext")
-    shutil.copytree(REPO_ROOT / "include" / "fact" / "runtime", copy / "include" / "fact" / "runtime")
+    shutil.copytree(REPO_ROOT / "include" / "fact" / "core", copy / "include" / "fact" / "core")
     monkeypatch.setenv("FACT_SOURCE_DIR", str(copy))
     assert native.build_key() == key
     source = copy / "src" / "torch_ext" / "fact_launch_op.cpp"

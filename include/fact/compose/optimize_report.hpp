@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fact/core/precision.hpp"
 #include "fact/problem/device_profile.hpp"
 
 namespace fact::compose {
@@ -45,7 +46,7 @@ struct RooflinePoint {
 // database record's time when the plan used that record for exactly its shape
 // (config_source "database"). Throws nothing for a call whose kind is unknown: it is skipped.
 std::vector<RooflinePoint> roofline_points(const nlohmann::json& plan, const DeviceProfile& device,
-                                           const std::string& precision,
+                                           core::PrecisionMode precision,
                                            const std::map<std::string, Measurement>& measured);
 
 // One row per kernel call: label, match, problem, kernel key, build status, configuration or reason.

@@ -20,7 +20,7 @@ namespace fact::compose {
 inline constexpr const char* kPlanSchema = "fact.plan/2";
 
 struct PlanContext {
-  std::string precision;
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
   std::string device = "cpu";                       // of the example inputs
   nlohmann::json inputs = nlohmann::json::array();  // the planned signature (from the caller)
   std::string capture;                              // "torch.export", ...

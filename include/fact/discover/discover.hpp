@@ -16,12 +16,12 @@ using fact::DeviceProfile;
 
 struct DiscoverOptions {
   DeviceProfile device;
-  std::string precision = "strict";  // "strict", "tf32", or "native" (bf16/fp16 models)
+  core::PrecisionMode precision = core::PrecisionMode::Strict;  // Native for bf16/fp16 models
   // Tuning-database entries already present: a match all of whose problems have their key here
   // is classified REUSE. `key_of` spells a problem's key (the tuning database passes its own,
   // realize::tuning_key_id); without it nothing is REUSE.
   std::set<std::string> tuned_keys;
-  std::function<std::string(const Problem&, const std::string& precision)> key_of;
+  std::function<std::string(const Problem&, core::PrecisionMode precision)> key_of;
   // The architecture the run targets: "sm_90a" (Hopper kernels) or "host" (the CPU path).
   std::string arch = "sm_90a";
   // The pattern registry's classification (include/fact/registry/registry.hpp): when set, it
@@ -42,9 +42,9 @@ struct DiscoverOptions {
   std::set<std::string> opt_in;
 };
 
-// The precision mode a graph runs in unless the user says otherwise: "native" when its
-// floating inputs and parameters are bf16/fp16, "strict" otherwise (float32).
-std::string default_precision(const graph::Graph& g);
+// The precision mode a graph runs in unless the user says otherwise: Native when its
+// floating inputs and parameters are bf16/fp16, Strict otherwise (float32).
+core::PrecisionMode default_precision(const graph::Graph& g);
 
 struct Discovery {
   graph::Graph canonical;       // the graph after canonicalization
@@ -52,7 +52,7 @@ struct Discovery {
 };
 
 // Canonicalizes `g` and runs every registered rule. Never throws for unknown ops (they stay
-// opaque); throws std::invalid_argument for an unknown precision mode.
+// opaque).
 Discovery discover(const graph::Graph& g, const DiscoverOptions& options = {});
 
 }  // namespace fact::discover

@@ -33,9 +33,9 @@ nlohmann::json agent_task(const std::filesystem::path& graph, const std::string&
 // The task for a fragment alone (a registry entry's reference semantics, no captured graph):
 // {"semantics", "call"} as agent_task gives them, the call's operands being every value the
 // fragment reads from outside, its results the fragment's outputs, at `dtype`'s tolerance
-// under `precision` ("" = strict).
+// under `precision` (nullopt = strict).
 nlohmann::json fragment_task(const nlohmann::json& fragment, const std::string& rule, const std::string& dtype,
-                             const std::string& precision);
+                             std::optional<core::PrecisionMode> precision);
 
 // One source build. device "host": the host C++ compiler ($FACT_CXX, else c++), -O2 -DNDEBUG
 // -shared -fPIC, FACT's include folders; "cuda": the nvcc command every FACT kernel is built

@@ -4,7 +4,7 @@
  */
 #ifndef FACT_ENGINE_C_API_H
 #define FACT_ENGINE_C_API_H
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,9 +70,15 @@ int fact_optimize_report(const char* request_json, char** response_json);
 /* Frees a string the engine returned. */
 void fact_engine_free(char* text);
 
-/* "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ...: the one table of FactStatus names
- * ("FACT_STATUS_<n>" for a value it does not know). */
+/* "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ...: from the one table of FactStatus names
+ * (fact/core/status_names.hpp; "FACT_STATUS_<n>" for a value it does not know). */
 const char* fact_status_name(int status);
+
+/* The engine's vocabulary tables as one JSON document (owned by the library, never freed): the
+ * FactStatus names, the dtypes (names, aliases, ABI values, sizes), the precision modes and the
+ * tolerance of each (precision, output dtype) (fact/engine/engine_tables.hpp). Python reads its
+ * tables from here (python/fact/engine_tables.py) instead of repeating them. */
+const char* fact_engine_tables(void);
 
 /* "<version> <git sha>" of the engine library. */
 const char* fact_engine_version(void);

@@ -21,7 +21,7 @@ struct PlanRequest {
   std::filesystem::path graph;        // captured graph JSON (docs/graph_json.md)
   std::optional<nlohmann::json> graph_document;  // the graph itself, in memory (then `graph` is unused)
   std::filesystem::path out_dir;      // discovery.json, kernels/, tune/, plan.json
-  std::string precision;              // strict | tf32 | native; "" = from the graph's dtypes
+  std::optional<core::PrecisionMode> precision;  // nullopt: from the graph's dtypes
   bool compile = false;               // compile the kernels (nvcc + CUTLASS headers)
   size_t tune = 0;                    // > 0: tune each kernel over at most this many configurations (Hopper GPU)
   std::string space = "default";      // tuning space: default | exhaustive
@@ -42,12 +42,12 @@ struct PlanRequest {
   std::optional<std::filesystem::path> registry_dir;
 };
 
-// How discovery runs: the precision mode ("" = from the graph's dtypes: native for bf16/fp16
+// How discovery runs: the precision mode (nullopt = from the graph's dtypes: native for bf16/fp16
 // models, strict for float32), the device profile (nullopt: the one `fact device` saved, else
 // an H100's defaults), the tuning database whose entries make a built-in template's match
 // REUSE, and the pattern registry every match is classified against on `arch`.
 struct DiscoverSettings {
-  std::string precision;
+  std::optional<core::PrecisionMode> precision;
   std::optional<std::filesystem::path> device_profile;
   bool use_tuning_db = true;
   std::optional<std::filesystem::path> tuning_db;  // nullopt: the default database
@@ -55,8 +55,7 @@ struct DiscoverSettings {
   std::optional<std::filesystem::path> registry_dir;  // nullopt: the default registry
   std::string arch = "sm_90a";                        // sm_90a | host
 };
-// Throws std::invalid_argument for an unknown precision and std::runtime_error for an
-// unreadable device profile.
+// Throws std::runtime_error for an unreadable device profile.
 discover::DiscoverOptions discover_options(const DiscoverSettings& settings, const graph::Graph& captured);
 
 struct TunedCall {

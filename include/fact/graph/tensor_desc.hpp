@@ -6,19 +6,18 @@
 #include <string_view>
 #include <vector>
 
+#include "fact/core/dtype.hpp"
+
 namespace fact::graph {
 
-enum class DType { Float64, Float32, Float16, BFloat16, Int64, Int32, Int16, Int8, UInt8, Bool, Unknown };
-
-// Parses the capture's dtype spelling ("float32", "bfloat16", ...); Unknown for anything else.
-DType parse_dtype(std::string_view name);
-// Inverse of parse_dtype.
-std::string_view dtype_name(DType dtype);
-// "bf16", "fp16", "fp32", "fp64", "int8", ...: the short token used in reasons and tables.
-std::string_view dtype_label(DType dtype);
-// Size of one element in bytes (0 for Unknown).
-int dtype_bytes(DType dtype);
-bool is_floating(DType dtype);
+// Element types are declared once, in fact/core/dtype.hpp (names, aliases, sizes, ABI values);
+// the graph speaks of them by these names.
+using core::DType;
+using core::dtype_bytes;
+using core::dtype_label;
+using core::dtype_name;
+using core::is_floating;
+using core::parse_dtype;
 
 struct TensorDesc {
   std::vector<int64_t> shape;

@@ -17,7 +17,8 @@
 #include "fact/graph/graph.hpp"
 #include "fact/problem/arg_image.hpp"
 #include "fact/problem/device_profile.hpp"
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
+#include "fact/core/precision.hpp"
 
 namespace fact {
 
@@ -50,11 +51,11 @@ class ProblemKind {
   virtual double min_bytes(const nlohmann::json& desc) const = 0;
   // Roofline seconds of one fused kernel for the problem on `device` under `precision`.
   virtual double fused_seconds(const nlohmann::json& desc, const DeviceProfile& device,
-                               const std::string& precision) const = 0;
+                               core::PrecisionMode precision) const = 0;
   // The sizes a tuning key is exact in, and bucketed by (gemm: m, n, k, batch).
   virtual std::vector<int64_t> tuning_dims(const nlohmann::json& desc) const = 0;
   // The precision contract's bound on ||out - ref|| / ||ref|| for this problem under `precision`.
-  virtual double tolerance(const nlohmann::json& desc, const std::string& precision) const = 0;
+  virtual double tolerance(const nlohmann::json& desc, core::PrecisionMode precision) const = 0;
 
   // The call that computes the problem: the kind's ABI argument struct as bytes with the
   // places for tensor addresses, the graph values it reads and the results it writes, with

@@ -33,7 +33,7 @@ std::string_view candidate_status_name(CandidateStatus s);  // "ok", "build_fail
 struct RunRequest {
   std::filesystem::path library;    // lib.so of the candidate
   Problem problem;                  // what to run it on (written to <scratch>/problem.json)
-  std::string precision;            // "strict", "tf32", "native"
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
   std::vector<std::string> baselines;  // e.g. {"cublas", "cublaslt"}; empty: none
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // kill after this
   std::filesystem::path scratch_dir;  // where the report and output log go

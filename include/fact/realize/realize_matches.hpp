@@ -29,7 +29,7 @@
 namespace fact::realize {
 
 struct RealizeOptions {
-  std::string precision = "strict";   // "strict", "tf32", "native"
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
   std::filesystem::path out_dir;      // required: where sources and the manifest go
   bool compile = false;
   bool serial = false;                // compile with compile_kernel into out_dir, no cache

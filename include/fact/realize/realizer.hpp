@@ -27,11 +27,11 @@ class Realizer {
 
   // nullopt when this realizer takes `problem` under `precision`; else why it does not.
   virtual std::optional<std::string> declines(const Problem& problem,
-                                              const std::string& precision) const = 0;
+                                              core::PrecisionMode precision) const = 0;
   // The problem class (dtypes, layouts, math, epilogue) with the default configuration for
   // the problem's sizes. Throws std::invalid_argument when it cannot realize the problem.
-  virtual KernelSpec problem_class(const Problem& problem, const std::string& precision) const = 0;
-  // The configurations worth compiling, pruned, most promising first.
+  virtual KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) const = 0;
+  // The configurations worth compiling, pruned, most promising first (docs/architecture.md).
   // `options.exhaustive` asks for the full pruned cross product.
   virtual ParamSpace space(const KernelSpec& problem_class, const Problem& problem,
                            const SpaceOptions& options) const = 0;
@@ -54,7 +54,7 @@ class RealizerRegistry {
   const Realizer* find(std::string_view pattern) const;
   // The realizer for `problem` under `precision`; throws std::invalid_argument with every
   // realizer's reason when none takes it (or none exists for the kind).
-  const Realizer& for_problem(const Problem& problem, const std::string& precision) const;
+  const Realizer& for_problem(const Problem& problem, core::PrecisionMode precision) const;
   std::vector<std::string> patterns() const;  // sorted
 
  private:

@@ -10,14 +10,14 @@ class RealizerSource : public CandidateSource {
  public:
   explicit RealizerSource(CompileOptions options = default_compile_options());
 
-  KernelSpec problem_class(const Problem& problem, const std::string& precision) override;
+  KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) override;
   // `space`: "default" (curated, pruned) or "exhaustive" (every combination, pruned); throws
   // std::invalid_argument for another name.
   ParamSpace candidates(const KernelSpec& problem_class, const Problem& problem,
                         const std::string& space) override;
   BuildJob build_job(const KernelSpec& spec) override;
   TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem,
-                       const std::string& precision, const std::string& cutlass_version) override;
+                       core::PrecisionMode precision, const std::string& cutlass_version) override;
   std::string family(const KernelSpec& spec) override;
 
   const CompileOptions& compile_options() const { return options_; }

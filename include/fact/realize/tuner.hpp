@@ -38,7 +38,7 @@ class CandidateSource {
   virtual ~CandidateSource() = default;
   // The problem class (dtypes, layouts, math, epilogue; default tuning parameters) that realizes
   // `problem` in `precision`. Throws std::invalid_argument when no realizer takes it.
-  virtual KernelSpec problem_class(const Problem& problem, const std::string& precision) = 0;
+  virtual KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) = 0;
   // The configurations to try, pruned (nothing that cannot fit or cannot run on the target),
   // most promising first, with the pruned ones and why. `space`: "default" or "exhaustive".
   virtual ParamSpace candidates(const KernelSpec& problem_class, const Problem& problem,
@@ -48,7 +48,7 @@ class CandidateSource {
   virtual BuildJob build_job(const KernelSpec& spec) = 0;
   // The tuning key of `problem` realized with `problem_class`.
   virtual TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem,
-                               const std::string& precision, const std::string& cutlass_version) = 0;
+                               core::PrecisionMode precision, const std::string& cutlass_version) = 0;
   // The kernel family of a spec (spread_selection keeps one of each when a sweep is cut).
   virtual std::string family(const KernelSpec& spec) = 0;
 };
@@ -63,7 +63,7 @@ std::vector<KernelSpec> spread_selection(const std::vector<KernelSpec>& specs, s
 
 struct TuneRequest {
   Problem problem;
-  std::string precision = "native";  // "strict", "tf32", "native"
+  core::PrecisionMode precision = core::PrecisionMode::Native;
   std::string space = "default";
   size_t max_candidates = 0;         // 0: the whole pruned space; else spread_selection of it
   bool force = false;                // ignore the stored choice: sweep again
@@ -95,7 +95,7 @@ struct CandidateOutcome {
 struct TuneResult {
   TuningKey key;
   Problem problem;
-  std::string precision;
+  core::PrecisionMode precision = core::PrecisionMode::Native;
   std::string origin;  // "sweep", "database" (stored choice), "bucket" (nearest tuned shape)
   std::vector<CandidateOutcome> candidates;  // every configuration considered, in space order
   std::optional<CandidateOutcome> best;      // the winner (also flagged in `candidates`)

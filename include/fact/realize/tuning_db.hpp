@@ -39,7 +39,8 @@ struct TuningKey {
   std::string problem_class;    // the realizer's class token: "bf16.bf16.bf16.f32|tnt|bias"
   std::string arch = kTargetArch;
   std::string cutlass_version;  // "4.2.0"
-  std::string precision;        // "strict", "tf32", "native"
+  // Spelled by its name in id() and JSON ("strict", "tf32", "native"), as database files hold it.
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
 
   // Exact identity: every field. "gemm|4096x4096x4096x1|bf16.bf16.bf16.f32|tnt|bias|sm_90a|cutlass4.2.0|native"
   std::string id() const;
@@ -55,7 +56,7 @@ int64_t round_up_to_power_of_two(int64_t v);
 
 // The key for tuning `problem` with `realizer`'s class `problem_class` in `precision`.
 TuningKey make_tuning_key(const Realizer& realizer, const KernelSpec& problem_class,
-                          const Problem& problem, const std::string& precision,
+                          const Problem& problem, core::PrecisionMode precision,
                           const std::string& cutlass_version);
 
 struct TuningRecord {

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fact/realize/kernel_spec.hpp"
-#include "fact/runtime/fact_abi.h"
+#include "fact/problem/kernel_spec.hpp"
+#include "fact/core/fact_abi.h"
 
 namespace fact::runtime {
 
@@ -27,7 +27,7 @@ class KernelLibrary {
   const std::string& path() const { return path_; }
   const std::string& entry_name() const { return entry_name_; }
   const nlohmann::json& info() const { return info_; }
-  const realize::KernelSpec& spec() const { return spec_; }
+  const KernelSpec& spec() const { return spec_; }
   FactEntry entry() const { return entry_; }
   const std::string& kind() const { return spec_.kind(); }
 
@@ -38,11 +38,12 @@ class KernelLibrary {
   void* handle_ = nullptr;
   nlohmann::json info_;
   std::string entry_name_;
-  realize::KernelSpec spec_;
+  KernelSpec spec_;
   FactEntry entry_ = nullptr;
 };
 
-// "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ... ("FACT_STATUS_<n>" for an unknown value).
+// "FACT_OK", "FACT_ERR_CANNOT_IMPLEMENT", ... ("FACT_STATUS_<n>" for an unknown value): the
+// table in fact/core/status_names.hpp.
 std::string fact_status_name(int status);
 
 }  // namespace fact::runtime

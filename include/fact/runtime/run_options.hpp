@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fact/runtime/precision.hpp"
+#include "fact/core/precision.hpp"
 #include "fact/runtime/timing.hpp"
 
 namespace fact::runtime {
@@ -15,7 +15,7 @@ struct RunKernelOptions {
   std::string problem_json;  // a problem file (problem_to_json); else the words below
   std::string problem;    // the kind's command-line problem: "m=..,n=..,k=..,batch=.." for GEMMs
   std::string kind;       // the problem's kind for baseline_only runs without problem_json
-  PrecisionMode precision = PrecisionMode::Strict;
+  core::PrecisionMode precision = core::PrecisionMode::Strict;
   bool verify_only = false;   // skip timing (of the kernel and of the baselines)
   bool baseline_only = false; // no kernel: run the baselines on the problem below
   std::vector<std::string> baselines;  // "cublas", "cublaslt"

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fact/graph/tensor_desc.hpp"
+#include "fact/core/dtype.hpp"
 
 namespace fact::util {
 
@@ -18,6 +18,6 @@ double number_field(const nlohmann::json& j, const char* key, const std::string&
 int64_t int_field(const nlohmann::json& j, const char* key, const std::string& where);
 std::string string_field(const nlohmann::json& j, const char* key, const std::string& where);
 // Unknown when the field is absent.
-graph::DType dtype_field(const nlohmann::json& j, const char* key, const std::string& where);
+core::DType dtype_field(const nlohmann::json& j, const char* key, const std::string& where);
 
 }  // namespace fact::util

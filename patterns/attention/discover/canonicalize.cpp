@@ -555,7 +555,7 @@ bool kernel_takes(const Analysis& a, const Graph& g) {
   desc["dtype"] = graph::dtype_name(g.value(a.output).desc.dtype);
   try {
     const AttentionProblem p = attention_problem_from_json(desc);
-    for (const char* precision : {"native", "strict"}) {
+    for (core::PrecisionMode precision : {core::PrecisionMode::Native, core::PrecisionMode::Strict}) {
       if (!attention_decline_reason(p, precision).has_value()) return true;
     }
     return false;

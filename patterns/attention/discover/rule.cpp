@@ -46,7 +46,8 @@ std::optional<RuleResult> match_attention(const RuleContext& context, const grap
   m.extra["precision"] = context.options.precision;
   if (m.status == MatchStatus::Accepted && m.dtype == graph::DType::Float32) {
     // The float32 kernel's products, as the GEMM rules name theirs (the report's dtype column).
-    m.extra["math"] = context.options.precision == "tf32" ? "tf32" : "tf32x3";
+    m.extra["math"] = core::precision_info(context.options.precision == core::PrecisionMode::Tf32
+                                               ? core::PrecisionMode::Tf32 : core::PrecisionMode::Strict).float32_math;
   }
   m.problems.push_back(Problem{attention::kKindName, std::move(desc)});
   result.claims = {anchor.id};

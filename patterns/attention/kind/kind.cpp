@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "fact/problem/problem.hpp"
-#include "fact/runtime/precision.hpp"
+#include "fact/core/precision.hpp"
 #include "patterns/attention/kind/pack.hpp"
 #include "patterns/attention/kind/problem.hpp"
 #include "patterns/attention/kind/reference_host.hpp"
@@ -82,13 +82,8 @@ std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std
   }
   auto dtype_word = words.find("dtype");
   const std::string dtype = dtype_word == words.end() || dtype_word->second.empty() ? "bf16" : dtype_word->second;
-  if (dtype == "bf16" || dtype == "bfloat16") {
-    p.dtype = DType::BFloat16;
-  } else if (dtype == "fp16" || dtype == "f16" || dtype == "float16") {
-    p.dtype = DType::Float16;
-  } else if (dtype == "fp32" || dtype == "f32" || dtype == "float32") {
-    p.dtype = DType::Float32;
-  } else {
+  p.dtype = graph::parse_dtype(dtype);  // any spelling of the dtype table
+  if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16 && p.dtype != DType::Float32) {
     throw std::invalid_argument("attention problem: unknown dtype '" + dtype + "'");
   }
   p.softmax_dtype = p.dtype;
@@ -116,19 +111,19 @@ class AttentionKind final : public ProblemKind {
     return attention_problem_from_json(desc).min_bytes();
   }
   double fused_seconds(const nlohmann::json& desc, const DeviceProfile& device,
-                       const std::string& precision) const override {
+                       core::PrecisionMode precision) const override {
     const AttentionProblem p = attention_problem_from_json(desc);
     const bool half = p.dtype == graph::DType::BFloat16 || p.dtype == graph::DType::Float16;
     const double rate = half ? device.bf16_flops
-                             : (precision == "tf32" ? device.tf32_flops : device.tf32_flops / 3.0);
+                             : (precision == core::PrecisionMode::Tf32 ? device.tf32_flops : device.tf32_flops / 3.0);
     return roofline_seconds(p.flops(), rate, p.min_bytes(), device);
   }
   std::vector<int64_t> tuning_dims(const nlohmann::json& desc) const override {
     const AttentionProblem p = attention_problem_from_json(desc);
     return {p.batch, p.heads, p.kv_heads, p.seq, p.kv_seq};
   }
-  double tolerance(const nlohmann::json& desc, const std::string& precision) const override {
-    return runtime::tolerance_for(runtime::parse_precision(precision), dtype(desc));
+  double tolerance(const nlohmann::json& desc, core::PrecisionMode precision) const override {
+    return core::tolerance_for(precision, dtype(desc));
   }
   ArgImage pack(const nlohmann::json& desc, const graph::Graph& captured) const override {
     return pack_attention(attention_problem_from_json(desc), captured);

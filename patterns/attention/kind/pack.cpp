@@ -55,25 +55,9 @@ void check_view(const char* name, const TensorView& v, DType dtype, const graph:
 
 }  // namespace
 
-int32_t abi_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return FACT_DTYPE_F32;
-    case DType::Float16: return FACT_DTYPE_F16;
-    case DType::BFloat16: return FACT_DTYPE_BF16;
-    case DType::Float64: return FACT_DTYPE_F64;
-    default: return FACT_DTYPE_NONE;
-  }
-}
+int32_t abi_dtype(DType dtype) { return core::to_fact_dtype(dtype); }
 
-DType dtype_of_abi(int32_t dtype) {
-  switch (dtype) {
-    case FACT_DTYPE_F32: return DType::Float32;
-    case FACT_DTYPE_F16: return DType::Float16;
-    case FACT_DTYPE_BF16: return DType::BFloat16;
-    case FACT_DTYPE_F64: return DType::Float64;
-    default: return DType::Unknown;
-  }
-}
+DType dtype_of_abi(int32_t dtype) { return core::from_fact_dtype(dtype); }
 
 FactAttentionArgs attention_args(const AttentionProblem& p) {
   FactAttentionArgs a;

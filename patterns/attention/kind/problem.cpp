@@ -201,11 +201,11 @@ void set_dense_views(AttentionProblem& p) {
 }
 
 std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
-                                                    const std::string& precision) {
+                                                    core::PrecisionMode precision) {
   if (!p.unsupported.empty()) return p.unsupported;
   if (p.dtype == DType::Float32) {
-    if (precision != "strict" && precision != "tf32") {
-      return "float32 attention in a '" + precision +
+    if (precision == core::PrecisionMode::Native) {
+      return "float32 attention in a '" + std::string(core::precision_name(precision)) +
              "' run: the float32 attention kernels are 3xTF32 (precision strict) and TF32 (precision tf32)";
     }
   } else if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) {

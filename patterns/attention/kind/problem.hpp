@@ -99,6 +99,6 @@ void set_dense_views(AttentionProblem& p);
 // kernel has (above) or unequal, a head dim that is not contiguous, a stride or offset that is
 // not a multiple of 16 bytes (TMA), a GQA group that does not divide.
 std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
-                                                    const std::string& precision);
+                                                    core::PrecisionMode precision);
 
 }  // namespace fact::attention

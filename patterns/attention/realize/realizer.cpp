@@ -14,7 +14,7 @@ class AttentionRealizer final : public realize::Realizer {
   std::string pattern() const override { return "attention"; }
   std::string kind() const override { return kKindName; }
 
-  std::optional<std::string> declines(const Problem& problem, const std::string& precision) const override {
+  std::optional<std::string> declines(const Problem& problem, core::PrecisionMode precision) const override {
     try {
       const AttentionProblem p = attention_problem_of(problem);
       if (auto why = attention_decline_reason(p, precision)) return why;
@@ -24,7 +24,7 @@ class AttentionRealizer final : public realize::Realizer {
     }
     return std::nullopt;
   }
-  realize::KernelSpec problem_class(const Problem& problem, const std::string& precision) const override {
+  realize::KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) const override {
     const AttentionProblem p = attention_problem_of(problem);
     if (auto why = attention_decline_reason(p, precision)) throw std::invalid_argument(*why);
     return default_spec(p, precision).to_kernel_spec();

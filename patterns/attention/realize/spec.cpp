@@ -201,7 +201,7 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
   return std::nullopt;
 }
 
-AttentionSpec default_spec(const AttentionProblem& p, const std::string& precision) {
+AttentionSpec default_spec(const AttentionProblem& p, core::PrecisionMode precision) {
   AttentionSpec s;
   s.dtype = p.dtype;
   s.head_dim = static_cast<int>(p.head_dim);
@@ -209,7 +209,7 @@ AttentionSpec default_spec(const AttentionProblem& p, const std::string& precisi
   if (s.dtype == DType::Float32) {
     // Measured on an H100 (bench/results/attention-nvidia-h100-80gb-hbm3-2026-11-27-f32.json):
     // 64-row tiles at d96 (1.50 vs 1.54 ms with 128), 128 at d128 (3.07 vs 3.27 ms).
-    s.products = precision == "tf32" ? 1 : 3;
+    s.products = precision == core::PrecisionMode::Tf32 ? 1 : 3;
     s.block_m = s.head_dim >= 128 ? 128 : 64;
     s.block_n = 64;
     s.stages = 1;

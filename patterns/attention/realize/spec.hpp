@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fact/core/precision.hpp"
 #include "fact/realize/kernel_spec.hpp"
 #include "fact/realize/param_space.hpp"
 #include "fact/realize/render.hpp"
@@ -71,7 +72,7 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& spec);
 // stages, one Q stage, L2 sections; d128 non-causal: 2 stages, head-major; d64/80/96: 3 stages,
 // head-major; all cooperative, dynamic longest-first schedule, persistent); float32: 3xTF32
 // products (tf32: one), 64-row tiles (128 at d128), 64-key blocks.
-AttentionSpec default_spec(const AttentionProblem& p, const std::string& precision = "native");
+AttentionSpec default_spec(const AttentionProblem& p, core::PrecisionMode precision = core::PrecisionMode::Native);
 
 // Whether `spec` is one of the float32 kernels (fmha_f32_sm90.cuh).
 inline bool is_float32_kernel(const AttentionSpec& spec) { return spec.dtype == DType::Float32; }

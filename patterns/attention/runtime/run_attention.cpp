@@ -242,7 +242,7 @@ class AttentionRuntime final : public runtime::KindRuntime {
     AttentionProblem p = attention_problem_of(problem);
     if (p.q.value.empty() || p.k.value.empty() || p.v.value.empty() || p.o.value.empty()) set_dense_views(p);
     report.problem = problem_json(p);
-    report.tolerance = kind_of(problem).tolerance(problem.desc, std::string(runtime::precision_name(options.precision)));
+    report.tolerance = kind_of(problem).tolerance(problem.desc, options.precision);
     if (options.baseline_only || library == nullptr) {
       report.status = RunStatus::Error;
       report.error = "no C++ attention baseline (cuDNN's frontend is not available here); "

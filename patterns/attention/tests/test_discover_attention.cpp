@@ -81,7 +81,7 @@ TEST(AttentionRule, DeclinesHeadDimsWithoutAKernel) {
 TEST(AttentionRule, Float32IsAcceptedInStrictAndTf32AndDeclinedInNative) {
   for (const char* precision : {"strict", "tf32"}) {
     DiscoverOptions options;
-    options.precision = precision;
+    options.precision = core::parse_precision(precision);
     const auto d = discover(additive_buffer_attention(64, DType::Float32), options);
     const Match* attention = attention_match(d);
     ASSERT_NE(attention, nullptr) << describe(d.matches);
@@ -89,7 +89,7 @@ TEST(AttentionRule, Float32IsAcceptedInStrictAndTf32AndDeclinedInNative) {
     EXPECT_EQ(attention->problems.at(0).desc.at("dtype"), "float32");
   }
   DiscoverOptions native;
-  native.precision = "native";
+  native.precision = core::PrecisionMode::Native;
   const auto d = discover(additive_buffer_attention(64, DType::Float32), native);
   const Match* attention = attention_match(d);
   ASSERT_NE(attention, nullptr) << describe(d.matches);

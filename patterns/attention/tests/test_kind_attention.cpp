@@ -281,24 +281,24 @@ TEST(AttentionKind, DeclineReasons) {
   AttentionProblem p = built.problem;
   p.head_dim = p.v_head_dim = 64;
   p.q.shape[3] = p.k.shape[3] = p.v.shape[3] = p.o.shape[3] = 64;
-  EXPECT_EQ(attention_decline_reason(p, "native"), std::nullopt);
+  EXPECT_EQ(attention_decline_reason(p, core::PrecisionMode::Native), std::nullopt);
   AttentionProblem f = p;
   f.dtype = DType::Float32;
-  EXPECT_EQ(attention_decline_reason(f, "strict"), std::nullopt);  // the 3xTF32 kernel
-  EXPECT_EQ(attention_decline_reason(f, "tf32"), std::nullopt);    // the TF32 kernel
-  EXPECT_NE(attention_decline_reason(f, "native")->find("float32 attention in a 'native' run"), std::string::npos);
+  EXPECT_EQ(attention_decline_reason(f, core::PrecisionMode::Strict), std::nullopt);  // the 3xTF32 kernel
+  EXPECT_EQ(attention_decline_reason(f, core::PrecisionMode::Tf32), std::nullopt);    // the TF32 kernel
+  EXPECT_NE(attention_decline_reason(f, core::PrecisionMode::Native)->find("float32 attention in a 'native' run"), std::string::npos);
   AttentionProblem i8 = p;
   i8.dtype = DType::Int8;
-  EXPECT_NE(attention_decline_reason(i8, "native")->find("bf16/fp16 and float32"), std::string::npos);
+  EXPECT_NE(attention_decline_reason(i8, core::PrecisionMode::Native)->find("bf16/fp16 and float32"), std::string::npos);
   AttentionProblem d = p;
   d.head_dim = d.v_head_dim = 48;
-  EXPECT_NE(attention_decline_reason(d, "native")->find("head dim 48"), std::string::npos);
+  EXPECT_NE(attention_decline_reason(d, core::PrecisionMode::Native)->find("head dim 48"), std::string::npos);
   AttentionProblem s = p;
   s.q.stride[2] = 100;  // 200 bytes: not a multiple of 16
-  EXPECT_NE(attention_decline_reason(s, "native")->find("16 bytes"), std::string::npos);
+  EXPECT_NE(attention_decline_reason(s, core::PrecisionMode::Native)->find("16 bytes"), std::string::npos);
   AttentionProblem u = p;
   u.unsupported = "mask: a sliding window";
-  EXPECT_EQ(*attention_decline_reason(u, "native"), "mask: a sliding window");
+  EXPECT_EQ(*attention_decline_reason(u, core::PrecisionMode::Native), "mask: a sliding window");
 }
 
 TEST(AttentionKind, JsonRoundTripAndKindQueries) {
@@ -313,7 +313,7 @@ TEST(AttentionKind, JsonRoundTripAndKindQueries) {
   EXPECT_EQ(kind.fusion(problem.desc), "attention_causal");
   EXPECT_EQ(kind.shape(problem.desc), "2x8/2x5xd8");
   EXPECT_DOUBLE_EQ(kind.flops(problem.desc), 0.5 * 2 * 2 * 8 * 5 * 5 * 16);
-  EXPECT_DOUBLE_EQ(kind.tolerance(problem.desc, "native"), 2e-2);
+  EXPECT_DOUBLE_EQ(kind.tolerance(problem.desc, core::PrecisionMode::Native), 2e-2);
   const auto words = kind.from_command_line({{"problem", "b=4,h=32,kvh=8,s=2048,d=128,causal"}, {"dtype", "bf16"}});
   ASSERT_TRUE(words.has_value());
   const AttentionProblem cli = attention_problem_from_json(*words);

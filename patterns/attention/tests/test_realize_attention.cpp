@@ -34,9 +34,9 @@ const realize::Realizer& realizer() {
 
 TEST(AttentionRealizer, TakesTheMinGptAttentionWithTheMeasuredBestConfiguration) {
   const Problem problem = mingpt_attention();
-  EXPECT_EQ(realizer().declines(problem, "native"), std::nullopt);
-  EXPECT_EQ(&realize::RealizerRegistry::global().for_problem(problem, "native"), &realizer());
-  const realize::KernelSpec spec = realizer().problem_class(problem, "native");
+  EXPECT_EQ(realizer().declines(problem, core::PrecisionMode::Native), std::nullopt);
+  EXPECT_EQ(&realize::RealizerRegistry::global().for_problem(problem, core::PrecisionMode::Native), &realizer());
+  const realize::KernelSpec spec = realizer().problem_class(problem, core::PrecisionMode::Native);
   EXPECT_EQ(spec.kind(), "attention");
   EXPECT_EQ(spec.pattern(), "attention");
   // patterns/attention/instances/attn_bf16_d96_causal_m128n128s2_coop_dyn_q2_o1_t128.cu: tiles
@@ -82,20 +82,20 @@ TEST(AttentionRealizer, DefaultsPerHeadDimFollowKernelMd) {
 
 TEST(AttentionRealizer, DeclinesWithTheDiscoveryReasons) {
   Problem f32 = mingpt_attention("mingpt_block_fp32.json");
-  auto why = realizer().declines(f32, "native");
+  auto why = realizer().declines(f32, core::PrecisionMode::Native);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("float32 attention in a 'native' run"), std::string::npos);
   Problem odd = mingpt_attention();
   odd.desc["head_dim"] = odd.desc["v_head_dim"] = 48;
-  why = realizer().declines(odd, "native");
+  why = realizer().declines(odd, core::PrecisionMode::Native);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("head dim 48"), std::string::npos);
-  EXPECT_THROW(realizer().problem_class(odd, "native"), std::invalid_argument);
+  EXPECT_THROW(realizer().problem_class(odd, core::PrecisionMode::Native), std::invalid_argument);
 }
 
 TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
   const Problem problem = mingpt_attention();
-  const realize::KernelSpec cls = realizer().problem_class(problem, "native");
+  const realize::KernelSpec cls = realizer().problem_class(problem, core::PrecisionMode::Native);
   const realize::ParamSpace space = realizer().space(cls, problem, {});
   ASSERT_GE(space.candidates.size(), 5u);
   EXPECT_EQ(space.candidates.front(), cls);
@@ -122,7 +122,7 @@ TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
 // Every candidate takes a sliding window: a window leaves the space as it is.
 TEST(AttentionRealizer, ASlidingWindowKeepsTheWholeSpace) {
   Problem problem = mingpt_attention();
-  const realize::KernelSpec cls = realizer().problem_class(problem, "native");
+  const realize::KernelSpec cls = realizer().problem_class(problem, core::PrecisionMode::Native);
   const realize::ParamSpace plain = realizer().space(cls, problem, {});
   problem.desc["window"] = 100;
   const realize::ParamSpace windowed = realizer().space(cls, problem, {});
@@ -193,7 +193,7 @@ TEST(AttentionRealizer, SpecJsonRoundTripAndErrors) {
 
 TEST(AttentionRealizer, RendersTypeChoicesWithAContentKey) {
   const Problem problem = mingpt_attention();
-  const realize::KernelSpec spec = realizer().problem_class(problem, "native");
+  const realize::KernelSpec spec = realizer().problem_class(problem, core::PrecisionMode::Native);
   realize::CompileOptions options = realize::default_compile_options();
   options.fact_root = FACT_SOURCE_DIR;
   const realize::RenderedKernel kernel = realize::render_kernel(spec, options);
@@ -227,13 +227,13 @@ TEST(AttentionRealizer, RendersTypeChoicesWithAContentKey) {
 // F32Config and the kernel info its products.
 TEST(AttentionRealizer, Float32AttentionRunsTheSplitKernelInStrictAndTheTf32OneInTf32) {
   const Problem problem = mingpt_attention("mingpt_block_fp32.json");
-  EXPECT_EQ(realizer().declines(problem, "strict"), std::nullopt);
-  const realize::KernelSpec strict = realizer().problem_class(problem, "strict");
+  EXPECT_EQ(realizer().declines(problem, core::PrecisionMode::Strict), std::nullopt);
+  const realize::KernelSpec strict = realizer().problem_class(problem, core::PrecisionMode::Strict);
   EXPECT_EQ(strict.name(), "attn_f32_d96_causal_m64n64_3xtf32");
   EXPECT_EQ(realizer().class_token(strict), "f32|d96|causal|3xtf32");
   EXPECT_EQ(realizer().family(strict), "f32/m64/n64");
   EXPECT_EQ(strict.params().at("products"), "3xtf32");
-  const realize::KernelSpec tf32 = realizer().problem_class(problem, "tf32");
+  const realize::KernelSpec tf32 = realizer().problem_class(problem, core::PrecisionMode::Tf32);
   EXPECT_EQ(tf32.name(), "attn_f32_d96_causal_m64n64_tf32");
   EXPECT_NE(realizer().class_token(tf32), realizer().class_token(strict));
 
@@ -276,10 +276,10 @@ TEST(AttentionRealizer, Float32AttentionRunsTheSplitKernelInStrictAndTheTf32OneI
 TEST(AttentionRealizer, RealizeMatchesRendersTheMinGptAttention) {
   const auto g = graph::load_graph(std::string(FACT_SOURCE_DIR) + "/tests/data/graphs/mingpt_block_bf16.json");
   discover::DiscoverOptions options;
-  options.precision = "native";
+  options.precision = core::PrecisionMode::Native;
   const auto d = discover::discover(g, options);
   realize::RealizeOptions realize_options;
-  realize_options.precision = "native";
+  realize_options.precision = core::PrecisionMode::Native;
   realize_options.out_dir = std::filesystem::path(::testing::TempDir()) / "fact_attention_realize";
   realize_options.show_progress = false;
   realize_options.compile_options.fact_root = FACT_SOURCE_DIR;

@@ -99,7 +99,7 @@ void compile_and_check(DType dtype, const std::string& precision) {
   p.dtype = dtype;
   p.head_dim = p.v_head_dim = 96;
   p.mask = MaskKind::CausalTopLeft;
-  const AttentionSpec spec = default_spec(p, precision);
+  const AttentionSpec spec = default_spec(p, core::parse_precision(precision));
   const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
   const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_compile_" + spec.name());
   fs::remove_all(dir);

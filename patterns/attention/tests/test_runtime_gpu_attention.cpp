@@ -31,7 +31,7 @@ class GpuAttention : public ::testing::Test {
 
   // Builds the default kernel for `p` into a scratch folder; returns the library.
   fs::path build(const AttentionProblem& p, const std::string& name, const std::string& precision = "native") {
-    const realize::RenderedKernel kernel = realize::render_kernel(default_spec(p, precision).to_kernel_spec(), options_);
+    const realize::RenderedKernel kernel = realize::render_kernel(default_spec(p, core::parse_precision(precision)).to_kernel_spec(), options_);
     const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_gpu_" + name);
     fs::remove_all(dir);
     const realize::CompileResult r = realize::compile_kernel(kernel, dir, options_);
@@ -45,7 +45,7 @@ class GpuAttention : public ::testing::Test {
     runtime::RunKernelOptions o;
     o.lib = lib.string();
     o.problem_json = problem.string();
-    o.precision = runtime::PrecisionMode::Native;
+    o.precision = core::PrecisionMode::Native;
     o.seed = 11;
     o.timing.warmup_runs = 2;
     o.timing.min_runs = 10;
@@ -99,7 +99,7 @@ runtime::RunReport run_command_line(GpuAttention& test, const std::string& name,
   o.problem = words;
   o.dtype = dtype == graph::DType::Float32 ? "f32" : dtype == graph::DType::Float16 ? "fp16" : "bf16";
   o.kind = "attention";
-  o.precision = runtime::parse_precision(precision);
+  o.precision = core::parse_precision(precision);
   o.verify_only = verify_only;
   return runtime::run_kernel(o);
 }

@@ -86,9 +86,9 @@ RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmCh
                             std::string rule, std::string pattern,
                             std::map<std::string, graph::ValueId> roles = {});
 
-// How the GEMM multiplies in this precision mode: "native" (bf16/fp16), "tf32x3" (fp32,
+// How the GEMM multiplies in this precision mode: "native" (bf16/fp16), "3xtf32" (fp32,
 // strict), "tf32" (fp32, tf32); empty when the mode does not allow the dtype.
-std::string math_mode(graph::DType dtype, const std::string& precision);
+std::string math_mode(graph::DType dtype, core::PrecisionMode precision);
 
 using graph::dtype_label;
 

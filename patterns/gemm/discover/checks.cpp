@@ -81,11 +81,10 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
 
 }  // namespace
 
-std::string math_mode(DType dtype, const std::string& precision) {
+std::string math_mode(DType dtype, core::PrecisionMode precision) {
   if (dtype == DType::BFloat16 || dtype == DType::Float16) return "native";
-  if (dtype == DType::Float32) {
-    if (precision == "strict") return "tf32x3";
-    if (precision == "tf32") return "tf32";
+  if (dtype == DType::Float32 && precision != core::PrecisionMode::Native) {
+    return std::string(core::precision_info(precision).float32_math);  // "3xtf32", "tf32"
   }
   return "";
 }
@@ -104,11 +103,12 @@ std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& ch
   if (t != DType::BFloat16 && t != DType::Float16 && t != DType::Float32)
     return "dtype " + std::string(graph::dtype_name(t)) + " has no template";
   if (math_mode(t, options.precision).empty()) {
-    if (options.precision == "native") {
+    if (options.precision == core::PrecisionMode::Native) {
       return "a float32 GEMM in a native run stays PyTorch's (precision 'native' runs the "
              "model's bf16/fp16 GEMMs; float32 ones run with --precision strict or tf32)";
     }
-    return "float32 GEMMs need --precision strict (3xTF32) or tf32, not '" + options.precision + "'";
+    return "float32 GEMMs need --precision strict (3xTF32) or tf32, not '" +
+           std::string(core::precision_name(options.precision)) + "'";
   }
   if (p.epilogue.size() > FACT_GEMM_MAX_STEPS) {
     return "epilogue of " + std::to_string(p.epilogue.size()) + " steps (a kernel takes at most " +

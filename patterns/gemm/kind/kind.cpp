@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "fact/problem/problem.hpp"
-#include "fact/runtime/precision.hpp"
+#include "fact/core/precision.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/pack.hpp"
 #include "patterns/gemm/kind/problem.hpp"
@@ -17,9 +17,9 @@ namespace {
 
 // The tensor-core rate a FACT GEMM kernel runs at: 16-bit natively, float32 as one TF32
 // product (tf32) or three (strict, 3xTF32).
-double kernel_rate(graph::DType dtype, const DeviceProfile& device, const std::string& precision) {
+double kernel_rate(graph::DType dtype, const DeviceProfile& device, core::PrecisionMode precision) {
   if (dtype == graph::DType::BFloat16 || dtype == graph::DType::Float16) return device.bf16_flops;
-  if (precision == "tf32") return device.tf32_flops;
+  if (precision == core::PrecisionMode::Tf32) return device.tf32_flops;
   return device.tf32_flops / 3.0;
 }
 
@@ -43,7 +43,7 @@ class GemmKind final : public ProblemKind {
     return gemm_problem_from_json(desc).min_bytes();
   }
   double fused_seconds(const nlohmann::json& desc, const DeviceProfile& device,
-                       const std::string& precision) const override {
+                       core::PrecisionMode precision) const override {
     const GemmProblem p = gemm_problem_from_json(desc);
     return roofline_seconds(p.flops(), kernel_rate(p.a.dtype, device, precision), p.min_bytes(),
                             device);
@@ -52,9 +52,9 @@ class GemmKind final : public ProblemKind {
     const GemmProblem p = gemm_problem_from_json(desc);
     return {p.m, p.n, p.k, p.batch};
   }
-  double tolerance(const nlohmann::json& desc, const std::string& precision) const override {
+  double tolerance(const nlohmann::json& desc, core::PrecisionMode precision) const override {
     const GemmProblem p = gemm_problem_from_json(desc);
-    return runtime::tolerance_for(runtime::parse_precision(precision), p.d.dtype);
+    return core::tolerance_for(precision, p.d.dtype);
   }
   ArgImage pack(const nlohmann::json& desc, const graph::Graph& captured) const override {
     return pack_gemm(gemm_problem_from_json(desc), captured);

@@ -73,14 +73,13 @@ GemmSizes parse_gemm_sizes(std::string_view text) {
 }
 
 graph::DType parse_operand_dtype(std::string_view text) {
-  if (text == "bf16" || text == "bfloat16") return graph::DType::BFloat16;
-  if (text == "fp16" || text == "f16" || text == "float16" || text == "half") return graph::DType::Float16;
-  if (text == "fp32" || text == "f32" || text == "float32" || text == "float") return graph::DType::Float32;
+  const graph::DType dtype = graph::parse_dtype(text);  // any spelling of the dtype table
+  if (dtype == graph::DType::BFloat16 || dtype == graph::DType::Float16 || dtype == graph::DType::Float32) return dtype;
   throw std::invalid_argument("dtype '" + std::string(text) + "': expected bf16, fp16 or fp32");
 }
 
-std::string default_precision_for(graph::DType dtype) {
-  return dtype == graph::DType::Float32 ? "strict" : "native";
+core::PrecisionMode default_precision_for(graph::DType dtype) {
+  return core::default_precision(dtype);
 }
 
 GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::string_view epilogue,

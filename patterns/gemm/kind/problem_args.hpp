@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "fact/core/precision.hpp"
 #include "patterns/gemm/kind/problem.hpp"
 
 namespace fact::gemm {
@@ -27,7 +28,7 @@ graph::DType parse_operand_dtype(std::string_view text);
 
 // The precision mode a dtype runs in unless the user says otherwise: float32 -> "strict",
 // 16-bit -> "native".
-std::string default_precision_for(graph::DType dtype);
+core::PrecisionMode default_precision_for(graph::DType dtype);
 
 // A problem with A, B and D of `dtype` (D row-major), float32 accumulation, alpha 1, and the
 // epilogue steps of `epilogue`: a comma list of "bias" (length-N vector), "row_scale" (a float32

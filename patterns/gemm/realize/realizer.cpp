@@ -53,11 +53,12 @@ class GemmRealizer final : public realize::Realizer {
   std::string pattern() const override { return "gemm"; }
   std::string kind() const override { return kKindName; }
 
-  std::optional<std::string> declines(const Problem& problem, const std::string& precision) const override {
+  std::optional<std::string> declines(const Problem& problem, core::PrecisionMode precision) const override {
     const GemmProblem p = gemm_problem_of(problem);
     try {
       if (math_mode_for(p.a.dtype, precision) == MathMode::Tf32x3) {
-        return "float32 GEMMs in precision '" + precision + "' are float32-accurate (3xTF32)";
+        return "float32 GEMMs in precision '" + std::string(core::precision_name(precision)) +
+               "' are float32-accurate (3xTF32)";
       }
       GemmSpec spec = spec_from_problem(p, precision);
       if (auto error = gemm_spec_error(spec)) return *error;
@@ -66,7 +67,7 @@ class GemmRealizer final : public realize::Realizer {
     }
     return std::nullopt;
   }
-  realize::KernelSpec problem_class(const Problem& problem, const std::string& precision) const override {
+  realize::KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) const override {
     return spec_from_problem(gemm_problem_of(problem), precision).to_kernel_spec();
   }
   realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& problem,

@@ -11,17 +11,13 @@
 
 namespace fact::gemm {
 
-MathMode math_mode_for(DType operand_dtype, std::string_view precision) {
-  if (precision != "strict" && precision != "tf32" && precision != "native") {
-    throw std::invalid_argument("unknown precision mode '" + std::string(precision) +
-                                "' (strict, tf32, native)");
-  }
+MathMode math_mode_for(DType operand_dtype, core::PrecisionMode precision) {
   switch (operand_dtype) {
     case DType::BFloat16:
     case DType::Float16:
       return MathMode::Native;
     case DType::Float32:
-      return precision == "tf32" ? MathMode::Tf32 : MathMode::Tf32x3;
+      return precision == core::PrecisionMode::Tf32 ? MathMode::Tf32 : MathMode::Tf32x3;
     default:
       throw std::invalid_argument("no GEMM math mode for operand dtype " +
                                   std::string(graph::dtype_label(operand_dtype)));
@@ -43,7 +39,7 @@ int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols,
   return alignment;
 }
 
-GemmSpec spec_from_problem(const GemmProblem& problem, std::string_view precision) {
+GemmSpec spec_from_problem(const GemmProblem& problem, core::PrecisionMode precision) {
   GemmSpec spec;
   spec.pattern = "gemm";
   spec.a_dtype = problem.a.dtype;

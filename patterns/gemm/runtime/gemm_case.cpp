@@ -220,14 +220,14 @@ GemmProblem with_epilogue_prefix(GemmProblem problem, size_t steps) {
 }
 
 GemmSpec baseline_spec(const GemmProblem& problem, PrecisionMode precision) {
-  GemmSpec spec = spec_from_problem(problem, runtime::precision_name(precision));
+  GemmSpec spec = spec_from_problem(problem, precision);
   spec.pattern = "baseline";
   if (spec.math == MathMode::Tf32x3) spec.math = MathMode::Simt;  // cuBLAS SGEMM
   return spec;
 }
 
 std::optional<std::string> precision_mismatch(const GemmSpec& spec, PrecisionMode mode) {
-  const std::string mode_text(runtime::precision_name(mode));
+  const std::string mode_text(core::precision_name(mode));
   if (spec.accumulate != DType::Float32 && spec.accumulate != DType::Float64) {
     return "kernel accumulates in " + dtype_text(spec.accumulate) +
            "; every precision mode requires float32 accumulation";

@@ -16,13 +16,13 @@
 #include <optional>
 #include <string>
 
-#include "fact/runtime/precision.hpp"
+#include "fact/core/precision.hpp"
 #include "patterns/gemm/kind/problem.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 
 namespace fact::gemm {
 
-using runtime::PrecisionMode;
+using core::PrecisionMode;
 
 struct GemmCase {
   GemmProblem problem;  // compact operands, kernel-form epilogue with its constants

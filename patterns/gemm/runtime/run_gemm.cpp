@@ -36,7 +36,7 @@ using runtime::RunReport;
 using runtime::SgemmComparison;
 using runtime::time_launches;
 using runtime::tflops_per_s;
-using runtime::tolerance_for;
+using core::tolerance_for;
 
 // The report's problem: sizes, dtypes, layouts, fusion, and the epilogue with every constant
 // the checks used (the problem JSON's spelling).
@@ -207,7 +207,7 @@ void run_gemm(const RunKernelOptions& options, const Problem& problem, const Ker
       cmp.sgemm_rel_err = *sgemm_check->rel_err;
       const double kernel_err = *report.checks[0].rel_err;
       cmp.ratio = cmp.sgemm_rel_err > 0 ? kernel_err / cmp.sgemm_rel_err : (kernel_err > 0 ? 1e30 : 1.0);
-      cmp.within_limit = cmp.ratio <= runtime::kSgemmErrorRatioLimit;
+      cmp.within_limit = cmp.ratio <= core::kSgemmErrorRatioLimit;
       report.sgemm = cmp;
     }
     if (report.status != RunStatus::Ok) return;

@@ -9,7 +9,7 @@ namespace fact::gemm {
 
 using runtime::check_seed;
 using runtime::fact_status_name;
-using runtime::tolerance_for;
+using core::tolerance_for;
 
 namespace {
 

@@ -37,7 +37,7 @@ class GpuGemmKernelTest : public ::testing::Test {
   // through run_kernel in `precision` with every check; expects status ok, the five checks and
   // rel_err within the tolerance, and returns the report (empty when the build failed).
   runtime::RunReport compile_and_verify(const GemmSpec& spec, const GemmProblem& problem,
-                                        runtime::PrecisionMode precision, const std::string& name,
+                                        core::PrecisionMode precision, const std::string& name,
                                         uint64_t seed = 2026) {
     const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options_);
     const realize::CompileResult built = realize::compile_kernel(kernel, dir_ / name, options_);

@@ -172,10 +172,10 @@ TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
   LinearGraph l(DType::Float32);
   const auto g = l.b.finish({l.y});
   DiscoverOptions o;
-  EXPECT_EQ(only_match(discover(g, o)).extra["math"], "tf32x3");
-  o.precision = "tf32";
+  EXPECT_EQ(only_match(discover(g, o)).extra["math"], "3xtf32");
+  o.precision = core::PrecisionMode::Tf32;
   EXPECT_EQ(only_match(discover(g, o)).extra["math"], "tf32");
-  o.precision = "native";
+  o.precision = core::PrecisionMode::Native;
   const Match& m = only_match(discover(g, o));
   EXPECT_EQ(m.status, MatchStatus::Declined);
   EXPECT_EQ(m.reason,
@@ -185,7 +185,7 @@ TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
 
 TEST(GemmRule, OuterProductsDeclineAsSuch) {
   // RoPE's frequencies: inv_freq [1, 8, 1] @ positions [1, 1, 32], float32 inside a bf16 model.
-  for (const std::string precision : {"strict", "native"}) {
+  for (const core::PrecisionMode precision : {core::PrecisionMode::Strict, core::PrecisionMode::Native}) {
     GraphBuilder b(DType::Float32);
     auto f = b.input("f", {1, 8, 1});
     auto t = b.input("t", {1, 1, 32});

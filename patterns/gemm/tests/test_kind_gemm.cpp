@@ -292,7 +292,7 @@ TEST(GemmKind, KindDescribesItsProblems) {
   EXPECT_EQ(kind.fusion(p.desc), "gemm_relu");
   EXPECT_EQ(kind.shape(p.desc), "6x5x7");
   EXPECT_EQ(kind.tuning_dims(p.desc), (std::vector<int64_t>{6, 5, 7, 1}));
-  EXPECT_DOUBLE_EQ(kind.tolerance(p.desc, "strict"), 1e-5);
+  EXPECT_DOUBLE_EQ(kind.tolerance(p.desc, core::PrecisionMode::Strict), 1e-5);
   EXPECT_EQ(problem_summary(p), "gemm_relu 6x5x7 float32");
   const auto words = kind.from_command_line({{"problem", "m=64,n=32,k=16"}, {"dtype", "bf16"}, {"epilogue", "bias,relu"}});
   ASSERT_TRUE(words);

@@ -275,7 +275,7 @@ TEST_F(GemmCompile, Bf16SwiGluLlamaShape) {
   const GemmProblem problem =
       make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu");
   ASSERT_EQ(problem.d_cols(), 14336);
-  const GemmSpec s = spec_from_problem(problem, "native");
+  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
   ASSERT_EQ(gemm_spec_error(s), std::nullopt);
   ASSERT_EQ(s.epilogue.size(), 1u);
   ASSERT_EQ(s.epilogue.back().kind, Kind::Glu);
@@ -350,7 +350,7 @@ int main() {
   struct Config { int m, n; MainloopSchedule schedule; };
   for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
                          Config{256, 128, MainloopSchedule::Cooperative}}) {
-    GemmSpec s = spec_from_problem(make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu"), "native");
+    GemmSpec s = spec_from_problem(make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu"), core::PrecisionMode::Native);
     s.tile = {c.m, c.n, 64};
     s.mainloop = c.schedule;
     ASSERT_EQ(gemm_spec_error(s), std::nullopt);
@@ -367,7 +367,7 @@ int main() {
 TEST_F(GemmCompile, Bf16BiasGeGlu) {
   const GemmProblem problem =
       make_gemm_problem({8192, 2 * 5120, 2048}, DType::BFloat16, "bias,glu_gelu_erf");
-  const GemmSpec s = spec_from_problem(problem, "native");
+  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
   ASSERT_EQ(gemm_spec_error(s), std::nullopt);
   ASSERT_EQ(s.epilogue.size(), 2u);
   EXPECT_TRUE(compile_and_check(s, "bias_geglu").ok);

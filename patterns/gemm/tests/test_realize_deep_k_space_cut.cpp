@@ -18,7 +18,7 @@ std::vector<GemmSpec> cut_space(int64_t m, int64_t n, int64_t k, const char* dty
   realize::RealizerSource source;
   const Problem problem = to_problem(make_gemm_problem({m, n, k, 1}, parse_operand_dtype(dtype), "", "tn"));
   const realize::ParamSpace space =
-      source.candidates(source.problem_class(problem, precision), problem, "default");
+      source.candidates(source.problem_class(problem, core::parse_precision(precision)), problem, "default");
   std::vector<GemmSpec> cut;
   for (const auto& spec : realize::spread_selection(
            space.candidates, max_candidates,

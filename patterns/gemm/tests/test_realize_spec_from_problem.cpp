@@ -17,7 +17,7 @@ using Kind = EpilogueStep::Kind;
 realize::RenderedKernel render(const GemmSpec& s) { return realize::render_kernel(s.to_kernel_spec()); }
 
 // The spec the registered realizers make for `p` under `precision` (the engine's path).
-GemmSpec realized_class(const GemmProblem& p, const std::string& precision) {
+GemmSpec realized_class(const GemmProblem& p, core::PrecisionMode precision) {
   const Problem problem = to_problem(p);
   const realize::Realizer& realizer = realize::RealizerRegistry::global().for_problem(problem, precision);
   return GemmSpec::of(realizer.problem_class(problem, precision));
@@ -45,13 +45,12 @@ EpilogueStep step(Kind kind, Activation act = Activation::Identity, DType operan
 }
 
 TEST(MathMode, FollowsThePrecisionContract) {
-  EXPECT_EQ(math_mode_for(DType::BFloat16, "strict"), MathMode::Native);
-  EXPECT_EQ(math_mode_for(DType::Float16, "tf32"), MathMode::Native);
-  EXPECT_EQ(math_mode_for(DType::Float32, "strict"), MathMode::Tf32x3);
-  EXPECT_EQ(math_mode_for(DType::Float32, "tf32"), MathMode::Tf32);
-  EXPECT_EQ(math_mode_for(DType::Float32, "native"), MathMode::Tf32x3);
-  EXPECT_THROW(math_mode_for(DType::Float32, "fast"), std::invalid_argument);
-  EXPECT_THROW(math_mode_for(DType::Int8, "strict"), std::invalid_argument);
+  EXPECT_EQ(math_mode_for(DType::BFloat16, core::PrecisionMode::Strict), MathMode::Native);
+  EXPECT_EQ(math_mode_for(DType::Float16, core::PrecisionMode::Tf32), MathMode::Native);
+  EXPECT_EQ(math_mode_for(DType::Float32, core::PrecisionMode::Strict), MathMode::Tf32x3);
+  EXPECT_EQ(math_mode_for(DType::Float32, core::PrecisionMode::Tf32), MathMode::Tf32);
+  EXPECT_EQ(math_mode_for(DType::Float32, core::PrecisionMode::Native), MathMode::Tf32x3);
+  EXPECT_THROW(math_mode_for(DType::Int8, core::PrecisionMode::Strict), std::invalid_argument);
 }
 
 TEST(OperandAlignment, IsTheLargestDividingPowerOfTwo) {
@@ -85,23 +84,23 @@ TEST(SpecFromProblem, TwoBatchModesAreOneBatchedKernel) {
   p.b.outer_batch_stride = 8 * 128 * 64;
   p.d.batch_stride = 128 * 128;
   p.d.outer_batch_stride = 8 * 128 * 128;
-  const GemmSpec s = spec_from_problem(p, "native");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
   EXPECT_TRUE(s.batched);
   EXPECT_EQ(s.align_a, 8);
   EXPECT_EQ(s.name(), spec_from_problem([&] {
                         GemmProblem one = p;
                         one.outer_batch = 1;
                         return one;
-                      }(), "native").name());
+                      }(), core::PrecisionMode::Native).name());
   p.a.outer_batch_stride += 4;  // 8-byte steps between outer batches
-  EXPECT_EQ(spec_from_problem(p, "native").align_a, 4);
+  EXPECT_EQ(spec_from_problem(p, core::PrecisionMode::Native).align_a, 4);
 }
 
 TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {
   GemmProblem p = linear(8192, 3072, 768, DType::BFloat16);
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16),
                 step(Kind::Activation, Activation::GeluTanh)};
-  const GemmSpec s = spec_from_problem(p, "strict");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Strict);
   EXPECT_EQ(s.pattern, "gemm");
   EXPECT_EQ(s.a_dtype, DType::BFloat16);
   EXPECT_EQ(s.math, MathMode::Native);
@@ -122,9 +121,9 @@ TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {
 }
 
 TEST(SpecFromProblem, DefaultTilesFollowTheProblemSize) {
-  EXPECT_EQ(spec_from_problem(linear(1024, 1024, 1024, DType::BFloat16), "strict").tile,
+  EXPECT_EQ(spec_from_problem(linear(1024, 1024, 1024, DType::BFloat16), core::PrecisionMode::Strict).tile,
             (Shape3{128, 128, 64}));
-  const GemmSpec small_m = spec_from_problem(linear(32, 4096, 4096, DType::Float16), "strict");
+  const GemmSpec small_m = spec_from_problem(linear(32, 4096, 4096, DType::Float16), core::PrecisionMode::Strict);
   EXPECT_EQ(small_m.tile, (Shape3{64, 128, 64}));
   EXPECT_EQ(small_m.mainloop, MainloopSchedule::Pingpong);
 }
@@ -135,7 +134,7 @@ TEST(SpecFromProblem, Float32UnderTf32IsTf32WithThirtyTwoWideK) {
   p.a.batch_stride = 4096 * 4096;
   p.b.batch_stride = 4096 * 4096;
   p.d.batch_stride = 4096 * 4096;
-  const GemmSpec s = spec_from_problem(p, "tf32");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Tf32);
   EXPECT_EQ(s.math, MathMode::Tf32);
   EXPECT_TRUE(s.batched);
   EXPECT_EQ(s.align_a, 4);
@@ -145,24 +144,24 @@ TEST(SpecFromProblem, Float32UnderTf32IsTf32WithThirtyTwoWideK) {
 
 TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
   GemmProblem p = linear(4096, 4096, 4096, DType::Float32);
-  const GemmSpec plain = spec_from_problem(p, "strict");
+  const GemmSpec plain = spec_from_problem(p, core::PrecisionMode::Strict);
   EXPECT_EQ(plain.math, MathMode::Tf32x3);
   EXPECT_EQ(plain.pattern, "gemm");  // the strict realizer re-targets the class
   EXPECT_THROW(render(plain), RenderError);
-  const GemmSpec s = realized_class(p, "strict");
+  const GemmSpec s = realized_class(p, core::PrecisionMode::Strict);
   EXPECT_EQ(s.math, MathMode::Tf32x3);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
   EXPECT_NO_THROW(render(s));
   // The strict kernels fuse bias + activation (the first candidate).
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                 step(Kind::Activation, Activation::ReLU)};
-  const GemmSpec fused = realized_class(p, "strict");
+  const GemmSpec fused = realized_class(p, core::PrecisionMode::Strict);
   EXPECT_EQ(fused.pattern, "gemm_f32_strict");
   EXPECT_EQ(fused.epilogue.size(), 2u);
   EXPECT_NO_THROW(render(fused));
   // An epilogue they cannot fuse (a bf16 bias on float32 operands): no realizer takes it.
   p.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16)};
-  EXPECT_THROW(realized_class(p, "strict"), std::invalid_argument);
+  EXPECT_THROW(realized_class(p, core::PrecisionMode::Strict), std::invalid_argument);
 }
 
 // `x @ W` (A and B row-major) in precision tf32 is not declined; it runs on
@@ -170,7 +169,7 @@ TEST(SpecFromProblem, StrictFloat32GoesToTheStrictPattern) {
 // the CUTLASS TF32 kernels of this pattern.
 TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   GemmProblem linear_tf32 = linear(4096, 4096, 4096, DType::Float32);
-  const GemmSpec k_major = realized_class(linear_tf32, "tf32");
+  const GemmSpec k_major = realized_class(linear_tf32, core::PrecisionMode::Tf32);
   EXPECT_EQ(k_major.pattern, "gemm");
   EXPECT_EQ(k_major.math, MathMode::Tf32);
 
@@ -179,7 +178,7 @@ TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   matmul.b.ld = 4096;
   matmul.epilogue = {step(Kind::Bias, Activation::Identity, DType::Float32),
                      step(Kind::Scale), step(Kind::Activation, Activation::GeluErf)};
-  const GemmSpec s = realized_class(matmul, "tf32");
+  const GemmSpec s = realized_class(matmul, core::PrecisionMode::Tf32);
   EXPECT_EQ(s.pattern, "gemm_f32_strict");
   EXPECT_EQ(s.math, MathMode::Tf32);
   EXPECT_EQ(s.b_layout, Layout::RowMajor);
@@ -193,12 +192,12 @@ TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   GemmProblem both_col = linear_tf32;
   both_col.a.layout = Layout::ColumnMajor;
   both_col.a.ld = 4096;
-  EXPECT_EQ(realized_class(both_col, "tf32").pattern, "gemm_f32_strict");
+  EXPECT_EQ(realized_class(both_col, core::PrecisionMode::Tf32).pattern, "gemm_f32_strict");
   // A column-major with B row-major has no K-major operand for wgmma: the portable kernel, at
   // 3xTF32 (more accurate than tf32 asks).
   GemmProblem nt = both_col;
   nt.b.layout = Layout::RowMajor;
-  const GemmSpec portable = realized_class(nt, "tf32");
+  const GemmSpec portable = realized_class(nt, core::PrecisionMode::Tf32);
   EXPECT_EQ(portable.pattern, "gemm_f32_strict");
   EXPECT_EQ(portable.mainloop, MainloopSchedule::Multistage);
   EXPECT_EQ(portable.math, MathMode::Tf32x3);
@@ -208,7 +207,7 @@ TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {
   GemmProblem p = linear(512, 512, 512, DType::BFloat16);
   p.epilogue = {step(Kind::Scale), step(Kind::Activation, Activation::Identity),
                 step(Kind::Residual, Activation::Identity, DType::BFloat16)};
-  const GemmSpec s = spec_from_problem(p, "native");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
   ASSERT_EQ(s.epilogue.size(), 1u);
   EXPECT_EQ(s.epilogue[0].kind, Kind::Residual);
 }
@@ -220,26 +219,23 @@ TEST(SpecFromProblem, KeepsEveryChainTheAbiCarries) {
   issue.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16), step(Kind::Scale),
                     step(Kind::Activation, Activation::HardTanh),
                     step(Kind::Activation, Activation::GeluErf)};
-  const GemmSpec s = spec_from_problem(issue, "native");
+  const GemmSpec s = spec_from_problem(issue, core::PrecisionMode::Native);
   EXPECT_EQ(s.name(), "gemm_bias_scale_hardtanh_gelu_erf_bf16_tn_128x128x64_c1x1_coop_persistent");
   EXPECT_NO_THROW(render(s));
 
   GemmProblem two_sources = linear(512, 512, 512, DType::BFloat16);
   two_sources.epilogue = {step(Kind::Residual, Activation::Identity, DType::BFloat16),
                           step(Kind::Multiply, Activation::Identity, DType::BFloat16)};
-  EXPECT_NO_THROW(render(spec_from_problem(two_sources, "native")));
+  EXPECT_NO_THROW(render(spec_from_problem(two_sources, core::PrecisionMode::Native)));
 
   GemmProblem mixed = linear(512, 512, 512, DType::BFloat16);
   mixed.b.dtype = DType::Float32;
-  EXPECT_THROW(spec_from_problem(mixed, "strict"), std::invalid_argument);
-
-  EXPECT_THROW(spec_from_problem(linear(512, 512, 512, DType::BFloat16), "fast"),
-               std::invalid_argument);
+  EXPECT_THROW(spec_from_problem(mixed, core::PrecisionMode::Strict), std::invalid_argument);
 }
 
 TEST(SpecFromProblem, UnalignedOperandsAreRecordedAndRefusedByTheTemplate) {
   GemmProblem p = linear(512, 512, 510, DType::BFloat16);  // K = 510: rows of A 4-byte aligned
-  const GemmSpec s = spec_from_problem(p, "strict");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Strict);
   EXPECT_EQ(s.align_a, 2);
   EXPECT_THROW(render(s), RenderError);
 }

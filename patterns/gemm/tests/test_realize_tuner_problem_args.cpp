@@ -34,7 +34,7 @@ TEST(TunerProblemArgs, BuildsCompactProblems) {
   EXPECT_EQ(batched.b.ld, 2048);
   EXPECT_EQ(batched.a.batch_stride, 512 * 1024);
   EXPECT_EQ(batched.d.batch_stride, 512 * 2048);
-  EXPECT_EQ(default_precision_for(batched.a.dtype), "strict");
+  EXPECT_EQ(default_precision_for(batched.a.dtype), core::PrecisionMode::Strict);
 
   EXPECT_THROW(make_gemm_problem({1, 1, 1, 1}, graph::DType::BFloat16, "bias,swizzle"), std::invalid_argument);
   EXPECT_THROW(make_gemm_problem({1, 1, 1, 1}, graph::DType::BFloat16, "", "tx"), std::invalid_argument);
@@ -155,7 +155,7 @@ TEST(TunerGemmSource, EveryPrecisionReachesARegisteredRealizer) {
                  Case{"fp32", "strict", "tn", "gemm_f32_strict"}}) {
     const Problem problem =
         to_problem(make_gemm_problem({4096, 4096, 4096, 1}, parse_operand_dtype(c.dtype), "", c.layout));
-    const realize::KernelSpec problem_class = source.problem_class(problem, c.precision);
+    const realize::KernelSpec problem_class = source.problem_class(problem, core::parse_precision(c.precision));
     EXPECT_EQ(problem_class.kind(), "gemm");
     EXPECT_EQ(problem_class.pattern(), c.pattern) << c.dtype << " " << c.precision << " " << c.layout;
     const realize::ParamSpace space = source.candidates(problem_class, problem, "default");
@@ -163,7 +163,7 @@ TEST(TunerGemmSource, EveryPrecisionReachesARegisteredRealizer) {
     for (const auto& spec : space.candidates) EXPECT_EQ(spec.pattern(), problem_class.pattern());
   }
   const Problem problem = to_problem(make_gemm_problem({64, 64, 64, 1}, graph::DType::BFloat16, "", "tn"));
-  EXPECT_THROW(source.candidates(source.problem_class(problem, "native"), problem, "huge"), std::invalid_argument);
+  EXPECT_THROW(source.candidates(source.problem_class(problem, core::PrecisionMode::Native), problem, "huge"), std::invalid_argument);
 }
 
 }  // namespace

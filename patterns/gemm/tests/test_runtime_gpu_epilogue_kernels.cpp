@@ -37,7 +37,7 @@ namespace fact::gemm {
 namespace {
 
 using Kind = EpilogueStep::Kind;
-using runtime::PrecisionMode;
+using core::PrecisionMode;
 using runtime::RunReport;
 using runtime::RunStatus;
 
@@ -261,7 +261,7 @@ TEST_F(GpuEpilogueKernels, StrictTwoBatchModes) {
 // reference (fresh random inputs, D poisoned first, every element of D compared).
 TEST_F(GpuEpilogueKernels, SwiGluLlamaMlpBf16) {
   const GemmProblem p = make_gemm_problem({8192, 2 * 14336, 4096, 1}, DType::BFloat16, "glu_silu", "tn");
-  const GemmSpec s = spec_from_problem(p, "native");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
   const RunReport r = run(s, p, PrecisionMode::Native, "swiglu_llama");
   EXPECT_TRUE(r.rel_err.has_value());
 }
@@ -271,7 +271,7 @@ TEST_F(GpuEpilogueKernels, SwiGluLlamaMlpBf16) {
 // a tile multiple either): the glu store clips at M and N/2, and nothing is written past D.
 TEST_F(GpuEpilogueKernels, BiasGeGluRaggedBf16) {
   const GemmProblem p = make_gemm_problem({1000, 2 * 520, 512, 1}, DType::BFloat16, "bias,glu_gelu_erf", "tn");
-  const GemmSpec s = spec_from_problem(p, "native");
+  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
   const RunReport r = run(s, p, PrecisionMode::Native, "bias_geglu_ragged");
   EXPECT_TRUE(r.rel_err.has_value());
 }

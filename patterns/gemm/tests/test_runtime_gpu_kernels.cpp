@@ -21,6 +21,7 @@
 namespace fact::runtime {
 namespace {
 
+using core::PrecisionMode;
 using gemm::Activation;
 using gemm::GemmProblem;
 using gemm::Layout;

@@ -13,6 +13,8 @@
 namespace fact::runtime {
 namespace {
 
+using core::PrecisionMode;
+using core::kStrictTolerance;
 using test::ScratchDir;
 
 // mode 0: correct; 1: returns OK without computing; 2: refuses (FACT_ERR_CANNOT_IMPLEMENT).

@@ -17,6 +17,9 @@
 namespace fact::runtime {
 namespace {
 
+using core::PrecisionMode;
+using core::kHalfOutputTolerance;
+using core::kTf32Tolerance;
 using gemm::Activation;
 using gemm::Baseline;
 using gemm::BlasContext;

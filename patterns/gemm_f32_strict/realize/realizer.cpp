@@ -18,7 +18,7 @@ using namespace fact::gemm;  // NOLINT: the GEMM kind and spec
 constexpr const char* kPattern = "gemm_f32_strict";
 
 // The problem class: the GEMM pattern's, re-targeted to this pattern.
-GemmSpec strict_class(const Problem& problem, const std::string& precision) {
+GemmSpec strict_class(const Problem& problem, core::PrecisionMode precision) {
   GemmSpec spec = spec_from_problem(gemm_problem_of(problem), precision);
   if (spec.math == MathMode::Tf32) {
     if (spec.a_layout == Layout::RowMajor && spec.b_layout == Layout::ColumnMajor) {
@@ -26,7 +26,7 @@ GemmSpec strict_class(const Problem& problem, const std::string& precision) {
                                   "(pattern gemm)");
     }
   } else if (spec.math != MathMode::Tf32x3) {
-    throw std::invalid_argument("not a float32 GEMM under precision '" + precision + "'");
+    throw std::invalid_argument("not a float32 GEMM under precision '" + std::string(core::precision_name(precision)) + "'");
   }
   spec.pattern = kPattern;
   return spec;
@@ -46,7 +46,7 @@ class StrictRealizer final : public realize::Realizer {
   std::string kind() const override { return kKindName; }
   int priority() const override { return 10; }
 
-  std::optional<std::string> declines(const Problem& problem, const std::string& precision) const override {
+  std::optional<std::string> declines(const Problem& problem, core::PrecisionMode precision) const override {
     try {
       const GemmSpec cls = strict_class(problem, precision);
       if (f32_strict_candidates(cls).empty()) return no_candidate_reason(cls);
@@ -55,7 +55,7 @@ class StrictRealizer final : public realize::Realizer {
     }
     return std::nullopt;
   }
-  realize::KernelSpec problem_class(const Problem& problem, const std::string& precision) const override {
+  realize::KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) const override {
     const GemmSpec cls = strict_class(problem, precision);
     const std::vector<GemmSpec> candidates = f32_strict_candidates(cls);
     if (candidates.empty()) throw std::invalid_argument(no_candidate_reason(cls));

@@ -50,7 +50,7 @@ class RmsNormCompile : public ::testing::Test {
   // (no wgmma serialization, no spills); returns the library path and the entry symbol.
   std::pair<fs::path, std::string> build(const GemmProblem& problem, const std::string& link,
                                          const std::string& name) {
-    const GemmSpec s = spec_from_problem(problem, "native");
+    const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
     EXPECT_EQ(gemm_spec_error(s), std::nullopt);
     EXPECT_EQ(s.epilogue.front().kind, Kind::RowScale);
     const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
@@ -80,7 +80,7 @@ TEST_F(RmsNormCompile, Bf16LlamaVProjWithRowScale) {
   ASSERT_NE(handle, nullptr) << dlerror();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, symbol.c_str()));
   ASSERT_NE(entry, nullptr);
-  const GemmSpec s = spec_from_problem(problem, "native");
+  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
   FactGemmArgs good{};
   good.header = {FACT_ABI_VERSION, fact_kind_id(FACT_GEMM_KIND_NAME), sizeof(FactGemmArgs), 0};
   good.m = good.n = good.k = 128;

@@ -29,14 +29,14 @@ namespace {
 
 using graph::DType;
 using Kind = EpilogueStep::Kind;
-using runtime::PrecisionMode;
+using core::PrecisionMode;
 using runtime::RunReport;
 
 class GpuRmsNormKernels : public test::GpuGemmKernelTest {
  protected:
   // The spec realization makes for `problem`, compiled and verified (compile_and_verify).
   RunReport run(const GemmProblem& problem, const std::string& name) {
-    const GemmSpec spec = spec_from_problem(problem, "native");
+    const GemmSpec spec = spec_from_problem(problem, core::PrecisionMode::Native);
     EXPECT_EQ(gemm_spec_error(spec), std::nullopt);
     EXPECT_EQ(spec.epilogue.front().kind, Kind::RowScale);
     const RunReport report = compile_and_verify(spec, problem, PrecisionMode::Native, name, 2027);

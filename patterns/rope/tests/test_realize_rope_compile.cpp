@@ -89,7 +89,7 @@ class RopeCompile : public ::testing::Test {
 // wgmma serialization or spills; its entry checks the rope step's fields.
 TEST_F(RopeCompile, Bf16LlamaQProjWithRope) {
   const GemmProblem problem = q_proj_problem();
-  const GemmSpec s = spec_from_problem(problem, "native");
+  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
   ASSERT_EQ(gemm_spec_error(s), std::nullopt);
   ASSERT_EQ(s.epilogue.size(), 1u);
   ASSERT_EQ(s.epilogue[0].kind, Kind::Rope);
@@ -224,7 +224,7 @@ int main() {
   struct Config { int m, n; MainloopSchedule schedule; };
   for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
                          Config{256, 128, MainloopSchedule::Cooperative}}) {
-    GemmSpec s = spec_from_problem(q_proj_problem(), "native");
+    GemmSpec s = spec_from_problem(q_proj_problem(), core::PrecisionMode::Native);
     s.tile = {c.m, c.n, 64};
     s.mainloop = c.schedule;
     ASSERT_EQ(gemm_spec_error(s), std::nullopt);

@@ -28,7 +28,7 @@ namespace {
 
 using graph::DType;
 using Kind = EpilogueStep::Kind;
-using runtime::PrecisionMode;
+using core::PrecisionMode;
 using runtime::RunReport;
 
 // A projection [m, k] x [k, n] (nn.Linear, bf16) whose output is rotated per head of `group`
@@ -54,7 +54,7 @@ class GpuRopeKernels : public test::GpuGemmKernelTest {
  protected:
   // The spec realization makes for `problem`, compiled and verified (compile_and_verify).
   RunReport run(const GemmProblem& problem, const std::string& name) {
-    const GemmSpec spec = spec_from_problem(problem, "native");
+    const GemmSpec spec = spec_from_problem(problem, core::PrecisionMode::Native);
     EXPECT_EQ(gemm_spec_error(spec), std::nullopt);
     const RunReport report = compile_and_verify(spec, problem, PrecisionMode::Native, name, 2026);
     std::cout << "[ rope ] " << spec.name() << ": " << rel_err_text(report) << "\n";

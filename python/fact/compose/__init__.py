@@ -42,7 +42,7 @@ from fact.compose.inputs import _export  # noqa: F401
 from fact.compose.module import ComposedModule, ReplacedSubgraph
 from fact.compose.optimize_module import optimize
 from fact.compose.plan_file import PLAN_FILE, PLAN_SCHEMA, USABLE_KERNEL_STATUSES, load_plan, replacement_label
-from fact.compose.planning import PRECISIONS, engine_can_plan, plan, plan_and_export
+from fact.compose.planning import engine_can_plan, plan, plan_and_export
 from fact.compose.rewrite import _dense_order, _pin_layout  # noqa: F401
 from fact.report import ComposedCall, ComposedReplacement, FactReport, LeftToPyTorch  # noqa: F401
 
@@ -50,3 +50,12 @@ __all__ = ["PLAN_FILE", "PLAN_SCHEMA", "PRECISIONS", "REMAINDERS", "SLOWER_BY", 
            "ComposedCall", "ComposedModule", "ComposedReplacement", "FactReport", "LeftToPyTorch",
            "ReplacedSubgraph", "apply_plan", "engine_can_plan", "load_plan", "optimize", "plan", "plan_and_export",
            "replacement_label"]
+
+
+def __getattr__(name: str):
+    """PRECISIONS, the precision modes' names, from the engine's table (fact_engine_tables), read
+    when first asked for so that importing fact.compose needs no engine library."""
+    if name == "PRECISIONS":
+        from fact import engine_tables
+        return engine_tables.precisions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,8 @@ import torch
 from fact.compose.apply import REMAINDERS, apply_plan
 from fact.compose.inputs import _device_of, _normalize_inputs
 from fact.compose.module import ComposedModule
-from fact.compose.planning import PRECISIONS, plan_and_export
+from fact import engine_tables
+from fact.compose.planning import plan_and_export
 from fact.report import FactReport
 from fact.timing import Timer
 
@@ -35,8 +36,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
     raises for a module that runs (ValueError for an unknown precision or remainder); the
     report is `.fact_report`, also written to `<work_dir>/report.json`."""
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    if precision is not None and precision not in engine_tables.precisions():
+        raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
     example_inputs = _normalize_inputs(example_inputs)

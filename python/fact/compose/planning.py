@@ -10,14 +10,13 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from fact import _engine
+from fact import _engine, engine_tables
 from fact.compose.inputs import _device_of, _input_specs, _normalize_inputs, _normalize_patterns
 from fact.compose.plan_file import PLAN_FILE, PLAN_SCHEMA
 from fact.compose.signature import _first_line
 from fact.graph_capture import capture_exported
 from fact.graph_writer import CaptureError
 
-PRECISIONS = ("strict", "tf32", "native")
 
 
 def _unplanned_doc(precision: str | None, device: torch.device, example_inputs: tuple,
@@ -56,8 +55,8 @@ def plan_and_export(module: torch.nn.Module, example_inputs: Sequence[Any] | Any
     """`plan`, also returning the torch.export program the plan was made from (None when there
     is none): apply_plan(..., exported=) rewrites it instead of exporting the module again. The
     graph goes to the engine in memory; graph.json in the work folder is for the reader."""
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not '{precision}'")
+    if precision is not None and precision not in engine_tables.precisions():
+        raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     example_inputs = _normalize_inputs(example_inputs)
     device = _device_of(example_inputs)
     folder = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="fact_compose_"))

@@ -24,14 +24,15 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 CORPUS_DIR = REPO_ROOT / "corpus"
 CATEGORIES = ("gemm", "epilogue", "mlp", "attention", "hf", "misc")
 DTYPE_BY_NAME = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-PRECISION_BY_DTYPE = {"float32": "strict", "bfloat16": "native", "float16": "native"}
+# PRECISION_BY_DTYPE (the mode each corpus dtype runs in) and OUTPUT_BOUND (below) are read from
+# the engine's tables (fact_engine_tables) when first used: see __getattr__ at the end.
 
 
 def case_record(stem: str, dtype_name: str, status: str = "ok", reason: str = "", **fields) -> dict:
     """The start of every GPU case record ("<stem>-<dtype>"): its name, model, dtype, precision
     mode, status and reason, then `fields`; the measured, failed and skipped records all start so."""
     return {"name": f"{stem}-{dtype_name}", "model": stem, "dtype": dtype_name,
-            "precision": PRECISION_BY_DTYPE[dtype_name], "status": status, "reason": reason, **fields}
+            "precision": precision_by_dtype()[dtype_name], "status": status, "reason": reason, **fields}
 
 
 # The bound FACT's output error must meet, ‖fact − ref64‖ / ‖ref64‖ with ref64 the original
@@ -43,7 +44,8 @@ def case_record(stem: str, dtype_name: str, status: str = "ok", reason: str = ""
 # is at most 4.5e-3 and FACT's the same (it rounds where PyTorch does), so 2e-2 leaves 4x while a
 # wrong operand, epilogue step or layout is off by O(1). Where PyTorch's own error is larger than
 # the bound (no corpus model at the committed sizes), 1.5x PyTorch's error is the bound instead.
-OUTPUT_BOUND = {"strict": 1e-5, "native": 2e-2}
+# These bounds are the engine's tolerances (include/fact/core/precision.hpp): strict for a
+# float32 output, native for a bf16 output.
 TORCH_ERROR_FACTOR = 1.5
 
 
@@ -159,7 +161,8 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def output_bound(precision: str, torch_error: float | None) -> float:
     """The bound FACT's output error must meet (see OUTPUT_BOUND)."""
-    bound = OUTPUT_BOUND.get(precision, OUTPUT_BOUND["native"])
+    bounds = output_bounds()
+    bound = bounds.get(precision, bounds["native"])
     if torch_error is not None and math.isfinite(torch_error):
         bound = max(bound, TORCH_ERROR_FACTOR * torch_error)
     return bound
@@ -218,3 +221,27 @@ def write_json(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     tmp.replace(path)
+
+
+def precision_by_dtype() -> dict[str, str]:
+    """Corpus dtype -> the precision mode it runs in, from the engine's tables."""
+    from fact import engine_tables
+    return {dtype: engine_tables.default_precision(dtype) for dtype in DTYPE_BY_NAME}
+
+
+def output_bounds() -> dict[str, float]:
+    """Precision mode -> the bound on FACT's output error: the engine's tolerance for a float32
+    output (strict) and a bf16 output (native)."""
+    from fact import engine_tables
+    return {"strict": engine_tables.tolerance("strict", "float32"),
+            "native": engine_tables.tolerance("native", "bfloat16")}
+
+
+def __getattr__(name: str):
+    """PRECISION_BY_DTYPE and OUTPUT_BOUND, read from the engine's tables when first asked for
+    (python/fact/engine_tables.py), so no number or mode name is repeated here."""
+    if name == "PRECISION_BY_DTYPE":
+        return precision_by_dtype()
+    if name == "OUTPUT_BOUND":
+        return output_bounds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ json fixture_plan(const DeviceProfile& device) {
   const graph::Graph g =
       graph::load_graph(std::string(FACT_SOURCE_DIR) + "/tests/data/graphs/mingpt_block_bf16.json");
   discover::DiscoverOptions options;
-  options.precision = "native";
+  options.precision = core::PrecisionMode::Native;
   options.device = device;
   const discover::Discovery d = discover::discover(g, options);
   json replacements = json::array();
@@ -53,7 +53,7 @@ json fixture_plan(const DeviceProfile& device) {
 TEST(OptimizeReport, RooflinePointsUseTheProfilesCeilingsAndNameTheLimit) {
   DeviceProfile device;  // H100 defaults: 750 TFLOP/s bf16, 3 TB/s
   const json plan = fixture_plan(device);
-  const auto points = roofline_points(plan, device, "native", {});
+  const auto points = roofline_points(plan, device, core::PrecisionMode::Native, {});
   ASSERT_EQ(points.size(), 5u);  // 1a, 1b (the MLP), 2, 3, 4 (the attention is a call too)
   EXPECT_EQ(points[0].label, "1a");
   EXPECT_EQ(points[1].label, "1b");
@@ -80,7 +80,7 @@ TEST(OptimizeReport, MeasuredTimesGiveAchievedRatesAndFractions) {
         call["config_source"] = "database";
         call["tuned"] = {{"ms", 0.5}, {"device", "NVIDIA H200"}, {"date", "2026-11-01"}};
       }
-  const auto points = roofline_points(plan, device, "native", {{"1a", Measurement{2e-3, "tuned in this run"}}});
+  const auto points = roofline_points(plan, device, core::PrecisionMode::Native, {{"1a", Measurement{2e-3, "tuned in this run"}}});
   const RooflinePoint& a = points[0];
   ASSERT_TRUE(a.measured.has_value());
   EXPECT_DOUBLE_EQ(*a.achieved_flops(), a.flops / 2e-3);
@@ -106,7 +106,7 @@ TEST(OptimizeReport, MarkdownExplainsEveryColumnAndShowsTheRoofline) {
   report.precision = "native";
   report.device = device;
   report.kernels = kernel_rows(plan);
-  report.roofline = roofline_points(plan, device, "native", {{"1a", Measurement{2e-3, "tuned in this run"}}});
+  report.roofline = roofline_points(plan, device, core::PrecisionMode::Native, {{"1a", Measurement{2e-3, "tuned in this run"}}});
   TuningRow tuned;
   tuned.label = "1a";
   tuned.summary = "gemm_bias_gelu_tanh 65536x3072x768 bfloat16";

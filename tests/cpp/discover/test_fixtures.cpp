@@ -107,13 +107,13 @@ TEST(MinGptFp32, PrecisionModeDecidesTheMath) {
   const auto g = load_fixture("mingpt_block_fp32.json");
   DiscoverOptions strict;
   auto d = discover(g, strict);
-  EXPECT_EQ(find_rule(d.matches, "gemm_bias")->extra["math"], "tf32x3");
+  EXPECT_EQ(find_rule(d.matches, "gemm_bias")->extra["math"], "3xtf32");
   DiscoverOptions tf32;
-  tf32.precision = "tf32";
+  tf32.precision = core::PrecisionMode::Tf32;
   d = discover(g, tf32);
   EXPECT_EQ(find_rule(d.matches, "gemm_bias")->extra["math"], "tf32");
   DiscoverOptions native;
-  native.precision = "native";
+  native.precision = core::PrecisionMode::Native;
   d = discover(g, native);
   SCOPED_TRACE(describe(d.matches));
   EXPECT_EQ(count_status(d.matches, MatchStatus::Accepted), 0u);

@@ -70,11 +70,11 @@ TEST(Names, EnumsHaveOneSpellingEach) {
   EXPECT_EQ(match_status_name(MatchStatus::Pending), "pending");
   EXPECT_EQ(classification_name(Classification::Reuse), "REUSE");
   EXPECT_EQ(graph::dtype_label(DType::BFloat16), "bf16");
-  EXPECT_EQ(math_mode(DType::Float32, "strict"), "tf32x3");
-  EXPECT_EQ(math_mode(DType::Float32, "tf32"), "tf32");
-  EXPECT_EQ(math_mode(DType::Float32, "native"), "");
-  EXPECT_EQ(math_mode(DType::Float16, "strict"), "native");
-  EXPECT_EQ(math_mode(DType::Float64, "strict"), "");
+  EXPECT_EQ(math_mode(DType::Float32, core::PrecisionMode::Strict), "3xtf32");
+  EXPECT_EQ(math_mode(DType::Float32, core::PrecisionMode::Tf32), "tf32");
+  EXPECT_EQ(math_mode(DType::Float32, core::PrecisionMode::Native), "");
+  EXPECT_EQ(math_mode(DType::Float16, core::PrecisionMode::Strict), "native");
+  EXPECT_EQ(math_mode(DType::Float64, core::PrecisionMode::Strict), "");
 }
 
 TEST(GemmProblemJson, RoundTripsIncludingInfiniteClampBounds) {

@@ -16,7 +16,7 @@ using graph::GraphBuilder;
 using graph::OpOptions;
 using graph::T;
 
-DiscoverOptions round_numbers(const std::string& precision = "strict") {
+DiscoverOptions round_numbers(core::PrecisionMode precision = core::PrecisionMode::Strict) {
   DiscoverOptions o;
   o.precision = precision;
   o.device.hbm_bytes_per_s = 1e12;
@@ -49,8 +49,8 @@ TEST(PytorchNodeSeconds, Float32MatmulsRunOnCudaCoresUnlessTf32) {
   auto y = testing::linear(b, x, w);
   const auto g = b.finish({y});
   const double flops = 2.0 * 4096 * 4096 * 4096;
-  EXPECT_DOUBLE_EQ(pytorch_node_seconds(g, *g.node(y), round_numbers("strict")), flops / 5e13 + 1e-6);
-  EXPECT_DOUBLE_EQ(pytorch_node_seconds(g, *g.node(y), round_numbers("tf32")), flops / 3e14 + 1e-6);
+  EXPECT_DOUBLE_EQ(pytorch_node_seconds(g, *g.node(y), round_numbers(core::PrecisionMode::Strict)), flops / 5e13 + 1e-6);
+  EXPECT_DOUBLE_EQ(pytorch_node_seconds(g, *g.node(y), round_numbers(core::PrecisionMode::Tf32)), flops / 3e14 + 1e-6);
 }
 
 // The GEMM kind's roofline of one fused kernel, as ranking asks for it.
@@ -63,8 +63,8 @@ TEST(FusedGemmSeconds, RatesByDtypeAndPrecision) {
   p.m = p.n = p.k = 4096;
   p.a.dtype = p.b.dtype = p.d.dtype = DType::Float32;
   const double flops = 2.0 * 4096 * 4096 * 4096;
-  EXPECT_DOUBLE_EQ(fused_gemm_seconds(p, round_numbers("strict")), flops / 1e14 + 1e-6);  // 3xTF32
-  EXPECT_DOUBLE_EQ(fused_gemm_seconds(p, round_numbers("tf32")), flops / 3e14 + 1e-6);
+  EXPECT_DOUBLE_EQ(fused_gemm_seconds(p, round_numbers(core::PrecisionMode::Strict)), flops / 1e14 + 1e-6);  // 3xTF32
+  EXPECT_DOUBLE_EQ(fused_gemm_seconds(p, round_numbers(core::PrecisionMode::Tf32)), flops / 3e14 + 1e-6);
   p.a.dtype = p.b.dtype = p.d.dtype = DType::BFloat16;
   EXPECT_DOUBLE_EQ(fused_gemm_seconds(p, round_numbers()), flops / 1e15 + 1e-6);
   p.m = 16;  // memory bound
@@ -101,7 +101,7 @@ TEST(Classify, ReuseAdaptNew) {
   DiscoverOptions o;
   EXPECT_EQ(classify(m, true, o), Classification::Adapt);
   EXPECT_EQ(classify(m, false, o), Classification::New);
-  o.key_of = [](const Problem&, const std::string&) { return std::string("other spelling"); };
+  o.key_of = [](const Problem&, core::PrecisionMode) { return std::string("other spelling"); };
   EXPECT_EQ(classify(m, true, o), Classification::Adapt);
   o.tuned_keys.insert("other spelling");
   EXPECT_EQ(classify(m, true, o), Classification::Reuse);
@@ -128,14 +128,6 @@ TEST(RankMatches, AcceptedBySavingsThenPendingThenDeclined) {
   for (const auto& m : ms) order.push_back(m.rule);
   EXPECT_EQ(order, (std::vector<std::string>{"accepted_big", "accepted_small", "pending",
                                              "declined_big", "declined_small"}));
-}
-
-TEST(Discover, RejectsUnknownPrecision) {
-  GraphBuilder b(DType::Float32);
-  auto x = b.input("x", {4});
-  DiscoverOptions o;
-  o.precision = "fast";
-  EXPECT_THROW(discover(b.finish({x}), o), std::invalid_argument);
 }
 
 }  // namespace

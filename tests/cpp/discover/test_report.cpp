@@ -33,7 +33,7 @@ TEST(Table, AlignsColumnsByDisplayWidth) {
 TEST(Report, TableListsMatchesKernelsAndDeclines) {
   auto g = testing::load_fixture("mingpt_block_fp32.json");
   DiscoverOptions options;
-  options.precision = "native";
+  options.precision = core::PrecisionMode::Native;
   auto d = discover(g, options);
   const std::string text = discovery_table(d, g, options);
   EXPECT_NE(text.find("MinGPTBlock (torch.export), 34 captured nodes"), std::string::npos);
@@ -49,7 +49,7 @@ TEST(Report, TableListsMatchesKernelsAndDeclines) {
   EXPECT_NE(text.find("NEW = no template yet"), std::string::npos);
   EXPECT_NE(text.find("roofline estimates from the device profile (H100 SXM (defaults))"), std::string::npos);
 
-  options.precision = "strict";
+  options.precision = core::PrecisionMode::Strict;
   d = discover(g, options);
   const std::string strict = discovery_table(d, g, options);
   EXPECT_NE(strict.find("1a    gemm_bias_gelu_tanh"), std::string::npos) << strict;
@@ -82,7 +82,7 @@ TEST(Report, AcceptedMatchWithoutSavingIsExplained) {
 TEST(Report, DiscoveryJsonTotals) {
   auto g = testing::load_fixture("mingpt_block_fp32.json");
   DiscoverOptions options;
-  options.precision = "strict";
+  options.precision = core::PrecisionMode::Strict;
   auto d = discover(g, options);
 
   const auto j = discovery_to_json(d, g, options);

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "fact/problem/abi_elements.hpp"
-#include "fact/runtime/fact_abi.h"
+#include "fact/core/fact_abi.h"
 
 namespace fact {
 namespace {

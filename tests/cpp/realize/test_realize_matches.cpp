@@ -166,12 +166,5 @@ TEST(RealizeMatches, CompilesThroughTheBuildDriverAndItsCache) {
   for (const auto& k : second.kernels) EXPECT_EQ(k.status, "cached");
 }
 
-TEST(RealizeMatches, RejectsAnUnknownPrecision) {
-  RealizeOptions options;
-  options.out_dir = scratch("precision");
-  options.precision = "fast";
-  EXPECT_THROW(realize_matches(sample_matches(), options), std::invalid_argument);
-}
-
 }  // namespace
 }  // namespace fact::realize

@@ -23,7 +23,7 @@ using discover::MatchStatus;
 using gemm::GemmProblem;
 using graph::DType;
 
-constexpr const char* kPrecision = "native";
+constexpr core::PrecisionMode kPrecision = core::PrecisionMode::Native;
 
 GemmProblem bf16_linear(int64_t m, int64_t n, int64_t k) {
   return gemm::make_gemm_problem({m, n, k, 1}, DType::BFloat16, "", "tn");

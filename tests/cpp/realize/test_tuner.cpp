@@ -49,8 +49,8 @@ class FakeSource : public CandidateSource {
   FakeSource(std::map<int, Behaviour> behaviours, std::filesystem::path counter)
       : behaviours_(std::move(behaviours)), counter_(std::move(counter)) {}
 
-  KernelSpec problem_class(const Problem&, const std::string& precision) override {
-    if (precision == "unsupported") throw std::invalid_argument("fake source: unsupported precision");
+  KernelSpec problem_class(const Problem&, core::PrecisionMode precision) override {
+    if (precision == core::PrecisionMode::Tf32) throw std::invalid_argument("fake source: unsupported precision");
     return KernelSpec("gemm", "fake", "fake_class", nlohmann::json::object());
   }
   ParamSpace candidates(const KernelSpec&, const Problem&, const std::string&) override {
@@ -59,7 +59,7 @@ class FakeSource : public CandidateSource {
     space.pruned.push_back({fake_spec(512), "needs more shared memory than the SM has"});
     return space;
   }
-  TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem, const std::string& precision,
+  TuningKey tuning_key(const KernelSpec& problem_class, const Problem& problem, core::PrecisionMode precision,
                        const std::string& cutlass_version) override {
     TuningKey key;
     key.kind = problem.kind;
@@ -145,7 +145,7 @@ class TunerTest : public ::testing::Test {
   TuneRequest request(int64_t size = 4096) {
     TuneRequest r;
     r.problem = square_problem(size);
-    r.precision = "native";
+    r.precision = core::PrecisionMode::Native;
     r.show_progress = false;
     r.cutlass_version = "4.2.0";
     r.work_dir = scratch / "runs";
@@ -314,7 +314,7 @@ TEST_F(TunerTest, UnsupportedProblemThrows) {
   BuildDriver builder(cache, options);
   Tuner tuner(source, builder, runner, db);
   TuneRequest bad = request();
-  bad.precision = "unsupported";
+  bad.precision = core::PrecisionMode::Tf32;  // the fake source takes no tf32 problem
   EXPECT_THROW(tuner.tune(bad), std::invalid_argument);
 }
 
@@ -385,7 +385,7 @@ esac
     RunRequest request;
     request.library = library;
     request.problem = square_problem(256);
-    request.precision = "native";
+    request.precision = core::PrecisionMode::Native;
     request.timeout = timeout;
     request.scratch_dir = scratch / ("run-" + library_text);
     return SubprocessRunner(script).run(request);
@@ -428,7 +428,7 @@ TEST_F(SubprocessRunnerTest, CommandLine) {
   RunRequest request;
   request.library = "/cache/k/lib.so";
   request.problem = square_problem(256);
-  request.precision = "native";
+  request.precision = core::PrecisionMode::Native;
   request.baselines = {"cublas", "cublaslt"};
   request.scratch_dir = "/tmp/x";
   request.timeout = std::chrono::seconds(120);

@@ -23,7 +23,7 @@ TuningKey key_for(int64_t m, int64_t n, int64_t k, int64_t batch, const std::str
   key.dims = {m, n, k, batch};
   key.problem_class = problem_class;
   key.cutlass_version = cutlass;
-  key.precision = precision;
+  key.precision = core::parse_precision(precision);
   return key;
 }
 
@@ -60,7 +60,7 @@ TEST(TuningKey, BucketRoundsEachDimensionUpToAPowerOfTwo) {
   EXPECT_EQ(a.bucket_id(), b.bucket_id());
   EXPECT_NE(a.id(), b.id());
   TuningKey other_precision = a;
-  other_precision.precision = "strict";
+  other_precision.precision = core::PrecisionMode::Strict;
   EXPECT_NE(a.bucket_id(), other_precision.bucket_id());
 }
 

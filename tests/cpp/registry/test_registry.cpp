@@ -46,7 +46,7 @@ struct AttentionCase {
     options.arch = kHostArch;
     // In precision native no template computes float32 attention (the float32 kernels run
     // strict and tf32), so its match stays NEW: the registry's case.
-    options.precision = "native";
+    options.precision = core::PrecisionMode::Native;
     discovery = discover::discover(captured, options);
     for (const auto& m : discovery.matches) {
       if (m.pattern == "attention") attention = &m;  // (a test may name a pattern)
@@ -222,14 +222,14 @@ TEST(Classify, NewThenReuseOnceAVerifiedKernelIsStoredAdaptOnOtherShapes) {
 
   // A kernel verified in another precision mode does not serve this one.
   discover::DiscoverOptions tf32 = c.options;
-  tf32.precision = "tf32";
+  tf32.precision = core::PrecisionMode::Tf32;
   EXPECT_EQ(classify(m, c.captured, reg.lookup(m.rule, m.pattern, "float32", kHostArch), tf32).classification,
             discover::Classification::New);
 }
 
 TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
   AttentionCase c;
-  c.options.precision = "strict";  // the block's templates accept in strict
+  c.options.precision = core::PrecisionMode::Strict;  // the block's templates accept in strict
   const discover::Discovery strict = discover::discover(c.captured, c.options);
   const discover::Match* gemm = nullptr;
   for (const auto& m : strict.matches) {
@@ -243,7 +243,7 @@ TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
   EXPECT_EQ(result.classification, discover::Classification::Adapt);
   EXPECT_EQ(result.entry.rfind("builtin/", 0), 0u);
   discover::DiscoverOptions tuned = c.options;
-  tuned.key_of = [](const Problem&, const std::string&) { return std::string("k"); };
+  tuned.key_of = [](const Problem&, core::PrecisionMode) { return std::string("k"); };
   tuned.tuned_keys = {"k"};
   EXPECT_EQ(classify(*gemm, c.captured, candidates, tuned).classification, discover::Classification::Reuse);
 }
@@ -252,7 +252,7 @@ TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
 // does not become the template the report names: the match's own rule's entry does.
 TEST(Classify, TheMatchsOwnRuleNamesTheTemplate) {
   AttentionCase c;
-  c.options.precision = "strict";  // the block's templates accept in strict
+  c.options.precision = core::PrecisionMode::Strict;  // the block's templates accept in strict
   const discover::Discovery strict = discover::discover(c.captured, c.options);
   const discover::Match* gemm = nullptr;
   for (const auto& m : strict.matches) {
@@ -280,7 +280,7 @@ TEST(Classify, TheMatchsOwnRuleNamesTheTemplate) {
 // accepting template ("attention"), not the decline-reporting rule listed first.
 TEST(Classify, AMatchNamedForItsMaskTakesItsPatternsTemplate) {
   AttentionCase c;
-  c.options.precision = "strict";  // the float32 attention kernel accepts
+  c.options.precision = core::PrecisionMode::Strict;  // the float32 attention kernel accepts
   const discover::Discovery strict = discover::discover(c.captured, c.options);
   const discover::Match* attention = nullptr;
   for (const auto& m : strict.matches) {

@@ -1,8 +1,8 @@
-#include "fact/realize/kernel_spec.hpp"
+#include "fact/problem/kernel_spec.hpp"
 
 #include <stdexcept>
 
-namespace fact::realize {
+namespace fact {
 
 KernelSpec::KernelSpec(std::string kind, std::string pattern, std::string name, nlohmann::json params)
     : kind_(std::move(kind)), pattern_(std::move(pattern)), name_(std::move(name)),
@@ -20,4 +20,4 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
                     j.at("name").get<std::string>(), j.at("params"));
 }
 
-}  // namespace fact::realize
+}  // namespace fact

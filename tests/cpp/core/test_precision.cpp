@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
 
-#include "fact/runtime/precision.hpp"
+#include <nlohmann/json.hpp>
 
-namespace fact::runtime {
+#include "fact/core/precision.hpp"
+
+namespace fact::core {
 namespace {
-
-using graph::DType;
 
 TEST(Precision, NamesRoundTrip) {
   for (PrecisionMode m : {PrecisionMode::Strict, PrecisionMode::Tf32, PrecisionMode::Native}) {
@@ -25,8 +25,28 @@ TEST(Precision, ToleranceIsModeBoundRaisedByHalfOutput) {
   EXPECT_DOUBLE_EQ(tolerance_for(PrecisionMode::Strict, DType::BFloat16), 2e-2);
 }
 
+TEST(Precision, JsonSpellsTheName) {
+  const nlohmann::json j = PrecisionMode::Tf32;
+  EXPECT_EQ(j, "tf32");
+  EXPECT_EQ(nlohmann::json("native").get<PrecisionMode>(), PrecisionMode::Native);
+  EXPECT_THROW(nlohmann::json("fast").get<PrecisionMode>(), std::invalid_argument);
+}
+
+TEST(Precision, DefaultModeFollowsTheDtype) {
+  EXPECT_EQ(default_precision(DType::BFloat16), PrecisionMode::Native);
+  EXPECT_EQ(default_precision(DType::Float16), PrecisionMode::Native);
+  EXPECT_EQ(default_precision(DType::Float32), PrecisionMode::Strict);
+}
+
+TEST(Precision, ThreeTf32HasOneSpellingAndReadsTheOldOne) {
+  EXPECT_EQ(precision_info(PrecisionMode::Strict).float32_math, "3xtf32");
+  EXPECT_TRUE(is_three_tf32("3xtf32"));
+  EXPECT_TRUE(is_three_tf32("tf32x3"));  // files written before the spelling was settled
+  EXPECT_FALSE(is_three_tf32("tf32"));
+}
+
 // The GEMM kind's precision_mismatch is tested with the GEMM runtime
 // (patterns/gemm/tests/test_runtime_gemm_case.cpp).
 
 }  // namespace
-}  // namespace fact::runtime
+}  // namespace fact::core
