@@ -122,7 +122,8 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
                                ? nlohmann::json::parse(request_doc.at("graph_json").get<std::string>())
                                : request_doc.at("graph_json");
   request.out_dir = request_doc.at("out_dir").get<std::string>();
-  request.precision = request_doc.value("precision", std::string());
+  if (const std::string name = request_doc.value("precision", std::string()); !name.empty())
+    request.precision = core::parse_precision(name);  // absent or "": the engine picks from the graph
   request.compile = request_doc.value("compile", false);
   request.tune = request_doc.value("tune", size_t{0});
   request.space = request_doc.value("space", std::string("default"));
@@ -142,7 +143,7 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   const std::optional<std::string> no_gpu = gpu_unavailable_reason();
 
   const PlanResult plan = make_plan(request);
-  const std::string precision = plan.options.precision;
+  const std::string precision(core::precision_name(plan.options.precision));
   const std::string table = discover::discovery_table(plan.discovery, plan.captured, plan.options);
   out << "\n== discover (precision mode: " << precision << ")\n" << table;
   print_tuning(plan.tuning, out, detail);
@@ -157,7 +158,8 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   size_t failed = 0;
   for (const auto& k : plan.realized.kernels) failed += k.status == "failed" ? 1 : 0;
   const std::vector<compose::RooflinePoint> roofline =
-      compose::roofline_points(plan.plan, plan.options.device, precision, measured_times(plan.tuning));
+      compose::roofline_points(plan.plan, plan.options.device, plan.options.precision,
+                              measured_times(plan.tuning));
   out << "\n== roofline (" << plan.options.device.name << ")\n" << compose::roofline_table(roofline);
 
   compose::OptimizeReport& report = run.report;

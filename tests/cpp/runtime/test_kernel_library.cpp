@@ -8,8 +8,8 @@ namespace {
 
 using test::ScratchDir;
 
-realize::KernelSpec sample_spec() {
-  return realize::KernelSpec("gemm", "gemm", "gemm_bf16_tn_128x256x64_c2x1_coop_persistent",
+KernelSpec sample_spec() {
+  return KernelSpec("gemm", "gemm", "gemm_bf16_tn_128x256x64_c2x1_coop_persistent",
                              {{"tile", {128, 256, 64}}, {"cluster", {2, 1, 1}}});
 }
 
