@@ -15,6 +15,9 @@
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
 #   gemm         the GEMM suite, `fact bench gemm` with FACT_GEMM_CANDIDATES configurations per
 #                case (default 8; results gemm-<device>-<date>-max<N>.json at the top of $OUT)
+#   example      the README's main command on the GPU: `fact optimize` of the bundled minGPT
+#                block in bf16 with FACT_EXAMPLE_ARGS (default: --max-candidates 8); its output
+#                folder comes back as example.tgz, its terminal output in example.log
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -82,6 +85,11 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" ./build-device/fact bench gemm \
         -o "$OUT/gemm" --max-candidates "${FACT_GEMM_CANDIDATES:-8}" --timeout 60 --tuning-cost none \
         >"$OUT/gemm.log" 2>&1 ;;
+    example)
+      CUDA_VISIBLE_DEVICES=$gpu timeout "$(left)" ./build-device/fact optimize \
+        bench/models/mingpt_block.py:MinGPTBlock --dtype bfloat16 -o "$OUT/example" \
+        ${FACT_EXAMPLE_ARGS:---max-candidates 8} >"$OUT/example.log" 2>&1
+      echo "fact optimize exit $?" >>"$OUT/example.log" ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -95,7 +103,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -117,6 +125,7 @@ done
 [ -f "$OUT/blocks/blocks.txt" ] && cat "$OUT/blocks/blocks.txt"
 [ -f "$OUT/llama/blocks.txt" ] && cat "$OUT/llama/blocks.txt"
 [ -f "$OUT/attention.log" ] && tail -25 "$OUT/attention.log"
+[ -f "$OUT/example.log" ] && grep -vE "ETA|^\s*$" "$OUT/example.log" | tail -40
 [ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 
