@@ -24,7 +24,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from fact.console import RunLog, default_log_path, verbose_from_environment
 

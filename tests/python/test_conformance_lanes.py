@@ -120,7 +120,8 @@ def test_a_case_the_time_cap_stopped_mid_measurement_is_recorded_as_skipped(tmp_
     # The run of 2026-11-27 stopped while gemm_baddbmm_alibi-float32 was being measured: the
     # case had no record, so the results file lost it and a --resume would not have measured it.
     from fact.conformance.corpus import case_record
-    from fact.conformance.driver import _Run, record_unmeasured
+    from fact.conformance.driver import record_unmeasured
+    from fact.conformance.run_files import _Run
     from fact.conformance.lanes import resumed_records
 
     run = _Run(tmp_path / "out", tmp_path / "work", "2026-11-27", "")

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import signal
 import struct

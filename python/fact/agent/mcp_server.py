@@ -25,7 +25,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 import uuid
 import warnings
 from pathlib import Path

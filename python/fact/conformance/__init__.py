@@ -85,5 +85,6 @@ from fact.conformance.prepare import (PREPARE_BUDGET_SHARE, PREPARE_DIR,
 from fact.conformance.lanes import (MEASURE_DIR, LaneError, Measurements, claim_case,
                                      current_path, lane_cores, lane_gpus, pin_to_lane,
                                      resumed_records, visible_gpus)
-from fact.conformance.driver import _prepare_deadline, _Run, _settings, _worker, run_gpu
+from fact.conformance.driver import _prepare_deadline, _settings, _worker, run_gpu
+from fact.conformance.run_files import _Run
 from fact.conformance.cli import main

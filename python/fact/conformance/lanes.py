@@ -26,7 +26,7 @@ from fact.conformance.gpu_case import _log
 from fact.conformance.prepare import claim, with_prepare_record
 
 if TYPE_CHECKING:
-    from fact.conformance.driver import _Run
+    from fact.conformance.run_files import _Run
 
 
 MEASURE_DIR = "measure"   # under the work dir: the lanes' claims and their workers' logs

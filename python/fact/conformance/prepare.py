@@ -48,7 +48,7 @@ from fact.conformance.corpus import (PRECISION_BY_DTYPE, _first_line, build_case
 from fact.conformance.gpu_case import WORKER_LOST_EXIT, _log
 
 if TYPE_CHECKING:
-    from fact.conformance.driver import _Run
+    from fact.conformance.run_files import _Run
 
 
 PREPARE_DIR = "prepare"              # under the work dir: queue, claims, records, worker logs
