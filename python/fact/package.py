@@ -62,7 +62,8 @@ PACKAGE_DIR = _Path(__file__).resolve().parent
 
 def load(device="cuda", **options):
     """The composed module on `device` with the optimized weights. Options: inputs (example
-    inputs; default get_inputs()), remainder ("inductor" | "eager"), cuda_graphs, patterns,
+    inputs; default get_inputs()), remainder ("inductor" | "eager"; default inductor on a GPU,
+    eager on the CPU), cuda_graphs, patterns,
     verify, speed_guard, replacement_guard (see fact.package.load_package)."""
     from fact.package import load_package
 
@@ -217,14 +218,18 @@ def build_packaged_model(package_dir: str | Path, device: str = "cpu"
 
 
 def load_package(package_dir: str | Path, device: str = "cuda", *,
-                 inputs: Sequence[Any] | None = None, remainder: str = "inductor",
+                 inputs: Sequence[Any] | None = None, remainder: str | None = None,
                  cuda_graphs: bool = False, patterns: Iterable[str] | str | None = None,
                  verify: bool = True, speed_guard: bool = True,
                  replacement_guard: bool | None = None) -> ComposedModule:
     """The packaged module composed on `device` from the package's plan and kernel libraries
     (fact.compose.apply_plan; no engine). Whether a replacement is faster than the subgraph
-    it replaces is decided here, on the device (replacement_guard), never at packaging."""
+    it replaces is decided here, on the device (replacement_guard), never at packaging.
+    remainder None: "inductor" on a GPU, "eager" on the CPU (Inductor's CPU compile of the rest
+    takes about a minute on every load and the host reference dominates there anyway)."""
     package_dir = Path(package_dir)
+    if remainder is None:
+        remainder = "eager" if str(device).startswith("cpu") else "inductor"
     model, example = build_packaged_model(package_dir, device)
     return apply_plan(model, tuple(inputs) if inputs is not None else example, package_dir,
                       remainder=remainder, cuda_graphs=cuda_graphs, patterns=patterns,

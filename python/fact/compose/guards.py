@@ -11,7 +11,7 @@ import torch.fx
 
 from fact import verify as checks
 from fact.compose.module import ComposedModule, _CudaGraphRunner
-from fact.compose.signature import _first_line
+from fact.compose.signature import _first_line, _root_reason
 from fact.replacement_speed import time_replacement
 from fact.report import FactReport
 from fact.timing import CandidatesTimer, Timer, l2_flushed_medians_ms
@@ -28,7 +28,7 @@ def _compiled_original(module: torch.nn.Module, example_inputs: tuple) -> tuple[
             warnings.simplefilter("ignore")
             compiled(*example_inputs)
     except Exception as error:  # noqa: BLE001 - never crash: eager instead
-        return None, f"Inductor compilation failed: {_first_line(error)}"
+        return None, f"Inductor compilation failed: {_root_reason(error)}"
     return compiled, ""
 
 
@@ -41,7 +41,7 @@ def _compile_remainder(composed: ComposedModule, example_inputs: tuple) -> None:
             warnings.simplefilter("ignore")
             compiled(*example_inputs)
     except Exception as error:  # noqa: BLE001 - never crash: eager instead
-        composed.fact_report.remainder = f"eager (Inductor compilation failed: {_first_line(error)})"
+        composed.fact_report.remainder = f"eager (Inductor compilation failed: {_root_reason(error)})"
         return
     composed.__dict__["_compiled"] = compiled
     composed.fact_report.remainder = "inductor"

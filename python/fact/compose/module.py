@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
-from fact.compose.signature import _describe, _first_line, _signature
+from fact.compose.signature import _describe, _root_reason, _signature
 from fact.report import FactReport
 from fact.timing import capture_cuda_graph
 
@@ -91,9 +91,9 @@ class ComposedModule(torch.nn.Module):
                 return self._compiled(*args)
             except Exception as error:  # noqa: BLE001 - Inductor trouble: eager from now on
                 self.__dict__["_compiled"] = None
-                self.fact_report.remainder = f"eager (Inductor failed at a call: {_first_line(error)})"
+                self.fact_report.remainder = f"eager (Inductor failed at a call: {_root_reason(error)})"
                 warnings.warn(f"fact: the Inductor-compiled remainder failed "
-                              f"({_first_line(error)}); running it eagerly from now on",
+                              f"({_root_reason(error)}); running it eagerly from now on",
                               stacklevel=3)
         # forward, not __call__: the exported module's pre-hooks re-check what the signature
         # guard has already checked (pytree spec, input constraints) on every call.

@@ -11,6 +11,24 @@ def _first_line(error: BaseException) -> str:
     return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
 
 
+def _root_reason(error: BaseException) -> str:
+    """The first line of `error` and, where it wraps another error (torch.compile's
+    BackendCompilerFailed says only "backend='inductor' raised:" on its first line), the first
+    line of the innermost cause: the reason a user can act on."""
+    inner = error
+    seen = {id(inner)}
+    while (inner.__cause__ or inner.__context__) is not None and id(inner.__cause__ or inner.__context__) not in seen:
+        inner = inner.__cause__ or inner.__context__
+        seen.add(id(inner))
+    outer = _first_line(error)
+    if inner is error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        if outer.rstrip().endswith(":") and len(lines) > 1:
+            return f"{outer} {lines[1]}"
+        return outer
+    return f"{outer} {_first_line(inner)}"
+
+
 
 def _signature(args: Sequence[Any]) -> tuple:
     """What the composed graph assumes about its inputs: shape, dtype, device, strides and
