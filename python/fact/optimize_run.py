@@ -193,7 +193,7 @@ def agent_stage(run: Run, device: str) -> None:
     with run.stage_log("agent", "fact.agent.synthesize") as log:
         run.output.stage = log
         try:
-            status = synthesize.main(argv)
+            status = synthesize.main(argv, say=run.output.say)
         except Exception as error:  # noqa: BLE001 - the plan goes on without agent kernels
             log.failed(error)
             status = _first_line(error)

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fact.agent import engine, examples as retrieval, gates, prompt
 from fact.agent.llm import ChatClient, LLMConfig, LLMError, extract_source, looks_like_refusal
@@ -293,7 +293,9 @@ def run(graph: str | Path, *, arch: str = "host", precision: str | None = None, 
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, say: Callable[[str], None] = print) -> int:
+    """The command line; its summary (what each NEW match got) goes through `say` (print, or
+    the caller's own output: `fact optimize --agent` shows it among its stages)."""
     parser = argparse.ArgumentParser(prog="python -m fact.agent.synthesize",
                                      description="Ask an LLM for kernels of a captured graph's NEW matches; "
                                                  "those that pass FACT's gates enter the registry.")
@@ -316,13 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.graph, arch=args.arch, precision=args.precision, config=config,
                  budget=Budget(args.attempts, args.seconds, args.max_tokens, args.gate_seconds), out_dir=args.out,
                  registry_dir=args.registry_dir, matches=args.match)
-    print(f"agent: {report['summary']}")
+    say(f"agent: {report['summary']}")
     for m in report["matches"]:
-        print(f"  #{m['label']} {m['rule']}: {m['status']}: {m['reason']}")
+        say(f"  #{m['label']} {m['rule']}: {m['status']}: {m['reason']}")
         for a in m.get("attempts", []):
             check = f" [{a['failed_check']}]" if a.get("failed_check") else ""
-            print(f"      attempt {a['number']}: {a['outcome']}{check} {a['detail'][:160]}")
-    print(f"agent: report {Path(args.out) / 'agent_report.json'}")
+            say(f"      attempt {a['number']}: {a['outcome']}{check} {a['detail'][:160]}")
+    say(f"agent: report {Path(args.out) / 'agent_report.json'}")
     return 0
 
 
