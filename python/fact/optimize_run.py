@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -168,9 +167,26 @@ def capture_stage(run: Run, device: str) -> Captured:
         finally:
             run.output.stage = None
     write_graph(document, run.out / "graph.json")
+    if dtype_did_not_apply(run.args.dtype, model, inputs):
+        note = (f"--dtype {run.args.dtype} did not apply: the model has no floating-point parameters, "
+                f"buffers or inputs (it runs in its own dtypes)")
+        run.output.say(f"note: {note}")
+        run.skipped.append(note)
     run.output.say(f"captured {run.args.model}: {len(document['nodes'])} nodes, {len(document['values'])} values "
                    f"(capture: {document['source']['capture']}); {run.out / 'graph.json'}")
     return Captured(model, tuple(inputs), document, exported, device)
+
+
+def dtype_did_not_apply(dtype: str, model: Any, inputs: Sequence[Any]) -> bool:
+    """True when --dtype asked for another floating dtype than float32 (the default) and the
+    model has no floating-point tensor for it to apply to."""
+    import torch
+
+    if dtype in ("float32", "fp32", "f32", "float"):
+        return False
+    tensors = [*model.parameters(), *model.buffers(),
+               *(x for x in inputs if isinstance(x, torch.Tensor))]
+    return not any(t.is_floating_point() for t in tensors)
 
 
 def agent_stage(run: Run, device: str) -> None:
@@ -213,7 +229,7 @@ def plan_stage(run: Run, captured: Captured, gpu_unavailable: str | None) -> dic
     request = {"graph_json": json.dumps(captured.document), "out_dir": str(run.out / "plan"),
                "report_dir": str(run.out), "model": a.model, "dtype": a.dtype, "precision": a.precision,
                "compile": not a.no_compile, "tune": tune, "no_tune_asked": a.no_tune, "space": a.space,
-               "jobs": a.jobs, "progress": os.isatty(2), "device": captured.device,
+               "jobs": a.jobs, "progress": True, "device": captured.device,  # a bar on a terminal, lines elsewhere
                "inputs": _input_specs(captured.inputs),
                "patterns": [p for p in a.patterns.split(",") if p] or None}
     run.output.say(f"\n== plan (engine: discover{', tune' if tune else ''}, realize)")
@@ -249,9 +265,11 @@ def package_stage(run: Run, captured: Captured, plan: dict, compiled: bool) -> P
         finally:
             run.output.stage = None
     package.written = True
+    planned = plan.get("plan_document", {}).get("replacements", [])
     package.note = (f"`{package.path}/`: `import {name}; {name}.load(device=...)` (see its README.md and "
-                    f"report.json); kernels " +
-                    ("compiled" if compiled else "not compiled (--no-compile or no nvcc)") +
+                    f"report.json); " +
+                    ("no kernels (no replacement was planned: nothing to compile)" if not planned
+                     else "kernels compiled" if compiled else "kernels not compiled (--no-compile or no nvcc)") +
                     (", verified against float64 on this GPU" if on_gpu
                      else ", not verified (no GPU here; load() verifies them on the GPU)"))
     run.output.say(f"wrote package {package.path}")
@@ -364,10 +382,39 @@ def optimize(run: Run) -> int:
     return 0
 
 
+# What a run writes at the top of its output folder (besides its package, fact_<name>/).
+PREVIOUS_OUTPUTS = ("report.md", "report.html", "report.json", "e2e.md", "e2e.json", "graph.json",
+                    "roofline.png", "e2e_speedup.png", "kernel_speedup.png", "tuning_scatter.png",
+                    "plan", "agent", "logs")
+
+
+def clear_previous_outputs(out: Path) -> list[str]:
+    """Removes what an earlier `fact optimize` wrote into `out` (its reports, plots, graph, plan,
+    logs and package), so that a reused folder holds this run's outputs only; returns the names
+    removed. A folder is taken for a package only when its __init__.py says FACT wrote it."""
+    import shutil
+
+    removed = []
+    packages = [p for p in out.glob("fact_*") if p.is_dir() and (p / "__init__.py").is_file()
+                and "fact.package" in (p / "__init__.py").read_text(errors="replace")]
+    for path in [out / name for name in PREVIOUS_OUTPUTS] + packages:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(path.name)
+    return removed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
     out = Path(args.out)
+    removed = clear_previous_outputs(out) if out.is_dir() else []
     out.mkdir(parents=True, exist_ok=True)
+    if removed:
+        print(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}", flush=True)
     output = RunOutput(out / "logs", args.verbose)
     run = Run(args, out, output)
     try:
