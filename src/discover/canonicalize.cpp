@@ -47,7 +47,37 @@ PassRegistry& pass_registry() {
   return registry;
 }
 
+struct SpellingRegistry {
+  std::mutex mutex;
+  std::vector<ActivationSpelling> spellings;
+};
+
+SpellingRegistry& spelling_registry() {
+  static SpellingRegistry registry;
+  return registry;
+}
+
 }  // namespace
+
+void register_activation_spelling(ActivationSpelling spelling) {
+  SpellingRegistry& r = spelling_registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& existing : r.spellings) {
+    for (const auto& target : spelling.targets) {
+      if (existing.name != spelling.name &&
+          std::find(existing.targets.begin(), existing.targets.end(), target) != existing.targets.end())
+        throw std::logic_error("aten target '" + target + "' spells both '" + existing.name + "' and '" +
+                               spelling.name + "'");
+    }
+  }
+  r.spellings.push_back(std::move(spelling));
+}
+
+std::vector<ActivationSpelling> activation_spellings() {
+  SpellingRegistry& r = spelling_registry();
+  std::lock_guard lock(r.mutex);
+  return r.spellings;
+}
 
 void register_canonical_pass(CanonicalPass pass) {
   PassRegistry& r = pass_registry();

@@ -106,21 +106,6 @@ std::optional<double> number_argument(const Node& node, size_t index, const char
   return detail::number_constant(*arg);
 }
 
-// The activations the GEMM epilogue's op table (patterns/gemm/epilogue/ops.def) says an aten op
-// spells without parameters: its name, its aten targets, and the constants the op's further
-// arguments (positional from 1, or by keyword) must have when given ("beta=1 threshold=20").
-struct TableActivation {
-  const char* name;
-  std::string_view targets;
-  std::string_view defaults;
-};
-constexpr TableActivation kTableActivations[] = {
-#define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, NAME, F16, F32, FORMULA, ATEN, ATEN_DEFAULTS, ...) \
-  {NAME, ATEN, ATEN_DEFAULTS},
-#include "patterns/gemm/epilogue/ops.def"
-#undef FACT_GEMM_ACTIVATION
-};
-
 std::vector<std::string> words(std::string_view text) {
   std::vector<std::string> out;
   size_t at = 0;
@@ -147,13 +132,14 @@ bool has_default_arguments(const Node& node, std::string_view defaults) {
   return true;
 }
 
-// The table's activation `node` is, or nullptr.
-const char* table_activation(const Node& node) {
-  for (const TableActivation& entry : kTableActivations) {
-    if (entry.targets.empty() || !target_in(node, words(entry.targets))) continue;
-    return has_default_arguments(node, entry.defaults) ? entry.name : nullptr;
+// The registered activation spelling `node` is (register_activation_spelling), or nullopt.
+std::optional<std::string> spelled_activation(const Node& node) {
+  for (const ActivationSpelling& entry : activation_spellings()) {
+    if (entry.targets.empty() || !target_in(node, entry.targets)) continue;
+    if (has_default_arguments(node, entry.defaults)) return entry.name;
+    return std::nullopt;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // The fact.activation attrs for a captured activation op, if it is one.
@@ -161,7 +147,7 @@ std::optional<json> activation_attrs(const Node& node) {
   auto make = [](const char* kind, double p0 = 0.0, double p1 = 0.0) {
     return json{{"kind", kind}, {"p0", p0}, {"p1", p1}};
   };
-  if (auto name = table_activation(node)) return make(name);
+  if (auto name = spelled_activation(node)) return make(name->c_str());
   if (target_in(node, {"aten.leaky_relu", "aten.leaky_relu_"})) {
     const Arg* slope_arg = detail::argument(node, 1, "negative_slope");
     auto slope = slope_arg ? detail::number_constant(*slope_arg) : std::optional<double>(0.01);

@@ -10,8 +10,8 @@
 //                   relative); args [x].
 //   fact.gelu_erf   from aten.gelu and 0.5*x*(1+erf(x/sqrt(2))); args [x].
 //   fact.activation from leaky_relu, hardtanh, relu6, clamp, clamp_min, x*sigmoid(x) (silu) and
-//                   every aten op the GEMM epilogue's op table lists for an activation
-//                   (patterns/gemm/epilogue/ops.def: relu, silu, sigmoid, tanh, ...); args [x];
+//                   every aten op a pattern folder registered as an activation spelling (below:
+//                   relu, silu, sigmoid, tanh, softplus, ...); args [x];
 //                   attrs {kind: the activation's name, p0, p1 (leaky slope; hardtanh/clamp
 //                   bounds, ±inf if absent)}.
 //   fact.scale      from mul / div of a tensor by a scalar; args [x]; attrs {value} (the factor).
@@ -40,6 +40,20 @@ std::vector<CanonicalPass> canonical_passes();  // by order, then name
 struct CanonicalPassRegistrar {
   explicit CanonicalPassRegistrar(CanonicalPass pass) { register_canonical_pass(std::move(pass)); }
 };
+
+// An activation that aten ops spell without parameters, registered by the pattern folder that
+// owns the activation (patterns/gemm/discover registers every row of its epilogue op table):
+// the activation's name (fact.activation's `kind`), the aten targets that spell it, and the
+// constants the op's further arguments must have when given, as "name=value" words in argument
+// order from the second (e.g. "beta=1 threshold=20"; empty: none).
+struct ActivationSpelling {
+  std::string name;
+  std::vector<std::string> targets;
+  std::string defaults;
+};
+// Throws std::logic_error when a target is already registered for another activation.
+void register_activation_spelling(ActivationSpelling spelling);
+std::vector<ActivationSpelling> activation_spellings();  // in registration order
 
 // Every registered pass in order. Never throws for unknown ops (they stay as they are).
 graph::Graph canonicalize(const graph::Graph& captured);
