@@ -10,6 +10,7 @@
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/rule.hpp"
 #include "fact/discover/graph_rewrite.hpp"
+#include "fact/util/words.hpp"
 #include "src/discover/polynomial.hpp"
 
 namespace fact::discover {
@@ -106,20 +107,9 @@ std::optional<double> number_argument(const Node& node, size_t index, const char
   return detail::number_constant(*arg);
 }
 
-std::vector<std::string> words(std::string_view text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = std::min(text.find(' ', at), text.size());
-    if (end > at) out.emplace_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
 // Every "name=value" of `defaults` is absent from the node or given as that constant.
 bool has_default_arguments(const Node& node, std::string_view defaults) {
-  const auto pairs = words(defaults);
+  const auto pairs = util::split_words(defaults);
   for (size_t i = 0; i < pairs.size(); ++i) {
     const size_t equals = pairs[i].find('=');
     const std::string name = pairs[i].substr(0, equals);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "fact/discover/discover.hpp"
+#include "fact/util/words.hpp"
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "tests/cpp/discover/discover_test_util.hpp"
 
@@ -20,22 +21,10 @@ using testing::gemms;
 using testing::linear;
 using testing::unary;
 
-// Every whole word of a space-separated list.
-std::vector<std::string> words(std::string_view text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = std::min(text.find(' ', at), text.size());
-    if (end > at) out.emplace_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
 TEST(EpilogueOpTableDiscover, EveryAtenTargetOfAnActivationIsFused) {
   int checked = 0;
   for (const ActivationOp& op : kActivationOps) {
-    for (const std::string& target : words(op.aten_targets)) {
+    for (const std::string& target : util::split_words(op.aten_targets)) {
       if (target.back() == '_') continue;  // in-place forms: the capture functionalizes them
       SCOPED_TRACE(target);
       GraphBuilder b(DType::BFloat16, "cuda:0");
