@@ -629,23 +629,21 @@ struct Activation : detail::LinkBase<Prev> {
   }
 };
 
-// x + value * C_i[m, n]: a residual connection (value = beta), C_i this step's M×N operand.
-template <class ElementC, class Prev>
-struct Residual : detail::LinkBase<Prev> {
-  using Base = detail::LinkBase<Prev>;
+namespace detail {
+
+// What every link over an M×N operand C_i (this step's operand: pointer, ld, batch stride) has in
+// common: the chain's first such operand is fetched through CUTLASS's source (C) fetch, every
+// further one straight into registers; its checks, kind match and description. kStep: the step's
+// FACT_STEP_* (ops.def).
+template <class ElementC, class Prev, int32_t kStep>
+struct MatrixOperandLink : LinkBase<Prev> {
+  using Base = LinkBase<Prev>;
   static constexpr bool kViaSource = !Prev::kReadsSource;  // the chain's first M×N operand
   static constexpr bool kReadsSource = true;
   static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
 
   template <class Cfg>
-  using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
-
-  template <class Cfg, class ElementOut>
-  using Node = detail::fusion::Sm90EVT<
-      detail::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut,
-                                  typename Cfg::ElementCompute, Cfg::kRound>,
-      detail::Scalar<Cfg>, Fetch<Cfg>,
-      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+  using Fetch = MatrixFetch<Cfg, ElementC, kViaSource>;
 
   template <class Cfg>
   static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
@@ -655,31 +653,23 @@ struct Residual : detail::LinkBase<Prev> {
       const FactGemmStep& s = Base::step(args);
       using Stride = typename Fetch<Cfg>::StrideMNL;
       return {static_cast<const ElementC*>(s.operand), ElementC(0),
-              detail::make_stride<Stride>(s.ld, s.batch_stride)};
+              make_stride<Stride>(s.ld, s.batch_stride)};
     }
   }
 
-  template <class Cfg, class ElementOut>
-  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    return {detail::scalar_arguments<Cfg>(Base::step(args).value), fetch_arguments<Cfg>(args),
-            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
-  }
-
+  // C_i[m, n] of batch l, in float (the references).
   template <class Cfg>
-  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
-                                             int64_t n, int64_t l) {
+  CUTLASS_HOST_DEVICE static float operand(const FactGemmArgs& args, int64_t m, int64_t n, int64_t l) {
     const FactGemmStep& s = Base::step(args);
-    const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
-    return s.value * c + Prev::template reference<Cfg>(args, accumulator, m, n, l);
+    return load_as_float<ElementC>(s.operand, matrix_offset<Cfg>(s, m, n, l));
   }
 
   static bool matches(const FactGemmArgs& args) {
     const FactGemmStep& s = Base::step(args);
-    return Prev::matches(args) && s.kind == FACT_STEP_RESIDUAL &&
-           s.operand_type == detail::dtype_id<ElementC>();
+    return Prev::matches(args) && s.kind == kStep && s.operand_type == dtype_id<ElementC>();
   }
   static void describe(FactGemmStep* steps) {
-    Base::describe_step(steps, FACT_STEP_RESIDUAL, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
+    Base::describe_step(steps, kStep, FACT_ACT_IDENTITY, dtype_id<ElementC>());
   }
 
   template <class Cfg>
@@ -687,80 +677,76 @@ struct Residual : detail::LinkBase<Prev> {
     if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
       return status;
     }
-    return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
+    return check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
+  }
+};
+
+// x = Fn(C_i[m, n], x): a link whose only input besides x is its M×N operand. Fn<T> is called with
+// the operand first (the EVT passes its children in order), on scalars and on fragments.
+template <template <class> class Fn, int32_t kStep, class ElementC, class Prev>
+struct BinaryMatrixLink : MatrixOperandLink<ElementC, Prev, kStep> {
+  using Base = MatrixOperandLink<ElementC, Prev, kStep>;
+
+  template <class Cfg, class ElementOut>
+  using Node = fusion::Sm90EVT<
+      fusion::Sm90Compute<Fn, ElementOut, typename Cfg::ElementCompute, Cfg::kRound>,
+      typename Base::template Fetch<Cfg>, typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    return {Base::template fetch_arguments<Cfg>(args),
+            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Fn<float>{}(Base::template operand<Cfg>(args, m, n, l),
+                       Prev::template reference<Cfg>(args, accumulator, m, n, l));
+  }
+};
+
+}  // namespace detail
+
+// x + value * C_i[m, n]: a residual connection (value = beta), C_i this step's M×N operand.
+template <class ElementC, class Prev>
+struct Residual : detail::MatrixOperandLink<ElementC, Prev, FACT_STEP_RESIDUAL> {
+  using Base = detail::MatrixOperandLink<ElementC, Prev, FACT_STEP_RESIDUAL>;
+
+  template <class Cfg, class ElementOut>
+  using Node = detail::fusion::Sm90EVT<
+      detail::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut,
+                                  typename Cfg::ElementCompute, Cfg::kRound>,
+      detail::Scalar<Cfg>, typename Base::template Fetch<Cfg>,
+      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
+
+  template <class Cfg, class ElementOut>
+  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
+    return {detail::scalar_arguments<Cfg>(Base::step(args).value),
+            Base::template fetch_arguments<Cfg>(args),
+            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
+  }
+
+  template <class Cfg>
+  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
+                                             int64_t n, int64_t l) {
+    return Base::step(args).value * Base::template operand<Cfg>(args, m, n, l) +
+           Prev::template reference<Cfg>(args, accumulator, m, n, l);
   }
 };
 
 // x * C_i[m, n]: the elementwise product with this step's M×N operand (SwiGLU's gate times
 // up-projection).
 template <class ElementC, class Prev>
-struct Multiply : detail::LinkBase<Prev> {
-  using Base = detail::LinkBase<Prev>;
-  static constexpr bool kViaSource = !Prev::kReadsSource;
-  static constexpr bool kReadsSource = true;
-  static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
-
-  template <class Cfg>
-  using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
-
-  template <class Cfg, class ElementOut>
-  using Node = detail::fusion::Sm90EVT<
-      detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
-                                  Cfg::kRound>,
-      Fetch<Cfg>, typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
-
-  template <class Cfg>
-  static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
-    if constexpr (kViaSource) {
-      return {};
-    } else {
-      const FactGemmStep& s = Base::step(args);
-      using Stride = typename Fetch<Cfg>::StrideMNL;
-      return {static_cast<const ElementC*>(s.operand), ElementC(0),
-              detail::make_stride<Stride>(s.ld, s.batch_stride)};
-    }
-  }
-
-  template <class Cfg, class ElementOut>
-  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    return {fetch_arguments<Cfg>(args),
-            Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
-  }
-
-  template <class Cfg>
-  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
-                                             int64_t n, int64_t l) {
-    const FactGemmStep& s = Base::step(args);
-    const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
-    return c * Prev::template reference<Cfg>(args, accumulator, m, n, l);
-  }
-
-  static bool matches(const FactGemmArgs& args) {
-    const FactGemmStep& s = Base::step(args);
-    return Prev::matches(args) && s.kind == FACT_STEP_MULTIPLY &&
-           s.operand_type == detail::dtype_id<ElementC>();
-  }
-  static void describe(FactGemmStep* steps) {
-    Base::describe_step(steps, FACT_STEP_MULTIPLY, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
-  }
-
-  template <class Cfg>
-  static int check_operands(const FactGemmArgs& args, bool size_query) {
-    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
-      return status;
-    }
-    return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args), size_query);
-  }
-};
+struct Multiply : detail::BinaryMatrixLink<cutlass::multiplies, FACT_STEP_MULTIPLY, ElementC, Prev> {};
 
 // x = Op(x, C_i[m, n]) for a step written only as a formula over an M×N operand (op_formulas.h:
 // apply(x, operand, constants), constants unused): MatrixFormula<ops::GeluTanhGradStep>::Link is
-// used like Multiply, its operand fetched the same way (the chain's first M×N operand through
-// CUTLASS's C, further ones straight into registers). Its step kind is the ops.def entry whose
+// used like Multiply, its operand fetched the same way. Its step kind is the ops.def entry whose
 // HostFormula is Op.
 template <class Op>
 struct MatrixFormula {
-  // (c, x) -> Op(x, c): the EVT passes the children in order, the operand first.
+  // (c, x) -> Op(x, c): the operand first, as the EVT passes the children.
   template <class T>
   struct Compute {
     CUTLASS_HOST_DEVICE T operator()(T const& c, T const& x) const {
@@ -780,66 +766,11 @@ struct MatrixFormula {
     }
   };
 
+  static constexpr int32_t kStep = detail::step_id_of_formula<Op>();
+  static_assert(kStep >= 0, "no ops.def entry names this formula");
+
   template <class ElementC, class Prev>
-  struct Link : detail::LinkBase<Prev> {
-    using Base = detail::LinkBase<Prev>;
-    static constexpr int32_t kStep = detail::step_id_of_formula<Op>();
-    static_assert(kStep >= 0, "no ops.def entry names this formula");
-    static constexpr bool kViaSource = !Prev::kReadsSource;
-    static constexpr bool kReadsSource = true;
-    static constexpr int kSourceStep = kViaSource ? Base::kIndex : Prev::kSourceStep;
-
-    template <class Cfg>
-    using Fetch = detail::MatrixFetch<Cfg, ElementC, kViaSource>;
-
-    template <class Cfg, class ElementOut>
-    using Node = detail::fusion::Sm90EVT<
-        detail::fusion::Sm90Compute<Compute, ElementOut, typename Cfg::ElementCompute, Cfg::kRound>,
-        Fetch<Cfg>, typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
-
-    template <class Cfg>
-    static typename Fetch<Cfg>::Arguments fetch_arguments(const FactGemmArgs& args) {
-      if constexpr (kViaSource) {
-        return {};
-      } else {
-        const FactGemmStep& s = Base::step(args);
-        using Stride = typename Fetch<Cfg>::StrideMNL;
-        return {static_cast<const ElementC*>(s.operand), ElementC(0),
-                detail::make_stride<Stride>(s.ld, s.batch_stride)};
-      }
-    }
-
-    template <class Cfg, class ElementOut>
-    static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-      return {fetch_arguments<Cfg>(args),
-              Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), {}};
-    }
-
-    template <class Cfg>
-    CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator,
-                                               int64_t m, int64_t n, int64_t l) {
-      const FactGemmStep& s = Base::step(args);
-      const float c = detail::load_as_float<ElementC>(s.operand, detail::matrix_offset<Cfg>(s, m, n, l));
-      return Compute<float>{}(c, Prev::template reference<Cfg>(args, accumulator, m, n, l));
-    }
-
-    static bool matches(const FactGemmArgs& args) {
-      const FactGemmStep& s = Base::step(args);
-      return Prev::matches(args) && s.kind == kStep && s.operand_type == detail::dtype_id<ElementC>();
-    }
-    static void describe(FactGemmStep* steps) {
-      Base::describe_step(steps, kStep, FACT_ACT_IDENTITY, detail::dtype_id<ElementC>());
-    }
-
-    template <class Cfg>
-    static int check_operands(const FactGemmArgs& args, bool size_query) {
-      if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
-        return status;
-      }
-      return detail::check_matrix_operand<Cfg, ElementC, kViaSource>(args, Base::step(args),
-                                                                     size_query);
-    }
-  };
+  struct Link : detail::BinaryMatrixLink<Compute, kStep, ElementC, Prev> {};
 };
 
 // act(x[m, 2j]) · x[m, 2j+1] -> D[m, j]: a gated linear unit over interleaved gate / up columns,
