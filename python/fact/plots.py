@@ -38,6 +38,9 @@ from typing import Sequence
 from fact.console import RunLog, default_log_path, verbose_from_environment
 
 PLOTS_HEADING = "## Plots"
+ROOFLINE_BOUNDS_ONLY = "bounds only, nothing measured"
+ROOFLINE_BOUNDS_ONLY_WHY = ("no kernel was timed in this run (no GPU, or tuning off), so each point is "
+                            "the call's bound, not a measurement")
 VARIANTS = [("torch_eager", "eager"), ("torch_compile", "torch.compile"),
             ("torch_compile_max_autotune", "torch.compile\nmax-autotune")]
 
@@ -176,11 +179,20 @@ def plot_roofline(report: dict, path: Path) -> str | None:
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
     name = report.get("device_profile", {}).get("name", "?")
-    ax.set_title(f"Roofline of {name} (open: bound; filled: measured)", fontsize=10)
+    measured = any(p.get("achieved_flops_per_s") for p in points)
+    if measured:
+        ax.set_title(f"Roofline of {name} (open: bound; filled: measured)", fontsize=10)
+    else:
+        ax.set_title(f"Roofline of {name}: {ROOFLINE_BOUNDS_ONLY}", fontsize=10)
+        ax.text(0.02, 0.97, ROOFLINE_BOUNDS_ONLY_WHY, transform=ax.transAxes, ha="left", va="top",
+                fontsize=8, color="#c44e52", bbox={"facecolor": "white", "edgecolor": "#c44e52"})
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    if not measured:
+        return f"Each kernel call on the device profile's roofline, {ROOFLINE_BOUNDS_ONLY}: {ROOFLINE_BOUNDS_ONLY_WHY}"
     return "Each kernel call on the device profile's roofline (open circle: its bound; filled: measured)"
+
 
 def plot_tune(result: dict, path: Path) -> str | None:
     """One tuning run (a `fact tune` report's JSON): every timed configuration's median time
@@ -306,6 +318,34 @@ def plots_section(drawn: list[tuple[str, str]], why_not: str, missing: list[str]
 
 # --- Markdown (the subset report.md uses) to one HTML file --------------------------------------
 
+# Nothing may be wider than the page. A table cell holding a long word (a kernel name, a
+# configuration, a problem) is marked "long" and breaks it anywhere; other cells wrap at spaces
+# only, so short words ("ADAPT", "1a", "4.02") stay whole. Preformatted text wraps, images scale.
+LONG_WORD = 20
+REPORT_CSS = ("*{box-sizing:border-box}"
+              "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
+              "line-height:1.45}"
+              "table{border-collapse:collapse;margin:1em 0;font-size:0.9em;max-width:100%}"
+              "td,th{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top;"
+              "overflow-wrap:break-word}"
+              "td.long{overflow-wrap:anywhere}"
+              "th{background:#f3f3f3}"
+              "pre{background:#f6f8fa;padding:0.8em;font-size:0.85em;white-space:pre-wrap;"
+              "overflow-wrap:anywhere;max-width:100%}"
+              "code{background:#f6f8fa;padding:0 0.2em}"
+              "p,li{overflow-wrap:anywhere}img{max-width:100%;height:auto}")
+
+
+def _cell(tag: str, text: str, folder: Path) -> str:
+    long = tag == "td" and any(len(word) > LONG_WORD for word in text.split())
+    attributes = ' class="long"' if long else ""
+    return f"<{tag}{attributes}>{_inline(text, folder)}</{tag}>"
+
+_INLINE = [(re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
+           (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
+           (re.compile(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])"), r"<em>\1</em>")]
+
+
 def _inline(text: str, folder: Path) -> str:
     def image(match: re.Match) -> str:
         alt, target = match.group(1), match.group(2)
@@ -330,11 +370,7 @@ def _inline(text: str, folder: Path) -> str:
 
 def markdown_to_html(markdown: str, folder: Path, title: str) -> str:
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-           "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
-           "line-height:1.45}table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-           "td,th{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top}"
-           "th{background:#f3f3f3}pre{background:#f6f8fa;padding:0.8em;overflow-x:auto;font-size:0.85em}"
-           "code{background:#f6f8fa;padding:0 0.2em}img{max-width:100%}</style></head><body>"]
+           f"<style>{REPORT_CSS}</style></head><body>"]
     lines = markdown.splitlines()
     i = 0
     while i < len(lines):
@@ -364,7 +400,7 @@ def markdown_to_html(markdown: str, folder: Path, title: str) -> str:
             out.append("<table>")
             for k, row in enumerate(body):
                 tag = "th" if k == 0 else "td"
-                out.append("<tr>" + "".join(f"<{tag}>{_inline(c, folder)}</{tag}>" for c in row) + "</tr>")
+                out.append("<tr>" + "".join(_cell(tag, c, folder) for c in row) + "</tr>")
             out.append("</table>")
             continue
         if line.startswith("- "):
