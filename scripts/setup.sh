@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine, sourced by the README's two commands (and safe to
 # source from an interactive shell, or to run with bash):
-#  1. system packages the engine builds with (apt, only the missing ones);
+#  1. system packages the engine builds with (apt, only the missing ones), and a headless
+#     Chromium for the report's layout test (apt's chromium, when no Chromium is on PATH);
 #  2. the Python environment (PyTorch, nvidia-cutlass for the CUTLASS headers, pytest, ...),
 #     installed once into a virtualenv cached OUTSIDE the clone and keyed by requirements.txt,
 #     so every clone on the machine (and CI) reuses it;
@@ -10,7 +11,8 @@
 # Afterwards (when sourced): FACT_ROOT, FACT_VENV, FACT_BUILD_DIR, FACT_ENGINE and PYTHONPATH are
 # exported and the venv and build/ are on PATH. The shell's options (set -e, -u, ...) are left
 # as they were: the work runs in a subshell with `set -euo pipefail`.
-# Knobs: FACT_ENV_CACHE (venv parent folder), FACT_BUILD_DIR, FACT_JOBS.
+# Knobs: FACT_ENV_CACHE (venv parent folder), FACT_BUILD_DIR, FACT_JOBS, FACT_NO_BROWSER=1 (no
+# Chromium).
 
 FACT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FACT_ENV_CACHE=${FACT_ENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fact}
@@ -34,6 +36,16 @@ _fact_setup() (
     SUDO=""; [[ $(id -u) != 0 ]] && SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # A headless browser for the report's layout test (tests/python/report_browser.py): Debian's
+  # chromium, once. Not fatal: without one that test skips and says why. FACT_NO_BROWSER=1 skips.
+  if [[ ${FACT_NO_BROWSER:-0} != 1 ]] && ! command -v chromium >/dev/null 2>&1 &&
+     ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1; then
+    log "installing chromium (headless browser for the report layout test; FACT_NO_BROWSER=1 skips)"
+    SUDO=""; [[ $(id -u) != 0 ]] && SUDO=sudo
+    { $SUDO apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; } ||
+      log "could not install chromium: the report layout test will skip"
   fi
   if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
     export PATH=/usr/local/cuda/bin:$PATH

@@ -256,7 +256,8 @@ def package_stage(run: Run, captured: Captured, plan: dict, compiled: bool) -> P
             package.path = package_plan(a.model, Path(plan["plan"]).parent, run.out, device=captured.device,
                                         dtype=a.dtype, name=name, model=captured.model, inputs=captured.inputs,
                                         exported=captured.exported, plan_document=plan["plan_document"],
-                                        log=run.output.say)
+                                        log=run.output.say,
+                                        on_report=lambda report: setattr(package, "composed_report", report.to_json()))
         except Exception as error:  # noqa: BLE001 - the report says why; the status is 1
             log.failed(error)
             package.note = (f"not written: {_first_line(error)}; see the message above and "
@@ -289,6 +290,7 @@ def measure_stage(run: Run, captured: Captured, plan: dict, package: Package) ->
         try:
             composed = apply_plan(captured.model, captured.inputs, Path(plan["plan"]).parent,
                                   exported=captured.exported, plan_document=plan["plan_document"])
+            package.composed_report = composed.fact_report.to_json()  # with the speed checks
             doc = measure_composed(package.path.name, captured.model, captured.inputs, composed,
                                    max_autotune=not run.args.no_max_autotune, log=run.output.say,
                                    progress=log.step)
@@ -313,7 +315,11 @@ def report_stage(run: Run, package: Package, end_to_end: str, e2e: dict | None) 
 
     run.output.say("\n== report")
     request = {"out_dir": str(run.out), "end_to_end": end_to_end, "skipped": run.skipped,
-               "package": {"written": package.written, "path": str(package.path or ""), "note": package.note}}
+               "package": {"written": package.written, "path": str(package.path or ""), "note": package.note},
+               "left_to_pytorch": (package.composed_report or {}).get("left_to_pytorch", [])}
+    eager_ms = (((e2e or {}).get("cases") or [{}])[0].get("baselines") or {}).get("torch_eager", {}).get("ms")
+    if eager_ms:
+        request["model_ms"] = eager_ms
     code, response = _engine.engine_library().call_json("fact_optimize_report", request)
     if code != 0 or response.get("status") != "ok":
         raise OptimizeFailed(f"the engine wrote no report: {response.get('error') or response}")

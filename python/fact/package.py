@@ -241,11 +241,12 @@ def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, devi
                  dtype: str | None = None, seed: int = 0, name: str | None = None,
                  patterns: Iterable[str] | None = None, model: torch.nn.Module | None = None,
                  inputs: Sequence[Any] | None = None, exported: torch.export.ExportedProgram | None = None,
-                 plan_document: dict | None = None, log=print) -> Path:
+                 plan_document: dict | None = None, log=print, on_report=None) -> Path:
     """Applies the plan in `plan_dir` to the model file's module once on `device` (verifying
     every replacement there) and writes the package; returns its folder. `exported`: the
     torch.export of `model` on `inputs` the plan was made from (apply_plan then exports nothing);
-    `plan_document`: the plan in memory (plan.json in `plan_dir` is then not read).
+    `plan_document`: the plan in memory (plan.json in `plan_dir` is then not read);
+    `on_report`: called with the composition report (fact.report.FactReport) before writing.
     Raises CaptureError
     (bad model file), FileNotFoundError (missing plan or kernel library), ValueError."""
     file_part, _, class_name = model_spec.rpartition(":")
@@ -260,6 +261,8 @@ def package_plan(model_spec: str, plan_dir: str | Path, out: str | Path, *, devi
         report.notes.append(f"written on {device}: the kernels were not run or verified here "
                             f"(no GPU); the replacements were checked with the host reference")
     log(str(report))
+    if on_report is not None:
+        on_report(report)
     return write_package(out, file_part, class_name, plan_dir, module=model, package_name=name,
                          dtype=dtype, report=report, verified=on_gpu, plan_document=plan_document)
 

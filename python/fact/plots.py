@@ -1,17 +1,26 @@
-"""`python -m fact.plots <out>`: the plots of a `fact optimize` report, written as PNG files beside
+"""`python -m fact.plots PATH`: FACT's plots, drawn where its reports are rendered.
+
+PATH a `fact optimize` output folder: the plots of its report, written as PNG files beside
 report.md, a "Plots" section appended to report.md that embeds them, and report.html: the whole
 report as one HTML file (plots inlined) that opens in a browser.
 
     roofline.png        every kernel call on the device profile's roofline: its bound, and where
-                        it sits when it was timed (always drawn)
+                        it sits when it was timed (always drawn; without a timed kernel, e.g. no
+                        GPU, the plot says it shows bounds only)
     e2e_speedup.png     the composed module's speedup against eager / torch.compile /
                         torch.compile max-autotune (when e2e.json exists: a GPU run)
     kernel_speedup.png  each tuned kernel call's speedup against each library baseline
     tuning_scatter.png  each tuned call: every configuration's TFLOP/s, the chosen one and the
                         baselines marked (when tuning ran)
 
-Reads <out>/report.json (written by `fact optimize`) and <out>/e2e.json; `fact optimize` itself
-calls write_report_plots with both documents in memory. Without matplotlib the
+PATH a `fact tune` report's tune-<problem>.json: tune-<problem>.png beside it, every timed
+configuration's median time (p10-p90 bars), the winner starred, the library baselines as lines.
+
+PATH a `fact bench` results file (bench/results/<suite>-<device>-<date>.json): <same name>.png,
+one group of bars per case, one bar per baseline (baseline time / FACT time).
+
+The engine writes data only and starts no script; `fact optimize` calls write_report_plots with
+its documents in memory, `fact tune` and `fact bench` name this command. Without matplotlib the
 plots are skipped with that reason and report.html is still written. Third-party output goes to
 $FACT_LOG_DIR/plots.log (else <out>/logs/plots.log).
 """
@@ -29,6 +38,9 @@ from typing import Sequence
 from fact.console import RunLog, default_log_path, verbose_from_environment
 
 PLOTS_HEADING = "## Plots"
+ROOFLINE_BOUNDS_ONLY = "bounds only, nothing measured"
+ROOFLINE_BOUNDS_ONLY_WHY = ("no kernel was timed in this run (no GPU, or tuning off), so each point is "
+                            "the call's bound, not a measurement")
 VARIANTS = [("torch_eager", "eager"), ("torch_compile", "torch.compile"),
             ("torch_compile_max_autotune", "torch.compile\nmax-autotune")]
 
@@ -167,11 +179,111 @@ def plot_roofline(report: dict, path: Path) -> str | None:
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
     name = report.get("device_profile", {}).get("name", "?")
-    ax.set_title(f"Roofline of {name} (open: bound; filled: measured)", fontsize=10)
+    measured = any(p.get("achieved_flops_per_s") for p in points)
+    if measured:
+        ax.set_title(f"Roofline of {name} (open: bound; filled: measured)", fontsize=10)
+    else:
+        ax.set_title(f"Roofline of {name}: {ROOFLINE_BOUNDS_ONLY}", fontsize=10)
+        ax.text(0.02, 0.97, ROOFLINE_BOUNDS_ONLY_WHY, transform=ax.transAxes, ha="left", va="top",
+                fontsize=8, color="#c44e52", bbox={"facecolor": "white", "edgecolor": "#c44e52"})
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    if not measured:
+        return f"Each kernel call on the device profile's roofline, {ROOFLINE_BOUNDS_ONLY}: {ROOFLINE_BOUNDS_ONLY_WHY}"
     return "Each kernel call on the device profile's roofline (open circle: its bound; filled: measured)"
+
+
+def plot_tune(result: dict, path: Path) -> str | None:
+    """One tuning run (a `fact tune` report's JSON): every timed configuration's median time
+    with p10-p90 bars, excluded ones crossed, the winner starred, the library baselines as
+    horizontal lines. The caption, or None when no configuration was timed."""
+    candidates = result.get("candidates", [])
+    timed = [(i, c) for i, c in enumerate(candidates) if c.get("ms")]
+    if not timed:
+        return None
+    excluded: dict[str, int] = {}
+    for c in candidates:
+        if c.get("status") != "ok":
+            excluded[c.get("status", "?")] = excluded.get(c.get("status", "?"), 0) + 1
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    ok = [(i, c) for i, c in timed if c.get("status") == "ok" and not c.get("best")]
+    if ok:
+        ys = [c["ms"]["median"] for _, c in ok]
+        low = [c["ms"]["median"] - c["ms"].get("p10", c["ms"]["median"]) for _, c in ok]
+        high = [c["ms"].get("p90", c["ms"]["median"]) - c["ms"]["median"] for _, c in ok]
+        ax.errorbar([i for i, _ in ok], ys, yerr=[low, high], fmt="o", color="tab:blue", ms=5, alpha=0.8,
+                    elinewidth=0.8, label="verified configuration")
+    other = [(i, c) for i, c in timed if c.get("status") != "ok"]
+    if other:
+        ax.scatter([i for i, _ in other], [c["ms"]["median"] for _, c in other], marker="x",
+                   color="tab:red", label="timed but excluded")
+    for i, c in timed:
+        if c.get("best"):
+            ax.scatter([i], [c["ms"]["median"]], marker="*", s=320, color="gold", edgecolors="black", zorder=5,
+                       label=f"best: {c.get('config', '?')} ({c['ms']['median']:.4f} ms)")
+    has_epilogue = (result.get("key") or {}).get("epilogue", "none") != "none"
+    styles = ["--", ":", "-."]
+    for n, (name, b) in enumerate(sorted((result.get("baselines") or {}).items())):
+        if b.get("status") == "ok" and b.get("ms"):
+            fused = " (fused epilogue)" if has_epilogue and b.get("fused") else ""
+            ax.axhline(b["ms"], linestyle=styles[n % len(styles)], color="dimgray",
+                       label=f"{name}{fused}: {b['ms']:.4f} ms")
+    title = f"{result.get('problem', '?')}: {len(candidates)} configurations, {len(timed)} timed"
+    if excluded:
+        title += "\nexcluded: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("configuration (space order)")
+    ax.set_ylabel("median time (ms), p10-p90 bars")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return "Every timed configuration's median time (star: the chosen one; lines: library baselines)"
+
+
+def plot_bench_results(results: dict, path: Path) -> str | None:
+    """One benchmark results file: per case, one bar per baseline (baseline ms / FACT ms); cases
+    without a FACT kernel marked with their status. The caption, or None without cases."""
+    cases = results.get("cases", [])
+    if not cases:
+        return None
+    plt = _pyplot()
+    baselines = sorted({name for c in cases for name in c.get("baselines", {})})
+    width = 0.8 / max(1, len(baselines))
+    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(cases) + 2), 6))
+    for b_index, name in enumerate(baselines):
+        xs, ys = [], []
+        for i, c in enumerate(cases):
+            ratio = (c.get("speedup") or {}).get(name)
+            if ratio is not None:
+                xs.append(i + (b_index - (len(baselines) - 1) / 2) * width)
+                ys.append(ratio)
+        ax.bar(xs, ys, width=width, label=f"vs {name}")
+        for x, y in zip(xs, ys):
+            ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
+    for i, c in enumerate(cases):
+        if c.get("fact_ms") is None:
+            ax.text(i, 0.05, c.get("status", "no kernel"), rotation=90, ha="center", va="bottom",
+                    fontsize=8, color="tab:red")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([f"{c.get('name', '?')}\n({c.get('precision', '')})" for c in cases],
+                       rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("speedup (baseline ms / FACT ms)")
+    v = results.get("versions", {})
+    ax.set_title(f"FACT {results.get('suite')} suite on {results.get('device')}, {results.get('date')}\n"
+                 f"CUDA {v.get('cuda')}, driver {v.get('driver')}, CUTLASS {v.get('cutlass')}, fact {v.get('fact')}",
+                 fontsize=9)
+    if baselines:
+        ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return "Speedup of each case against each baseline (above 1: FACT is faster)"
 
 
 def draw(out: Path, report: dict, e2e: dict | None) -> tuple[list[tuple[str, str]], str]:
@@ -206,6 +318,29 @@ def plots_section(drawn: list[tuple[str, str]], why_not: str, missing: list[str]
 
 # --- Markdown (the subset report.md uses) to one HTML file --------------------------------------
 
+# Nothing may be wider than the page. A table cell holding a long word (a kernel name, a
+# configuration, a problem) is marked "long" and breaks it anywhere; other cells wrap at spaces
+# only, so short words ("ADAPT", "1a", "4.02") stay whole. Preformatted text wraps, images scale.
+LONG_WORD = 20
+REPORT_CSS = ("*{box-sizing:border-box}"
+              "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
+              "line-height:1.45}"
+              "table{border-collapse:collapse;margin:1em 0;font-size:0.9em;max-width:100%}"
+              "td,th{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top;"
+              "overflow-wrap:break-word}"
+              "td.long{overflow-wrap:anywhere}"
+              "th{background:#f3f3f3}"
+              "pre{background:#f6f8fa;padding:0.8em;font-size:0.85em;white-space:pre-wrap;"
+              "overflow-wrap:anywhere;max-width:100%}"
+              "code{background:#f6f8fa;padding:0 0.2em}"
+              "p,li{overflow-wrap:anywhere}img{max-width:100%;height:auto}")
+
+
+def _cell(tag: str, text: str, folder: Path) -> str:
+    long = tag == "td" and any(len(word) > LONG_WORD for word in text.split())
+    attributes = ' class="long"' if long else ""
+    return f"<{tag}{attributes}>{_inline(text, folder)}</{tag}>"
+
 _INLINE = [(re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
            (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
            (re.compile(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])"), r"<em>\1</em>")]
@@ -235,11 +370,7 @@ def _inline(text: str, folder: Path) -> str:
 
 def markdown_to_html(markdown: str, folder: Path, title: str) -> str:
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-           "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
-           "line-height:1.45}table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-           "td,th{border:1px solid #ccc;padding:0.25em 0.5em;text-align:left;vertical-align:top}"
-           "th{background:#f3f3f3}pre{background:#f6f8fa;padding:0.8em;overflow-x:auto;font-size:0.85em}"
-           "code{background:#f6f8fa;padding:0 0.2em}img{max-width:100%}</style></head><body>"]
+           f"<style>{REPORT_CSS}</style></head><body>"]
     lines = markdown.splitlines()
     i = 0
     while i < len(lines):
@@ -269,7 +400,7 @@ def markdown_to_html(markdown: str, folder: Path, title: str) -> str:
             out.append("<table>")
             for k, row in enumerate(body):
                 tag = "th" if k == 0 else "td"
-                out.append("<tr>" + "".join(f"<{tag}>{_inline(c, folder)}</{tag}>" for c in row) + "</tr>")
+                out.append("<tr>" + "".join(_cell(tag, c, folder) for c in row) + "</tr>")
             out.append("</table>")
             continue
         if line.startswith("- "):
@@ -329,12 +460,48 @@ def write_report_plots(out: Path, log=print, report: dict | None = None, e2e: di
     return [name for name, _ in drawn]
 
 
+def plot_file(path: Path, log=print) -> Path | None:
+    """Draws the plot of one JSON document beside it (<stem>.png): a `fact tune` report
+    (candidates) or a `fact bench` results file (cases); returns the PNG, or None (said to `log`)
+    when there is nothing to plot. Raises ValueError for another document."""
+    doc = json.loads(Path(path).read_text())
+    png = Path(path).with_suffix(".png")
+    if isinstance(doc, dict) and "candidates" in doc:
+        caption = plot_tune(doc, png)
+        why = "no configuration was timed"
+    elif isinstance(doc, dict) and "cases" in doc and "suite" in doc:
+        caption = plot_bench_results(doc, png)
+        why = "no case"
+    else:
+        raise ValueError(f"{path}: neither a `fact tune` report (candidates) nor a `fact bench` "
+                         f"results file (suite, cases)")
+    if caption is None:
+        log(f"{path}: nothing to plot ({why})")
+        return None
+    log(f"wrote {png}: {caption}")
+    return png
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fact.plots", description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="a `fact optimize` output folder (holding report.json)")
+    parser.add_argument("path", help="a `fact optimize` output folder (holding report.json), a `fact tune` "
+                                     "report's tune-<problem>.json, or a `fact bench` results file")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(None if argv is None else list(argv))
-    out = Path(args.out)
+    path = Path(args.path)
+    if path.is_file():
+        try:
+            _pyplot()
+        except ImportError as error:
+            print(f"fact.plots: matplotlib is not available ({error}); pip install matplotlib", file=sys.stderr)
+            return 3
+        try:
+            plot_file(path)
+        except (ValueError, OSError) as error:
+            print(f"fact.plots: error: {error}", file=sys.stderr)
+            return 1
+        return 0
+    out = path
     if not (out / "report.json").is_file():
         print(f"fact.plots: error: no report.json in {out}", file=sys.stderr)
         return 1

@@ -43,6 +43,7 @@ class LeftToPyTorch:
     reason: str
     replacement: Optional[int] = None  # the plan's replacement id
     stage: str = ""   # plan | selection | check | verify | speed | module
+    subgraph_ms: Optional[float] = None  # PyTorch's own run of the subgraph, when it was timed
 
 
 @dataclass
@@ -61,8 +62,8 @@ class FactReport:
     notes: list[str] = field(default_factory=list)
 
     def leave(self, what: str, reason: str, replacement: Optional[int] = None,
-              stage: str = "") -> None:
-        self.left_to_pytorch.append(LeftToPyTorch(what, reason, replacement, stage))
+              stage: str = "", subgraph_ms: Optional[float] = None) -> None:
+        self.left_to_pytorch.append(LeftToPyTorch(what, reason, replacement, stage, subgraph_ms))
 
     def to_json(self) -> dict:
         return {

@@ -323,13 +323,8 @@ int run_bench(const BenchArgs& args) {
   }
 
   fs::path json_path = out_dir / results.file_name();
-  fs::path png_path = out_dir / (stem + ".png");
-  std::cout << "\nresults: " << json_path.string() << "\n";
-  if (auto problem = realize::run_plot_script("plot_results.py", {json_path.string(), png_path.string()})) {
-    std::cout << "plot: " << *problem << "\n";
-  } else {
-    std::cout << "plot: " << png_path.string() << "\n";
-  }
+  std::cout << "\nresults: " << json_path.string() << "\nplot: python -m fact.plots " << json_path.string()
+            << " (draws " << (out_dir / (stem + ".png")).string() << ")\n";
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
   return 0;

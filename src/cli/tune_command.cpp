@@ -133,8 +133,9 @@ void print_summary(const realize::TuneResult& result, const realize::TuneReportF
     std::cout << "no configuration verified\n";
   }
   for (const auto& note : result.notes) std::cout << "note: " << note << "\n";
-  std::cout << "report: " << files.markdown.string() << "\n";
-  if (!files.plot) std::cout << "plot: " << files.plot_note << "\n";
+  std::cout << "report: " << files.markdown.string() << "\ndata: " << files.json.string() << ", "
+            << files.csv.string() << "\n";
+  std::cout << "plot: " << (files.plot_command.empty() ? files.plot_note : files.plot_command) << "\n";
   std::cout << std::defaultfloat << "time: " << std::setprecision(3) << result.seconds << " s\n";
 }
 

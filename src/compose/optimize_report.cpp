@@ -4,8 +4,11 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <set>
+#include <cctype>
 #include <sstream>
 
+#include "fact/discover/rank.hpp"
 #include "fact/problem/problem.hpp"
 #include "fact/util/table.hpp"
 
@@ -54,7 +57,26 @@ std::string md_escape(std::string text) {
   return out;
 }
 
+// A list of node names for a table cell: up to four, then how many in all.
+std::string nodes_cell(const std::vector<std::string>& nodes) {
+  if (nodes.empty()) return "-";
+  std::string cell;
+  for (size_t i = 0; i < nodes.size() && i < 4; ++i) cell += (i ? ", " : "") + nodes[i];
+  if (nodes.size() > 4) cell += ", … (" + std::to_string(nodes.size()) + " in all)";
+  return cell;
+}
+
+// "12" -> (12, ""), "3b" -> (3, "b"); a label without a number sorts last.
+std::pair<long, std::string> label_key(const std::string& label) {
+  size_t digits = 0;
+  while (digits < label.size() && std::isdigit(static_cast<unsigned char>(label[digits]))) ++digits;
+  if (digits == 0) return {std::numeric_limits<long>::max(), label};
+  return {std::stol(label.substr(0, digits)), label.substr(digits)};
+}
+
 }  // namespace
+
+bool label_before(const std::string& a, const std::string& b) { return label_key(a) < label_key(b); }
 
 double RooflinePoint::intensity() const { return bytes > 0 ? flops / bytes : 0.0; }
 
@@ -139,6 +161,8 @@ std::vector<RooflinePoint> roofline_points(const json& plan, const DeviceProfile
       points.push_back(std::move(p));
     }
   }
+  std::stable_sort(points.begin(), points.end(),
+                   [](const RooflinePoint& a, const RooflinePoint& b) { return label_before(a.label, b.label); });
   return points;
 }
 
@@ -169,16 +193,119 @@ std::vector<KernelRow> kernel_rows(const json& plan) {
       rows.push_back(std::move(row));
     }
   }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelRow& a, const KernelRow& b) { return label_before(a.label, b.label); });
   return rows;
+}
+
+json LeftRow::to_json() const {
+  auto optional = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"label", label},
+          {"what", what},
+          {"kind", kind},
+          {"nodes", nodes},
+          {"reason", reason},
+          {"est_seconds", optional(est_seconds)},
+          {"est_share", optional(est_share)},
+          {"measured_seconds", optional(measured_seconds)},
+          {"measured_share", optional(measured_share)}};
+}
+
+std::vector<LeftRow> left_to_pytorch_rows(const json& plan, const graph::Graph& captured,
+                                          const discover::DiscoverOptions& options) {
+  std::map<graph::NodeId, double> seconds;
+  double total = 0.0;
+  for (const graph::Node& node : captured.nodes()) {
+    const double s = discover::pytorch_node_seconds(captured, node, options);
+    seconds[node.id] = s;
+    total += s;
+  }
+  auto share = [&](double s) { return total > 0 ? std::optional<double>(s / total) : std::nullopt; };
+
+  std::vector<LeftRow> rows;
+  std::set<graph::NodeId> spanned, replaced;
+  const json replacements = plan.value("replacements", json::array());
+  for (const auto& r : replacements) {
+    const std::vector<std::string> nodes = r.value("nodes", std::vector<std::string>{});
+    spanned.insert(nodes.begin(), nodes.end());
+    if (r.value("status", "") == "planned") replaced.insert(nodes.begin(), nodes.end());
+  }
+  for (const auto& r : replacements) {
+    const std::string status = r.value("status", "");
+    if (status == "planned") continue;
+    LeftRow row;
+    row.label = r.value("label", "");
+    row.what = r.value("rule", "");
+    row.kind = status;
+    // Nodes a planned replacement takes are FACT's, whatever this match would have done.
+    for (const std::string& id : r.value("nodes", std::vector<std::string>{}))
+      if (!replaced.count(id)) row.nodes.push_back(id);
+    row.reason = r.value("reason", "");
+    if (row.reason.empty()) row.reason = status == "pending" ? "no template realizes it yet" : status;
+    double s = 0.0;
+    for (const std::string& id : row.nodes)
+      if (auto found = seconds.find(id); found != seconds.end()) s += found->second;
+    row.est_seconds = s;
+    row.est_share = share(s);
+    rows.push_back(std::move(row));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const LeftRow& a, const LeftRow& b) { return label_before(a.label, b.label); });
+
+  std::map<std::string, LeftRow> by_op;
+  std::vector<std::string> op_order;
+  for (const graph::Node& node : captured.nodes()) {
+    if (spanned.count(node.id) || seconds[node.id] <= 0.0) continue;
+    auto [it, inserted] = by_op.try_emplace(node.target);
+    LeftRow& row = it->second;
+    if (inserted) {
+      op_order.push_back(node.target);
+      row.what = node.target;
+      row.kind = "uncovered";
+      row.reason = "no FACT pattern covers this op: PyTorch runs it";
+      row.est_seconds = 0.0;
+    }
+    row.nodes.push_back(node.id);
+    *row.est_seconds += seconds[node.id];
+  }
+  std::vector<LeftRow> ops;
+  for (const std::string& op : op_order) {
+    LeftRow row = std::move(by_op[op]);
+    row.est_share = share(*row.est_seconds);
+    ops.push_back(std::move(row));
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const LeftRow& a, const LeftRow& b) { return *a.est_seconds > *b.est_seconds; });
+  rows.insert(rows.end(), ops.begin(), ops.end());
+  return rows;
+}
+
+void add_stage_rows(std::vector<LeftRow>& rows, const json& left_to_pytorch, std::optional<double> model_seconds) {
+  if (!left_to_pytorch.is_array()) return;
+  for (const auto& item : left_to_pytorch) {
+    const std::string stage = item.value("stage", "");
+    if (stage == "plan") continue;  // the plan's own rows are there already
+    LeftRow row;
+    row.what = item.value("what", "");
+    row.kind = stage.empty() ? "composition" : stage;
+    row.reason = item.value("reason", "");
+    if (item.contains("subgraph_ms") && item.at("subgraph_ms").is_number())
+      row.measured_seconds = item.at("subgraph_ms").get<double>() * 1e-3;
+    if (row.measured_seconds && model_seconds && *model_seconds > 0)
+      row.measured_share = *row.measured_seconds / *model_seconds;
+    rows.push_back(std::move(row));
+  }
 }
 
 std::string optimize_report_legend(const OptimizeReport& report) {
   const DeviceProfile& d = report.device;
   std::ostringstream md;
-  md << "- **class** (discovery): **REUSE** — a tuned configuration for this exact problem is in the "
-        "tuning database and is built as is; **ADAPT** — a FACT template covers the match and is built "
-        "for its shape and epilogue (default configuration, or tuned on a GPU); **NEW** — no template "
-        "covers it yet: reported, left to PyTorch.\n"
+  std::string classes = report.classification_legend;
+  for (const char* word : {"REUSE", "ADAPT", "NEW"}) {
+    const std::string plain = std::string(word) + " =";
+    if (auto at = classes.find(plain); at != std::string::npos)
+      classes.replace(at, plain.size(), "**" + std::string(word) + "** =");
+  }
+  md << "- **class** (discovery): " << classes << "\n"
      << "- **Estimated vs measured.** Discovery's *before / after / saved µs* are roofline estimates "
         "from the device profile, not measurements: *before* is PyTorch's time for the nodes the match "
         "covers (one kernel per node), *after* is FACT's fused kernel(s), *saved* = before − after. "
@@ -234,8 +361,28 @@ std::string render_optimize_report(const OptimizeReport& report) {
     md << "- full output of every stage (third-party included): `" << report.logs_dir << "/`\n";
   md << "\n## How to read this report\n\n" << optimize_report_legend(report);
 
-  md << "\n## Discovery\n\nEstimates (roofline of the device profile), ranked by time saved.\n\n```\n"
-     << report.discovery_table << "```\n";
+  md << "\n## Discovery\n\nEstimates (roofline of the device profile), ranked by time saved.\n\n"
+     << report.discovery;
+
+  md << "\n## Left to PyTorch\n\nWhat PyTorch still runs, and why: matches the plan does not replace "
+        "(declined by a check, pending a template, failed to plan), replacements a later stage handed "
+        "back (*check*, *verify*, *speed*), and the captured ops no match covers. *est. µs* is PyTorch's "
+        "time for those nodes by the roofline estimate and *est. share* its part of the whole model's "
+        "estimate (every captured node); *measured* columns hold GPU times where the run measured them "
+        "(a replacement timed against its subgraph, as a share of the model's eager time).\n\n";
+  if (report.left_to_pytorch.empty()) {
+    md << "Nothing: every captured op that costs time is replaced.\n";
+  } else {
+    md << "| # | left to PyTorch | why | nodes | reason | est. µs | est. share | measured µs | measured share |\n"
+       << "|---|---|---|---|---|---|---|---|---|\n";
+    for (const LeftRow& r : report.left_to_pytorch) {
+      md << "| " << (r.label.empty() ? "-" : r.label) << " | `" << r.what << "` | " << r.kind << " | "
+         << md_escape(nodes_cell(r.nodes)) << " | " << md_escape(r.reason) << " | "
+         << (r.est_seconds ? micros(*r.est_seconds) : "-") << " | " << (r.est_share ? percent(*r.est_share) : "-")
+         << " | " << (r.measured_seconds ? micros(*r.measured_seconds) : "-") << " | "
+         << (r.measured_share ? percent(*r.measured_share) : "-") << " |\n";
+    }
+  }
 
   md << "\n## Kernels\n\nOne row per kernel call; `1a`/`1b` are the calls of match 1. *build*: built or "
         "cached (compiled), rendered (source only), failed (with the compiler's reason).\n\n"

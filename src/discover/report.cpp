@@ -69,24 +69,63 @@ Totals accepted_totals(const Discovery& d) {
 
 }  // namespace
 
+std::string classification_legend(const DiscoverOptions& options) {
+  std::ostringstream out;
+  if (options.registry.empty()) {
+    out << "REUSE = a tuned configuration for this exact problem is in the tuning database (built as is); "
+        << "ADAPT = a FACT template covers it, built for this shape and epilogue (default configuration, "
+        << "tuned on a GPU); NEW = no template yet (reported, left to PyTorch).";
+  } else {
+    out << "REUSE = an entry of the pattern registry covers it as is (a kernel verified on this exact "
+        << "subgraph and shape, or a template with a tuned configuration for every call); ADAPT = an entry covers "
+        << "it with new parameters (a template without stored tuning, or a kernel verified on other shapes: the "
+        << "gates run again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact "
+        << "optimize --agent, fact mcp). Registry " << options.registry << " on " << options.arch << ".";
+  }
+  return out.str();
+}
+
 std::string discovery_legend(const DiscoverOptions& options) {
   std::ostringstream out;
   out << "before/after/saved µs: PyTorch's time for the covered nodes, FACT's kernel(s), their "
       << "difference; roofline estimates from the device profile (" << options.device.name
       << "), not measurements.\n"
-      ;
-  if (options.registry.empty()) {
-    out << "class: REUSE = a tuned configuration for this exact problem is in the tuning database; "
-        << "ADAPT = a FACT template covers it, built for this shape (default configuration, tuned on a "
-        << "GPU); NEW = no template yet (reported, left to PyTorch).\n";
-  } else {
-    out << "class: REUSE = an entry of the pattern registry covers it as is (a kernel verified on this exact "
-        << "subgraph and shape, or a template with a tuned configuration for every call); ADAPT = an entry covers "
-        << "it with new parameters (a template without stored tuning, or a kernel verified on other shapes: the "
-        << "gates run again); NEW = nothing in the registry realizes it (left to PyTorch, or to an agent: fact "
-        << "optimize --agent, fact mcp). Registry " << options.registry << " on " << options.arch
-        << "; why, per match: below.\n";
+      << "class: " << classification_legend(options)
+      << (options.registry.empty() ? "" : " Why, per match: below.") << "\n";
+  return out.str();
+}
+
+std::string discovery_markdown(const Discovery& d) {
+  std::ostringstream out;
+  if (d.matches.empty()) return "No matches.\n";
+  out << "| # | match | pattern | nodes covered | shape | dtype | before µs | after µs | saved µs | class | status |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
+    const bool declined = m.status == MatchStatus::Declined;
+    std::string status = accepted_without_saving(m) ? "accepted (no est. saving: see *How to read*)"
+                         : m.status == MatchStatus::Accepted ? "accepted"
+                         : !m.registry_entry.empty() ? "registry kernel"
+                         : std::string(match_status_name(m.status)) + " (see *Left to PyTorch*)";
+    out << "| " << (i + 1) << " | " << m.rule << " | " << m.pattern << " | " << nodes_cell(m) << " | "
+        << shape_cell(m) << " | " << dtype_cell(m) << " | " << format_fixed(m.est_before_us, 1) << " | "
+        << (declined ? "-" : format_fixed(m.est_after_us, 1)) << " | "
+        << (declined ? "-" : format_fixed(m.est_saved_us(), 1)) << " | " << classification_name(m.classification)
+        << " | " << status << " |\n";
+    if (m.problems.size() > 1) {
+      for (size_t k = 0; k < m.problems.size(); ++k) {
+        const ProblemKind& kind = kind_of(m.problems[k]);
+        out << "| " << (i + 1) << static_cast<char>('a' + k) << " | " << kind.fusion(m.problems[k].desc)
+            << " | | | " << kind.shape(m.problems[k].desc) << " | | | | | | |\n";
+      }
+    }
   }
+  const Totals t = accepted_totals(d);
+  out << "\nAccepted: " << t.accepted << " of " << d.matches.size() << " matches, est. "
+      << format_fixed(t.before, 1) << " µs → " << format_fixed(t.after, 1) << " µs (saved "
+      << format_fixed(t.before - t.after, 1) << " µs";
+  if (t.after > 0) out << ", " << format_fixed(t.before / t.after, 2) << "x on the covered nodes";
+  out << ").\n";
   return out.str();
 }
 

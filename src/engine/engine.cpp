@@ -72,7 +72,7 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
         tune.show_progress = request.progress;
         tune.work_dir = request.out_dir / "tune" / (std::to_string(m + 1) + "_" + std::to_string(c));
         entry.result = tuner.tune(tune);
-        realize::write_tune_report(*entry.result, request.out_dir / "tune", realize::TunePlot::left_to_report);
+        realize::write_tune_report(*entry.result, request.out_dir / "tune");
       } catch (const std::exception& e) {
         entry.error = e.what();
       }

@@ -171,7 +171,9 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   report.device = plan.options.device;
   report.device_measured = report.device.name.find("(defaults)") == std::string::npos;
   report.device_profile_path = report.device_measured ? default_device_profile_path().string() : "";
-  report.discovery_table = table;
+  report.discovery = discover::discovery_markdown(plan.discovery);
+  report.classification_legend = discover::classification_legend(plan.options);
+  report.left_to_pytorch = compose::left_to_pytorch_rows(plan.plan, plan.captured, plan.options);
   report.kernels = rows;
   report.roofline = roofline;
   report.tuning = tuning_rows(plan.tuning);
@@ -213,7 +215,14 @@ nlohmann::json optimize_report_stage(const nlohmann::json& request) {
   report.skipped = run.skipped;
   if (request.contains("skipped") && request.at("skipped").is_array())
     for (const auto& s : request.at("skipped")) report.skipped.push_back(s.get<std::string>());
+  std::optional<double> model_seconds;
+  if (request.contains("model_ms") && request.at("model_ms").is_number())
+    model_seconds = request.at("model_ms").get<double>() * 1e-3;
+  compose::add_stage_rows(report.left_to_pytorch, request.value("left_to_pytorch", nlohmann::json::array()),
+                          model_seconds);
   util::write_file_atomically(out_dir / "report.md", compose::render_optimize_report(report));
+  nlohmann::json left = nlohmann::json::array();
+  for (const compose::LeftRow& r : report.left_to_pytorch) left.push_back(r.to_json());
 
   nlohmann::json points = nlohmann::json::array();
   for (const compose::RooflinePoint& p : report.roofline) points.push_back(p.to_json());
@@ -223,6 +232,8 @@ nlohmann::json optimize_report_stage(const nlohmann::json& request) {
                         {"precision", report.precision},
                         {"device_profile", device_profile_to_json(report.device)},
                         {"device_profile_measured", report.device_measured},
+                        {"classification_legend", report.classification_legend},
+                        {"left_to_pytorch", left},
                         {"kernels", kernel_rows_json(report.kernels)},
                         {"roofline", points},
                         {"tuning", run.tuning},

@@ -2,20 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
-#include "fact/build_info.hpp"
 #include "fact/util/atomic_file.hpp"
-#include "fact/util/subprocess.hpp"
 
 namespace fact::realize {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Exit code of the bench/plot_*.py scripts when matplotlib is not importable.
-constexpr int kPlotNoMatplotlib = 3;
 
 std::string fixed(double value, int digits) {
   char buffer[64];
@@ -88,7 +82,7 @@ std::string format_tune_table(const TuneResult& result) {
   return table.str();
 }
 
-TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir, TunePlot plot) {
+TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir) {
   fs::create_directories(dir);
   std::string stem = "tune-" + result.problem_name();
   TuneReportFiles files;
@@ -141,47 +135,22 @@ TuneReportFiles write_tune_report(const TuneResult& result, const fs::path& dir,
   util::write_file_atomically(files.csv, csv.str());
   util::write_file_atomically(files.json, result.to_json().dump(2) + "\n");
 
-  fs::path png = dir / (stem + ".png");
   bool plottable = std::any_of(result.candidates.begin(), result.candidates.end(),
                                [](const CandidateOutcome& c) { return c.ms.has_value(); });
   if (result.origin == "database" || result.origin == "bucket") {
-    // A reused choice has one point: no sweep to plot (the sweep's own report has the plot), and
-    // a warm tune stays clear of the plotting interpreter's start-up.
-    files.plot_note = "stored choice reused: no sweep to plot";
+    files.plot_note = "stored choice reused: no sweep to plot (the sweep's own report has the data)";
   } else if (!plottable) {
     files.plot_note = "no configuration was timed: nothing to plot";
-  } else if (plot == TunePlot::left_to_report) {
-    files.plot_note = "every configuration is in the report's tuning scatter (fact optimize: tuning_scatter.png)";
-  } else if (auto problem = run_plot_script("plot_tune.py", {files.json.string(), png.string()})) {
-    files.plot_note = *problem + "; the data are in " + files.csv.filename().string();
   } else {
-    files.plot = png;
+    files.plot_command = tune_plot_command(files.json);
+    files.plot_note = "`" + files.plot_command + "` draws every configuration's time (" +
+                      fs::path(files.json).replace_extension(".png").filename().string() + ")";
   }
-  md << "\n" << (files.plot ? "![every configuration's time](" + png.filename().string() + ")\n"
-                            : "Plot: " + files.plot_note + "\n");
+  md << "\nPlot: " << files.plot_note << "\n";
   util::write_file_atomically(files.markdown, md.str());
   return files;
 }
 
-std::optional<std::string> run_plot_script(const std::string& script, const std::vector<std::string>& args) {
-  const std::string python = util::python_interpreter();
-  fs::path source_dir = build_info::kSourceDir;
-  if (const char* overridden = std::getenv("FACT_SOURCE_DIR"); overridden && *overridden) source_dir = overridden;
-  fs::path script_path = source_dir / "bench" / script;
-  std::error_code error;
-  if (!fs::exists(script_path, error)) return "plot script " + script_path.string() + " not found (plot skipped)";
-  std::vector<std::string> argv = {python, script_path.string()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  util::ProcessOptions options;
-  fs::path log = fs::temp_directory_path() / ("fact-plot-" + util::unique_suffix() + ".log");
-  options.output_file = log;
-  options.timeout = std::chrono::seconds(120);
-  util::ProcessResult finished = util::run_process(argv, options);
-  std::string tail = util::tail_of_file(log, 5);
-  fs::remove(log, error);
-  if (finished.succeeded()) return std::nullopt;
-  if (finished.exit_code == kPlotNoMatplotlib) return std::string("matplotlib is not available to " + python + " (plot skipped)");
-  return "plot script failed (" + finished.describe() + "): " + tail;
-}
+std::string tune_plot_command(const fs::path& json) { return "python -m fact.plots " + json.string(); }
 
 }  // namespace fact::realize

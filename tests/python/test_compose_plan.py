@@ -169,8 +169,14 @@ def test_a_replacement_failing_verification_when_packaged_stays_pytorch(tmp_path
                                                                         fake_kind_library, monkeypatch):
     monkeypatch.setenv("FACT_REFERENCE_LIBRARY", str(fake_kind_library))
     plan_dir = _axpby_plan(tmp_path / "plan", corrupt_second=True)
+    reports = []
     target = fact.package.package_plan(f"{axpby_model_file}:AxpbyModel", plan_dir, tmp_path / "out",
-                                       device="cpu", log=lambda text: None)
+                                       device="cpu", log=lambda text: None, on_report=reports.append)
+    # The composition report, as `fact optimize` hands it to its report's "Left to PyTorch".
+    [report] = reports
+    [left] = report.to_json()["left_to_pytorch"]
+    assert left["stage"] == "verify" and left["reason"].startswith("verification failed: output add_1")
+    assert left["what"].startswith("1 axpby_rule") and left["subgraph_ms"] is None
     packaged = json.loads((target / "plan.json").read_text())
     first, second = packaged["replacements"]
     assert first["status"] == "planned"

@@ -17,8 +17,19 @@ std::string discovery_table(const Discovery& discovery, const graph::Graph& capt
                             const DiscoverOptions& options);
 
 // Two lines: what before/after/saved µs are (roofline estimates from the device profile) and
-// what REUSE / ADAPT / NEW mean.
+// what REUSE / ADAPT / NEW mean (classification_legend).
 std::string discovery_legend(const DiscoverOptions& options);
+
+// What REUSE / ADAPT / NEW mean for these options (against the pattern registry when
+// options.registry is set, else against the tuning database), one paragraph without a line
+// break. The one definition: the terminal's legend (discovery_legend) and the `fact optimize`
+// report's "How to read" both print it.
+std::string classification_legend(const DiscoverOptions& options);
+
+// The discovery table as Markdown for a report: one row per match (the columns of
+// discovery_table, a sub-row per kernel call) and the totals line. Reasons are not repeated
+// here: a declined or pending match's status points at the report's "Left to PyTorch" table.
+std::string discovery_markdown(const Discovery& discovery);
 
 // {"schema": "fact.discovery/1", "source": captured.source, "precision", "device": {profile},
 //  "matches": [match_to_json...], "totals": {"est_before_us", "est_after_us", "est_saved_us"}}

@@ -23,7 +23,9 @@ namespace fact::engine {
 nlohmann::json optimize_plan_stage(const nlohmann::json& request, std::ostream& out, std::ostream& detail);
 
 // `request`: {"out_dir" (as given to the plan stage), "package": {"written", "path", "note"},
-// "end_to_end": e2e.md's text or "", "skipped": [...] (the Python stages' own)}. Writes
+// "end_to_end": e2e.md's text or "", "skipped": [...] (the Python stages' own),
+// "left_to_pytorch": [...] (optional: the composition report's items, python/fact/report.py),
+// "model_ms": the model's measured eager time (optional, GPU)}. Writes
 // <out_dir>/report.md and report.json; returns {"report": path, "skipped": every skipped
 // stage, "document": report.json's document}. Throws std::invalid_argument when no plan stage ran for out_dir.
 nlohmann::json optimize_report_stage(const nlohmann::json& request);

@@ -173,7 +173,7 @@ def _faster_than_their_subgraphs(accepted: list, graph_module: torch.fx.GraphMod
         if timing.slower_than_subgraph(SLOWER_BY):
             report.leave(planned.what, f"slower than PyTorch's own run of the subgraph: "
                                        f"{timing.calls_ms:.4g} ms vs {timing.subgraph_ms:.4g} ms",
-                         rid, "speed")
+                         rid, "speed", subgraph_ms=timing.subgraph_ms)
             continue
         kept.append((planned, entry))
     return kept

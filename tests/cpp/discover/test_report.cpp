@@ -105,5 +105,40 @@ TEST(Report, DeviceProfileJson) {
   EXPECT_THROW(device_profile_from_json({{"fp32_flops", "fast"}}), std::invalid_argument);
 }
 
+// REUSE / ADAPT / NEW have one definition: the terminal's legend prints classification_legend,
+// the tuning database's or the registry's, whichever classified the run.
+TEST(Report, TheLegendPrintsTheOneClassDefinition) {
+  DiscoverOptions options;
+  const std::string by_database = classification_legend(options);
+  EXPECT_EQ(by_database.find('\n'), std::string::npos);
+  EXPECT_NE(discovery_legend(options).find("class: " + by_database + "\n"), std::string::npos);
+  options.registry = "/cache/registry/registry.json";
+  options.arch = "sm_90a";
+  const std::string by_registry = classification_legend(options);
+  EXPECT_NE(by_registry, by_database);
+  EXPECT_NE(by_registry.find("REUSE = an entry of the pattern registry"), std::string::npos) << by_registry;
+  EXPECT_NE(by_registry.find("Registry /cache/registry/registry.json on sm_90a."), std::string::npos);
+  EXPECT_NE(discovery_legend(options).find("class: " + by_registry), std::string::npos);
+}
+
+// The report's discovery table: Markdown rows, sub-rows per call, no reasons (they go to the
+// report's "Left to PyTorch").
+TEST(Report, MarkdownTablePointsDeclinesAtLeftToPyTorch) {
+  auto g = testing::load_fixture("mingpt_block_fp32.json");
+  DiscoverOptions options;
+  options.precision = core::PrecisionMode::Native;
+  const auto d = discover(g, options);
+  const std::string md = discovery_markdown(d);
+  EXPECT_EQ(md.rfind("| # | match | pattern |", 0), 0u) << md;
+  EXPECT_NE(md.find("| declined (see *Left to PyTorch*) |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("stays PyTorch's"), std::string::npos) << md;  // the reason is not repeated here
+  EXPECT_NE(md.find("\nAccepted: "), std::string::npos);
+  size_t rows = 0;
+  for (size_t at = md.find("\n| "); at != std::string::npos; at = md.find("\n| ", at + 1)) ++rows;
+  size_t expected = 0;  // (the header starts the text, the separator row is "|---")
+  for (const auto& m : d.matches) expected += 1 + (m.problems.size() > 1 ? m.problems.size() : 0);
+  EXPECT_EQ(rows, expected) << md;
+}
+
 }  // namespace
 }  // namespace fact::discover
