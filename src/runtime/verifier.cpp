@@ -72,7 +72,9 @@ class Workbench {
   void fill_inputs(VerifyCase& verify_case, uint64_t seed, int index) {
     verify_case.fill_inputs(backend_, buffers_, seed, index);
     ++input_generation_;
+    seed_ = seed;
   }
+  uint64_t seed() const { return seed_; }  // of the inputs now in the buffers
 
   // Computes the reference of `computation` on the current inputs unless it is there already
   // (always when `fresh`).
@@ -161,6 +163,7 @@ class Workbench {
   std::vector<size_t> outputs_;
   std::vector<double*> references_;
   uint64_t input_generation_ = 0;
+  uint64_t seed_ = 0;
   std::string reference_key_;
 };
 
@@ -299,7 +302,7 @@ BaselineResult verify_baseline(VerifyBackend& backend, Workbench& bench, VerifyC
     if (query != FACT_OK) throw std::runtime_error("workspace query returned " + status_text(query));
     int status = FACT_OK;
     const CheckPlan plan{"primary", -1, StreamId::Primary, made->computation.get()};
-    CheckResult check = run_check(backend, bench, prepared, plan, 0, verify_case.tolerance(), options,
+    CheckResult check = run_check(backend, bench, prepared, plan, bench.seed(), verify_case.tolerance(), options,
                                   verify_case.reference_after_call(), &status);
     if (status != FACT_OK) throw std::runtime_error("returned " + status_text(status));
     result.check = check;
