@@ -186,6 +186,55 @@ class EngineLibrary:
             return code, {"status": "error", "error": f"{function_name}'s response is not JSON: {text[:200]}"}
 
 
+    def verify_call(self, request: dict, entry_address: int, fill, reference) -> tuple[int, dict]:
+        """fact_verify_call (c_api.h): FACT's one verifier on the kernel entry at `entry_address`
+        for the call in `request`. `fill(index, operand_addresses)` writes input set `index` into
+        host buffers laid out as each operand's strided storage; `reference(operand_addresses,
+        result_addresses)` writes the float64 results (dense, row-major) computed from host copies
+        of the operands. Both raise on failure. -> (return code, response document)."""
+        fill_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+        reference_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                          ctypes.POINTER(ctypes.c_void_p))
+        function = self._function("fact_verify_call", ctypes.c_int,
+                                  [ctypes.c_char_p, ctypes.c_void_p, fill_type, reference_type, ctypes.c_void_p,
+                                   ctypes.POINTER(ctypes.c_void_p)])
+        free = self._function("fact_engine_free", None, [ctypes.c_void_p])
+        operands = len(request["call"]["operands"])
+        results = len(request["call"]["results"])
+        errors: list[str] = []
+
+        def on_fill(_user, index, pointers):
+            try:
+                fill(int(index), [pointers[i] for i in range(operands)])
+                return 0
+            except Exception as error:  # noqa: BLE001 - reported through the engine's answer
+                errors.append(f"fill: {type(error).__name__}: {error}")
+                return 1
+
+        def on_reference(_user, operand_pointers, result_pointers):
+            try:
+                reference([operand_pointers[i] for i in range(operands)], [result_pointers[i] for i in range(results)])
+                return 0
+            except Exception as error:  # noqa: BLE001
+                errors.append(f"reference: {type(error).__name__}: {error}")
+                return 1
+
+        fill_function, reference_function = fill_type(on_fill), reference_type(on_reference)
+        response = ctypes.c_void_p()
+        code = int(function(json.dumps(request).encode(), entry_address, fill_function, reference_function, None,
+                            ctypes.byref(response)))
+        if not response.value:
+            return code, {"status": "error", "error": f"fact_verify_call returned {code} and no response"}
+        try:
+            text = ctypes.string_at(response.value).decode(errors="replace")
+        finally:
+            free(response)
+        document = json.loads(text)
+        if errors:
+            document["callback_errors"] = errors
+        return code, document
+
+
 class ReferenceLibrary:
     """`fact_reference_call` of a library (the engine's, or $FACT_REFERENCE_LIBRARY)."""
 

@@ -58,7 +58,8 @@ class KernelLibrary:
             symbol = getattr(self._dll, self.entry_name)
         except AttributeError as error:
             raise KernelLoadError(f"{self.path} does not export {self.entry_name}") from error
-        self._entry = _ENTRY_PROTOTYPE(ctypes.cast(symbol, ctypes.c_void_p).value)
+        self.entry_address: int = ctypes.cast(symbol, ctypes.c_void_p).value
+        self._entry = _ENTRY_PROTOTYPE(self.entry_address)
 
     def workspace_size(self, args: int) -> int:
         """Bytes of device workspace the kernel needs for the argument image at address `args`

@@ -1,4 +1,4 @@
-// `fact run-kernel`: verify and time one kernel library (or only the cuBLAS baselines) on one
+// `fact run-kernel`: verify and time one kernel library (or only its kind's baselines) on one
 // problem, writing a fact.run/1 JSON report (docs/runtime.md). Exit code: 0 ok, 2 wrong,
 // 3 cannot_implement, 4 error, 5 timeout; a crash leaves a "crashed" report.
 #include <cstdint>
@@ -46,13 +46,12 @@ int run(const RunArgs& args) {
   options.verify_only = args.verify_only;
   options.baseline_only = args.baseline_only;
   options.baselines = runtime::parse_baseline_list(args.baselines);
-  if (args.baseline_only && options.baselines.empty()) {
-    options.baselines = {"cublas", "cublaslt"};
-  }
-  options.dtype = args.dtype;
-  options.out_dtype = args.out_dtype;
-  options.epilogue = args.epilogue;
-  options.layout = args.layout;
+  // The command line's shorthand for a GEMM problem's further words (the kind reads them:
+  // ProblemKind::from_command_line).
+  options.problem_words = {{"dtype", args.dtype},
+                           {"out_dtype", args.out_dtype},
+                           {"epilogue", args.epilogue},
+                           {"layout", args.layout}};
   options.json_path = args.json_path;
   options.timeout_s = args.timeout_s;
   options.seed = args.seed;
@@ -85,7 +84,7 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "run-kernel",
       "Verify one kernel library against a float64 reference (fresh random inputs, poisoned "
-      "output, adversarial checks), time it, and time the cuBLAS/cuBLASLt baselines");
+      "output, adversarial checks), time it, and time its kind's baselines (GEMM: cuBLAS/cuBLASLt)");
   cmd->add_option("lib,--lib", args->lib, "Kernel library (.so) exporting the FACT C ABI");
   auto* problem = cmd->add_option("--problem", args->problem,
                                   "The problem in its kind's words (a GEMM: m=..,n=..,k=..[,batch=..])");
@@ -96,7 +95,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision, "strict | tf32 | native")
       ->check(CLI::IsMember(precision_words()));
   cmd->add_flag("--verify-only", args->verify_only, "Verify, do not time");
-  cmd->add_option("--baselines", args->baselines, "Comma list: cublas,cublaslt");
+  cmd->add_option("--baselines", args->baselines,
+                  "Comma list of the kind's baselines (GEMM: cublas,cublaslt); with --baseline-only "
+                  "default all of them");
   cmd->add_flag("--baseline-only", args->baseline_only,
                 "No kernel: verify and time the baselines on --dtype/--epilogue/--layout");
   cmd->add_option("--dtype", args->dtype, "Baseline-only operand dtype (fp32, bf16, fp16)");

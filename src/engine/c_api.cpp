@@ -9,6 +9,7 @@
 #include "fact/build_info.hpp"
 #include "fact/core/status_names.hpp"
 #include "fact/engine/agent.hpp"
+#include "fact/engine/call_verify.hpp"
 #include "fact/engine/engine.hpp"
 #include "fact/engine/engine_tables.hpp"
 #include "fact/engine/optimize_stages.hpp"
@@ -261,3 +262,23 @@ extern "C" const char* fact_engine_tables(void) {
 }
 
 extern "C" int fact_reference_call(const FactCallHeader* args) { return fact::reference_call(args); }
+
+extern "C" int fact_verify_call(const char* request_json, FactEntry entry, FactFillInputs fill,
+                                FactReferenceResults reference, void* user, char** response_json) {
+  return json_call(request_json, response_json, [&](const nlohmann::json& request) {
+    fact::engine::CallVerifyHooks hooks;
+    if (fill) {
+      hooks.fill = [&](int index, const std::vector<void*>& operands) {
+        if (fill(user, index, operands.data()) != 0) throw std::runtime_error("the caller's input fill failed");
+      };
+    }
+    if (reference) {
+      hooks.reference = [&](const std::vector<const void*>& operands, const std::vector<double*>& results) {
+        if (reference(user, operands.data(), results.data()) != 0) {
+          throw std::runtime_error("the caller's float64 reference failed");
+        }
+      };
+    }
+    return nlohmann::json{{"status", "ok"}, {"report", fact::engine::verify_call(request, entry, hooks)}};
+  });
+}

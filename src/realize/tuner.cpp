@@ -154,9 +154,14 @@ CandidateOutcome Tuner::run_candidate(const KernelSpec& spec, const BuildJob& jo
   run.library = built.library;
   run.problem = request.problem;
   run.precision = request.precision;
-  run.baselines = baselines;
+  // Only the baselines the problem's kind registered (a GEMM's cuBLAS baselines are not an
+  // attention problem's).
+  const std::vector<std::string> registered = kind_of(request.problem).baselines();
+  for (const std::string& name : baselines) {
+    if (std::find(registered.begin(), registered.end(), name) != registered.end()) run.baselines.push_back(name);
+  }
   run.timeout = request.run_timeout;
-  run.scratch_dir = work_dir / (job.key + (baselines.empty() ? "" : ".baselines"));
+  run.scratch_dir = work_dir / (job.key + (run.baselines.empty() ? "" : ".baselines"));
   RunResult result = runner_.run(run);
   outcome.status = result.status;
   outcome.reason = result.reason;

@@ -1,9 +1,11 @@
-// Random inputs, poisoning, checksums and the empty kernel (see device_kernels.hpp).
+// Random inputs, poisoning, checksums, the strided comparison and the empty kernel (see
+// device_kernels.hpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <curand_philox4x32_x.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/device_kernels.hpp"
@@ -27,13 +29,26 @@ __device__ inline void store_element(void* data, ElementType type, int64_t i, fl
   }
 }
 
-__device__ inline bool holds_poison(const void* data, ElementType type, int64_t i) {
-  switch (type) {
-    case ElementType::F32: return static_cast<const uint32_t*>(data)[i] == kPoisonF32;
-    case ElementType::BF16: return static_cast<const uint16_t*>(data)[i] == kPoisonBF16;
-    case ElementType::F16: return static_cast<const uint16_t*>(data)[i] == kPoisonF16;
+__device__ inline bool element_holds_poison(const void* data, ElementType type, int64_t i) {
+  switch (element_bytes(type)) {
+    case 8: return static_cast<const uint64_t*>(data)[i] == poison_bits(type);
+    case 4: return static_cast<const uint32_t*>(data)[i] == static_cast<uint32_t>(poison_bits(type));
+    case 2: return static_cast<const uint16_t*>(data)[i] == static_cast<uint16_t>(poison_bits(type));
+    default: return static_cast<const uint8_t*>(data)[i] == static_cast<uint8_t>(poison_bits(type));
   }
-  return false;
+}
+
+__device__ inline double load_double(const void* data, ElementType type, int64_t i) {
+  switch (type) {
+    case ElementType::F32: return static_cast<const float*>(data)[i];
+    case ElementType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+    case ElementType::F16: return __half2float(static_cast<const __half*>(data)[i]);
+    case ElementType::F64: return static_cast<const double*>(data)[i];
+    case ElementType::I64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case ElementType::I32: return static_cast<const int32_t*>(data)[i];
+    case ElementType::U8: return static_cast<const uint8_t*>(data)[i];
+  }
+  return 0.0;
 }
 
 __global__ void fill_uniform_kernel(void* data, ElementType type, int64_t count, uint64_t seed,
@@ -58,10 +73,11 @@ __global__ void fill_uniform_kernel(void* data, ElementType type, int64_t count,
 __global__ void fill_poison_kernel(void* data, ElementType type, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(gridDim.x) * blockDim.x) {
-    switch (type) {
-      case ElementType::F32: static_cast<uint32_t*>(data)[i] = kPoisonF32; break;
-      case ElementType::BF16: static_cast<uint16_t*>(data)[i] = kPoisonBF16; break;
-      case ElementType::F16: static_cast<uint16_t*>(data)[i] = kPoisonF16; break;
+    switch (element_bytes(type)) {
+      case 8: static_cast<uint64_t*>(data)[i] = poison_bits(type); break;
+      case 4: static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(poison_bits(type)); break;
+      case 2: static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(poison_bits(type)); break;
+      default: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(poison_bits(type)); break;
     }
   }
 }
@@ -76,7 +92,7 @@ __global__ void count_not_poison_kernel(const void* data, ElementType type, int6
   unsigned long long local = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(gridDim.x) * blockDim.x) {
-    local += holds_poison(data, type, i) ? 0ull : 1ull;
+    local += element_holds_poison(data, type, i) ? 0ull : 1ull;
   }
   local = warp_sum(local);
   if ((threadIdx.x & 31) == 0 && local != 0) atomicAdd(counter, local);
@@ -108,6 +124,70 @@ __global__ void checksum_kernel(const unsigned char* data, size_t bytes, unsigne
   if ((threadIdx.x & 31) == 0) atomicAdd(sum, local);
 }
 
+__device__ inline double warp_sum_double(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ inline double warp_max_double(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// One grid-stride pass over the view's elements in row-major order; per-warp partial sums
+// go to the totals with one atomic each.
+__global__ void compare_strided_kernel(const StridedView out, const double* ref, int64_t total,
+                                       ErrorSums* sums) {
+  double sq_diff = 0, sq_ref = 0, max_abs = 0;
+  unsigned long long unwritten = 0, nonfinite = 0, ref_nonfinite = 0, written = 0;
+  const bool floating = is_floating(out.type);
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = idx, offset = 0;
+    for (int d = out.rank - 1; d >= 0; --d) {
+      offset += (rest % out.shape[d]) * out.stride[d];
+      rest /= out.shape[d];
+    }
+    const double r = ref[idx];
+    if (!isfinite(r)) {
+      ++ref_nonfinite;
+      continue;
+    }
+    sq_ref += r * r;
+    if (element_holds_poison(out.data, out.type, offset)) {
+      ++unwritten;
+      continue;
+    }
+    ++written;
+    const double o = load_double(out.data, out.type, offset);
+    if (floating && !isfinite(o)) {
+      ++nonfinite;
+      continue;
+    }
+    const double d = o - r;
+    sq_diff += d * d;
+    max_abs = fmax(max_abs, fabs(d));
+  }
+  sq_diff = warp_sum_double(sq_diff);
+  sq_ref = warp_sum_double(sq_ref);
+  max_abs = warp_max_double(max_abs);
+  unwritten = warp_sum(unwritten);
+  nonfinite = warp_sum(nonfinite);
+  ref_nonfinite = warp_sum(ref_nonfinite);
+  written = warp_sum(written);
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&sums->sum_sq_diff, sq_diff);
+    atomicAdd(&sums->sum_sq_ref, sq_ref);
+    // Non-negative doubles order like their bit patterns.
+    atomicMax(reinterpret_cast<unsigned long long*>(&sums->max_abs_diff),
+              static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+    atomicAdd(&sums->unwritten, unwritten);
+    atomicAdd(&sums->nonfinite, nonfinite);
+    atomicAdd(&sums->ref_nonfinite, ref_nonfinite);
+    atomicAdd(&sums->written, written);
+  }
+}
+
 __global__ void empty_kernel() {}
 
 __global__ void spin_kernel(int64_t nanoseconds) {
@@ -125,11 +205,12 @@ void check_launch(const char* what) {
 
 }  // namespace
 
-int element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
-
 void launch_fill_uniform(void* data, ElementType type, int64_t count, uint64_t seed, float scale,
                          cudaStream_t stream) {
   if (count <= 0) return;
+  if (type != ElementType::F32 && type != ElementType::BF16 && type != ElementType::F16) {
+    throw std::invalid_argument("launch_fill_uniform: float32, bf16 or fp16 elements only");
+  }
   fill_uniform_kernel<<<grid_for((count + 3) / 4), kThreads, 0, stream>>>(data, type, count, seed,
                                                                           scale);
   check_launch("fill_uniform_kernel");
@@ -162,6 +243,16 @@ void launch_checksum(const void* data, size_t bytes, unsigned long long* sum, cu
   checksum_kernel<<<grid_for(static_cast<int64_t>(bytes / 4 + 1)), kThreads, 0, stream>>>(
       static_cast<const unsigned char*>(data), bytes, sum);
   check_launch("checksum_kernel");
+}
+
+void launch_compare_strided(const StridedView& out, const double* ref, ErrorSums* sums,
+                            cudaStream_t stream) {
+  if (out.rank < 0 || out.rank > 8) throw std::invalid_argument("launch_compare_strided: rank above 8");
+  int64_t total = 1;
+  for (int d = 0; d < out.rank; ++d) total *= out.shape[d];
+  if (total <= 0) return;
+  compare_strided_kernel<<<std::min(grid_for(total), 8192u), kThreads, 0, stream>>>(out, ref, total, sums);
+  check_launch("compare_strided_kernel");
 }
 
 void launch_spin_kernel(int64_t nanoseconds, cudaStream_t stream) {

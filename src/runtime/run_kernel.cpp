@@ -6,10 +6,13 @@
 #include <iostream>
 #include <optional>
 
+#include "fact/runtime/cuda_backend.hpp"
 #include "fact/runtime/cuda_check.hpp"
+#include "fact/runtime/device_buffer.hpp"
 #include "fact/runtime/device_report.hpp"
 #include "fact/runtime/kernel_library.hpp"
 #include "fact/runtime/kind_runtime.hpp"
+#include "fact/runtime/verifier.hpp"
 
 namespace fact::runtime {
 
@@ -29,11 +32,8 @@ Problem read_problem(const RunKernelOptions& options, const KernelLibrary* libra
     if (!in) throw std::invalid_argument("cannot read the problem file " + options.problem_json);
     return problem_from_json(json::parse(in));
   }
-  const std::map<std::string, std::string> words = {{"problem", options.problem},
-                                                    {"dtype", options.dtype},
-                                                    {"out_dtype", options.out_dtype},
-                                                    {"epilogue", options.epilogue},
-                                                    {"layout", options.layout}};
+  std::map<std::string, std::string> words = options.problem_words;
+  words["problem"] = options.problem;
   std::string kind = library ? library->kind() : options.kind;
   const KindRegistry& kinds = KindRegistry::global();
   std::vector<std::string> candidates = kind.empty() ? kinds.names() : std::vector<std::string>{kind};
@@ -58,7 +58,35 @@ void run(const RunKernelOptions& options, ProcessGuard* guard, RunReport& report
   if (runtime == nullptr) {
     throw std::invalid_argument("no runtime runs kernels of kind '" + problem.kind + "'");
   }
-  runtime->run(options, problem, library ? &*library : nullptr, guard, report);
+  const std::vector<std::string> registered = kind_of(problem).baselines();
+  std::vector<std::string> baselines = options.baselines;
+  if (options.baseline_only && baselines.empty()) baselines = registered;
+  if (options.baseline_only && baselines.empty()) {
+    throw std::invalid_argument("kind '" + problem.kind + "' registers no baselines to run alone");
+  }
+  check_baselines(baselines, registered, problem.kind);
+
+  std::unique_ptr<VerifyCase> verify_case =
+      runtime->prepare(options, problem, library ? &*library : nullptr, report);
+  if (!verify_case) return;
+
+  set_phase(guard, "initializing CUDA");
+  if (cuda_device_count() == 0) {
+    report.status = RunStatus::Error;
+    report.error = "no CUDA device is visible";
+    return;
+  }
+  FACT_CUDA_CHECK(cudaSetDevice(options.device));
+  report.device = current_device_json();
+  CudaBackend backend(options.timing.flush_l2 && !options.verify_only);
+  VerifyOptions verify;
+  verify.base_seed = options.seed != 0 ? options.seed : fresh_seed();
+  verify.verify_only = options.verify_only;
+  verify.timing = options.timing;
+  verify.baselines = baselines;
+  CallFunction kernel;
+  if (library) kernel = library->entry();
+  verify_and_time(backend, *verify_case, kernel, verify, guard, report);
 }
 
 }  // namespace

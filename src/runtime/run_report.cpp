@@ -56,6 +56,7 @@ CheckResult check_from_json(const std::string& name, const json& j) {
   c.nonfinite = j.at("nonfinite").get<int64_t>();
   c.out_of_bounds = j.at("out_of_bounds").get<int64_t>();
   c.inputs_unchanged = j.at("inputs_unchanged").get<bool>();
+  c.final_at_return = j.value("final_at_return", true);
   c.seed = j.at("seed").get<uint64_t>();
   c.stream = j.at("stream").get<std::string>();
   c.failure = j.value("failure", "");
@@ -95,6 +96,7 @@ json to_json(const CheckResult& c) {
             {"nonfinite", c.nonfinite},
             {"out_of_bounds", c.out_of_bounds},
             {"inputs_unchanged", c.inputs_unchanged},
+            {"final_at_return", c.final_at_return},
             {"seed", c.seed},
             {"stream", c.stream}};
   if (!c.failure.empty()) j["failure"] = c.failure;
@@ -126,12 +128,14 @@ json to_json(const RunReport& r) {
   json checks = json::object();
   for (const CheckResult& c : r.checks) checks[c.name] = to_json(c);
   j["checks"] = checks;
-  if (r.sgemm) {
-    j["sgemm"] = {{"rel_err", r.sgemm->sgemm_rel_err},
-                  {"ratio", r.sgemm->ratio},
-                  {"within_limit", r.sgemm->within_limit}};
+  if (r.accuracy) {
+    j["accuracy"] = {{"against", r.accuracy->against},
+                     {"rel_err", r.accuracy->rel_err},
+                     {"ratio", r.accuracy->ratio},
+                     {"limit", r.accuracy->limit},
+                     {"within_limit", r.accuracy->within_limit}};
   } else {
-    j["sgemm"] = nullptr;
+    j["accuracy"] = nullptr;
   }
   j["workspace_bytes"] = r.workspace_bytes;
   j["ms"] = r.ms ? to_json(*r.ms) : json(nullptr);
@@ -165,10 +169,11 @@ RunReport run_report_from_json(const json& j) {
   if (j.contains("checks")) {
     for (const auto& [name, c] : j.at("checks").items()) r.checks.push_back(check_from_json(name, c));
   }
-  if (j.contains("sgemm") && !j.at("sgemm").is_null()) {
-    const json& s = j.at("sgemm");
-    r.sgemm = SgemmComparison{s.at("rel_err").get<double>(), s.at("ratio").get<double>(),
-                              s.at("within_limit").get<bool>()};
+  if (j.contains("accuracy") && !j.at("accuracy").is_null()) {
+    const json& a = j.at("accuracy");
+    r.accuracy = AccuracyComparison{a.at("against").get<std::string>(), a.at("rel_err").get<double>(),
+                                    a.at("ratio").get<double>(), a.value("limit", 0.0),
+                                    a.at("within_limit").get<bool>()};
   }
   r.workspace_bytes = j.value("workspace_bytes", int64_t{0});
   if (j.contains("ms") && !j.at("ms").is_null()) r.ms = timing_stats_from_json(j.at("ms"));
@@ -194,7 +199,7 @@ std::string summary_line(const RunReport& r) {
   if (r.rel_err) {
     line += "  rel_err " + format("%.2e", *r.rel_err) + " (tol " + format("%.0e", r.tolerance) + ")";
   }
-  if (r.sgemm) line += "  sgemm " + format("%.2e", r.sgemm->sgemm_rel_err);
+  if (r.accuracy) line += "  " + r.accuracy->against + " " + format("%.2e", r.accuracy->rel_err);
   if (r.ms) {
     line += "  " + format("%.4f", r.ms->median) + " ms";
     if (r.tflops) line += "  " + format("%.1f", *r.tflops) + " TFLOP/s";

@@ -157,10 +157,6 @@ GEMM_ALLOWED = {
     "src/cli/device_command.cpp": ({"gemm_size"}, DEVICE_PEAK),
     "include/fact/core/precision.hpp": ({"kSgemmErrorRatioLimit"}, SGEMM),
     "src/engine/engine_tables.cpp": ({"kSgemmErrorRatioLimit"}, SGEMM),
-    "include/fact/runtime/run_report.hpp": ({"SgemmComparison", "sgemm", "sgemm_rel_err"}, SGEMM),
-    "src/runtime/run_report.cpp": ({"SgemmComparison", "sgemm", "sgemm_rel_err"}, SGEMM),
-    "include/fact/runtime/run_options.hpp": ({"epilogue"}, GEMM_SHORTHAND),
-    "src/runtime/run_kernel.cpp": ({"epilogue"}, GEMM_SHORTHAND),
     "src/cli/run_command.cpp": ({"epilogue"}, GEMM_SHORTHAND),
     "src/cli/tune_command.cpp": ({"epilogue"}, GEMM_SHORTHAND),
 }

@@ -88,6 +88,23 @@ const char* fact_engine_version(void);
  * for an unknown kind, a wrong ABI version/size or malformed arguments. */
 int fact_reference_call(const FactCallHeader* args);
 
+/* FACT's one verifier (docs/runtime.md, "What is checked") for one call of `entry` given as data:
+ * request_json is {"device": "host"|"cuda", "call": {"operands", "results" (each "dtype",
+ * "shape", "stride"), "args": {"size", "hex", "pointers"}}, "tolerance", "seed", "verify_only",
+ * "timing": {...}, "settle_s"} (include/fact/engine/call_verify.hpp). The caller supplies:
+ *   fill(user, index, operands): writes input set `index` (0 or 1) into host buffers, one per
+ *     operand, laid out as its strided storage; returns 0 (anything else fails the run);
+ *   reference(user, operands, results): the float64 results, dense and row-major, from host
+ *     copies of the operands as they are after the call; returns 0.
+ * The verifier allocates (guard bands), poisons, calls on the primary and a second stream (on the
+ * host: thread), compares, checks guards, inputs and completion, and times the kernel. Returns 0
+ * when *response_json is {"status": "ok", "report": <the fact.run/1 report>}, else
+ * {"status": "error", "error": ...}; free it with fact_engine_free. */
+typedef int (*FactFillInputs)(void* user, int index, void* const* operands);
+typedef int (*FactReferenceResults)(void* user, const void* const* operands, double* const* results);
+int fact_verify_call(const char* request_json, FactEntry entry, FactFillInputs fill,
+                     FactReferenceResults reference, void* user, char** response_json);
+
 #ifdef __cplusplus
 }
 #endif

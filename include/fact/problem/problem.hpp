@@ -71,6 +71,10 @@ class ProblemKind {
   // not this kind's; throws std::invalid_argument when they are but are malformed.
   virtual std::optional<nlohmann::json> from_command_line(
       const std::map<std::string, std::string>& words) const = 0;
+
+  // The vendor baselines the kind's runtime implements, by name (`fact run-kernel --baselines`
+  // takes only these; the tuner asks for those of its request the kind has). None by default.
+  virtual std::vector<std::string> baselines() const { return {}; }
 };
 
 class KindRegistry {

@@ -8,19 +8,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "fact/runtime/element_type.hpp"
+#include "fact/runtime/strided_view.hpp"
+
 namespace fact::runtime {
 
-enum class ElementType : int { F32 = 0, BF16 = 1, F16 = 2 };
-int element_bytes(ElementType type);
-
-// Bit patterns written into outputs before a kernel runs: quiet NaNs with a payload that
-// arithmetic does not produce (canonical NaNs are 0x7FC00000 / 0x7FFFFFFF), so an element that
-// still holds it was not written.
-inline constexpr uint32_t kPoisonF32 = 0x7FC5A5A5u;
-inline constexpr uint16_t kPoisonBF16 = 0x7FC5u;
-inline constexpr uint16_t kPoisonF16 = 0x7E5Au;
-
-// data[i] = uniform in [-scale, scale) from Philox4x32-10 keyed by `seed` at counter i / 4.
+// data[i] = uniform in [-scale, scale) from Philox4x32-10 keyed by `seed` at counter i / 4
+// (floating types only; std::invalid_argument otherwise).
 void launch_fill_uniform(void* data, ElementType type, int64_t count, uint64_t seed, float scale,
                          cudaStream_t stream);
 // data[i] = the poison pattern of `type`.
@@ -37,17 +31,11 @@ void launch_checksum(const void* data, size_t bytes, unsigned long long* sum, cu
 uint64_t checksum_of(const void* data, size_t bytes, unsigned long long* scratch, cudaStream_t stream);
 
 
-// Reductions of one comparison, accumulated by launch_compare (zero them first).
-struct ErrorSums {
-  double sum_sq_diff = 0;   // Σ (out − ref)² over finite, written elements
-  double sum_sq_ref = 0;    // Σ ref² over all elements
-  double max_abs_diff = 0;  // max |out − ref| over finite, written elements
-  unsigned long long unwritten = 0;      // out still holds the poison pattern
-  unsigned long long nonfinite = 0;      // out is NaN/Inf (not the poison)
-  unsigned long long ref_nonfinite = 0;  // the reference itself is NaN/Inf
-};
-// (Each kind's comparison of its output with its float64 reference, accumulating ErrorSums,
-// lives in its pattern folder: patterns/gemm/runtime/reference_gemm.hpp.)
+// Compares every element of `out` with ref (dense float64, row-major over out's shape),
+// accumulating into *sums (device memory, zeroed first): poisoned elements count as unwritten,
+// non-finite ones (floating types) as nonfinite, the rest into the error sums and `written`.
+void launch_compare_strided(const StridedView& out, const double* ref, ErrorSums* sums,
+                            cudaStream_t stream);
 
 // A kernel that does nothing: measures launch overhead.
 void launch_empty_kernel(cudaStream_t stream);

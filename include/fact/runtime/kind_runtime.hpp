@@ -1,8 +1,8 @@
-// How `fact run-kernel` runs a kernel of a kind on the GPU: each kind's pattern folder
-// registers a KindRuntime (patterns/<kind>/runtime/) that sets up the problem's buffers, runs
-// the verification sequence every kernel passes (docs/runtime.md), times it, and runs the
-// kind's library baselines on the same inputs. The generic command (run_kernel.hpp) loads the
-// library, reads the problem and dispatches here by kind.
+// How `fact run-kernel` runs a kernel of a kind: each kind's pattern folder registers a
+// KindRuntime (patterns/<kind>/runtime/) that turns a problem into a VerifyCase (verify_case.hpp:
+// the call's buffers, input fills, float64 reference, argument image, baselines). The generic
+// command (run_kernel.hpp) loads the library, reads the problem, dispatches here by kind, and
+// runs the one verifier (verifier.hpp) on the case.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,9 +10,9 @@
 
 #include "fact/problem/problem.hpp"
 #include "fact/runtime/kernel_library.hpp"
-#include "fact/runtime/process_guard.hpp"
 #include "fact/runtime/run_options.hpp"
 #include "fact/runtime/run_report.hpp"
+#include "fact/runtime/verify_case.hpp"
 
 namespace fact::runtime {
 
@@ -20,12 +20,13 @@ class KindRuntime {
  public:
   virtual ~KindRuntime() = default;
   virtual std::string kind() const = 0;
-  // Fills `report` (problem, tolerance, device, checks, rel_err, status, timing, baselines)
-  // for `problem` run through `library` (nullptr: options.baseline_only, baselines alone).
-  // Sets report.status; throws CudaError / std::exception for failures the caller reports as
-  // status Error. `guard` (may be null) is told the current phase.
-  virtual void run(const RunKernelOptions& options, const Problem& problem,
-                   const KernelLibrary* library, ProcessGuard* guard, RunReport& report) const = 0;
+  // The case of `problem` run by `library` (nullptr: a baseline-only run), or nullptr after
+  // setting report.status and report.error when it cannot run: CannotImplement when the kernel's
+  // spec does not cover the problem, Error for a refusal such as a precision below the mode's.
+  // Fills report.problem (the kind's description: "fusion", "shape", "flops", ...) and
+  // report.tolerance. Runs before the device is initialized; allocates no device memory.
+  virtual std::unique_ptr<VerifyCase> prepare(const RunKernelOptions& options, const Problem& problem,
+                                              const KernelLibrary* library, RunReport& report) const = 0;
 };
 
 class KindRuntimeRegistry {

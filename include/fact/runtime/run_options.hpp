@@ -1,6 +1,7 @@
 // Options of `fact run-kernel`, independent of the CLI parser and of CUDA.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,18 +14,17 @@ namespace fact::runtime {
 struct RunKernelOptions {
   std::string lib;        // kernel library (.so); empty with baseline_only
   std::string problem_json;  // a problem file (problem_to_json); else the words below
-  std::string problem;    // the kind's command-line problem: "m=..,n=..,k=..,batch=.." for GEMMs
+  std::string problem;    // the kind's command-line problem (the word "problem" of its reader)
+  // The rest of a command-line problem: further words in the kind's own spellings, handed to
+  // ProblemKind::from_command_line with "problem" (an empty word: the kind's default).
+  std::map<std::string, std::string> problem_words;
   std::string kind;       // the problem's kind for baseline_only runs without problem_json
   core::PrecisionMode precision = core::PrecisionMode::Strict;
   bool verify_only = false;   // skip timing (of the kernel and of the baselines)
-  bool baseline_only = false; // no kernel: run the baselines on the problem below
-  std::vector<std::string> baselines;  // "cublas", "cublaslt"
-  // The rest of a command-line problem (a kind's spellings; for GEMMs see
-  // patterns/gemm/kind/problem_args.hpp).
-  std::string dtype = "bf16";
-  std::string out_dtype;          // empty: same as dtype
-  std::string epilogue;           // "bias,gelu_tanh"; empty: plain GEMM
-  std::string layout = "tn";      // A and B: t = row-major, n = column-major
+  bool baseline_only = false; // no kernel: run the baselines on the problem
+  // Baselines by the names the problem's kind registered (KindRuntime::baselines()); a
+  // baseline_only run without names runs all of them.
+  std::vector<std::string> baselines;
   std::string json_path;          // where the report goes; empty: stdout summary only
   double timeout_s = 30.0;        // watchdog (ProcessGuard); <= 0: none
   uint64_t seed = 0;              // base seed of the random inputs; 0: a fresh one
@@ -32,14 +32,17 @@ struct RunKernelOptions {
   TimingOptions timing;
 };
 
-inline constexpr const char* kKnownBaselines[] = {"cublas", "cublaslt"};
-
-// "cublas,cublaslt" → {"cublas", "cublaslt"}; "" → {}. Throws std::invalid_argument for an
-// unknown or repeated name.
+// "a,b" → {"a", "b"}; "" → {}; spaces around names dropped. Throws std::invalid_argument for a
+// repeated name (names are checked against the kind's by check_baselines).
 std::vector<std::string> parse_baseline_list(std::string_view text);
 
+// Throws std::invalid_argument naming `kind` and its baselines when a name in `names` is not one
+// of `registered`.
+void check_baselines(const std::vector<std::string>& names, const std::vector<std::string>& registered,
+                     const std::string& kind);
+
 // Throws std::invalid_argument when the options contradict each other (baseline_only with a
-// library or without baselines, no problem, neither library nor baseline_only).
+// library, no problem, neither library nor baseline_only, min_runs above max_runs).
 void validate(const RunKernelOptions& options);
 
 // Seed of check number `index` (0, 1, ...) derived from the base seed: distinct per check.

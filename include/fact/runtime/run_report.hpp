@@ -44,31 +44,35 @@ struct CheckResult {
   int64_t elements = 0;
   int64_t unwritten = 0;          // elements still holding the poison pattern
   int64_t nonfinite = 0;          // NaN/Inf elements written by the kernel
-  int64_t out_of_bounds = 0;      // guard elements around D that changed
-  bool inputs_unchanged = true;   // A, B, C, bias bitwise identical after the call
+  int64_t out_of_bounds = 0;      // elements written outside the outputs (guards, gaps)
+  bool inputs_unchanged = true;   // every input bitwise identical after the call
+  bool final_at_return = true;    // outputs unchanged between the stream's synchronize and the device's
   uint64_t seed = 0;              // seed of the random inputs
   std::string stream;             // "primary" or "secondary"
   std::string failure;            // empty when passed: the first reason it did not
 };
 
-// A library GEMM timed and verified on the same inputs.
+// A vendor implementation the kind registered, verified and timed on the same inputs.
 struct BaselineResult {
-  std::string name;      // "cublas", "cublaslt"
+  std::string name;      // as the kind registered it: "cublas", "cublaslt", ...
   std::string status;    // "ok", "wrong" (check failed), "error" (could not run)
   std::string error;
-  std::string computes;  // fusion name of what it computes, e.g. "gemm_bias_relu"
+  std::string computes;  // what it computes, in the kind's words (e.g. a fusion name)
   bool fused = false;    // computes the whole epilogue of the problem
   std::string config;    // compute type, algorithm
   std::optional<CheckResult> check;
   std::optional<TimingStats> ms;
-  std::optional<double> tflops;  // useful FLOPs of the GEMM / median time
+  std::optional<double> tflops;  // the problem's useful FLOPs / median time
 };
 
-// cuBLAS SGEMM's own error on the kernel's inputs (strict mode).
-struct SgemmComparison {
-  double sgemm_rel_err = 0;
-  double ratio = 0;  // kernel rel_err / SGEMM rel_err
-  bool within_limit = false;  // ratio <= kSgemmErrorRatioLimit
+// A vendor implementation's own error on the kernel's primary inputs, beside the kernel's
+// (VerifyCase::accuracy_peer; strict GEMMs compare with cuBLAS SGEMM). Reported, not a gate.
+struct AccuracyComparison {
+  std::string against;      // the peer's name
+  double rel_err = 0;       // the peer's rel_err
+  double ratio = 0;         // kernel rel_err / the peer's
+  double limit = 0;         // the kind's bound on the ratio
+  bool within_limit = false;
 };
 
 struct RunReport {
@@ -76,12 +80,12 @@ struct RunReport {
   std::string error;            // why not ok (empty when ok)
   bool timed_out = false;
   std::string lib, entry, kernel_name;
-  nlohmann::json problem = nlohmann::json::object();  // sizes, scalars, dtypes, fusion
+  nlohmann::json problem = nlohmann::json::object();  // the kind's description ("fusion", "shape", "flops", ...)
   std::string precision;
   double tolerance = 0;
   std::optional<double> rel_err;  // worst over the checks
   std::vector<CheckResult> checks;
-  std::optional<SgemmComparison> sgemm;
+  std::optional<AccuracyComparison> accuracy;
   int64_t workspace_bytes = 0;
   std::optional<TimingStats> ms;
   std::optional<double> tflops;
@@ -97,8 +101,8 @@ nlohmann::json to_json(const RunReport& r);
 // on a malformed report.
 RunReport run_report_from_json(const nlohmann::json& j);
 
-// One line for humans: "ok  gemm_bias_relu 4096x4096x4096  rel_err 3.1e-06 (tol 1e-05)
-// 1.234 ms  111.4 TFLOP/s  | cublas 1.30 ms ...".
+// One line for humans: "ok  <kernel or fusion> <shape>  rel_err 3.1e-06 (tol 1e-05)
+// 1.234 ms  111.4 TFLOP/s  | <baseline> 1.30 ms ...".
 std::string summary_line(const RunReport& r);
 
 }  // namespace fact::runtime

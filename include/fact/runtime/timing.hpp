@@ -2,6 +2,7 @@
 // summarized as median and spread (timing_stats.hpp).
 #pragma once
 #include <functional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,16 @@ class L2Flusher {
 // its own pair of events with the L2 flush queued before the start event. Throws CudaError.
 TimingStats time_launches(const std::function<void(cudaStream_t)>& launch, cudaStream_t stream,
                           const TimingOptions& options, L2Flusher* flusher);
+
+// Times several launches on `stream` interleaved, so that drifting clocks and temperature reach
+// all of them alike: options.warmup_runs untimed runs of each, then rounds in which every launch
+// not yet done takes a batch of 10 runs (each bracketed by its own events, the L2 flush queued
+// before the start event), until each has min_runs runs and min_time_s of measured time, or
+// max_runs runs, or max_wall_s passed (after min(min_runs, 10) runs each). One TimingStats per
+// launch, in order. Throws CudaError (and what a launch throws).
+std::vector<TimingStats> time_interleaved(const std::vector<std::function<void(cudaStream_t)>>& launches,
+                                          cudaStream_t stream, const TimingOptions& options,
+                                          L2Flusher* flusher);
 
 // {"method": "cuda_events", "warmup_runs": .., "min_runs": .., "min_time_s": ..,
 //  "l2_flush_bytes": ..} — recorded in reports so results say how they were taken.

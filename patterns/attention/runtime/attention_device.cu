@@ -18,23 +18,10 @@ void check_launch(const char* what) {
   }
 }
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 4096 ? (blocks < 1 ? 1 : blocks) : 4096);
-}
-
 __device__ __forceinline__ double load(const void* base, int64_t i, Element type) {
   if (type == Element::F32) return double(static_cast<const float*>(base)[i]);
   if (type == Element::BF16) return double(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
   return double(__half2float(static_cast<const __half*>(base)[i]));
-}
-
-// Whether element i still holds the runner's poison pattern (runtime::launch_fill_poison).
-__device__ __forceinline__ bool is_poison(const void* base, int64_t i, Element type) {
-  if (type == Element::F32) return static_cast<const uint32_t*>(base)[i] == runtime::kPoisonF32;
-  return static_cast<const uint16_t*>(base)[i] == (type == Element::BF16 ? runtime::kPoisonBF16 : runtime::kPoisonF16);
 }
 
 // One block per (b, h, i) query row.
@@ -97,41 +84,6 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
   }
 }
 
-__global__ void compare_kernel(Problem p, Element type, const void* o, View ov, const double* ref, Sums* sums) {
-  const int64_t count = p.batch * p.heads * p.seq * p.v_head_dim;
-  double sq = 0, sq_ref = 0, max_abs = 0;
-  unsigned long long unwritten = 0, nonfinite = 0, written = 0;
-  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < count; n += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = n % p.v_head_dim;
-    const int64_t i = (n / p.v_head_dim) % p.seq;
-    const int64_t h = (n / (p.v_head_dim * p.seq)) % p.heads;
-    const int64_t b = n / (p.v_head_dim * p.seq * p.heads);
-    const int64_t at = ov.offset + b * ov.batch_stride + h * ov.head_stride + i * ov.seq_stride + e;
-    const double want = ref[n];
-    sq_ref += want * want;
-    if (is_poison(o, at, type)) {
-      ++unwritten;
-      continue;
-    }
-    ++written;
-    const double got = load(o, at, type);
-    if (!isfinite(got)) {
-      ++nonfinite;
-      continue;
-    }
-    const double d = got - want;
-    sq += d * d;
-    max_abs = fmax(max_abs, fabs(d));
-  }
-  atomicAdd(&sums->sum_sq_diff, sq);
-  atomicAdd(&sums->sum_sq_ref, sq_ref);
-  if (unwritten) atomicAdd(&sums->unwritten, unwritten);
-  if (nonfinite) atomicAdd(&sums->nonfinite, nonfinite);
-  if (written) atomicAdd(&sums->written, written);
-  // max of non-negative doubles: their bit patterns order like unsigned integers.
-  atomicMax(reinterpret_cast<unsigned long long*>(&sums->max_abs_diff), __double_as_longlong(max_abs));
-}
-
 }  // namespace
 
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v, View vv,
@@ -146,12 +98,6 @@ void reference(const Problem& p, Element type, const void* q, View qv, const voi
   if (rows > 0x7fffffff) throw std::runtime_error("reference: too many query rows for one grid");
   reference_kernel<<<unsigned(rows), 128, smem, stream>>>(p, type, q, qv, k, kv, v, vv, ref);
   check_launch("reference");
-}
-
-void compare(const Problem& p, Element type, const void* o, View ov, const double* ref, Sums* sums, cudaStream_t stream) {
-  const int64_t count = p.batch * p.heads * p.seq * p.v_head_dim;
-  compare_kernel<<<blocks_for(count), kThreads, 0, stream>>>(p, type, o, ov, ref, sums);
-  check_launch("compare");
 }
 
 }  // namespace fact::attention::device

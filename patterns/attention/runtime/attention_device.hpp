@@ -1,6 +1,6 @@
-// The attention runtime's own GPU kernels: the float64 attention reference and the comparison
-// against it. Random inputs, poisoning, counting, checksums and the spin kernel are the
-// runner's (fact/runtime/device_kernels.hpp), shared with every kind. Plain structs only, so
+// The attention runtime's own GPU kernel: the float64 attention reference. Random inputs,
+// poisoning, the comparison against the reference, counting and checksums are the one
+// verifier's (fact/runtime/verifier.hpp, device_kernels.hpp), shared with every kind. Plain structs only, so
 // that the .cu file needs none of the engine's headers. Every launch function checks the launch
 // and throws std::runtime_error; results land in device memory and are read after a synchronize.
 #pragma once
@@ -34,18 +34,5 @@ struct Problem {
 // q, k, v are base pointers of `type` elements.
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v,
                View vv, double* ref, cudaStream_t stream);
-
-// Reductions of one comparison (zero them first).
-struct Sums {
-  double sum_sq_diff = 0;    // Σ (out − ref)² over written, finite elements
-  double sum_sq_ref = 0;     // Σ ref²
-  double max_abs_diff = 0;   // max |out − ref| over written, finite elements
-  unsigned long long unwritten = 0;  // view elements still holding the poison
-  unsigned long long nonfinite = 0;  // view elements that are NaN/Inf (not the poison)
-  unsigned long long written = 0;    // view elements that do not hold the poison
-};
-// Compares the view `ov` of `o` with ref (dense [B][H][T][Dv]).
-void compare(const Problem& p, Element type, const void* o, View ov, const double* ref, Sums* sums,
-             cudaStream_t stream);
 
 }  // namespace fact::attention::device

@@ -1,35 +1,21 @@
 // The attention kind's runtime (fact/runtime/kind_runtime.hpp): what `fact run-kernel` and the
-// tuner's child processes run for an attention kernel library. It lays out Q, K, V and O the
-// way the problem's views say (a fused-QKV projection read at offsets, merged-head output
-// strides; dense [B, T, H, D] tensors for a problem written on the command line), and runs the
-// verification sequence every kernel passes (docs/runtime.md), each against a float64
-// attention computed on the GPU from the same inputs:
-//   primary       fresh random inputs (seed 0), output poisoned (NaN pattern) with guard bands
-//   fresh_inputs  NEW random inputs (seed 1): a kernel replaying a cached result fails
-//   other_stream  the secondary stream, with the poisoning queued behind a spin: a kernel that
-//                 ignores its stream argument races the poison
-//   repoison      same inputs, output poisoned again: every element written again, and
-//                 bit-identical to the run before (deterministic)
-//   scale         new inputs (seed 2) and another softmax scale: a kernel ignoring the ABI's
-//                 scale fails
-// Each check also requires every output element written, none outside the output view, no
-// NaN/Inf, the inputs unchanged and ‖out − ref‖ / ‖ref‖ within the precision contract's
-// tolerance. Then the kernel is timed (CUDA events, L2 flushed). No library baseline runs here
-// (cuDNN's frontend is not available to C++ in this build); bench_attention.py compares
-// against PyTorch's SDPA backends.
+// tuner's child processes run for an attention kernel library, as a case of the one verifier
+// (fact/runtime/verifier.hpp). The case lays out Q, K, V and O the way the problem's views say
+// (a fused-QKV projection read at offsets, merged-head output strides; dense [B, T, H, D]
+// tensors for a problem written on the command line), fills the inputs uniform in [-√3, √3)
+// (unit variance), and computes the float64 attention on the GPU from the same inputs
+// (attention_device.hpp). Its constants-changed check is "scale" (another softmax scale: a
+// kernel ignoring the ABI's scale fails), and it asks for determinism (the repoison run must be
+// bit-identical). No vendor baseline is registered (cuDNN's frontend is not available to C++ in
+// this build); patterns/attention/bench_attention.py compares with PyTorch's SDPA backends.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <map>
-#include <random>
-#include <set>
+#include <sstream>
 
-#include "fact/runtime/cuda_check.hpp"
-#include "fact/runtime/device_buffer.hpp"
 #include "fact/runtime/kernel_library.hpp"
 #include "fact/runtime/kind_runtime.hpp"
-#include "fact/runtime/run_kernel.hpp"
-#include "fact/runtime/timing.hpp"
 #include "patterns/attention/attention_abi.h"
 #include "patterns/attention/kind/pack.hpp"
 #include "patterns/attention/kind/problem.hpp"
@@ -40,25 +26,12 @@ namespace fact::attention {
 namespace {
 
 using nlohmann::json;
-using runtime::CheckResult;
-using runtime::CudaStream;
-using runtime::DeviceBuffer;
+using runtime::BufferSet;
+using runtime::BufferSpec;
 using runtime::RunReport;
 using runtime::RunStatus;
 
-constexpr int64_t kGuardElements = 2048;  // poisoned elements on each side of O
-constexpr int64_t kStreamCheckDelayNs = 2'000'000;
 constexpr float kInputScale = 1.7320508f;  // uniform [-√3, √3): unit variance
-
-void set_phase(runtime::ProcessGuard* guard, const std::string& phase) {
-  if (guard) guard->set_phase(phase);
-}
-
-uint64_t fresh_seed() {
-  std::random_device device;
-  const uint64_t seed = (uint64_t{device()} << 32) ^ device();
-  return seed == 0 ? 1 : seed;
-}
 
 // One past the last element a [B, H, T, D] view addresses.
 int64_t view_end(const TensorView& v) {
@@ -69,159 +42,108 @@ int64_t view_end(const TensorView& v) {
 
 device::View device_view(const TensorView& v) { return {v.stride[0], v.stride[1], v.stride[2], v.offset}; }
 
-// The buffers of one problem: one per operand value (Q, K, V may share one), O with guards.
-class Harness {
+// The buffers of one problem: one per operand value (Q, K, V may share one), then O.
+struct Layout {
+  std::map<std::string, size_t> input;  // value → buffer index
+  size_t o = 0;
+};
+
+// The attention with softmax scale `scale` on a case's buffers.
+class AttentionComputation final : public runtime::Computation {
  public:
-  Harness(const AttentionProblem& p, device::Element type) : p_(p), type_(type) {
-    std::map<std::string, int64_t> extent;
-    for (const TensorView* v : {&p.q, &p.k, &p.v}) extent[v->value] = std::max(extent[v->value], view_end(*v));
-    for (const auto& [value, elements] : extent) {
-      inputs_[value] = {DeviceBuffer(size_t(elements * runtime::element_bytes(type))), elements};
-    }
-    o_elements_ = view_end(p.o) + 2 * kGuardElements;
-    o_ = DeviceBuffer(size_t(o_elements_ * runtime::element_bytes(type)));
-    reference_ = DeviceBuffer(size_t(p.batch * p.heads * p.seq * p.v_head_dim) * sizeof(double));
-    scratch_ = DeviceBuffer(sizeof(device::Sums) + 4 * sizeof(unsigned long long));
-    dp_ = {p.batch, p.heads, p.kv_heads, p.seq, p.kv_seq, p.head_dim, p.v_head_dim, 0, p.scale};
-    dp_.window = p.mask == MaskKind::None ? 0 : p.window;
-    switch (p.mask) {
-      case MaskKind::None: dp_.mask = FACT_ATTN_MASK_NONE; break;
-      case MaskKind::CausalTopLeft: dp_.mask = FACT_ATTN_MASK_CAUSAL_TOP_LEFT; break;
-      case MaskKind::CausalBottomRight: dp_.mask = FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
-    }
+  AttentionComputation(AttentionProblem p, device::Element type, Layout layout, double scale)
+      : p_(std::move(p)), type_(type), layout_(std::move(layout)) {
+    p_.scale = scale;
   }
 
-  cudaStream_t primary() const { return primary_.get(); }
-  cudaStream_t secondary() const { return secondary_.get(); }
-  int64_t input_bytes() const {
-    int64_t n = 0;
-    for (const auto& [value, buffer] : inputs_) n += buffer.second * runtime::element_bytes(type_);
-    return n;
-  }
-
-  void randomize(uint64_t seed) {
-    uint64_t s = seed;
-    for (auto& [value, buffer] : inputs_) {
-      runtime::launch_fill_uniform(buffer.first.data(), type_, buffer.second, ++s * 0x100000001b3ull, kInputScale, primary());
-    }
-    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
-    reference_scale_ = -1;  // stale
-  }
-
-  // The ABI arguments on these buffers with softmax scale `scale`.
-  FactAttentionArgs args(double scale) const {
-    AttentionProblem p = p_;
-    p.scale = scale;
-    FactAttentionArgs a = attention_args(p);
+  runtime::ArgBytes arguments(const BufferSet& buffers) const override {
+    FactAttentionArgs a = attention_args(p_);
     const int64_t bytes = runtime::element_bytes(type_);
-    auto base = [&](const TensorView& v) {
-      return static_cast<const void*>(static_cast<const char*>(inputs_.at(v.value).first.data()) + v.offset * bytes);
-    };
-    a.q = base(p.q);
-    a.k = base(p.k);
-    a.v = base(p.v);
-    a.o = static_cast<char*>(o_.data()) + (kGuardElements + p.o.offset) * bytes;
-    return a;
+    a.q = base(buffers, p_.q, bytes);
+    a.k = base(buffers, p_.k, bytes);
+    a.v = base(buffers, p_.v, bytes);
+    a.o = static_cast<char*>(buffers[layout_.o]) + p_.o.offset * bytes;
+    runtime::ArgBytes image(sizeof a);
+    std::memcpy(image.data(), &a, sizeof a);
+    return image;
   }
 
-  // Runs `launch` on `stream` for `scale` and checks the result (file comment).
-  CheckResult check(const std::string& name, const std::function<int(const FactAttentionArgs&, cudaStream_t)>& launch,
-                    cudaStream_t stream, double scale, double tolerance, uint64_t seed, int* status) {
-    CheckResult c;
-    c.name = name;
-    c.seed = seed;
-    c.tolerance = tolerance;
-    c.stream = stream == primary() ? "primary" : "secondary";
-    c.elements = p_.batch * p_.heads * p_.seq * p_.v_head_dim;
-    ensure_reference(scale);
-    const uint64_t before = input_checksum();
-    if (stream == secondary()) {
-      // The poison lands only after the spin: a kernel launched elsewhere finishes first.
-      runtime::launch_spin_kernel(kStreamCheckDelayNs, stream);
+  void reference(runtime::VerifyBackend& backend, const BufferSet& buffers,
+                 const std::vector<double*>& refs) const override {
+    device::Problem dp{p_.batch, p_.heads, p_.kv_heads, p_.seq, p_.kv_seq, p_.head_dim, p_.v_head_dim, 0, p_.scale};
+    dp.window = p_.mask == MaskKind::None ? 0 : p_.window;
+    switch (p_.mask) {
+      case MaskKind::None: dp.mask = FACT_ATTN_MASK_NONE; break;
+      case MaskKind::CausalTopLeft: dp.mask = FACT_ATTN_MASK_CAUSAL_TOP_LEFT; break;
+      case MaskKind::CausalBottomRight: dp.mask = FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
     }
-    runtime::launch_fill_poison(o_.data(), type_, o_elements_, stream);
-    *status = launch(args(scale), stream);
-    FACT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    FACT_CUDA_CHECK(cudaDeviceSynchronize());
-    if (*status != FACT_OK) {
-      c.failure = "the kernel returned status " + std::to_string(*status);
-      return c;
-    }
-    auto* sums = static_cast<device::Sums*>(scratch_.data());
-    auto* total = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums));
-    // Every copy and memset is ordered on the primary stream: the harness streams are
-    // non-blocking, so the legacy default stream does not order them with the kernels.
-    FACT_CUDA_CHECK(cudaMemsetAsync(scratch_.data(), 0, scratch_.bytes(), primary()));
-    device::Problem dp = dp_;
-    dp.scale = scale;
-    TensorView o = p_.o;
-    o.offset += kGuardElements;
-    device::compare(dp, type_, o_.data(), device_view(o), reference_.as<double>(), sums, primary());
-    runtime::launch_count_not_poison(o_.data(), type_, o_elements_, total, primary());
-    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
-    device::Sums s;
-    unsigned long long written_anywhere = 0;
-    FACT_CUDA_CHECK(cudaMemcpy(&s, sums, sizeof(s), cudaMemcpyDeviceToHost));
-    FACT_CUDA_CHECK(cudaMemcpy(&written_anywhere, total, sizeof(written_anywhere), cudaMemcpyDeviceToHost));
-    c.unwritten = int64_t(s.unwritten);
-    c.nonfinite = int64_t(s.nonfinite);
-    c.out_of_bounds = int64_t(written_anywhere) - int64_t(s.written);
-    c.max_abs_err = s.max_abs_diff;
-    c.ref_norm = std::sqrt(s.sum_sq_ref);
-    if (c.ref_norm > 0) c.rel_err = std::sqrt(s.sum_sq_diff) / c.ref_norm;
-    c.inputs_unchanged = input_checksum() == before;
-    if (c.unwritten > 0) {
-      c.failure = std::to_string(c.unwritten) + " of " + std::to_string(c.elements) + " output elements not written";
-    } else if (c.nonfinite > 0) {
-      c.failure = std::to_string(c.nonfinite) + " output elements are NaN or Inf";
-    } else if (c.out_of_bounds != 0) {
-      c.failure = std::to_string(c.out_of_bounds) + " elements written outside the output view";
-    } else if (!c.inputs_unchanged) {
-      c.failure = "the kernel changed its inputs";
-    } else if (!c.rel_err || !(*c.rel_err <= tolerance)) {
-      c.failure = "rel_err " + (c.rel_err ? std::to_string(*c.rel_err) : std::string("n/a")) + " above the tolerance " +
-                  std::to_string(tolerance);
-    }
-    c.passed = c.failure.empty();
-    return c;
+    auto data = [&](const TensorView& v) { return static_cast<const void*>(buffers[layout_.input.at(v.value)]); };
+    device::reference(dp, type_, data(p_.q), device_view(p_.q), data(p_.k), device_view(p_.k), data(p_.v),
+                      device_view(p_.v), refs.at(0),
+                      static_cast<cudaStream_t>(backend.stream_handle(runtime::StreamId::Primary)));
   }
 
-  // A checksum of the whole output buffer (guards included): equal for bit-identical runs.
-  uint64_t output_checksum() {
-    auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 8);
-    return runtime::checksum_of(o_.data(), o_.bytes(), sum, primary());
+  std::string reference_key() const override {
+    std::ostringstream key;
+    key.precision(17);
+    key << "scale " << p_.scale;
+    return key.str();
   }
 
  private:
-  void ensure_reference(double scale) {
-    if (reference_scale_ == scale) return;
-    device::Problem dp = dp_;
-    dp.scale = scale;
-    auto base = [&](const TensorView& v) { return inputs_.at(v.value).first.data(); };
-    device::reference(dp, type_, base(p_.q), device_view(p_.q), base(p_.k), device_view(p_.k), base(p_.v),
-                      device_view(p_.v), reference_.as<double>(), primary());
-    FACT_CUDA_CHECK(cudaStreamSynchronize(primary()));
-    reference_scale_ = scale;
-  }
-
-  uint64_t input_checksum() {
-    auto* sum = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + sizeof(device::Sums) + 16);
-    // One sum per input buffer, folded on the host in the map's (fixed) order.
-    uint64_t combined = 0;
-    for (const auto& [value, buffer] : inputs_) {
-      combined = combined * 0x100000001B3ull + runtime::checksum_of(buffer.first.data(), buffer.first.bytes(), sum, primary());
-    }
-    return combined;
+  const void* base(const BufferSet& buffers, const TensorView& v, int64_t bytes) const {
+    return static_cast<const char*>(buffers[layout_.input.at(v.value)]) + v.offset * bytes;
   }
 
   AttentionProblem p_;
   device::Element type_;
-  device::Problem dp_;
-  std::map<std::string, std::pair<DeviceBuffer, int64_t>> inputs_;
-  DeviceBuffer o_, reference_, scratch_;
-  int64_t o_elements_ = 0;
-  double reference_scale_ = -1;
-  CudaStream primary_, secondary_;
+  Layout layout_;
+};
+
+class AttentionCase final : public runtime::VerifyCase {
+ public:
+  AttentionCase(AttentionProblem p, device::Element type, double tolerance)
+      : p_(std::move(p)), type_(type), tolerance_(tolerance) {
+    std::map<std::string, int64_t> extent;
+    for (const TensorView* v : {&p_.q, &p_.k, &p_.v}) extent[v->value] = std::max(extent[v->value], view_end(*v));
+    for (const auto& [value, elements] : extent) {
+      layout_.input[value] = buffers_.size();
+      buffers_.push_back({value, false, size_t(elements * runtime::element_bytes(type_)), type_, 0, {}, {}});
+    }
+    layout_.o = buffers_.size();
+    BufferSpec o{p_.o.value + " (output)", true, size_t(view_end(p_.o) * runtime::element_bytes(type_)), type_,
+                 p_.o.offset, {}, {}};
+    for (size_t d = 0; d < 4; ++d) {
+      o.shape.push_back(p_.o.shape[d]);
+      o.stride.push_back(p_.o.stride[d]);
+    }
+    buffers_.push_back(o);
+  }
+
+  std::vector<BufferSpec> buffers() const override { return buffers_; }
+  void fill_inputs(runtime::VerifyBackend& backend, const BufferSet& buffers, uint64_t seed, int) override {
+    uint64_t s = seed;
+    for (const auto& [value, index] : layout_.input) {
+      backend.fill_uniform(buffers[index], type_, int64_t(buffers_[index].bytes) / runtime::element_bytes(type_),
+                           ++s * 0x100000001b3ull, kInputScale);
+    }
+  }
+  std::shared_ptr<const runtime::Computation> computation() const override {
+    return std::make_shared<AttentionComputation>(p_, type_, layout_, p_.scale);
+  }
+  std::optional<runtime::VariedCheck> varied() const override {
+    return runtime::VariedCheck{"scale", std::make_shared<AttentionComputation>(p_, type_, layout_, p_.scale * 1.7)};
+  }
+  double tolerance() const override { return tolerance_; }
+  double flops() const override { return p_.flops(); }
+  bool deterministic() const override { return true; }
+
+ private:
+  AttentionProblem p_;
+  device::Element type_;
+  double tolerance_;
+  Layout layout_;
+  std::vector<BufferSpec> buffers_;
 };
 
 json problem_json(const AttentionProblem& p) {
@@ -237,22 +159,23 @@ class AttentionRuntime final : public runtime::KindRuntime {
  public:
   std::string kind() const override { return kKindName; }
 
-  void run(const runtime::RunKernelOptions& options, const Problem& problem, const runtime::KernelLibrary* library,
-           runtime::ProcessGuard* guard, RunReport& report) const override {
+  std::unique_ptr<runtime::VerifyCase> prepare(const runtime::RunKernelOptions& options, const Problem& problem,
+                                               const runtime::KernelLibrary* library,
+                                               RunReport& report) const override {
     AttentionProblem p = attention_problem_of(problem);
     if (p.q.value.empty() || p.k.value.empty() || p.v.value.empty() || p.o.value.empty()) set_dense_views(p);
     report.problem = problem_json(p);
     report.tolerance = kind_of(problem).tolerance(problem.desc, options.precision);
-    if (options.baseline_only || library == nullptr) {
+    if (library == nullptr) {
       report.status = RunStatus::Error;
       report.error = "no C++ attention baseline (cuDNN's frontend is not available here); "
                      "patterns/attention/bench_attention.py compares with PyTorch's SDPA";
-      return;
+      return nullptr;
     }
     if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16 && p.dtype != DType::Float32) {
       report.status = RunStatus::CannotImplement;
       report.error = "attention kernels take bf16, fp16 or float32, not " + std::string(graph::dtype_name(p.dtype));
-      return;
+      return nullptr;
     }
     const AttentionSpec spec = AttentionSpec::of(library->spec());
     if (spec.dtype != p.dtype || spec.head_dim != p.head_dim || spec.head_dim != p.v_head_dim ||
@@ -260,109 +183,12 @@ class AttentionRuntime final : public runtime::KindRuntime {
       report.status = RunStatus::CannotImplement;
       report.error = "kernel " + spec.name() + " is not built for " + p.fusion_name() + " " + p.shape_string() + " " +
                      std::string(graph::dtype_label(p.dtype));
-      return;
+      return nullptr;
     }
-    set_phase(guard, "initializing CUDA");
-    if (runtime::cuda_device_count() == 0) {
-      report.status = RunStatus::Error;
-      report.error = "no CUDA device is visible";
-      return;
-    }
-    FACT_CUDA_CHECK(cudaSetDevice(options.device));
-    report.device = runtime::current_device_json();
     const device::Element type = p.dtype == DType::BFloat16 ? device::Element::BF16
                                  : p.dtype == DType::Float16  ? device::Element::F16
                                                               : device::Element::F32;
-    Harness harness(p, type);
-    const uint64_t base_seed = options.seed != 0 ? options.seed : fresh_seed();
-    report.timing = {{"base_seed", base_seed}};
-
-    set_phase(guard, "querying the workspace size");
-    const FactEntry entry = library->entry();
-    size_t workspace_bytes = 0;
-    const FactAttentionArgs sample = harness.args(p.scale);
-    const int query = entry(&sample.header, nullptr, &workspace_bytes, harness.primary());
-    if (query != FACT_OK) {
-      report.status = query == FACT_ERR_CANNOT_IMPLEMENT ? RunStatus::CannotImplement : RunStatus::Error;
-      report.error = "workspace query returned " + runtime::fact_status_name(query);
-      return;
-    }
-    report.workspace_bytes = static_cast<int64_t>(workspace_bytes);
-    const DeviceBuffer workspace = runtime::dirty_workspace(workspace_bytes);
-    auto launch = [&](const FactAttentionArgs& args, cudaStream_t stream) {
-      return entry(&args.header, workspace.data(), nullptr, stream);
-    };
-
-    set_phase(guard, "verifying the kernel");
-    report.status = RunStatus::Ok;
-    struct Step {
-      const char* name;
-      int seed;      // check_seed index; -1: keep the inputs
-      bool other_stream;
-      double scale;
-    };
-    const Step steps[] = {{"primary", 0, false, p.scale},
-                          {"fresh_inputs", 1, false, p.scale},
-                          {"other_stream", -1, true, p.scale},
-                          {"repoison", -1, false, p.scale},
-                          {"scale", 2, false, p.scale * 1.7}};
-    uint64_t last_output = 0;
-    for (const Step& step : steps) {
-      uint64_t seed = 0;
-      if (step.seed >= 0) {
-        seed = runtime::check_seed(base_seed, step.seed);
-        harness.randomize(seed);
-      } else if (!report.checks.empty()) {
-        seed = report.checks.back().seed;
-      }
-      int status = FACT_OK;
-      CheckResult c = harness.check(step.name, launch, step.other_stream ? harness.secondary() : harness.primary(),
-                                    step.scale, report.tolerance, seed, &status);
-      if (status != FACT_OK) {
-        report.status = status == FACT_ERR_CANNOT_IMPLEMENT && report.checks.empty() ? RunStatus::CannotImplement
-                                                                                     : RunStatus::Error;
-        report.error = std::string(step.name) + ": the kernel returned " + runtime::fact_status_name(status);
-        report.checks.push_back(c);
-        return;
-      }
-      const uint64_t output = harness.output_checksum();
-      if (c.passed && std::string(step.name) == "repoison" && output != last_output) {
-        c.passed = false;
-        c.failure = "not bit-identical to the run before on the same inputs";
-      }
-      last_output = output;
-      if (c.rel_err && (!report.rel_err || *c.rel_err > *report.rel_err)) report.rel_err = c.rel_err;
-      report.checks.push_back(c);
-      if (!c.passed) {
-        report.status = RunStatus::Wrong;
-        report.error = std::string(step.name) + ": " + c.failure;
-        return;
-      }
-    }
-
-    if (!options.verify_only) {
-      set_phase(guard, "timing the kernel");
-      harness.randomize(runtime::check_seed(base_seed, 0));
-      runtime::L2Flusher flusher;
-      report.timing.update(runtime::describe(options.timing, &flusher));
-      const FactAttentionArgs args = harness.args(p.scale);
-      report.ms = runtime::time_launches(
-          [&](cudaStream_t stream) {
-            const int status = launch(args, stream);
-            if (status != FACT_OK) {
-              throw std::runtime_error("kernel returned " + runtime::fact_status_name(status) + " while being timed");
-            }
-          },
-          harness.primary(), options.timing, &flusher);
-      report.tflops = runtime::tflops_per_s(p.flops(), report.ms->median);
-    }
-    if (!options.baselines.empty()) {
-      // The known baselines are cuBLAS GEMMs; attention has none in C++ (cuDNN's frontend is
-      // not available here): said once, not as failed baselines.
-      report.timing["baselines"] = "none for attention (the cuBLAS baselines are GEMMs; bench_attention.py "
-                                   "compares with PyTorch's SDPA)";
-    }
-    set_phase(guard, "writing the report");
+    return std::make_unique<AttentionCase>(p, type, report.tolerance);
   }
 };
 

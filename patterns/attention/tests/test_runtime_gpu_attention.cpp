@@ -97,7 +97,7 @@ runtime::RunReport run_command_line(GpuAttention& test, const std::string& name,
   runtime::RunKernelOptions o;
   o.lib = test.build(p, name, precision).string();
   o.problem = words;
-  o.dtype = dtype == graph::DType::Float32 ? "f32" : dtype == graph::DType::Float16 ? "fp16" : "bf16";
+  o.problem_words["dtype"] = dtype == graph::DType::Float32 ? "f32" : dtype == graph::DType::Float16 ? "fp16" : "bf16";
   o.kind = "attention";
   o.precision = core::parse_precision(precision);
   o.verify_only = verify_only;

@@ -85,6 +85,8 @@ class GemmKind final : public ProblemKind {
     }
     return gemm_problem_to_json(p);
   }
+  // Implemented by patterns/gemm/runtime/blas_baselines.hpp.
+  std::vector<std::string> baselines() const override { return {"cublas", "cublaslt"}; }
 };
 
 const KindRegistrar kGemmKind{std::make_unique<GemmKind>()};

@@ -1,15 +1,22 @@
 // cuBLAS and cuBLASLt baselines for a GemmCase, as GemmLaunchers reading the same FactGemmArgs
 // as a kernel, so that they are verified and timed on the same buffers in the same process.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "fact/runtime/device_buffer.hpp"
 #include "patterns/gemm/kind/problem.hpp"
 #include "patterns/gemm/runtime/gemm_case.hpp"
-#include "patterns/gemm/runtime/gemm_harness.hpp"
+#include "patterns/gemm/runtime/gemm_verify_case.hpp"
 
 namespace fact::gemm {
+
+using runtime::DeviceBuffer;
+
+// Something that computes a GEMM from FactGemmArgs on a stream. Returns a FactStatus; throws
+// CudaError when a CUDA/cuBLAS call fails.
+using GemmLauncher = std::function<int(const FactGemmArgs& args, cudaStream_t stream)>;
 
 // cuBLAS and cuBLASLt handles with one workspace they share (32 MiB), on the current device.
 class BlasContext {

@@ -48,7 +48,7 @@ __device__ inline double load_matrix(const MatrixView& v, int64_t o, int64_t l, 
 
 // The steps before a glu / rope (those two pair columns: gate_reference_kernel and
 // rope_reference_kernel apply them after this kernel). Every step reads its operand through a
-// view whose strides make it a column vector, a row vector or a matrix (gemm_harness.cpp).
+// view whose strides make it a column vector, a row vector or a matrix (gemm_verify_case.cpp).
 __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o, int64_t l,
                                  int64_t i, int64_t j) {
   double x = p.alpha * acc;

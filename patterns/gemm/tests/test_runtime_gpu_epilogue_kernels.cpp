@@ -25,8 +25,9 @@
 #include "fact/runtime/kernel_library.hpp"
 #include "fact/runtime/run_kernel.hpp"
 #include "patterns/gemm/runtime/gemm_case.hpp"
-#include "patterns/gemm/runtime/gemm_harness.hpp"
-#include "patterns/gemm/runtime/verifier.hpp"
+#include "fact/runtime/cuda_backend.hpp"
+#include "fact/runtime/verifier.hpp"
+#include "patterns/gemm/runtime/gemm_verify_case.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
@@ -159,7 +160,7 @@ GemmProblem strict_chain_problem(int64_t m, int64_t n, int64_t k) {
 TEST_F(GpuEpilogueKernels, StrictMultiStepChain) {
   const RunReport r = run(strict_chain_spec(), strict_chain_problem(1024, 512, 768),
                           PrecisionMode::Strict, "strict_chain");
-  if (r.sgemm) EXPECT_TRUE(r.sgemm->within_limit);
+  if (r.accuracy) EXPECT_TRUE(r.accuracy->within_limit);
   run(strict_chain_spec(), strict_chain_problem(256, 256, 65536), PrecisionMode::Strict,
       "strict_chain_k_sliced");
 }
@@ -202,7 +203,7 @@ TEST_F(GpuEpilogueKernels, TwoBatchModesBf16) {
 // B shared by the kernel's batches (GQA values expanded over the heads: a zero batch stride on a
 // TMA-read operand), an additive mask shared by the heads (the residual, read through CUTLASS's
 // C: batch stride 0), a bias per outer batch scaled by its value. run_kernel's operands are
-// compact, so this one runs the verification sequence on a harness with these strides itself.
+// compact, so this one runs the one verifier on a GemmVerifyCase with these strides itself.
 TEST_F(GpuEpilogueKernels, TwoBatchModesWithZeroStridesAndPermutedOperands) {
   GemmSpec s;
   s.batched = true;
@@ -229,19 +230,14 @@ TEST_F(GpuEpilogueKernels, TwoBatchModesWithZeroStridesAndPermutedOperands) {
   p.epilogue[0].operand_outer_batch_stride = mn;
   p.epilogue[1].operand_batch_stride = 0;
   p.epilogue[1].operand_outer_batch_stride = p.n;
-  GemmHarness harness(c);
   runtime::KernelLibrary library(built.output.string());
-  harness.randomize_inputs(1);
-  const FactGemmArgs sample = harness.abi_args();
-  size_t workspace_bytes = 0;
-  ASSERT_EQ(library.entry()(&sample.header, nullptr, &workspace_bytes, nullptr), FACT_OK);
-  const runtime::DeviceBuffer workspace = runtime::dirty_workspace(workspace_bytes);
-  const FactEntry entry = library.entry();
-  void* workspace_data = workspace.data();
-  const GemmLauncher launch = [&](const FactGemmArgs& args, cudaStream_t stream) {
-    return entry(&args.header, workspace_data, nullptr, stream);
-  };
-  const VerifyOutcome outcome = verify_gemm(harness, launch, 2026);
+  runtime::CudaBackend backend(false);
+  GemmVerifyCase verify_case(c, false);
+  runtime::VerifyOptions options;
+  options.base_seed = 2026;
+  options.verify_only = true;
+  RunReport outcome;
+  runtime::verify_and_time(backend, verify_case, library.entry(), options, nullptr, outcome);
   EXPECT_EQ(outcome.status, RunStatus::Ok) << outcome.error;
   EXPECT_EQ(outcome.checks.size(), 5u);
 }
@@ -252,7 +248,7 @@ TEST_F(GpuEpilogueKernels, StrictTwoBatchModes) {
   GemmSpec s = strict_chain_spec();
   s.batched = true;
   const RunReport r = run(s, p, PrecisionMode::Strict, "strict_two_modes");
-  if (r.sgemm) EXPECT_TRUE(r.sgemm->within_limit);
+  if (r.accuracy) EXPECT_TRUE(r.accuracy->within_limit);
 }
 
 // SwiGLU as one GEMM at the Llama-3-8B MLP's size: x [8192, 4096] times gate and up weights

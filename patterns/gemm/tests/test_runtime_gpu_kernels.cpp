@@ -16,7 +16,7 @@
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/kind/reference_host.hpp"
 #include "patterns/gemm/runtime/gemm_case.hpp"
-#include "patterns/gemm/runtime/gemm_harness.hpp"
+#include "patterns/gemm/runtime/gemm_verify_case.hpp"
 
 namespace fact::runtime {
 namespace {

@@ -107,9 +107,10 @@ TEST_F(GpuRunKernel, CorrectLibraryIsVerifiedTimedAndCompared) {
   EXPECT_EQ(r.checks.size(), 5u);
   ASSERT_TRUE(r.rel_err);
   EXPECT_LT(*r.rel_err, kStrictTolerance);
-  ASSERT_TRUE(r.sgemm);  // strict mode compares with cuBLAS SGEMM on the same inputs
-  EXPECT_GT(r.sgemm->sgemm_rel_err, 0.0);
-  EXPECT_TRUE(r.sgemm->within_limit);
+  ASSERT_TRUE(r.accuracy);  // strict mode compares with cuBLAS SGEMM on the same inputs
+  EXPECT_EQ(r.accuracy->against, "cublas");
+  EXPECT_GT(r.accuracy->rel_err, 0.0);
+  EXPECT_TRUE(r.accuracy->within_limit);
   ASSERT_TRUE(r.ms);
   EXPECT_GE(r.ms->runs, 10);
   ASSERT_TRUE(r.tflops);
@@ -173,8 +174,7 @@ TEST_F(GpuRunKernel, BaselineOnly) {
   o.baseline_only = true;
   o.problem = "m=1024,n=512,k=256";
   o.precision = PrecisionMode::Native;
-  o.dtype = "bf16";
-  o.epilogue = "bias,gelu_tanh";
+  o.problem_words = {{"dtype", "bf16"}, {"epilogue", "bias,gelu_tanh"}};
   o.baselines = {"cublas", "cublaslt"};
   o.timing.min_runs = 10;
   o.timing.min_time_s = 0.0;

@@ -296,6 +296,13 @@ TEST_F(TunerTest, BaselinesAreMeasuredWithTheWinnerInOneRun) {
   EXPECT_EQ(warm.origin, "database");
   EXPECT_EQ(runner.runs.load(), 4);
   EXPECT_EQ(warm.baselines.size(), 2u);
+
+  // Only the baselines the problem's kind registered reach the runner (ProblemKind::baselines).
+  TuneRequest foreign = request();
+  foreign.baselines = {"cudnn", "cublas"};
+  tuner.tune(foreign);
+  EXPECT_EQ(runner.runs.load(), 5);
+  EXPECT_EQ(runner.last_baselines, (std::vector<std::string>{"cublas"}));
 }
 
 TEST_F(TunerTest, NothingVerifiedStoresNothing) {

@@ -12,8 +12,21 @@ TEST(RunOptions, BaselineList) {
   EXPECT_EQ(parse_baseline_list("cublas,cublaslt"), (std::vector<std::string>{"cublas", "cublaslt"}));
   EXPECT_EQ(parse_baseline_list(" cublaslt "), (std::vector<std::string>{"cublaslt"}));
   EXPECT_TRUE(parse_baseline_list("").empty());
-  EXPECT_THROW(parse_baseline_list("cublas,torch"), std::invalid_argument);
   EXPECT_THROW(parse_baseline_list("cublas,cublas"), std::invalid_argument);
+}
+
+TEST(RunOptions, BaselinesAreCheckedAgainstTheKinds) {
+  const std::vector<std::string> registered = {"cublas", "cublaslt"};
+  EXPECT_NO_THROW(check_baselines({"cublaslt"}, registered, "gemm"));
+  EXPECT_NO_THROW(check_baselines({}, {}, "attention"));
+  try {
+    check_baselines({"cublas", "torch"}, registered, "gemm");
+    ADD_FAILURE() << "torch accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'torch' for kind 'gemm' (expected cublas, cublaslt)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(check_baselines({"cublas"}, {}, "attention"), std::invalid_argument);
 }
 
 TEST(RunOptions, Validate) {
@@ -25,7 +38,7 @@ TEST(RunOptions, Validate) {
   o.baseline_only = true;
   EXPECT_THROW(validate(o), std::invalid_argument);  // library with baseline-only
   o.lib.clear();
-  EXPECT_THROW(validate(o), std::invalid_argument);  // no baselines
+  EXPECT_NO_THROW(validate(o));  // no names: every baseline of the kind
   o.baselines = {"cublas"};
   EXPECT_NO_THROW(validate(o));
   o.problem.clear();

@@ -32,7 +32,7 @@ RunReport sample_report() {
   r.tolerance = 2e-2;
   r.rel_err = 3e-3;
   r.checks = {check("primary", true, 3e-3), check("fresh_inputs", true, 2e-3)};
-  r.sgemm = SgemmComparison{1e-7, 3.0, true};
+  r.accuracy = AccuracyComparison{"cublas", 1e-7, 3.0, 20.0, true};
   r.workspace_bytes = 1024;
   r.ms = summarize({1.0, 1.1, 0.9});
   r.tflops = 12.5;
@@ -88,7 +88,8 @@ TEST(RunReport, JsonHasTheDocumentedShape) {
   EXPECT_DOUBLE_EQ(j.at("baselines").at("cublaslt").at("ms").at("median").get<double>(), 1.2);
   EXPECT_EQ(j.at("baselines").at("cublas").at("status"), "error");
   EXPECT_TRUE(j.at("baselines").at("cublas").at("ms").is_null());
-  EXPECT_TRUE(j.at("sgemm").at("within_limit").get<bool>());
+  EXPECT_TRUE(j.at("accuracy").at("within_limit").get<bool>());
+  EXPECT_EQ(j.at("accuracy").at("against"), "cublas");
 }
 
 TEST(RunReport, JsonRoundTrip) {
