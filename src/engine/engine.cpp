@@ -63,7 +63,6 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
                     problem_summary(match.problems[c]);
       if (request.progress) {
         util::Console& console = request.console ? *request.console : util::stderr_console();
-        console.line("");
         console.line("== tune " + entry.label);
       }
       try {

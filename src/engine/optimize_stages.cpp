@@ -157,6 +157,7 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, util::Cons
     console.line("");
     console.line("== discover (precision mode: " + std::string(core::precision_name(found.options.precision)) + ")");
     console.lines(table);
+    console.line("");
   });
   const std::string precision(core::precision_name(plan.options.precision));
   print_tuning(plan.tuning, console, detail);
