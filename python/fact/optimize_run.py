@@ -104,10 +104,15 @@ class RunOutput:
         with self._lock:
             self._clear_live()
             if self.stage is not None:
-                self.stage.say(text)
-            else:
-                print(text, flush=True)
-            self.log.write(text + "\n")
+                self.stage.say(text)  # which logs it here too (the stage's mirror)
+                return
+            print(text, flush=True)
+            self.log_line(text)
+
+    def log_line(self, text: str) -> None:
+        """A line for optimize.log only (a stage's RunLog mirrors its lines here)."""
+        with self._lock:
+            self.log.write(text.rstrip("\n") + "\n")
             self.log.flush()
 
     def engine(self, kind: int, text: str) -> None:
@@ -119,8 +124,7 @@ class RunOutput:
                     sys.stdout.flush()
                     self._live = bool(text)
             elif kind == self.LOG:
-                self.log.write(text + "\n")
-                self.log.flush()
+                self.log_line(text)
             else:
                 self.say(text)
 
@@ -136,8 +140,7 @@ class RunOutput:
         if self.verbose:
             self.say(text)
         else:
-            self.log.write(text.rstrip("\n") + "\n")
-            self.log.flush()
+            self.log_line(text)
 
     def close(self) -> None:
         self.log.close()
@@ -172,8 +175,10 @@ class Run:
         return self.out / "logs"
 
     def stage_log(self, name: str, title: str) -> RunLog:
-        """The stage's third-party output into <logs>/<name>.log while it runs."""
-        return RunLog(self.logs / f"{name}.log", verbose=self.args.verbose, title=title)
+        """The stage's third-party output into <logs>/<name>.log while it runs; FACT's lines of
+        the stage (its progress steps too) also into optimize.log."""
+        return RunLog(self.logs / f"{name}.log", verbose=self.args.verbose, title=title,
+                      mirror=self.output.log_line)
 
 
 def _first_line(error: BaseException) -> str:
