@@ -458,9 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     removed = clear_previous_outputs(out) if out.is_dir() else []
     out.mkdir(parents=True, exist_ok=True)
+    output = RunOutput(out / "logs", args.verbose)  # a new optimize.log (an earlier one was removed)
     if removed:
-        print(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}", flush=True)
-    output = RunOutput(out / "logs", args.verbose)
+        output.say(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}")
     run = Run(args, out, output)
     try:
         return optimize(run)

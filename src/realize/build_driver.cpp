@@ -272,7 +272,8 @@ std::vector<BuildOutcome> BuildDriver::build(const std::vector<BuildJob>& jobs) 
                     std::to_string(cached) + " cached, " + std::to_string(known_failures) +
                     " known failure(s), " + std::to_string(pending.size()) + " to compile" +
                     (deferred.empty() ? "" : ", " + std::to_string(deferred.size()) + " being built by another run") +
-                    " (" + last_runner_ + ", " + std::to_string(parallel_jobs(options_.jobs)) + " jobs)" +
+                    " (" + last_runner_ + ", " + std::to_string(parallel_jobs(options_.jobs)) +
+                    (parallel_jobs(options_.jobs) == 1 ? " job)" : " jobs)") +
                     (pending.empty() ? "" : ":"));
       for (const PendingBuild& build : pending)
         console->line("  " + (build.job->label.empty() ? build.job->key : build.job->label));
