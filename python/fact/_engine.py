@@ -25,10 +25,13 @@ import sys
 import sysconfig
 import threading
 from pathlib import Path
+from typing import Callable
 
 LIBRARY_NAME = "libfact.dylib" if sys.platform == "darwin" else "libfact.so"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_DIR.parents[1]
+# c_api.h's fact_output_fn: void (*)(int kind, const char* text, void* user).
+OUTPUT_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
 class EngineNotFound(RuntimeError):
@@ -165,6 +168,36 @@ class EngineLibrary:
         except ValueError:
             return code, {"status": "error", "error": f"fact_engine_plan's response is not JSON: {text[:200]}"}
 
+
+    def call_json_with_output(self, function_name: str, request: dict,
+                              output: Callable[[int, str], None]) -> tuple[int, dict]:
+        """A JSON-in, JSON-out function that also writes lines as it works
+        (`int f(const char*, fact_output_fn, void*, char**)`: fact_optimize_plan_output, c_api.h):
+        `output(kind, text)` is called for each, from the engine's threads too (kind 0 a line,
+        1 the status line to redraw in place, 2 a line for the log only)."""
+        function = self._function(function_name, ctypes.c_int,
+                                  [ctypes.c_char_p, OUTPUT_FUNCTION, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)])
+        free = self._function("fact_engine_free", None, [ctypes.c_void_p])
+
+        def relay(kind: int, text: bytes, _user) -> None:
+            try:
+                output(int(kind), (text or b"").decode(errors="replace"))
+            except Exception:  # noqa: BLE001 - a display that fails must not unwind into the engine
+                pass
+
+        callback = OUTPUT_FUNCTION(relay)  # kept alive for the call
+        response = ctypes.c_void_p()
+        code = int(function(json.dumps(request).encode(), callback, None, ctypes.byref(response)))
+        if not response.value:
+            return code, {"status": "error", "error": f"{function_name} returned {code} and no response"}
+        try:
+            text = ctypes.string_at(response.value).decode(errors="replace")
+        finally:
+            free(response)
+        try:
+            return code, json.loads(text)
+        except ValueError:
+            return code, {"status": "error", "error": f"{function_name}'s response is not JSON: {text[:200]}"}
 
     def call_json(self, function_name: str, request: dict) -> tuple[int, dict]:
         """Any JSON-in, JSON-out function of the C API (`int f(const char*, char**)`: the agent

@@ -13,7 +13,8 @@ While a RunLog is open, file descriptors 1 and 2 (so `print`, `sys.stderr.write`
 terminal the process had when it opened. `verbose=True` (`-v`, or FACT_VERBOSE=1 in the
 environment, which `fact optimize -v` sets) shows everything on the terminal as well and still
 keeps the log. `step` shows one progress line per stage: a bar with the elapsed time, updated in
-place on a terminal, one line when it ends otherwise.
+place on a terminal; elsewhere (CI, `| tee`, a notebook) one line when it ends, and one every
+HEARTBEAT_SECONDS while it runs, so that a long step (Inductor's max-autotune) is never silent.
 
 `default_log_path(name, out_dir)`: $FACT_LOG_DIR/<name>.log (set by `fact optimize` to
 <out>/logs), else <out_dir>/logs/<name>.log.
@@ -27,13 +28,19 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 __all__ = ["RunLog", "default_log_path", "verbose_from_environment"]
 
 
 def verbose_from_environment() -> bool:
     return os.environ.get("FACT_VERBOSE", "") not in ("", "0")
+
+
+def _duration(seconds: float) -> str:
+    """"42s", "3m05s" (the engine's progress lines spell it so too)."""
+    seconds = round(max(0.0, seconds))
+    return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 def default_log_path(name: str, out_dir: Path) -> Path:
@@ -45,11 +52,15 @@ class RunLog:
     """See the module doc. Re-entrant use is not supported; one RunLog per process at a time."""
 
     BAR_WIDTH = 20
+    HEARTBEAT_SECONDS = 30.0  # not on a terminal: a line this often while a step runs
 
-    def __init__(self, path: Path, verbose: bool = False, title: str = "fact"):
+    def __init__(self, path: Path, verbose: bool = False, title: str = "fact",
+                 mirror: Optional[Callable[[str], None]] = None):
+        """`mirror`: also gets every line `say` writes (fact optimize: its optimize.log)."""
         self.path = Path(path)
         self.verbose = verbose
         self.title = title
+        self.mirror = mirror
         self._terminal_out: Optional[int] = None
         self._terminal_err: Optional[int] = None
         self._log = None
@@ -119,6 +130,8 @@ class RunLog:
 
     def say(self, text: str = "", error: bool = False) -> None:
         """A line (or lines) of FACT's output: on the terminal and in the log."""
+        if self.mirror is not None:
+            self.mirror(text.rstrip("\n"))
         if self._terminal_out is None:  # not open: plain print
             print(text, file=sys.stderr if error else sys.stdout, flush=True)
             return
@@ -175,6 +188,12 @@ class RunLog:
             ticker.start()
         elif self.verbose:
             self.say(f"  {self._bar(index, total)}{label} …")
+        if not self.is_terminal and self._terminal_out is not None:
+            def heartbeat() -> None:
+                while not stop.wait(self.HEARTBEAT_SECONDS):
+                    self.say(f"  {self._bar(index, total)}{label} … {_duration(time.monotonic() - started)} elapsed")
+            ticker = threading.Thread(target=heartbeat, daemon=True)
+            ticker.start()
         ok = False
         try:
             yield

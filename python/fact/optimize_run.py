@@ -5,9 +5,12 @@ command parses the flags and runs this as its one child, with the same flags).
               (torch.export); the graph document stays in memory (graph.json is written for
               the reader)
     agent     (--agent) an LLM writes kernels for the NEW matches (fact.agent.synthesize)
-    plan      the engine in process (libfact's fact_optimize_plan, the graph passed as JSON
-              text): discover, tune (GPU; one `fact run-kernel` child per candidate), realize,
-              <out>/plan/plan.json; the discovery, tuning, kernel and roofline tables
+    plan      the engine in process (libfact's fact_optimize_plan_output, the graph passed as
+              JSON text): discover, tune (GPU; one `fact run-kernel` child per candidate),
+              realize, <out>/plan/plan.json. Its lines are shown as the engine writes them: the
+              discovery table (what will be built, and why) before anything is compiled, the
+              kernels to compile, progress while compiling and tuning (a bar on a terminal,
+              lines elsewhere), then the tuning, kernel and roofline tables
     package   the plan applied to the same exported program (fact.compose.apply_plan with
               exported=: no second export), every replacement verified against the subgraph it
               replaces, and the importable package written
@@ -27,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,22 +81,58 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 class RunOutput:
     """FACT's lines of the run: the terminal and <logs>/optimize.log; `detail` reaches the log
     always and the terminal with -v. While a stage's RunLog is open, lines go through it (its
-    terminal is the one this process started with)."""
+    terminal is the one this process started with). `engine` takes the engine's lines as it
+    writes them (fact_optimize_plan_output): lines, the status line a terminal redraws in place,
+    and lines for the log only. Thread-safe: the engine writes from its worker threads."""
+
+    LINE, LIVE, LOG = 0, 1, 2  # c_api.h's fact_output_fn kinds
 
     def __init__(self, logs: Path, verbose: bool):
         logs.mkdir(parents=True, exist_ok=True)
         self.log = open(logs / "optimize.log", "a", encoding="utf-8")
         self.verbose = verbose
         self.stage: RunLog | None = None
+        self.terminal = sys.stdout.isatty()
+        self._live = False  # a status line is on the terminal (no newline after it)
+        self._lock = threading.RLock()
+
+    def columns(self) -> int:
+        return shutil.get_terminal_size((100, 24)).columns
 
     def say(self, text: str = "") -> None:
         text = text.rstrip("\n")
-        if self.stage is not None:
-            self.stage.say(text)
-        else:
+        with self._lock:
+            self._clear_live()
+            if self.stage is not None:
+                self.stage.say(text)  # which logs it here too (the stage's mirror)
+                return
             print(text, flush=True)
-        self.log.write(text + "\n")
-        self.log.flush()
+            self.log_line(text)
+
+    def log_line(self, text: str) -> None:
+        """A line for optimize.log only (a stage's RunLog mirrors its lines here)."""
+        with self._lock:
+            self.log.write(text.rstrip("\n") + "\n")
+            self.log.flush()
+
+    def engine(self, kind: int, text: str) -> None:
+        """One of the engine's lines (c_api.h's fact_output_fn)."""
+        with self._lock:
+            if kind == self.LIVE:
+                if self.terminal and self.stage is None:
+                    sys.stdout.write("\r\033[2K" + text)
+                    sys.stdout.flush()
+                    self._live = bool(text)
+            elif kind == self.LOG:
+                self.log_line(text)
+            else:
+                self.say(text)
+
+    def _clear_live(self) -> None:
+        if self._live:
+            sys.stdout.write("\r\033[2K")
+            sys.stdout.flush()
+            self._live = False
 
     def detail(self, text: str) -> None:
         if not text.strip():
@@ -99,8 +140,7 @@ class RunOutput:
         if self.verbose:
             self.say(text)
         else:
-            self.log.write(text.rstrip("\n") + "\n")
-            self.log.flush()
+            self.log_line(text)
 
     def close(self) -> None:
         self.log.close()
@@ -135,8 +175,10 @@ class Run:
         return self.out / "logs"
 
     def stage_log(self, name: str, title: str) -> RunLog:
-        """The stage's third-party output into <logs>/<name>.log while it runs."""
-        return RunLog(self.logs / f"{name}.log", verbose=self.args.verbose, title=title)
+        """The stage's third-party output into <logs>/<name>.log while it runs; FACT's lines of
+        the stage (its progress steps too) also into optimize.log."""
+        return RunLog(self.logs / f"{name}.log", verbose=self.args.verbose, title=title,
+                      mirror=self.output.log_line)
 
 
 def _first_line(error: BaseException) -> str:
@@ -229,15 +271,18 @@ def plan_stage(run: Run, captured: Captured, gpu_unavailable: str | None) -> dic
     request = {"graph_json": json.dumps(captured.document), "out_dir": str(run.out / "plan"),
                "report_dir": str(run.out), "model": a.model, "dtype": a.dtype, "precision": a.precision,
                "compile": not a.no_compile, "tune": tune, "no_tune_asked": a.no_tune, "space": a.space,
-               "jobs": a.jobs, "progress": True, "device": captured.device,  # a bar on a terminal, lines elsewhere
-               "inputs": _input_specs(captured.inputs),
-               "patterns": [p for p in a.patterns.split(",") if p] or None}
+               "jobs": a.jobs, "device": captured.device, "inputs": _input_specs(captured.inputs),
+               "patterns": [p for p in a.patterns.split(",") if p] or None,
+               # The engine's lines as it writes them: the discovery table before any compile,
+               # the kernels to build, then a bar on a terminal, progress lines elsewhere; all of
+               # them into optimize.log.
+               "progress": True, "terminal": run.output.terminal, "columns": run.output.columns()}
     run.output.say(f"\n== plan (engine: discover{', tune' if tune else ''}, realize)")
-    code, response = _engine.engine_library().call_json("fact_optimize_plan", request)
+    code, response = _engine.engine_library().call_json_with_output("fact_optimize_plan_output", request,
+                                                                    run.output.engine)
     if code != 0 or response.get("status") != "ok":
         raise OptimizeFailed(f"the engine made no plan: {response.get('error') or response}")
     run.output.detail(response.get("detail", ""))
-    run.output.say(response.get("text", ""))
     return response
 
 
@@ -419,9 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     removed = clear_previous_outputs(out) if out.is_dir() else []
     out.mkdir(parents=True, exist_ok=True)
+    output = RunOutput(out / "logs", args.verbose)  # a new optimize.log (an earlier one was removed)
     if removed:
-        print(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}", flush=True)
-    output = RunOutput(out / "logs", args.verbose)
+        output.say(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}")
     run = Run(args, out, output)
     try:
         return optimize(run)

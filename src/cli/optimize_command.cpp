@@ -58,8 +58,10 @@ struct OptimizeArgs {
   // --agent: NEW matches go to an LLM (python -m fact.agent.synthesize) before the plan.
   bool agent = false;
   std::string agent_endpoint, agent_model;
-  int agent_attempts = 0, agent_max_tokens = 0;
-  double agent_seconds = 0;
+  // The budget per NEW match: python/fact/agent/synthesize.py's Budget defaults (a test holds
+  // them equal), shown by --help as the defaults they are.
+  int agent_attempts = 4, agent_max_tokens = 60000;
+  double agent_seconds = 600;
 };
 
 // torch's dtype name for the spellings users type: bf16 -> bfloat16, fp16 -> float16, ...
@@ -91,9 +93,10 @@ std::vector<std::string> driver_arguments(const OptimizeArgs& args) {
   if (args.agent) argv.push_back("--agent");
   if (!args.agent_endpoint.empty()) argv.insert(argv.end(), {"--agent-endpoint", args.agent_endpoint});
   if (!args.agent_model.empty()) argv.insert(argv.end(), {"--agent-model", args.agent_model});
-  if (args.agent_attempts > 0) argv.insert(argv.end(), {"--agent-attempts", std::to_string(args.agent_attempts)});
-  if (args.agent_max_tokens > 0) argv.insert(argv.end(), {"--agent-max-tokens", std::to_string(args.agent_max_tokens)});
-  if (args.agent_seconds > 0) argv.insert(argv.end(), {"--agent-seconds", std::to_string(args.agent_seconds)});
+  if (args.agent) {
+    argv.insert(argv.end(), {"--agent-attempts", std::to_string(args.agent_attempts), "--agent-max-tokens",
+                             std::to_string(args.agent_max_tokens), "--agent-seconds", std::to_string(args.agent_seconds)});
+  }
   return argv;
 }
 
@@ -158,9 +161,12 @@ void add_optimize_command(CLI::App& app) {
                 "or <cache>/agent.json; key: $FACT_AGENT_API_KEY). Without an endpoint they stay PyTorch's");
   cmd->add_option("--agent-endpoint", args->agent_endpoint, "Base URL of the chat-completions API (…/v1)");
   cmd->add_option("--agent-model", args->agent_model, "Model name to ask for");
-  cmd->add_option("--agent-attempts", args->agent_attempts, "Attempts per NEW match (default 4)");
-  cmd->add_option("--agent-max-tokens", args->agent_max_tokens, "Token budget per NEW match (default 60000)");
-  cmd->add_option("--agent-seconds", args->agent_seconds, "Wall-clock budget per NEW match (default 600)");
+  cmd->add_option("--agent-attempts", args->agent_attempts, "Attempts per NEW match")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--agent-max-tokens", args->agent_max_tokens, "Token budget per NEW match")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--agent-seconds", args->agent_seconds, "Wall-clock budget per NEW match, in seconds")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--package-name", args->package_name,
                   "Name of the Python package written into the output folder (default fact_<class>)");
   cmd->add_flag("-v,--verbose", args->verbose,

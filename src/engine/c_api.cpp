@@ -16,6 +16,7 @@
 #include "fact/problem/device_profile.hpp"
 #include "fact/realize/compile_command.hpp"
 #include "fact/registry/registry.hpp"
+#include "fact/util/console.hpp"
 #include "fact/problem/problem.hpp"
 
 namespace {
@@ -225,13 +226,32 @@ extern "C" int fact_engine_plan(const char* request_json, char** response_json) 
   return code;
 }
 
-// The plan stage's tables come back as "text" and the per-configuration tuning tables as
-// "detail", for the caller to show and log.
+// The plan stage's lines come back as "text" (fact_optimize_plan) or go to `output` as they
+// are written (fact_optimize_plan_output); the per-configuration tuning tables as "detail".
 extern "C" int fact_optimize_plan(const char* request_json, char** response_json) {
   return json_call(request_json, response_json, [](const nlohmann::json& request) {
-    std::ostringstream text, detail;
+    fact::util::TextConsole text;
+    std::ostringstream detail;
     nlohmann::json response = fact::engine::optimize_plan_stage(request, text, detail);
-    response["text"] = text.str();
+    response["text"] = text.text();
+    response["detail"] = detail.str();
+    return response;
+  });
+}
+
+extern "C" int fact_optimize_plan_output(const char* request_json, fact_output_fn output, void* user,
+                                         char** response_json) {
+  return json_call(request_json, response_json, [&](const nlohmann::json& request) {
+    if (output == nullptr) throw std::invalid_argument("fact_optimize_plan_output: no output function");
+    fact::util::CallbackConsole console(
+        [&](fact::util::Console::Kind kind, std::string_view text) {
+          const std::string line(text);
+          output(static_cast<int>(kind), line.c_str(), user);
+        },
+        request.value("terminal", false), request.value("columns", size_t{100}));
+    std::ostringstream detail;
+    nlohmann::json response = fact::engine::optimize_plan_stage(request, console, detail);
+    response["text"] = "";
     response["detail"] = detail.str();
     return response;
   });

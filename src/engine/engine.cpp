@@ -44,6 +44,7 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
   realize::BuildOptions build_options;
   build_options.jobs = request.jobs;
   build_options.show_progress = request.progress;
+  build_options.console = request.console;
   build_options.title = "tune build";
   realize::BuildDriver driver(cache, build_options);
   realize::SubprocessRunner runner(engine_executable());
@@ -60,7 +61,10 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
       entry.label = std::to_string(m + 1) +
                     (match.problems.size() > 1 ? std::string(1, static_cast<char>('a' + c)) : "") + " " +
                     problem_summary(match.problems[c]);
-      if (request.progress) std::cerr << "\n== tune " << entry.label << "\n" << std::flush;
+      if (request.progress) {
+        util::Console& console = request.console ? *request.console : util::stderr_console();
+        console.line("== tune " + entry.label);
+      }
       try {
         realize::TuneRequest tune;
         tune.problem = match.problems[c];
@@ -70,6 +74,7 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
         tune.baselines = request.baselines;
         tune.reuse_bucket = request.reuse_bucket;
         tune.show_progress = request.progress;
+        tune.console = request.console;
         tune.work_dir = request.out_dir / "tune" / (std::to_string(m + 1) + "_" + std::to_string(c));
         entry.result = tuner.tune(tune);
         realize::write_tune_report(*entry.result, request.out_dir / "tune");
@@ -257,7 +262,7 @@ fs::path engine_executable() {
   return util::current_executable();
 }
 
-PlanResult make_plan(const PlanRequest& request) {
+PlanResult make_plan(const PlanRequest& request, const DiscoveredHook& on_discovered) {
   if (!request.graph_document && (request.graph.empty() || !fs::exists(request.graph))) {
     throw std::invalid_argument("no captured graph at '" + request.graph.string() + "'");
   }
@@ -280,6 +285,7 @@ PlanResult make_plan(const PlanRequest& request) {
   util::write_file_atomically(
       request.out_dir / "discovery.json",
       discover::discovery_to_json(result.discovery, result.captured, result.options).dump(2) + "\n");
+  if (on_discovered) on_discovered(result);
 
   const realize::CompileOptions compile_options = realize::default_compile_options();
   std::optional<std::string> cannot_compile;
@@ -317,6 +323,7 @@ PlanResult make_plan(const PlanRequest& request) {
   realize_options.compile = request.compile && !cannot_compile;
   realize_options.jobs = request.jobs;
   realize_options.show_progress = request.progress;
+  realize_options.console = request.console;
   realize_options.compile_options = compile_options;
   if (request.use_tuning_db) {
     realize_options.tuning_db = request.tuning_db.value_or(realize::default_tuning_db_path());

@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "fact/problem/device_profile.hpp"
 #include "fact/realize/tune_report.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "fact/util/console.hpp"
 #include "fact/util/table.hpp"
 
 namespace fact::engine {
@@ -39,13 +41,14 @@ std::map<std::string, PlannedRun> g_runs;  // by absolute output folder
 std::string run_key(const fs::path& out_dir) { return fs::absolute(out_dir).lexically_normal().string(); }
 
 // The kernel table for the terminal: the full problem and configuration (nothing is cut).
-void print_kernel_table(const std::vector<compose::KernelRow>& rows, std::ostream& os) {
-  os << "\n== realize: " << rows.size() << " kernel call(s)\n";
+void print_kernel_table(const std::vector<compose::KernelRow>& rows, util::Console& console) {
+  console.line("");
+  console.line("== realize: " + std::to_string(rows.size()) + " kernel call(s)");
   util::Table table({{"#", util::Table::Align::Right}, {"kernel problem"}, {"key"}, {"build"},
                      {"configuration / reason"}});
   for (const compose::KernelRow& r : rows)
     table.add_row({r.label, r.problem, r.key.empty() ? "-" : r.key, r.build, r.detail});
-  os << table.render();
+  console.lines(table.render());
 }
 
 // The plan call label of a tuned call ("3a gemm_bias 65536x..." -> "3a").
@@ -85,15 +88,18 @@ std::map<std::string, compose::Measurement> measured_times(const std::vector<Tun
 }
 
 // One line per tuned call to `out`; the full tables to `detail`.
-void print_tuning(const std::vector<TunedCall>& tuned, std::ostream& out, std::ostream& detail) {
+void print_tuning(const std::vector<TunedCall>& tuned, util::Console& console, std::ostream& detail) {
   if (tuned.empty()) return;
-  out << "\n== tune\n";
+  console.line("");
+  console.line("== tune: the configurations chosen");
   for (const TunedCall& t : tuned) {
     detail << "\n-- tune " << t.label << "\n";
     if (t.result) detail << realize::format_tune_table(*t.result);
+    std::ostringstream out;
     out << "  " << t.label << ": ";
     if (!t.result || !t.result->ok()) {
-      out << "not tuned: " << (t.error.empty() ? "no configuration verified" : t.error) << "\n";
+      out << "not tuned: " << (t.error.empty() ? "no configuration verified" : t.error);
+      console.line(out.str());
       continue;
     }
     const realize::CandidateOutcome& best = *t.result->best;
@@ -101,7 +107,8 @@ void print_tuning(const std::vector<TunedCall>& tuned, std::ostream& out, std::o
     if (best.ms) out << " " << std::fixed << std::setprecision(4) << best.ms->median << " ms";
     if (const realize::BaselineMeasurement* base = realize::reference_baseline(*t.result); base && base->ms && best.ms)
       out << ", " << std::setprecision(2) << *base->ms / best.ms->median << "x vs " << base->name;
-    out << std::defaultfloat << " (" << t.result->origin << ")\n";
+    out << std::defaultfloat << " (" << t.result->origin << ")";
+    console.line(out.str());
   }
 }
 
@@ -116,7 +123,7 @@ nlohmann::json kernel_rows_json(const std::vector<compose::KernelRow>& rows) {
 
 }  // namespace
 
-nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostream& out, std::ostream& detail) {
+nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, util::Console& console, std::ostream& detail) {
   PlanRequest request;
   request.graph_document = request_doc.at("graph_json").is_string()
                                ? nlohmann::json::parse(request_doc.at("graph_json").get<std::string>())
@@ -130,6 +137,7 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   request.baselines = {"cublas", "cublaslt"};
   request.jobs = request_doc.value("jobs", 0);
   request.progress = request_doc.value("progress", false);
+  request.console = &console;
   request.device = request_doc.value("device", std::string("cpu"));
   if (request_doc.contains("inputs")) request.inputs = request_doc.at("inputs");
   if (request_doc.contains("patterns") && request_doc.at("patterns").is_array())
@@ -142,13 +150,19 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   if (request_doc.value("no_tune_asked", false)) run.skipped.push_back("auto-tuning: --no-tune was given");
   const std::optional<std::string> no_gpu = gpu_unavailable_reason();
 
-  const PlanResult plan = make_plan(request);
+  // What will be built, and why, before anything is tuned or compiled.
+  std::string table;
+  const PlanResult plan = make_plan(request, [&](const PlanResult& found) {
+    table = discover::discovery_table(found.discovery, found.captured, found.options);
+    console.line("");
+    console.line("== discover (precision mode: " + std::string(core::precision_name(found.options.precision)) + ")");
+    console.lines(table);
+    console.line("");
+  });
   const std::string precision(core::precision_name(plan.options.precision));
-  const std::string table = discover::discovery_table(plan.discovery, plan.captured, plan.options);
-  out << "\n== discover (precision mode: " << precision << ")\n" << table;
-  print_tuning(plan.tuning, out, detail);
+  print_tuning(plan.tuning, console, detail);
   const std::vector<compose::KernelRow> rows = compose::kernel_rows(plan.plan);
-  print_kernel_table(rows, out);
+  print_kernel_table(rows, console);
   for (const auto& s : plan.skipped) {
     if (s.rfind("compilation: not asked", 0) != 0) run.skipped.push_back(s);
   }
@@ -160,7 +174,9 @@ nlohmann::json optimize_plan_stage(const nlohmann::json& request_doc, std::ostre
   const std::vector<compose::RooflinePoint> roofline =
       compose::roofline_points(plan.plan, plan.options.device, plan.options.precision,
                               measured_times(plan.tuning));
-  out << "\n== roofline (" << plan.options.device.name << ")\n" << compose::roofline_table(roofline);
+  console.line("");
+  console.line("== roofline (" + plan.options.device.name + ")");
+  console.lines(compose::roofline_table(roofline));
 
   compose::OptimizeReport& report = run.report;
   report.model = request_doc.value("model", std::string());

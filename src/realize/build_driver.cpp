@@ -264,15 +264,23 @@ std::vector<BuildOutcome> BuildDriver::build(const std::vector<BuildJob>& jobs) 
       util::write_file_atomically(build.staging / "source.cu", job.source);
       pending.push_back(std::move(build));
     }
-    if (options_.show_progress && (first_round || !pending.empty())) {
-      std::cerr << options_.title << ": " << remaining.size() << " kernel(s): " << cached << " cached, "
-                << known_failures << " known failure(s), " << pending.size() << " to compile"
-                << (deferred.empty() ? "" : ", " + std::to_string(deferred.size()) + " being built by another run")
-                << " (" << last_runner_ << ", " << parallel_jobs(options_.jobs) << " jobs)\n";
+    util::Console* console =
+        options_.show_progress ? (options_.console ? options_.console : &util::stderr_console()) : nullptr;
+    if (console && (first_round || !pending.empty())) {
+      // What will be built, each kernel by its full name, before the first compiler starts.
+      console->line(options_.title + ": " + std::to_string(remaining.size()) + " kernel(s): " +
+                    std::to_string(cached) + " cached, " + std::to_string(known_failures) +
+                    " known failure(s), " + std::to_string(pending.size()) + " to compile" +
+                    (deferred.empty() ? "" : ", " + std::to_string(deferred.size()) + " being built by another run") +
+                    " (" + last_runner_ + ", " + std::to_string(parallel_jobs(options_.jobs)) +
+                    (parallel_jobs(options_.jobs) == 1 ? " job)" : " jobs)") +
+                    (pending.empty() ? "" : ":"));
+      for (const PendingBuild& build : pending)
+        console->line("  " + (build.job->label.empty() ? build.job->key : build.job->label));
     }
 
     if (!pending.empty()) {
-      util::ProgressBar progress(options_.title, pending.size(), std::cerr, options_.show_progress);
+      util::ProgressBar progress(options_.title, pending.size(), console, {"kernels", "compiled"}, true);
       int jobs_in_parallel = parallel_jobs(options_.jobs);
       if (use_ninja) {
         fs::path workdir = cache_.root() / ".staging" / ("ninja." + util::unique_suffix());
@@ -305,19 +313,15 @@ std::vector<BuildOutcome> BuildDriver::build(const std::vector<BuildJob>& jobs) 
         });
         std::vector<bool> seen(pending.size(), false);
         auto poll = [&] {
-          size_t ok = 0, failed = 0;
-          std::string last_label;
           for (size_t i = 0; i < pending.size(); ++i) {
             fs::path status_file = pending[i].staging / kExitStatusFile;
             std::error_code error;
-            if (!seen[i] && !fs::exists(status_file, error)) continue;
-            if (!seen[i]) last_label = pending[i].job->label.empty() ? pending[i].job->key : pending[i].job->label;
+            if (seen[i] || !fs::exists(status_file, error)) continue;
             seen[i] = true;
             std::string text = read_text_or_empty(status_file);
             bool success = parse_exit_status(text) == 0 && fs::exists(pending[i].staging / "lib.so", error);
-            (success ? ok : failed)++;
+            progress.advance(!success, pending[i].job->label.empty() ? pending[i].job->key : pending[i].job->label);
           }
-          progress.set_counts(ok, failed, last_label);
         };
         auto pause = std::chrono::milliseconds(10);
         while (!ninja_done) {

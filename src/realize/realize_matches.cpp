@@ -20,6 +20,7 @@ void compile_with_driver(std::vector<RealizedKernel>& kernels, const RealizeOpti
   BuildOptions build;
   build.jobs = options.jobs;
   build.show_progress = options.show_progress;
+  build.console = options.console;
   build.title = "realize";
   std::vector<BuildJob> jobs;
   for (const auto& k : kernels) jobs.push_back(build_job(k.kernel, options.compile_options));

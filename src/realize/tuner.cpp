@@ -291,7 +291,9 @@ TuneResult Tuner::tune(const TuneRequest& request) {
   std::vector<BuildOutcome> built = builder_.build(jobs);
 
   size_t runnable = std::count_if(built.begin(), built.end(), [](const BuildOutcome& b) { return b.usable(); });
-  util::ProgressBar progress("tune", runnable, std::cerr, request.show_progress && runnable > 0);
+  util::Console* console =
+      request.show_progress && runnable > 0 ? (request.console ? request.console : &util::stderr_console()) : nullptr;
+  util::ProgressBar progress("tune", runnable, console, {"configurations", "measured"});
   for (size_t i = 0; i < specs.size(); ++i) {
     if (render_errors[i]) {
       CandidateOutcome failed;

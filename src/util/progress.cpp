@@ -1,71 +1,105 @@
 #include "fact/util/progress.hpp"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <iostream>
 #include <sstream>
 
 namespace fact::util {
-namespace {
 
-bool stream_is_terminal(const std::ostream& out) {
-  if (&out == &std::cerr || &out == &std::clog) return ::isatty(STDERR_FILENO) == 1;
-  if (&out == &std::cout) return ::isatty(STDOUT_FILENO) == 1;
-  return false;
+void EtaEstimator::update(size_t finished, double seconds) {
+  finished_ = finished;
+  if (finished == 0 || finished + 1 >= total_) {
+    finish_at_.reset();  // no rate yet, or one long job left: the elapsed time says more
+    return;
+  }
+  finish_at_ = seconds + seconds / double(finished) * double(total_ - finished);
 }
 
-size_t terminal_width(const std::ostream& out) {
-  int fd = (&out == &std::cout) ? STDOUT_FILENO : STDERR_FILENO;
-  winsize size{};
-  if (::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col >= 40) return size.ws_col;
-  if (const char* columns = std::getenv("COLUMNS")) {
-    long parsed = std::strtol(columns, nullptr, 10);
-    if (parsed >= 40) return static_cast<size_t>(parsed);
-  }
-  return 100;
+std::optional<double> EtaEstimator::remaining(double now) const {
+  if (!finish_at_ || *finish_at_ <= now) return std::nullopt;
+  return *finish_at_ - now;
+}
+
+namespace {
+
+// "3/8 kernels compiled" or "3/8 kernels done (2 compiled, 1 failed)".
+std::string counts(const ProgressBar::Words& words, size_t ok, size_t failed, size_t total) {
+  std::string text = std::to_string(ok + failed) + "/" + std::to_string(total) + " " + words.items + " ";
+  if (failed == 0) return text + words.done;
+  return text + "done (" + std::to_string(ok) + " " + words.done + ", " + std::to_string(failed) + " failed)";
+}
+
+// "1m12s elapsed, about 2m05s left" / "... waiting on the last one".
+std::string timing(double elapsed, std::optional<double> remaining, size_t finished, size_t total) {
+  std::string text = ProgressBar::format_duration(elapsed) + " elapsed";
+  if (remaining) return text + ", about " + ProgressBar::format_duration(*remaining) + " left";
+  if (finished + 1 == total) return text + ", waiting on the last one";
+  return text;
 }
 
 }  // namespace
 
-ProgressBar::ProgressBar(std::string title, size_t total, std::ostream& out, bool enabled)
+ProgressBar::ProgressBar(std::string title, size_t total, Console* console, Words words, bool announce)
     : title_(std::move(title)),
       total_(total),
-      out_(out),
-      enabled_(enabled),
-      is_terminal_(stream_is_terminal(out)),
+      console_(console),
+      words_(std::move(words)),
+      announce_(announce),
+      eta_(total),
       start_(std::chrono::steady_clock::now()) {
-  std::lock_guard lock(mutex_);
-  if (is_terminal_) draw_locked(false);
+  if (console_ == nullptr || total_ == 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    draw_live_locked();
+  }
+  ticker_ = std::thread([this] { tick(); });
 }
 
 ProgressBar::~ProgressBar() { finish(); }
 
-void ProgressBar::advance(bool failed, std::string_view label) {
-  std::lock_guard lock(mutex_);
-  (failed ? failed_ : ok_) += 1;
-  if (!label.empty()) label_ = std::string(label);
-  draw_locked(false);
+void ProgressBar::tick() {
+  std::unique_lock lock(mutex_);
+  while (!finished_) {
+    wake_.wait_for(lock, std::chrono::seconds(1));
+    if (finished_) break;
+    draw_live_locked();
+    if (elapsed_seconds() - last_line_at_ >= heartbeat_seconds_) report_locked({}, false, false);
+  }
 }
 
-void ProgressBar::set_counts(size_t ok, size_t failed, std::string_view label) {
+void ProgressBar::advance(bool failed, std::string_view label) {
   std::lock_guard lock(mutex_);
-  bool changed = ok != ok_ || failed != failed_;
-  ok_ = ok;
-  failed_ = failed;
+  if (finished_) return;
+  (failed ? failed_ : ok_) += 1;
+  eta_.update(ok_ + failed_, elapsed_seconds());
   if (!label.empty()) label_ = std::string(label);
-  if (changed || is_terminal_) draw_locked(false);
+  const size_t done = ok_ + failed_;
+  const size_t decile = total_ == 0 ? 10 : done * 10 / total_;
+  const bool due = announce_ || decile > last_reported_decile_ ||
+                   elapsed_seconds() - last_line_at_ >= kLineSeconds;
+  if (due && (announce_ || done < total_)) report_locked(label, failed, announce_);
+  draw_live_locked();
 }
 
 void ProgressBar::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+  }
+  wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
   std::lock_guard lock(mutex_);
-  if (finished_) return;
-  finished_ = true;
-  draw_locked(true);
+  if (console_ == nullptr || total_ == 0) return;
+  console_->live("");
+  std::string line = title_ + ": " + counts(words_, ok_, failed_, total_) + " in " + format_duration(elapsed_seconds());
+  console_->line(line);
+}
+
+void ProgressBar::set_heartbeat_seconds(double seconds) {
+  std::lock_guard lock(mutex_);
+  heartbeat_seconds_ = seconds;
 }
 
 size_t ProgressBar::ok() const {
@@ -82,32 +116,27 @@ double ProgressBar::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void ProgressBar::draw_locked(bool final_line) {
-  if (!enabled_) return;
-  size_t finished = ok_ + failed_;
-  if (is_terminal_) {
-    std::string line = format_line(title_, ok_, failed_, total_, elapsed_seconds(), label_,
-                                   terminal_width(out_) - 1);
-    out_ << "\r\033[2K" << line;
-    if (final_line) out_ << "\n";
-    out_.flush();
-    return;
-  }
-  size_t decile = total_ == 0 ? 10 : (finished * 10) / total_;
-  bool progressed = decile > last_logged_decile_;
-  bool unreported_end = final_line && finished != last_logged_finished_;
-  if (!progressed && !unreported_end) return;
-  last_logged_decile_ = decile;
-  last_logged_finished_ = finished;
-  out_ << format_line(title_, ok_, failed_, total_, elapsed_seconds(), {}, 120) << "\n";
-  out_.flush();
+void ProgressBar::draw_live_locked() {
+  if (console_ == nullptr || !console_->is_terminal()) return;
+  const double elapsed = elapsed_seconds();
+  console_->live(status_line(title_, words_, ok_, failed_, total_, elapsed, eta_.remaining(elapsed),
+                             announce_ ? std::string_view() : std::string_view(label_), console_->width() - 1));
 }
 
-double ProgressBar::estimate_remaining_seconds(size_t finished, size_t total,
-                                               double elapsed_seconds) {
-  if (finished == 0 || total == 0) return -1.0;
-  if (finished >= total) return 0.0;
-  return elapsed_seconds / double(finished) * double(total - finished);
+// A progress line: shown where the terminal has no status line, logged always; an announced
+// item's line is shown on a terminal too.
+void ProgressBar::report_locked(std::string_view label, bool label_failed, bool announce_now) {
+  const double elapsed = elapsed_seconds();
+  last_line_at_ = elapsed;
+  last_reported_decile_ = total_ == 0 ? 10 : (ok_ + failed_) * 10 / total_;
+  if (console_ == nullptr) return;
+  const std::string line = report_line(title_, words_, ok_, failed_, total_, elapsed, eta_.remaining(elapsed),
+                                       label, label_failed);
+  if (console_->is_terminal() && !announce_now) {
+    console_->log(line);
+  } else {
+    console_->line(line);
+  }
 }
 
 std::string ProgressBar::format_duration(double seconds) {
@@ -123,29 +152,28 @@ std::string ProgressBar::format_duration(double seconds) {
   return buffer;
 }
 
-std::string ProgressBar::format_line(std::string_view title, size_t ok, size_t failed,
-                                     size_t total, double elapsed_seconds,
+std::string ProgressBar::status_line(std::string_view title, const Words& words, size_t ok, size_t failed,
+                                     size_t total, double elapsed_seconds, std::optional<double> remaining,
                                      std::string_view label, size_t width) {
   constexpr size_t kBarCells = 24;
-  size_t finished = ok + failed;
-  size_t filled = total == 0 ? kBarCells : std::min(kBarCells, finished * kBarCells / total);
+  const size_t finished = ok + failed;
+  const size_t filled = total == 0 ? kBarCells : std::min(kBarCells, finished * kBarCells / total);
   std::ostringstream line;
   if (!title.empty()) line << title << " ";
   line << "[" << std::string(filled, '#') << std::string(kBarCells - filled, '.') << "] "
-       << finished << "/" << total << " (" << ok << " ok, " << failed << " failed)";
-  if (finished >= total) {
-    line << " in " << format_duration(elapsed_seconds);
-  } else {
-    double remaining = estimate_remaining_seconds(finished, total, elapsed_seconds);
-    line << " ETA " << (remaining < 0 ? std::string("--") : format_duration(remaining));
-  }
+       << counts(words, ok, failed, total) << " " << timing(elapsed_seconds, remaining, finished, total);
   std::string text = line.str();
-  if (!label.empty() && text.size() + 2 < width) {
-    std::string shown(label.substr(0, width - text.size() - 2));
-    text += "  " + shown;
-  }
+  if (!label.empty() && text.size() + 2 + label.size() <= width) text += "  " + std::string(label);
   if (text.size() > width) text.resize(width);
   return text;
+}
+
+std::string ProgressBar::report_line(std::string_view title, const Words& words, size_t ok, size_t failed,
+                                     size_t total, double elapsed_seconds, std::optional<double> remaining,
+                                     std::string_view label, bool label_failed) {
+  std::string text = std::string(title) + ": " + counts(words, ok, failed, total);
+  if (!label.empty()) text += " (" + std::string(label) + (label_failed ? ": failed" : "") + ")";
+  return text + " " + timing(elapsed_seconds, remaining, ok + failed, total);
 }
 
 }  // namespace fact::util

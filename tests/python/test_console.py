@@ -128,3 +128,34 @@ def test_measure_keeps_inductor_autotuning_out_of_the_terminal(tmp_path):
     log = (out / "logs" / "measure.log").read_text()
     assert "triton_mm_54" in log and "AUTOTUNE" in log and "inductor says something" in log
     assert (out / "e2e.md").is_file()
+
+
+SLOW_STEP = textwrap.dedent('''
+    import sys, time
+    from pathlib import Path
+    from fact.console import RunLog
+
+    RunLog.HEARTBEAT_SECONDS = 1.0
+    mirrored = []
+    with RunLog(Path(sys.argv[1]), title="slow", mirror=mirrored.append) as run:
+        with run.step("torch.compile (max-autotune)", 2, 5):
+            time.sleep(2.6)
+    print("mirrored:", mirrored)
+''')
+
+
+def test_a_long_step_is_never_silent_without_a_terminal(tmp_path):
+    """Not a terminal (CI, | tee): a line every HEARTBEAT_SECONDS while a step runs, in the
+    log and in the mirror (fact optimize's optimize.log) too."""
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_STEP)
+    log = tmp_path / "logs" / "slow.log"
+    done = subprocess.run([sys.executable, str(script), str(log)], capture_output=True, text=True,
+                          env=_python_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    waiting = [line for line in done.stdout.splitlines() if "torch.compile (max-autotune) … " in line]
+    assert [line.strip() for line in waiting[:2]] == ["[########............] 2/5 torch.compile (max-autotune) … 1s elapsed",
+                                                      "[########............] 2/5 torch.compile (max-autotune) … 2s elapsed"], done.stdout
+    assert "2/5 torch.compile (max-autotune) … 1s elapsed" in log.read_text()
+    mirrored = done.stdout.split("mirrored:", 1)[1]
+    assert "… 1s elapsed" in mirrored and "3/5 torch.compile (max-autotune): done" in mirrored, mirrored

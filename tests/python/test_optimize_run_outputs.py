@@ -44,3 +44,28 @@ def test_a_dtype_that_cannot_apply_is_told():
     assert not dtype_did_not_apply("float32", Counter(), (ids,))  # the default asks for nothing
     assert not dtype_did_not_apply("bfloat16", torch.nn.Linear(2, 2), (torch.randn(1, 2),))
     assert not dtype_did_not_apply("fp16", Counter(), (torch.randn(3),))  # a floating input
+
+
+def test_the_engines_lines_reach_the_screen_and_the_log_by_kind(tmp_path, capsys):
+    """fact_optimize_plan_output's kinds: a line to both, the status line to a terminal only
+    (never the log, and cleared before the next line), a log line to the log only."""
+    from fact.optimize_run import RunOutput
+
+    output = RunOutput(tmp_path, verbose=False)
+    output.terminal = False
+    output.engine(RunOutput.LINE, "realize: 2 kernel(s): 0 cached, 0 known failure(s), 2 to compile (ninja, 2 jobs):")
+    output.engine(RunOutput.LIVE, "realize [....] 0/2 kernels compiled 1s elapsed")
+    output.engine(RunOutput.LOG, "realize: 1/2 kernels compiled (gemm_x) 1s elapsed")
+    shown = capsys.readouterr().out
+    assert shown == "realize: 2 kernel(s): 0 cached, 0 known failure(s), 2 to compile (ninja, 2 jobs):\n"
+
+    output.terminal = True
+    output.engine(RunOutput.LIVE, "realize [##..] 1/2 kernels compiled 2s elapsed")
+    output.engine(RunOutput.LINE, "realize: 2/2 kernels compiled in 3s")
+    shown = capsys.readouterr().out
+    assert shown == "\r\033[2Krealize [##..] 1/2 kernels compiled 2s elapsed\r\033[2Krealize: 2/2 kernels compiled in 3s\n"
+    output.close()
+    log = (tmp_path / "optimize.log").read_text()
+    assert log.splitlines() == ["realize: 2 kernel(s): 0 cached, 0 known failure(s), 2 to compile (ninja, 2 jobs):",
+                                "realize: 1/2 kernels compiled (gemm_x) 1s elapsed",
+                                "realize: 2/2 kernels compiled in 3s"]

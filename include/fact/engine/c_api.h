@@ -62,9 +62,20 @@ int fact_registry(const char* request_json, char** response_json);
  *   {"plan", "plan_document", "precision", "skipped", "compiled", "failed_kernels", "gpu_unavailable", "text": the
  *   discovery table, the tuned calls, the kernel table and the roofline as the terminal shows
  *   them, "detail": the per-configuration tuning tables}. Its results stay in this process for:
+ * fact_optimize_plan_output: the same, but every line goes to `output` as the engine writes it
+ *   (the discovery table first, before anything is compiled; then the kernels to build, the
+ *   build and tuning progress, the tables), and "text" is "". The request's "terminal" (bool:
+ *   the caller shows a terminal) and "columns" say how progress is drawn. `output(kind, text,
+ *   user)`, `text` one line without its newline, valid during the call only; it may be called
+ *   from the engine's worker threads, one call at a time:
+ *     kind 0  a line: for the terminal and the log
+ *     kind 1  the status line, to redraw in place (terminal only; "" clears it); never logged
+ *     kind 2  a line for the log only (the status line shows the same on the terminal)
  * fact_optimize_report: {"out_dir", "package": {"written", "path", "note"}, "end_to_end": e2e.md
  *   text, "skipped": [...]} -> writes <out_dir>/report.md and report.json -> {"report", "skipped", "document": report.json's}. */
+typedef void (*fact_output_fn)(int kind, const char* text, void* user);
 int fact_optimize_plan(const char* request_json, char** response_json);
+int fact_optimize_plan_output(const char* request_json, fact_output_fn output, void* user, char** response_json);
 int fact_optimize_report(const char* request_json, char** response_json);
 
 /* Frees a string the engine returned. */

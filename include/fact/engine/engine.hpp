@@ -4,6 +4,7 @@
 // and every kernel is realized once per plan.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "fact/graph/graph.hpp"
 #include "fact/realize/realize_matches.hpp"
 #include "fact/realize/tuner.hpp"
+#include "fact/util/console.hpp"
 
 namespace fact::engine {
 
@@ -32,7 +34,8 @@ struct PlanRequest {
   bool reuse_bucket = false;          // a tuned choice of the nearest shape when the exact one is missing
   std::optional<std::filesystem::path> device_profile;  // nullopt: the saved profile or defaults
   int jobs = 0;                       // parallel compiles (0: all cores)
-  bool progress = true;               // progress bars on stderr
+  bool progress = true;               // the kernels to build, progress bars (or lines)
+  util::Console* console = nullptr;   // where they go; nullptr: stderr
   nlohmann::json inputs = nlohmann::json::array();  // copied into the plan
   std::string device = "cpu";         // of the example inputs: cuda | cpu
   // The pattern registry (include/fact/registry/registry.hpp): classifies the matches, and its
@@ -41,6 +44,11 @@ struct PlanRequest {
   bool use_registry = true;
   std::optional<std::filesystem::path> registry_dir;
 };
+
+struct PlanResult;
+// Called once discovery is done, before anything is tuned or compiled, with the result so far
+// (captured, options, discovery): `fact optimize` shows what it will build, and why, first.
+using DiscoveredHook = std::function<void(const PlanResult&)>;
 
 // How discovery runs: the precision mode (nullopt = from the graph's dtypes: native for bf16/fp16
 // models, strict for float32), the device profile (nullopt: the one `fact device` saved, else
@@ -80,7 +88,7 @@ struct PlanResult {
 // discovery.json. Throws std::invalid_argument for a bad request (unknown precision or space,
 // no graph file) and std::runtime_error for a graph that cannot be read; a kernel that does not
 // build or verify, or a problem nothing realizes, is a reason in the plan, not an exception.
-PlanResult make_plan(const PlanRequest& request);
+PlanResult make_plan(const PlanRequest& request, const DiscoveredHook& on_discovered = {});
 
 // Why kernels cannot run on a GPU in this process (no CUDA runtime, no device, not Hopper), or
 // nullopt when a Hopper GPU is usable.

@@ -12,15 +12,19 @@
 #include <ostream>
 #include <nlohmann/json.hpp>
 
+#include "fact/util/console.hpp"
+
 namespace fact::engine {
 
 // `request`: fact_engine_plan's request (c_api.h; "graph_json" holds the graph) plus
 // "report_dir" (the run's folder; default out_dir's parent), "model", "dtype" and
-// "no_tune_asked" (--no-tune was given). Prints the stage's tables to `out`
-// and the per-configuration tuning tables to `detail`. Returns {"plan": path, "plan_document": the
+// "no_tune_asked" (--no-tune was given). Writes to `console` as it goes: the discovery table
+// once discovery is done (before anything is tuned or compiled), the kernels to build and the
+// build and tuning progress, then the tuned calls, the kernel table and the roofline; the
+// per-configuration tuning tables go to `detail`. Returns {"plan": path, "plan_document": the
 // plan itself, "precision",
 // "skipped": [...], "compiled": bool, "failed_kernels": N}.
-nlohmann::json optimize_plan_stage(const nlohmann::json& request, std::ostream& out, std::ostream& detail);
+nlohmann::json optimize_plan_stage(const nlohmann::json& request, util::Console& console, std::ostream& detail);
 
 // `request`: {"out_dir" (as given to the plan stage), "package": {"written", "path", "note"},
 // "end_to_end": e2e.md's text or "", "skipped": [...] (the Python stages' own),

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fact/realize/kernel_cache.hpp"
+#include "fact/util/console.hpp"
 
 namespace fact::realize {
 
@@ -56,7 +57,8 @@ struct BuildOptions {
   int jobs = 0;               // parallel compiles; 0 = all cores
   bool retry_failed = false;  // rebuild keys recorded as failed
   bool use_ninja = true;      // false, or no `ninja` on PATH: the thread pool
-  bool show_progress = true;  // progress bar on stderr
+  bool show_progress = true;  // the kernels to compile, then a progress bar (or lines)
+  util::Console* console = nullptr;  // where they go; nullptr: stderr
   std::string title = "build";
   // Compiler identity recorded with every build (e.g. `nvcc --version` text); a failed entry
   // recorded under another identity is retried. Empty: computed from command[0] --version.

@@ -25,6 +25,7 @@
 #include "fact/discover/match.hpp"
 #include "fact/realize/compile_command.hpp"
 #include "fact/realize/render.hpp"
+#include "fact/util/console.hpp"
 
 namespace fact::realize {
 
@@ -36,6 +37,7 @@ struct RealizeOptions {
   int jobs = 0;                       // build driver parallelism (0 = all cores)
   std::filesystem::path cache_dir;    // empty: default_kernel_cache_dir()
   bool show_progress = true;
+  util::Console* console = nullptr;   // where the build's progress goes; nullptr: stderr
   CompileOptions compile_options = default_compile_options();
   // Tuning database (TuningDb file) consulted per GEMM: the entry with the GEMM's exact key
   // replaces the default configuration; with tuning_db_bucket, a miss then takes the choice of

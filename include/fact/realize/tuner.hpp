@@ -73,6 +73,7 @@ struct TuneRequest {
   std::chrono::milliseconds run_timeout{std::chrono::minutes(2)};  // per candidate run
   std::filesystem::path work_dir;    // runner reports per candidate; empty: a temporary folder
   bool show_progress = true;
+  util::Console* console = nullptr;  // where the progress goes; nullptr: stderr
   std::string cutlass_version;       // empty: the CUTLASS version this build was configured with
 };
 

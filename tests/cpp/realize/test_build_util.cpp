@@ -1,5 +1,5 @@
 // The utilities the build driver and tuner stand on: child processes with time limits, shell
-// quoting, file locks, atomic writes, the progress line.
+// quoting, file locks, atomic writes (the progress line: test_progress.cpp).
 #include <atomic>
 #include <csignal>
 #include <sstream>
@@ -10,7 +10,6 @@
 #include "build_test_support.hpp"
 #include "fact/util/atomic_file.hpp"
 #include "fact/util/file_lock.hpp"
-#include "fact/util/progress.hpp"
 #include "fact/util/sha256.hpp"
 #include "fact/util/subprocess.hpp"
 
@@ -138,35 +137,6 @@ TEST(Sha256, KnownDigests) {
   ScratchDir scratch;
   write_file_atomically(scratch / "abc", "abc");
   EXPECT_EQ(sha256_file_hex(scratch / "abc"), sha256_hex("abc"));
-}
-
-TEST(ProgressBar, LineShowsCountsAndEta) {
-  std::string line = ProgressBar::format_line("build", 3, 1, 8, 40.0, "gemm_x", 200);
-  EXPECT_NE(line.find("4/8"), std::string::npos) << line;
-  EXPECT_NE(line.find("3 ok, 1 failed"), std::string::npos) << line;
-  EXPECT_NE(line.find("ETA 40s"), std::string::npos) << line;
-  EXPECT_NE(line.find("gemm_x"), std::string::npos) << line;
-  EXPECT_LE(ProgressBar::format_line("build", 3, 1, 8, 40.0, std::string(500, 'x'), 80).size(), 80u);
-  EXPECT_NE(ProgressBar::format_line("b", 8, 0, 8, 75.0, "", 200).find("in 1m15s"), std::string::npos);
-  EXPECT_LT(ProgressBar::estimate_remaining_seconds(0, 8, 3.0), 0.0);
-  EXPECT_DOUBLE_EQ(ProgressBar::estimate_remaining_seconds(2, 8, 10.0), 30.0);
-  EXPECT_EQ(ProgressBar::format_duration(3725), "1h02m");
-}
-
-TEST(ProgressBar, NonTerminalWritesFewLines) {
-  std::ostringstream out;
-  {
-    ProgressBar bar("tune", 100, out);
-    for (int i = 0; i < 100; ++i) bar.advance(i % 10 == 0);
-    EXPECT_EQ(bar.ok(), 90u);
-    EXPECT_EQ(bar.failed(), 10u);
-  }
-  std::string text = out.str();
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  EXPECT_LE(lines, 11);
-  EXPECT_GE(lines, 1);
-  EXPECT_NE(text.find("100/100 (90 ok, 10 failed)"), std::string::npos) << text;
 }
 
 }  // namespace
