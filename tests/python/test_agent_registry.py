@@ -129,7 +129,8 @@ def test_a_kernel_slower_than_pytorch_is_refused_unless_overridden(entry, agent_
 def test_a_stored_slow_entry_is_never_planned_nor_composed(entry, agent_env, tmp_path):
     """An entry stored before the speed rule (written into registry.json directly) with a timing
     record slower than PyTorch is not classified, not planned, and the executor refuses a plan
-    that names one; the CPU path times host kernels against their subgraphs."""
+    that names one; the CPU path times host kernels against their subgraphs, so even an entry
+    admitted under a speed override is not composed when it is slower."""
     from fact.agent import engine
     good = tmp_path / "good.json"
     good.write_text(json.dumps(entry(kernel("attention_correct.cpp"))))
@@ -144,14 +145,28 @@ def test_a_stored_slow_entry_is_never_planned_nor_composed(entry, agent_env, tmp
     assert match["classification"] == "NEW" and match["registry_entry"] == ""
     assert f"entry {stored['id']} is not used: slower than PyTorch on host CPU" in match["classification_reason"]
 
-    import torch
-    import fact
+    import fact as fact_package
     from agent_support import MODEL_SOURCE
     namespace: dict = {}
     exec(compile(MODEL_SOURCE, "tiny_models", "exec"), namespace)
     model, inputs = namespace["TinyAttention"](), namespace["get_inputs"]()
-    composed = fact.optimize(model, inputs, work_dir=tmp_path / "composed", remainder="eager")
+    composed = fact_package.optimize(model, inputs, work_dir=tmp_path / "composed", remainder="eager")
     assert composed.fact_report.composed == [], composed.fact_report.to_json()
+
+    # With an override the engine plans it (the plan says so), and the CPU path times the host
+    # kernel against the subgraph: the slow kernel stays out of the composed module all the same.
+    assert fact("remove", stored["id"]).returncode == 0
+    overridden = entry(kernel("attention_slow.cpp"))
+    overridden["speed_override"] = {"reason": "registry test: the CPU path's timing"}
+    (tmp_path / "slow.json").write_text(json.dumps(overridden))
+    assert fact("add", str(tmp_path / "slow.json")).returncode == 0
+    composed = fact_package.optimize(model, inputs, work_dir=tmp_path / "overridden", remainder="eager")
+    report = composed.fact_report.to_json()
+    assert report["composed"] == [], report
+    [left] = [r for r in report["left_to_pytorch"] if r["stage"] == "speed"]
+    assert "slower than PyTorch's own run of the subgraph" in left["reason"], left
+    assert any("under a speed override (not timed faster than PyTorch): registry test" in note
+               for note in report["notes"]), report["notes"]
 
     # A plan that names the slow entry (written before the rule, or by hand) is refused by the executor.
     from fact.compose.guards import registry_speed_refusal
