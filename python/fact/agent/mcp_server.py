@@ -260,8 +260,9 @@ class FactTools:
         if common:
             headers.append({"path": "fact/core/fact_abi.h (included by it)", "text": common})
         tables = engine_tables.tables()
+        # FactTensor.dtype of each element type a subgraph can pass (-1: none)
         dtype_codes = {entry["name"]: entry["subgraph_abi"] for entry in tables["dtypes"]
-                       if entry["name"] != "unknown" and entry.get("subgraph_abi") is not None}
+                       if entry["name"] != "unknown" and entry.get("subgraph_abi", -1) >= 0}
         return _ok(label=task["label"], module=task.get("module"), precision=task["precision"], arch=arch,
                    match={k: task["match"][k] for k in ("rule", "pattern", "status", "reason", "classification",
                                                         "classification_reason", "dtype", "nodes")},
