@@ -107,6 +107,7 @@ def test_the_loop_rejects_every_bad_reply_and_registers_the_correct_kernel(graph
     exec(compile((tmp_path / "tiny_models.py").read_text(), "tiny_models", "exec"), namespace)
     model, inputs = namespace["TinyAttention"](), namespace["get_inputs"]()
     composed = fact.optimize(model, inputs, precision="strict", work_dir=tmp_path / "compose", remainder="eager")
+    assert len(composed.fact_report.composed) == 1, composed.fact_report.to_json()["left_to_pytorch"]
     [replacement] = composed.fact_report.composed
     assert replacement.verified and replacement.implementation == "host kernels"
     torch.testing.assert_close(composed(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
