@@ -5,14 +5,17 @@ engine's in-process API (libfact's C API through fact.agent.engine).
 Every tool answers a JSON object (its structured content, with a published output schema) with
 "status": "ok", "error" (with "error"), "failed" (a build, a gate or the registry said no; the
 details say where), or "needs_gpu" ("needs a Hopper GPU: <reason>" for what only a Hopper GPU
-can do, here and now). Every status but "ok" also sets the protocol's isError flag. Compiler diagnostics come as {file, line, column,
-severity, message}; gate failures with the failing check, the element's index, its value, the
-reference and the magnitude; timings with the same-run baseline.
+can do, here and now). Every status but "ok" also sets the protocol's isError flag. Compiler
+diagnostics come as {file, line, column, severity, message}; gate failures with the failing
+check, the element's index, its value, the reference and the magnitude; timings with the
+same-run baseline. Parameters are described (fact.agent.mcp_schema), with enums read from the
+engine's tables; every tool publishes an output schema.
 
 Kernels an agent proposes are "candidates" (realize_from_template / realize_from_source), kept
 in the server's work folder (<work>/candidates/<id>/candidate.json): a server started again on
-the same work folder knows them. They reach the registry only through register_kernel, which runs
-every gate first — the same gates as built-in kernels and as `fact optimize --agent`.
+the same work folder knows them. They reach the registry only through register_kernel, which
+runs every gate first — the same gates as built-in kernels and as `fact optimize --agent` — and
+the registry's speed rule (no kernel slower than PyTorch).
 Agent kernels run their gates in child processes with time limits: a crash or a hang fails that
 call, never the server. Model files are captured, planned, tuned, composed and timed in this
 process, through the same API as `fact optimize` and `fact.optimize` (fact.optimize_run,
@@ -33,7 +36,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -46,7 +49,6 @@ from fact.agent.fragment import Fragment
 from fact.agent.synthesize import registry_entry
 
 ARCHS = ("host", "sm_90a")  # the registry's architectures (include/fact/registry/registry.hpp)
-STATUSES = ("ok", "failed", "error", "needs_gpu")
 
 INSTRUCTIONS = """FACT replaces subgraphs of PyTorch models with verified CUTLASS / C++ kernels.
 Typical flow: capture_model -> discover (REUSE / ADAPT / NEW per match) -> get_task and
