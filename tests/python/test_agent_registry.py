@@ -67,6 +67,7 @@ def test_add_runs_the_gates_and_show_says_where_it_came_from(entry, agent_env, t
     assert stored["gates"]["passed"] and stored["gates"]["source_sha256"] != "0" * 64
     shown = fact("show", stored["id"][:24])
     assert "author: registry test" in shown.stdout and "gates     passed" in shown.stdout
+    assert "speed     at least as fast as PyTorch" in shown.stdout
     assert "scaled_dot_product_attention = aten.scaled_dot_product_attention.default" in shown.stdout
 
     exported = tmp_path / "export.json"
@@ -119,6 +120,8 @@ def test_a_kernel_slower_than_pytorch_is_refused_unless_overridden(entry, agent_
     assert added.returncode == 0, added.stderr
     [stored] = json.loads(fact("list", "--no-builtin", "--json").stdout)["entries"]
     assert stored["tuned"][-1]["speedup"] < 1.0 and stored["tuned"][-1]["device"].startswith("host CPU")
+    shown = fact("show", stored["id"]).stdout
+    assert "speed     used under a speed override (not timed faster than PyTorch): registry test" in shown
     found = engine.discover(entry.graph, arch="host")
     [match] = found["matches"]
     assert match["classification"] == "REUSE"
