@@ -176,3 +176,21 @@ def test_fact_optimize_agent_composes_the_agent_kernel(agent_env, tmp_path):
     report = json.loads((tmp_path / "out" / "fact_tinyattention" / "report.json").read_text())
     [composed] = report["composed"]
     assert composed["verified"] and composed["implementation"] == "host kernels"
+
+
+def test_a_kernel_slower_than_pytorch_costs_an_attempt(graph, agent_env, tmp_path):
+    """A kernel that passes every gate but is slower than PyTorch is not registered: the attempt
+    is too_slow, the next request gives both times, and a faster kernel is then accepted."""
+    from fact.agent import synthesize
+    from fact.agent.llm import LLMConfig
+
+    script = [code_reply(kernel("attention_slow.cpp")), code_reply(kernel("attention_correct.cpp"))]
+    with ScriptedLLM(script) as llm:
+        config = LLMConfig(base_url=llm.base_url, model="scripted-coder", timeout=30, source="test")
+        report = synthesize.run(graph, arch="host", precision="strict", config=config, out_dir=tmp_path / "agent",
+                                budget=synthesize.Budget(attempts=2, seconds=900, tokens=10**6, gate_seconds=120))
+        second = llm_user_text(llm.requests[1])
+    [result] = report["matches"]
+    assert [(a["outcome"], a["failed_check"]) for a in result["attempts"]] == [("too_slow", "speed"), ("accepted", "")]
+    assert "passed every gate but is slower than PyTorch" in second and " ms vs " in second
+    assert result["status"] == "registered" and result["timing"]["speedup"] >= 1.0
