@@ -106,8 +106,15 @@ def test_the_loop_rejects_every_bad_reply_and_registers_the_correct_kernel(graph
     namespace: dict = {}
     exec(compile((tmp_path / "tiny_models.py").read_text(), "tiny_models", "exec"), namespace)
     model, inputs = namespace["TinyAttention"](), namespace["get_inputs"]()
-    composed = fact.optimize(model, inputs, precision="strict", work_dir=tmp_path / "compose", remainder="eager")
+    # This checks planning, composition and verification. The kernel is faster than PyTorch's
+    # SDPA (the gates timed it), but at this size a composed call's own overhead on the CPU path
+    # can exceed the whole subgraph's time, so the per-replacement speed guard, which would then
+    # rightly leave it to PyTorch, is turned off here; the report says so.
+    composed = fact.optimize(model, inputs, precision="strict", work_dir=tmp_path / "compose", remainder="eager",
+                             replacement_guard=False)
     assert len(composed.fact_report.composed) == 1, composed.fact_report.to_json()["left_to_pytorch"]
+    assert any(note.startswith("replacement_guard off: the host kernels were not timed")
+               for note in composed.fact_report.notes), composed.fact_report.notes
     [replacement] = composed.fact_report.composed
     assert replacement.verified and replacement.implementation == "host kernels"
     torch.testing.assert_close(composed(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)

@@ -258,6 +258,9 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         kept = {id(planned) for planned, _ in _faster_than_their_subgraphs(hosted, graph_module, examples,
                                                                             device, host_timer, report)}
         accepted = [pair for pair in accepted if pair[1].implementation != "host kernels" or id(pair[0]) in kept]
+    elif not on_gpu and not time_each and hosted:
+        report.notes.append("replacement_guard off: the host kernels were not timed against the subgraphs "
+                            "they replace (one slower than PyTorch may be composed)")
 
     if not accepted:
         return unoptimized(None)
