@@ -128,6 +128,15 @@ void show(const RegistryArgs& args) {
                 << " ms, same run)";
     std::cout << ", " << t.value("timer", std::string()) << "\n";
   }
+  // The speed rule: usable only when at least as fast as PyTorch, or under a written override.
+  if (entry->has_source()) {
+    const std::string override_reason = registry::speed_override_reason(d);
+    const auto slow = registry::speed_problem(d);
+    if (!override_reason.empty())
+      std::cout << "speed     used under a speed override (not timed faster than PyTorch): " << override_reason << "\n";
+    else
+      std::cout << "speed     " << (slow ? "NOT USED: " + *slow : std::string("at least as fast as PyTorch")) << "\n";
+  }
   if (d.contains("gates") && d.at("gates").is_object()) {
     std::cout << "gates     " << (d.at("gates").value("passed", false) ? "passed" : "FAILED") << ":";
     for (const auto& c : d.at("gates").value("checks", json::array())) std::cout << " " << c.value("name", std::string());

@@ -111,6 +111,10 @@ std::vector<SourcedMatch> realize_from_registry(discover::Discovery& planned, co
     if (!compose::selected(m, request.patterns) || m.nodes.empty() || m.outputs.empty()) continue;
     const std::optional<registry::Entry> entry = registry::plannable_source(m, reg, arch);
     if (!entry) continue;
+    const std::string override_reason = registry::speed_override_reason(entry->doc);
+    if (!override_reason.empty())
+      notes.push_back("registry entry " + entry->id() + " realizes #" + std::to_string(i + 1) +
+                      " under a speed override (not timed faster than PyTorch): " + override_reason);
     const json& source = entry->doc.at("source");
     const std::string device = source.value("device", std::string("host"));
     SourcedMatch s{i, *entry, json::object()};
@@ -350,7 +354,14 @@ PlanResult make_plan(const PlanRequest& request, const DiscoveredHook& on_discov
     r["classification_reason"] = result.discovery.matches[id].classification_reason;
     r["registry_entry"] = result.discovery.matches[id].registry_entry;
     for (const auto& s : sourced) {
-      if (s.match == id) r["realized_by"] = "registry entry " + s.entry.id();
+      if (s.match != id) continue;
+      r["realized_by"] = "registry entry " + s.entry.id();
+      // Its speed as measured when it entered (the latest timing record), and the override it
+      // is used under, if any: the executor refuses one recorded slower without an override.
+      const json tuned = s.entry.doc.value("tuned", json::array());
+      const std::string override_reason = registry::speed_override_reason(s.entry.doc);
+      r["registry_speed"] = {{"measured", tuned.is_array() && !tuned.empty() ? tuned.back() : json()},
+                             {"speed_override", override_reason.empty() ? json() : json(override_reason)}};
     }
   }
   for (const auto& s : sourced) {

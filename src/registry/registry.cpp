@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 
 #include "fact/build_info.hpp"
@@ -58,6 +59,9 @@ bool verified_on(const Entry& entry, const std::string& hash) {
   }
   return false;
 }
+
+// ", used under a speed override: <reason>" for an entry that carries one, else "".
+std::string overridden(const Entry& entry);
 
 std::string provenance_words(const Entry& entry) {
   const json& p = entry.doc.value("provenance", json::object());
@@ -125,6 +129,40 @@ std::string entry_id(const json& doc) {
          doc.value("arch", std::string()) + "/" + util::sha256_hex(text).substr(0, 12);
 }
 
+std::string speed_override_reason(const json& doc) {
+  if (!doc.contains("speed_override") || !doc.at("speed_override").is_object()) return "";
+  return doc.at("speed_override").value("reason", std::string());
+}
+
+namespace {
+std::string overridden(const Entry& entry) {
+  const std::string reason = speed_override_reason(entry.doc);
+  return reason.empty() ? "" : "; used under a speed override (not timed faster than PyTorch): " + reason;
+}
+}  // namespace
+
+std::optional<std::string> speed_problem(const json& doc) {
+  if (!doc.contains("source") || !doc.at("source").is_object()) return std::nullopt;
+  if (!speed_override_reason(doc).empty()) return std::nullopt;
+  const json tuned = doc.value("tuned", json::array());
+  if (!tuned.is_array() || tuned.empty() || !tuned.back().is_object())
+    return std::string("no timing record against PyTorch: its speed is unknown (the gates' timing check records it)");
+  const json& last = tuned.back();
+  const json speedup = last.value("speedup", json());
+  if (!speedup.is_number())
+    return std::string("its timing record has no speedup over the PyTorch baseline");
+  if (speedup.get<double>() >= 1.0) return std::nullopt;
+  const json baseline = last.value("baseline", json::object());
+  std::ostringstream words;
+  words.precision(4);
+  words << "slower than PyTorch on " << last.value("device", std::string("?")) << ": ";
+  if (last.contains("ms") && last.at("ms").is_number() && baseline.is_object() && baseline.contains("ms") &&
+      baseline.at("ms").is_number())
+    words << last.at("ms").get<double>() << " ms vs " << baseline.at("ms").get<double>() << " ms ";
+  words << "(" << speedup.get<double>() << "x)";
+  return words.str();
+}
+
 std::optional<std::string> entry_problem(const json& doc) {
   if (!doc.is_object()) return "an entry is a JSON object";
   for (const char* key : {"rule", "dtype", "arch", "origin"}) {
@@ -168,6 +206,12 @@ std::optional<std::string> entry_problem(const json& doc) {
   if (!doc.contains("verified") || !doc.at("verified").is_array() || doc.at("verified").empty())
     return "no verification record (shape, device, error)";
   if (!doc.contains("provenance") || !doc.at("provenance").is_object()) return "no provenance";
+  if (doc.contains("speed_override") &&
+      (!doc.at("speed_override").is_object() || speed_override_reason(doc).empty()))
+    return "speed_override: an object with a \"reason\" (why a kernel slower than PyTorch may be used)";
+  if (auto slow = speed_problem(doc))
+    return "it is not faster than PyTorch: " + *slow +
+           " (a registered kernel must be at least as fast as the PyTorch it replaces)";
   return std::nullopt;
 }
 
@@ -324,25 +368,34 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
   using discover::Classification;
   const std::string where = "(" + m.rule + ", " + std::string(graph::dtype_name(m.dtype)) + ", " + options.arch + ")";
   std::vector<const Entry*> sources, templates;
+  std::string slow;  // the first source entry left out for its speed, and why
   for (const auto& e : candidates) {
     // A kernel was verified under one precision contract (its tolerance); it serves runs in that mode.
     const std::string mode = e.doc.value("reference", json::object()).value("precision", std::string());
     if (e.has_source() && !mode.empty() && mode != core::precision_name(options.precision)) continue;
+    if (e.has_source()) {
+      if (auto problem = speed_problem(e.doc)) {
+        if (slow.empty()) slow = "entry " + e.id() + " is not used: " + *problem;
+        continue;
+      }
+    }
     (e.has_source() ? sources : templates).push_back(&e);
   }
+  const std::string also = slow.empty() ? "" : "; " + slow;
   if (!sources.empty()) {
     try {
       const Semantics semantics = semantics_of(captured, m.nodes, m.outputs);
       for (const Entry* e : sources) {
         if (verified_on(*e, semantics.hash))
           return {Classification::Reuse, "entry " + e->id() + " (" + provenance_words(*e) +
-                                             ") was verified on exactly this subgraph and shape", e->id()};
+                                             ") was verified on exactly this subgraph and shape" + overridden(*e),
+                  e->id()};
       }
       for (const Entry* e : sources) {
         if (e->doc.value("reference", json::object()).value("structure_hash", std::string()) == semantics.structure_hash)
           return {Classification::Adapt, "entry " + e->id() + " (" + provenance_words(*e) +
                                              ") computes this subgraph and was verified on other shapes; "
-                                             "it must pass the gates on these",
+                                             "it must pass the gates on these" + overridden(*e),
                   e->id()};
       }
     } catch (const std::exception&) {
@@ -372,20 +425,21 @@ discover::DiscoverOptions::Classified classify(const discover::Match& m, const g
   }
   if (!sources.empty())
     return {Classification::New, "entries exist for " + where + " but none computes this subgraph (e.g. " +
-                                     sources.front()->id() + "); a new kernel is needed",
+                                     sources.front()->id() + "); a new kernel is needed" + also,
             ""};
   if (m.status == discover::MatchStatus::Pending)
-    return {Classification::New, "no template realizes " + m.rule + " and the registry has no kernel for " + where, ""};
+    return {Classification::New,
+            "no template realizes " + m.rule + " and the registry has no kernel for " + where + also, ""};
   if (m.status == discover::MatchStatus::Declined && !templates.empty())
-    return {Classification::New, "the template declines it (" + m.reason + ") and the registry has no kernel for " + where,
-            ""};
-  return {Classification::New, "no registry entry for " + where, ""};
+    return {Classification::New,
+            "the template declines it (" + m.reason + ") and the registry has no kernel for " + where + also, ""};
+  return {Classification::New, "no registry entry for " + where + also, ""};
 }
 
 std::optional<Entry> plannable_source(const discover::Match& m, const Registry& registry, const std::string& arch) {
   std::vector<Entry> sources;
   for (auto& e : registry.lookup(m.rule, m.pattern, std::string(graph::dtype_name(m.dtype)), arch)) {
-    if (e.has_source()) sources.push_back(std::move(e));
+    if (e.has_source() && !speed_problem(e.doc)) sources.push_back(std::move(e));
   }
   if (sources.empty()) return std::nullopt;
   for (const auto& e : sources) {

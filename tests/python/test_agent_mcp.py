@@ -4,7 +4,9 @@ registry), get the task and retrieve examples for the NEW match, realize from ag
 source and from a built-in template with parameters, build both (compile only; the template a
 real sm_90a CUTLASS kernel when nvcc is here); a broken source comes back as a structured
 diagnostic with file and line; the agent's kernel passes the gates and enters the registry;
-GPU-only tools answer needs_gpu with the reason."""
+GPU-only tools answer needs_gpu with the reason. Every answer that is not "ok" sets the
+protocol's isError flag; candidates survive a server restart on the same work folder; a kernel
+slower than PyTorch is refused by the registry."""
 from __future__ import annotations
 
 import asyncio
@@ -46,9 +48,11 @@ def test_an_agent_drives_capture_to_build_over_stdio(agent_env, tmp_path):
 
             async def call(name, **arguments):
                 result = await client.call_tool(name, arguments)
-                assert not result.is_error, result.content
-                transcript.append((name, arguments, result.structured_content))
-                return result.structured_content
+                answer = result.structured_content
+                # isError is set exactly when the answer's status is not "ok"
+                assert result.is_error == (answer["status"] != "ok"), (result.is_error, answer)
+                transcript.append((name, arguments, answer))
+                return answer
 
             graph = (await call("capture_model", model_file=f"{model}:AttentionProj"))["graph"]
             inspected = await call("inspect_graph", graph=graph)
@@ -113,3 +117,95 @@ def test_an_agent_drives_capture_to_build_over_stdio(agent_env, tmp_path):
         os.makedirs(keep, exist_ok=True)
         with open(os.path.join(keep, "mcp_session.json"), "w") as out:
             json.dump([{"tool": n, "arguments": a, "result": r} for n, a, r in transcript], out, indent=1)
+
+
+def test_errors_restarts_and_a_slow_kernel_over_stdio(agent_env, tmp_path):
+    """A real MCP client session against `fact mcp`: a failing tool sets isError (and a bad dtype
+    answers one line naming the allowed values, read from the engine's tables); parameters carry
+    descriptions and enums, every tool an output schema; get_task hands over the header text and
+    codes; a cached build says so; a candidate survives a restart of the server on the same work
+    folder; a correct kernel slower than PyTorch is refused by the registry."""
+    engine_or_skip()
+    from mcp import Client
+    from fact import engine_tables
+    from fact.agent.mcp_schema import PARAMETERS
+
+    model = write_model(tmp_path)
+    work = tmp_path / "work"
+    floating = [e["name"] for e in engine_tables.tables()["dtypes"] if e.get("floating")]
+
+    async def first_session():
+        async with Client(server_parameters(work), read_timeout_seconds=900) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert all(t.output_schema and "status" in t.output_schema["properties"] for t in listed.values())
+            dtype = listed["capture_model"].input_schema["properties"]["dtype"]
+            assert dtype["enum"] == floating and dtype["description"] == PARAMETERS["dtype"]
+            arch_docs = {listed[n].input_schema["properties"]["arch"]["description"]
+                         for n in ("discover", "get_task", "retrieve_examples", "realize_from_source")}
+            assert len(arch_docs) == 1 and "Default here: host" in arch_docs.pop()
+
+            bad = await client.call_tool("capture_model", {"model_file": f"{model}:TinyAttention", "dtype": "int4"})
+            assert bad.is_error and bad.structured_content["status"] == "error"
+            message = bad.structured_content["error"]
+            assert message == "dtype 'int4' is not one of: " + ", ".join(floating), message
+            unknown = await client.call_tool("build", {"candidate": "s9"})
+            assert unknown.is_error and "no candidate 's9'" in unknown.structured_content["error"]
+
+            captured = await client.call_tool("capture_model", {"model_file": f"{model}:TinyAttention"})
+            assert not captured.is_error
+            graph = captured.structured_content["graph"]
+            task = (await client.call_tool("get_task", {"graph": graph, "match": "1"})).structured_content
+            assert task["arch"] == "host" and task["include"] == '#include "fact/runtime/fact_subgraph_abi.h"'
+            texts = "\n".join(h["text"] for h in task["headers"])
+            assert "typedef struct FactSubgraphArgs" in texts and "FACT_OK" in texts
+            assert task["dtype_codes"]["float32"] == 1 and task["return_codes"]["FACT_OK"] == 0
+
+            good = (await client.call_tool("realize_from_source",
+                                           {"source": kernel("attention_correct.cpp")})).structured_content
+            assert good["candidate"] == "s1"
+            assert not (await client.call_tool("build", {"candidate": "s1"})).is_error
+            again = (await client.call_tool("build", {"candidate": "s1"})).structured_content
+            assert again["cached"] is True and again["build"] == "cached" and "nothing was compiled" in again["note"]
+            return graph
+
+    async def second_session(graph):
+        async with Client(server_parameters(work), read_timeout_seconds=900) as client:
+            # the same work folder: the first server's candidate is known
+            built = await client.call_tool("build", {"candidate": "s1"})
+            assert not built.is_error and built.structured_content["cached"], built.structured_content
+            slow = (await client.call_tool("realize_from_source",
+                                           {"source": kernel("attention_slow.cpp")})).structured_content
+            assert slow["candidate"] == "s2"
+            verdict = await client.call_tool("verify", {"candidate": "s2", "graph": graph, "match": "1"})
+            assert not verdict.is_error and verdict.structured_content["passed"]
+            assert verdict.structured_content["faster_than_pytorch"] is False
+            assert "slower than PyTorch" in verdict.structured_content["speed"]
+            refused = await client.call_tool("register_kernel", {"candidate": "s2", "graph": graph, "match": "1"})
+            assert refused.is_error, refused.structured_content
+            assert refused.structured_content["registered"] is False
+            assert "not faster than PyTorch" in refused.structured_content["refused"]
+            listing = (await client.call_tool("search_registry", {"include_builtin": False})).structured_content
+            assert listing["entries"] == []
+            found = (await client.call_tool("discover", {"graph": graph})).structured_content
+            assert found["matches"][0]["classification"] == "NEW"
+            return True
+
+    graph = asyncio.run(first_session())
+    assert asyncio.run(second_session(graph))
+    assert (work / "candidates" / "s1" / "candidate.json").is_file()
+
+
+def test_list_tools_prints_whole_descriptions(agent_env, tmp_path):
+    engine_or_skip()
+    import subprocess
+    from fact import _engine
+    from fact.agent.mcp_server import TOOL_NAMES, FactTools
+    listed = subprocess.run([str(_engine.engine_path()), "mcp", "--work-dir", str(tmp_path), "--list-tools"],
+                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert listed.returncode == 0, listed.stderr
+    text = " ".join(listed.stdout.split())
+    tools = FactTools(tmp_path)
+    for name in TOOL_NAMES:
+        whole = " ".join((getattr(tools, name).__doc__ or "").split())
+        assert whole and whole in text, name
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80

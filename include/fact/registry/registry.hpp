@@ -19,6 +19,13 @@
 // not pass, or was made for another source text or another reference semantics. Running the
 // gates is the caller's business (python/fact/agent/gates.py; `fact registry add|import` and
 // the synthesis loop run them before they call add()).
+//
+// Nor does a kernel slower than PyTorch: a source entry's latest timing record ("tuned": ms,
+// the same-run PyTorch baseline, speedup, on the device it was measured on) must show it at
+// least as fast as PyTorch (speedup >= 1), else add() refuses it and an entry stored before
+// this rule is never classified nor planned (speed_problem). The one exception is written in
+// the entry itself: "speed_override": {"reason": "..."} (tests of something else than speed);
+// the plan and every report that uses such an entry say so.
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -66,6 +73,15 @@ std::vector<Entry> builtin_entries();
 // without a passing gate record for exactly its source text and reference semantics), or
 // nullopt when it can.
 std::optional<std::string> entry_problem(const nlohmann::json& doc);
+
+// Why a source entry may not realize matches for speed: no timing record, or its latest one
+// slower than the PyTorch baseline it was measured against ("slower than PyTorch on <device>:
+// 0.12 ms vs 0.05 ms (0.42x)"); nullopt when it is fast enough, when it is a built-in entry, or
+// when it carries a speed_override with a reason (speed_override_reason).
+std::optional<std::string> speed_problem(const nlohmann::json& doc);
+
+// The reason of an entry's "speed_override" ("" when it has none).
+std::string speed_override_reason(const nlohmann::json& doc);
 
 // The id a stored entry gets: "<rule>/<dtype>/<arch>/<first 12 hex digits of the source's
 // SHA-256>".
@@ -124,7 +140,7 @@ discover::DiscoverOptions::Classified classify(const discover::Match& match, con
                                                const discover::DiscoverOptions& options);
 
 // The stored source entry a match may be planned with (REUSE or same-structure ADAPT for this
-// arch), or nullopt.
+// arch, not refused by speed_problem), or nullopt.
 std::optional<Entry> plannable_source(const discover::Match& match, const Registry& registry,
                                       const std::string& arch);
 

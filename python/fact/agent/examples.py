@@ -4,8 +4,11 @@ by the gates, or built-in templates) and the CUTLASS examples shipped in the ins
 
 Relevance is keyword overlap (TF-IDF weighted) between the query — the match's rule, the ATen
 ops of its reference semantics, its dtype and architecture — and each example's path and text,
-with synonyms for the names CUTLASS uses (attention -> fmha, ...). Registry kernels of the
-same rule come first.
+with synonyms for the names CUTLASS uses (attention -> fmha, ...). What the task computes
+decides: an example must share a word of its ops or kind (architecture words alone never
+qualify one and weigh little), and one whose path names another element type (an int4 or
+fp8 GEMM for a float32 task) is pushed down. Registry kernels of the same rule or pattern, or
+computing the same ATen ops, come first; other registry entries are not examples for it.
 """
 from __future__ import annotations
 
@@ -38,6 +41,16 @@ SYNONYMS = {
     "sm": ["hopper", "sm90", "warp", "specialized", "tma"],
 }
 STOPWORDS = {"aten", "default", "float32", "host", "tensor", "int"}
+# Words about where a kernel runs, not what it computes: they rank, at a small weight, only
+# examples that already share a word of the task's ops or kind.
+ARCH_WORDS = {"sm", "hopper", "sm90", "warp", "specialized", "tma", "90a"}
+ARCH_WEIGHT = 0.15
+# Element types an example's path may name; one the task does not use marks another problem.
+TYPE_WORDS = {"int4": "int4", "int8": "int8", "s8": "int8", "u8": "int8", "fp8": "fp8", "e4m3": "fp8",
+              "e5m2": "fp8", "f8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "mxfp8": "fp8",
+              "fp6": "fp6", "bf16": "bfloat16", "fp16": "float16", "f16": "float16", "tf32": "float32",
+              "fp32": "float32", "f32": "float32", "fp64": "float64", "f64": "float64", "complex": "complex"}
+OTHER_TYPE_FACTOR = 0.25
 EXTENSIONS = (".cu", ".cuh", ".hpp", ".h", ".cpp", ".md")
 EXCERPT_CHARS = 1500
 
@@ -142,7 +155,11 @@ def _excerpt(head: str, words: set[str]) -> str:
     return "\n".join(lines[best:best + 40])[:EXCERPT_CHARS]
 
 
-def cutlass_examples(query: str, k: int = 4) -> list[Example]:
+def _types_named(relative: str) -> set[str]:
+    return {TYPE_WORDS[w] for w in re.findall(r"[a-z0-9]+", relative.lower()) if w in TYPE_WORDS}
+
+
+def cutlass_examples(query: str, k: int = 4, dtype: str = "") -> list[Example]:
     folder = cutlass_examples_dir()
     if folder is None:
         return []
@@ -150,15 +167,22 @@ def cutlass_examples(query: str, k: int = 4) -> list[Example]:
     words = query_words(query)
     if not words:
         return []
+    core = {w for w in words if w not in ARCH_WORDS and w not in TYPE_WORDS.values() and w not in TYPE_WORDS}
     total = len(documents)
     scored = []
     for relative, counts, head in documents:
-        score = 0.0
+        score, shared = 0.0, False
         for word in set(words):
             if word in counts:
-                score += (1 + math.log(counts[word])) * math.log(1 + total / frequency[word])
-        if score > 0:
-            scored.append((score, relative, head))
+                weight = ARCH_WEIGHT if word in ARCH_WORDS else 1.0
+                score += weight * (1 + math.log(counts[word])) * math.log(1 + total / frequency[word])
+                shared = shared or word in core
+        if not shared or score <= 0:
+            continue
+        named = _types_named(relative)
+        if dtype and named - {dtype}:
+            score *= OTHER_TYPE_FACTOR
+        scored.append((score, relative, head))
     scored.sort(key=lambda item: -item[0])
     seen_folders: set[str] = set()
     out = []
@@ -174,25 +198,35 @@ def cutlass_examples(query: str, k: int = 4) -> list[Example]:
     return out
 
 
+def _targets(fragment: dict) -> set[str]:
+    return {n.get("target", "") for n in (fragment or {}).get("nodes", []) if n.get("target")}
+
+
 def registry_examples(task: dict, entries: list[dict], k: int = 3) -> list[Example]:
     """Registry entries for the task's rule (same rule first, kernels with sources first)."""
     match = task.get("match", {})
     rule, pattern = match.get("rule", ""), match.get("pattern", "")
+    ops = _targets(task.get("semantics", {}).get("fragment", {}))
     ranked = []
     for entry in entries:
+        # What it computes first: the same rule, the same pattern, or the same ATen ops. An entry
+        # sharing only dtype or arch (another problem altogether) is no example for this task.
         score = 0.0
         if entry.get("rule") == rule:
             score += 10
-        if entry.get("pattern") == pattern:
-            score += 3
+        elif pattern and entry.get("pattern") == pattern:
+            score += 5
+        elif ops and ops & _targets((entry.get("reference") or {}).get("fragment", {})):
+            score += 4
+        else:
+            continue
         if entry.get("dtype") == match.get("dtype"):
             score += 1
         if entry.get("arch") == task.get("arch"):
             score += 1
         if isinstance(entry.get("source"), dict) and entry["source"].get("text"):
             score += 2
-        if score >= 3:
-            ranked.append((score, entry))
+        ranked.append((score, entry))
     ranked.sort(key=lambda item: -item[0])
     # Kernels with sources first; one built-in template at most (its realizers, not code).
     chosen, templates = [], 0
@@ -218,5 +252,6 @@ def json_brief(doc: dict) -> str:
 def retrieve(task: dict, registry_entries: list[dict], k: int = 5) -> list[Example]:
     """The most relevant vetted examples for an agent task: registry kernels, then CUTLASS."""
     found = registry_examples(task, registry_entries, k=min(2, k))
-    found += cutlass_examples(task_query(task), k=max(k - len(found), 1))
+    found += cutlass_examples(task_query(task), k=max(k - len(found), 1),
+                              dtype=task.get("match", {}).get("dtype", ""))
     return found[:k]

@@ -2,15 +2,20 @@
 (docs/agent.md). Built on the official MCP Python SDK (mcp.server.mcpserver.MCPServer) around the
 engine's in-process API (libfact's C API through fact.agent.engine).
 
-Every tool answers a JSON object with "status": "ok", "error" (with "error"), "failed" (a build
-or a gate said no; the details say where), or "needs_gpu" ("needs a Hopper GPU: <reason>" for
-what only a Hopper GPU can do, here and now). Compiler diagnostics come as {file, line, column,
-severity, message}; gate failures with the failing check, the element's index, its value, the
-reference and the magnitude; timings with the same-run baseline.
+Every tool answers a JSON object (its structured content, with a published output schema) with
+"status": "ok", "error" (with "error"), "failed" (a build, a gate or the registry said no; the
+details say where), or "needs_gpu" ("needs a Hopper GPU: <reason>" for what only a Hopper GPU
+can do, here and now). Every status but "ok" also sets the protocol's isError flag. Compiler
+diagnostics come as {file, line, column, severity, message}; gate failures with the failing
+check, the element's index, its value, the reference and the magnitude; timings with the
+same-run baseline. Parameters are described (fact.agent.mcp_schema), with enums read from the
+engine's tables; every tool publishes an output schema.
 
 Kernels an agent proposes are "candidates" (realize_from_template / realize_from_source), kept
-in the server's work folder. They reach the registry only through register_kernel, which runs
-every gate first — the same gates as built-in kernels and as `fact optimize --agent`.
+in the server's work folder (<work>/candidates/<id>/candidate.json): a server started again on
+the same work folder knows them. They reach the registry only through register_kernel, which
+runs every gate first — the same gates as built-in kernels and as `fact optimize --agent` — and
+the registry's speed rule (no kernel slower than PyTorch).
 Agent kernels run their gates in child processes with time limits: a crash or a hang fails that
 call, never the server. Model files are captured, planned, tuned, composed and timed in this
 process, through the same API as `fact optimize` and `fact.optimize` (fact.optimize_run,
@@ -23,18 +28,27 @@ import hashlib
 import inspect
 import json
 import os
+import shutil
 import sys
 import tempfile
+import textwrap
+import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
 
+from fact import engine_tables
 from fact.agent import engine, examples as retrieval, gates
+from fact.agent import mcp_schema
 from fact.agent.fragment import Fragment
 from fact.agent.synthesize import registry_entry
+
+ARCHS = ("host", "sm_90a")  # the registry's architectures (include/fact/registry/registry.hpp)
 
 INSTRUCTIONS = """FACT replaces subgraphs of PyTorch models with verified CUTLASS / C++ kernels.
 Typical flow: capture_model -> discover (REUSE / ADAPT / NEW per match) -> get_task and
@@ -42,7 +56,11 @@ retrieve_examples for a match -> realize_from_template (a built-in template with
 realize_from_source (your kernel in the subgraph ABI) -> build (compiler diagnostics with file and
 line) -> verify (FACT's gates: float64 reference, poisoned outputs, adversarial checks, timing) ->
 register_kernel (only after every gate) -> compose / benchmark -> explain_performance.
-arch "host" kernels run on this machine's CPU path; "sm_90a" kernels need a Hopper GPU."""
+arch "host" kernels run on this machine's CPU path; "sm_90a" kernels need a Hopper GPU.
+Default arch of every tool here: {default_arch} (this machine {has} a Hopper GPU).
+Every answer is a JSON object with "status" (ok | failed | error | needs_gpu); anything but ok
+also sets isError. A kernel enters the registry only when it passes every gate AND is at least
+as fast as PyTorch's run of the subgraph it replaces (measured by the gates, same run)."""
 
 
 def _ok(**fields: Any) -> dict:
@@ -65,13 +83,56 @@ class FactTools:
         self.work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fact_mcp_"))
         self.work.mkdir(parents=True, exist_ok=True)
         self.registry_dir = registry_dir or os.environ.get("FACT_REGISTRY_DIR") or None
-        self.candidates: dict[str, dict] = {}
+        self._default_arch: str | None = None
+        self.candidates: dict[str, dict] = self._load_candidates()
+
+    @property
+    def default_arch(self) -> str:
+        """The arch every tool takes when none is given: sm_90a with a Hopper GPU, else host."""
+        if self._default_arch is None:
+            try:
+                self._default_arch = "host" if self._gpu() else "sm_90a"
+            except Exception:  # noqa: BLE001 - no engine: the tools say so when called
+                self._default_arch = "host"
+        return self._default_arch
+
+    def _arch(self, arch: str | None) -> str:
+        return arch or self.default_arch
+
+    # -- candidates, kept on disk -------------------------------------------------------------
+
+    def _load_candidates(self) -> dict[str, dict]:
+        """The candidates a server on this work folder proposed before (candidate.json each)."""
+        found = {}
+        for record in sorted((self.work / "candidates").glob("*/candidate.json")):
+            try:
+                doc = json.loads(record.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and doc.get("id") == record.parent.name:
+                found[doc["id"]] = doc
+        return found
+
+    def _save(self, candidate: str) -> None:
+        folder = self.work / "candidates" / candidate
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / f".candidate.json.{uuid.uuid4().hex[:6]}"
+        temporary.write_text(json.dumps({**self.candidates[candidate], "id": candidate}, indent=1, default=str))
+        temporary.replace(folder / "candidate.json")
+
+    def _new_id(self, prefix: str) -> str:
+        taken = [int(name[1:]) for name in self.candidates if name[1:].isdigit()]
+        folders = self.work / "candidates"
+        if folders.is_dir():
+            taken += [int(f.name[1:]) for f in folders.iterdir() if f.name[1:].isdigit()]
+        return f"{prefix}{max(taken, default=0) + 1}"
 
     # -- helpers -----------------------------------------------------------------------------
 
     def _composed_model(self, model_file: str, dtype: str, precision: str | None, out: Path):
         """(the model file's module, its inputs, fact.optimize of it, the device), in this process:
-        the eager remainder and no speed guard (the raw composed module)."""
+        the eager remainder, no whole-module speed guard (the raw composed module), but every
+        replacement timed against its subgraph (none slower than PyTorch is composed)."""
         import torch
 
         import fact
@@ -80,13 +141,15 @@ class FactTools:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         model, inputs = build_from_model_file(model_file, dtype, device)
         composed = fact.optimize(model, inputs, precision=precision, work_dir=out, remainder="eager",
-                                 speed_guard=False)
+                                 speed_guard=False, replacement_guard=True)
         return model, inputs, composed, device
 
     def _gpu(self) -> str | None:
         return engine.device().get("gpu_unavailable")
 
     def _candidate(self, candidate: str) -> dict:
+        if candidate not in self.candidates:
+            self.candidates.update(self._load_candidates())
         if candidate not in self.candidates:
             raise KeyError(f"no candidate {candidate!r} (realize_from_template / realize_from_source make them; "
                            f"known: {', '.join(self.candidates) or 'none'})")
@@ -140,9 +203,10 @@ class FactTools:
                    truncated=len(doc["nodes"]) > max_nodes,
                    inputs=[values[i] for i in doc["inputs"]], outputs=doc["outputs"])
 
-    def discover(self, graph: str, precision: str | None = None, arch: str = "sm_90a") -> dict:
+    def discover(self, graph: str, precision: str | None = None, arch: str | None = None) -> dict:
         """Discover and rank the subgraphs worth replacing; each match is classified against the
         pattern registry (REUSE / ADAPT / NEW, with the reason and the entry)."""
+        arch = self._arch(arch)
         doc = engine.discover(graph, precision=precision, arch=arch, registry_dir=self.registry_dir)
         matches = []
         for index, m in enumerate(doc["matches"]):
@@ -183,12 +247,24 @@ class FactTools:
             entry["source"] = {k: v for k, v in entry["source"].items() if k != "text"}
         return _ok(entry=entry)
 
-    def get_task(self, graph: str, match: str, arch: str = "host", precision: str | None = None) -> dict:
+    def get_task(self, graph: str, match: str, arch: str | None = None, precision: str | None = None) -> dict:
         """The task for one match (label "3" or rule name): its reference semantics (the ATen
         ops it replaces), the call a kernel implements (operands and results with dtype, shape,
-        strides; tolerance), the subgraph ABI header and the entry's signature."""
+        strides; tolerance), the header to include with its full text (the subgraph ABI and the
+        common ABI it includes), the dtype codes of FactTensor.dtype, the return codes, and the
+        entry's signature."""
+        arch = self._arch(arch)
         task = engine.task(graph, match, precision=precision, arch=arch, registry_dir=self.registry_dir)
         call = task["call"]
+        abi = task["abi"]
+        headers = [{"path": "fact/runtime/fact_subgraph_abi.h", "text": abi.get("text", "")}]
+        common = abi.get("common", "")
+        if common:
+            headers.append({"path": "fact/core/fact_abi.h (included by it)", "text": common})
+        tables = engine_tables.tables()
+        # FactTensor.dtype of each element type a subgraph can pass (-1: none)
+        dtype_codes = {entry["name"]: entry["subgraph_abi"] for entry in tables["dtypes"]
+                       if entry["name"] != "unknown" and entry.get("subgraph_abi", -1) >= 0}
         return _ok(label=task["label"], module=task.get("module"), precision=task["precision"], arch=arch,
                    match={k: task["match"][k] for k in ("rule", "pattern", "status", "reason", "classification",
                                                         "classification_reason", "dtype", "nodes")},
@@ -196,16 +272,23 @@ class FactTools:
                    semantics_hash=task["semantics"]["hash"],
                    operands=[{k: t[k] for k in ("value", "dtype", "shape", "stride")} for t in call["operands"]],
                    results=[{k: t[k] for k in ("value", "dtype", "shape", "stride")} for t in call["results"]],
-                   tolerance=call["tolerance"], abi_header=task["abi"]["header"], abi=task["abi"].get("text", ""),
-                   entry=task["abi"]["entry"],
+                   tolerance=call["tolerance"], include='#include "fact/runtime/fact_subgraph_abi.h"',
+                   abi_header=abi["header"], abi=abi.get("text", ""), headers=headers,
+                   dtype_codes=dtype_codes,
+                   return_codes={entry["name"]: entry["value"] for entry in tables["status"]},
+                   entry=abi["entry"],
+                   speed=("register_kernel takes a kernel only when the gates time it at least as fast as "
+                          "PyTorch's run of this subgraph (same process, same inputs)"),
                    registry=[{"id": e["id"], "origin": e["origin"]} for e in task.get("registry", [])])
 
-    def retrieve_examples(self, graph: str, match: str, arch: str = "sm_90a", k: int = 5) -> dict:
-        """The most relevant vetted examples for a match: registry kernels (verified by the
-        gates) and the CUTLASS examples shipped in the installed nvidia-cutlass wheel."""
+    def retrieve_examples(self, graph: str, match: str, arch: str | None = None, k: int = 5) -> dict:
+        """The most relevant vetted examples for a match, ranked on its ops, kind and dtype:
+        registry kernels of the same rule or pattern (verified by the gates) and the CUTLASS
+        examples shipped in the installed nvidia-cutlass wheel."""
+        arch = self._arch(arch)
         task = engine.task(graph, match, arch=arch, registry_dir=self.registry_dir)
         entries = engine.registry("list", dir=self.registry_dir, full=True)["entries"]
-        found = retrieval.retrieve(task, entries, k=k)
+        found = retrieval.retrieve({**task, "arch": arch}, entries, k=k)
         return _ok(query=retrieval.task_query(task), examples=[e.to_json() for e in found])
 
     def realize_from_template(self, graph: str, match: str, call: int = 0, precision: str | None = None,
@@ -225,7 +308,7 @@ class FactTools:
                           f"({m.get('classification_reason') or m['reason']}); write a kernel (realize_from_source)")
         if not 0 <= call < len(m["problems"]):
             return _error(f"match {index + 1} has {len(m['problems'])} call(s)")
-        candidate = f"t{len(self.candidates) + 1}"
+        candidate = self._new_id("t")
         folder = self.work / "candidates" / candidate
         result = engine.realize(m["problems"][call], folder, precision=doc["precision"], space=space, config=config,
                                 params=params, compile=False)
@@ -234,23 +317,25 @@ class FactTools:
         self.candidates[candidate] = {"kind": "template", "problem": m["problems"][call], "precision": doc["precision"],
                                       "config": result["name"], "space": space, "source_file": result["source_file"],
                                       "arch": "sm_90a", "graph": graph, "match": str(index + 1)}
+        self._save(candidate)
         return _ok(candidate=candidate, name=result["name"], spec=result["spec"], key=result["key"],
                    entry=result["entry"], source_file=result["source_file"],
                    lines=result["source"].count("\n"))
 
-    def realize_from_source(self, source: str, arch: str = "host", name: str = "agent_kernel") -> dict:
-        """Your kernel in the subgraph ABI (get_task's `entry` signature): C++ for arch "host"
-        (this machine's CPU path), CUDA/CUTLASS for "sm_90a". Stored as a candidate; build
-        compiles it, verify runs the gates."""
-        if arch not in ("host", "sm_90a"):
-            return _error(f"arch {arch!r} is not host or sm_90a")
-        candidate = f"s{len(self.candidates) + 1}"
+    def realize_from_source(self, source: str, arch: str | None = None, name: str = "agent_kernel") -> dict:
+        """Your kernel in the subgraph ABI (get_task's `entry` signature and `include`): C++ for
+        arch "host" (this machine's CPU path), CUDA/CUTLASS for "sm_90a". Stored as a candidate
+        in the work folder (kept across server restarts); build compiles it, verify runs the
+        gates."""
+        arch = self._arch(arch)
+        candidate = self._new_id("s")
         folder = self.work / "candidates" / candidate
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / ("kernel.cpp" if arch == "host" else "kernel.cu")
         path.write_text(source)
         self.candidates[candidate] = {"kind": "source", "source": source, "arch": arch, "name": name,
                                       "source_file": str(path)}
+        self._save(candidate)
         return _ok(candidate=candidate, source_file=str(path), lines=source.count("\n") + 1, arch=arch)
 
     def build(self, candidate: str) -> dict:
@@ -258,6 +343,7 @@ class FactTools:
         with file, line, column and message; CUDA builds use FACT's nvcc line (-O3 -DNDEBUG,
         sm_90a) and fail on ptxas C7510 (wgmma serialized)."""
         c = self._candidate(candidate)
+        start = time.perf_counter()
         if c["kind"] == "template":
             result = engine.realize(c["problem"], Path(c["source_file"]).parent, precision=c["precision"],
                                     space=c["space"], config=c["config"], compile=True)
@@ -265,12 +351,18 @@ class FactTools:
         else:
             build = engine.build(c["source"], device="host" if c["arch"] == "host" else "cuda",
                                  name=c["name"], file_name=Path(c["source_file"]).name)
+        seconds = time.perf_counter() - start
         if build.get("status") == "unavailable":
             return _error(f"cannot compile here: {build.get('reason')}", build=build)
         c["library"] = build.get("library") or None
+        self._save(candidate)
         status = "ok" if build.get("status") in ("built", "cached") else "failed"
-        return {"status": status, "candidate": candidate, "build": build.get("status"), "reason": build.get("reason", ""),
-                "library": build.get("library", ""), "seconds": build.get("seconds"),
+        cached = build.get("status") == "cached"
+        return {"status": status, "candidate": candidate, "build": build.get("status"), "cached": cached,
+                "reason": build.get("reason", ""), "library": build.get("library", ""), "seconds": seconds,
+                "compile_seconds": build.get("seconds"),
+                "note": ("the kernel cache held this source's library: nothing was compiled now; seconds is "
+                         "this call's time, compile_seconds the original compile's" if cached else ""),
                 "diagnostics": build.get("diagnostics", []),
                 "log_tail": build.get("log", "")[-3000:] if status != "ok" else ""}
 
@@ -298,11 +390,18 @@ class FactTools:
                                  work_dir=self.work / "gates" / f"{candidate}-{uuid.uuid4().hex[:6]}")
         c["last_gates"] = report.to_json()
         c["task"] = {"graph": graph, "match": match}
+        self._save(candidate)
         failed = next((ch for ch in report.checks if not ch["passed"]), None)
+        speedup = (report.timing or {}).get("speedup")
+        fast_enough = isinstance(speedup, (int, float)) and speedup >= 1.0
         return {"status": "ok" if report.passed else "failed", "candidate": candidate, "passed": report.passed,
                 "failed_check": report.failed_check, "failure": report.failure,
                 "where": (failed or {}).get("data", {}) if failed else {},
                 "rel_err": report.rel_err, "tolerance": report.tolerance, "timing": report.timing,
+                "faster_than_pytorch": fast_enough,
+                "speed": ("" if not report.passed or fast_enough else
+                          f"passes the gates but is slower than PyTorch ({_speed_words(report.timing)}): "
+                          f"register_kernel will refuse it; make it faster"),
                 "checks": [{"name": ch["name"], "passed": ch["passed"], "detail": ch["detail"]} for ch in report.checks]}
 
     def tune(self, graph: str, match: str, max_candidates: int = 16, candidate: str | None = None) -> dict:
@@ -333,10 +432,13 @@ class FactTools:
                    note="every template match of the graph was tuned; the winners are in the tuning database")
 
     def register_kernel(self, candidate: str, graph: str, match: str, author: str = "mcp client",
-                        model: str = "", endpoint: str = "", prompt: str = "", timeout: float = 120.0) -> dict:
+                        model: str = "", endpoint: str = "", prompt: str = "", timeout: float = 120.0,
+                        speed_override: str = "") -> dict:
         """Add a candidate to the pattern registry: the gates run again first (nothing enters
-        without them), then the entry is stored with its provenance (who wrote it: author /
-        model / endpoint / prompt digest) and the match becomes REUSE for the next model."""
+        without them), the kernel must be at least as fast as PyTorch's run of the subgraph it
+        replaces (the gates' timing, same run; a slower one is refused), then the entry is stored
+        with its provenance (who wrote it: author / model / endpoint / prompt digest) and its
+        measured speed, and the match becomes REUSE for the next model."""
         c = self._candidate(candidate)
         if c["kind"] != "source":
             return _error("template kernels are built in; their tuned choices go to the tuning database (tune)")
@@ -351,15 +453,23 @@ class FactTools:
                                                                        "label": task["label"]}}
         entry = registry_entry(task, c["source"], report, arch=c["arch"],
                                device="cpu" if c["arch"] == "host" else "cuda", provenance=provenance)
-        stored = engine.registry("add", dir=self.registry_dir, entry=entry)["entry"]
+        if speed_override.strip():
+            entry["speed_override"] = {"reason": speed_override.strip(), "by": author}
+        try:
+            stored = engine.registry("add", dir=self.registry_dir, entry=entry)["entry"]
+        except engine.AgentEngineError as error:
+            return {"status": "failed", "registered": False, "candidate": candidate, "refused": str(error),
+                    "timing": report.timing}
         return _ok(registered=True, entry=stored["id"], revision=stored.get("revision"),
-                   registry_version=stored.get("registry_version"), timing=report.timing)
+                   registry_version=stored.get("registry_version"), timing=report.timing,
+                   speed_override=(stored.get("speed_override") or {}).get("reason", ""))
 
     def compose(self, model_file: str, dtype: str = "float32", precision: str | None = None) -> dict:
         """Compose a model file: plan with the registry (verified agent kernels included) and the
         templates, apply the plan, verify every replacement against the subgraph it replaces in
-        float64 (a failing one is left to PyTorch with the reason). CPU path here (host kernels
-        and the host reference); CUDA kernels on a GPU."""
+        float64 (a failing one is left to PyTorch with the reason), and time each kernel against
+        the subgraph it replaces: one slower than PyTorch stays PyTorch too (stage "speed"). CPU
+        path here (host kernels and the host reference); CUDA kernels on a GPU."""
         import torch
 
         out = self.work / f"compose-{uuid.uuid4().hex[:8]}"
@@ -409,11 +519,12 @@ class FactTools:
         return answer
 
     def explain_performance(self, graph: str, match: str, ms: float | None = None, candidate: str | None = None,
-                            arch: str = "sm_90a") -> dict:
+                            arch: str | None = None) -> dict:
         """Where a kernel for a match sits on the roofline of the device profile: its FLOPs and
         minimum bytes, arithmetic intensity, the ridge point, the bound (memory or compute), the
         roofline time, and — given a time (ms, or a verified candidate's) — the fraction of the
         roofline achieved. Hardware counters (ncu) need a Hopper GPU."""
+        arch = self._arch(arch)
         task = engine.task(graph, match, arch=arch, registry_dir=self.registry_dir)
         profile = engine.device().get("profile", {})
         call = task["call"]
@@ -444,25 +555,79 @@ class FactTools:
         return answer
 
 
+def _speed_words(timing: dict | None) -> str:
+    timing = timing or {}
+    ms, base, speedup = timing.get("ms"), timing.get("baseline_ms"), timing.get("speedup")
+    if not isinstance(ms, (int, float)) or not isinstance(base, (int, float)):
+        return "not timed"
+    return f"{ms:.4g} ms vs PyTorch {base:.4g} ms, {speedup:.3g}x" if isinstance(speedup, (int, float)) else \
+        f"{ms:.4g} ms vs PyTorch {base:.4g} ms"
+
+
+def _choices() -> dict[str, tuple[str, ...]]:
+    """The values the enumerated parameters take, from the engine's tables (dtypes: the floating
+    ones a model runs in; precision modes) and the registry's architectures."""
+    floating = tuple(e["name"] for e in engine_tables.tables()["dtypes"] if e.get("floating"))
+    return {"dtype": floating, "precision": engine_tables.precisions(), "arch": ARCHS}
+
+
+def _answer(payload: dict) -> Any:
+    """A tool's answer: the object itself when its status is ok (validated against the tool's
+    output schema), else a result with isError set that carries the same object."""
+    if payload.get("status") == "ok":
+        return payload
+    text = json.dumps(payload, default=str)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload, is_error=True)
+
+
+def tool_function(tools: FactTools, name: str, choices: dict[str, tuple[str, ...]] | None = None):
+    """The MCP tool for FactTools.<name>: described parameters (enums where the values are a
+    table's), one clear line for a value outside them, engine and argument errors as "error"
+    answers, and isError on every answer whose status is not ok."""
+    method = getattr(tools, name)
+    choices = _choices() if choices is None else choices
+    signature = inspect.signature(method)
+
+    def tool(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs)
+        for parameter, value in bound.arguments.items():
+            allowed = choices.get(parameter)
+            if allowed and value is not None and value not in allowed:
+                return _answer(_error(f"{parameter} {value!r} is not one of: {', '.join(allowed)}"))
+        try:
+            return _answer(method(*args, **kwargs))
+        except engine.AgentEngineError as error:
+            return _answer(_error(f"engine: {error}"))
+        except (KeyError, ValueError, OSError) as error:
+            return _answer(_error(f"{type(error).__name__}: {error}"))
+
+    parameters = []
+    for parameter in signature.parameters.values():
+        described = mcp_schema.PARAMETERS.get(parameter.name, "")
+        if parameter.name == "arch":
+            described += f" Default here: {tools.default_arch}."
+        extra = None
+        if parameter.name in choices:  # an omitted (None) value takes the default the description states
+            extra = {"enum": list(choices[parameter.name]) + ([None] if parameter.default is None else [])}
+        field = Field(description=described.strip() or None, json_schema_extra=extra)
+        parameters.append(parameter.replace(annotation=Annotated[parameter.annotation, field]))
+    output = mcp_schema.OUTPUTS[name]
+    tool.__name__ = name
+    tool.__doc__ = method.__doc__
+    tool.__signature__ = signature.replace(parameters=parameters,
+                                           return_annotation=Annotated[CallToolResult, output])
+    tool.__annotations__ = {**{p.name: p.annotation for p in parameters},
+                            "return": Annotated[CallToolResult, output]}
+    return tool
+
+
 def build_server(tools: FactTools) -> MCPServer:
-    server = MCPServer("fact", instructions=INSTRUCTIONS, version=_version())
-
-    def guarded(method):
-        def tool(*args, **kwargs):
-            try:
-                return method(*args, **kwargs)
-            except engine.AgentEngineError as error:
-                return _error(f"engine: {error}")
-            except (KeyError, ValueError, OSError) as error:
-                return _error(f"{type(error).__name__}: {error}")
-        tool.__name__ = method.__name__
-        tool.__doc__ = method.__doc__
-        tool.__signature__ = inspect.signature(method).replace(return_annotation=dict[str, Any])
-        tool.__annotations__ = {**method.__annotations__, "return": dict[str, Any]}
-        return tool
-
+    has = "has" if tools.default_arch == "sm_90a" else "has no"
+    server = MCPServer("fact", instructions=INSTRUCTIONS.format(default_arch=tools.default_arch, has=has),
+                       version=_version())
+    choices = _choices()
     for name in TOOL_NAMES:
-        server.add_tool(guarded(getattr(tools, name)), name=name, structured_output=True)
+        server.add_tool(tool_function(tools, name, choices), name=name, structured_output=True)
     return server
 
 
@@ -479,16 +644,26 @@ def _version() -> str:
         return "unknown"
 
 
+def describe_tools(tools: FactTools, width: int = 100) -> str:
+    """`fact mcp --list-tools`: every tool with its whole description, wrapped."""
+    blocks = []
+    for name in TOOL_NAMES:
+        doc = inspect.cleandoc(getattr(tools, name).__doc__ or "")
+        text = " ".join(doc.split())
+        blocks.append(name + "\n" + textwrap.fill(text, width=width, initial_indent="    ", subsequent_indent="    "))
+    return "\n\n".join(blocks) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fact mcp")
     parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--registry-dir", default=None)
     parser.add_argument("--list-tools", action="store_true")
     args = parser.parse_args(argv)
-    tools = FactTools(args.work_dir)
+    tools = FactTools(args.work_dir, args.registry_dir)
     if args.list_tools:
-        for name in TOOL_NAMES:
-            doc = (getattr(tools, name).__doc__ or "").strip().splitlines()[0]
-            print(f"{name:22s} {doc}")
+        width = shutil.get_terminal_size((100, 24)).columns
+        print(describe_tools(tools, width=max(60, min(width, 120))), end="")
         return 0
     build_server(tools).run("stdio")
     return 0

@@ -98,6 +98,13 @@ def gate_feedback(report: dict) -> str:
             f"Checks: {checks}.\nFix it and reply with the complete corrected source in one code block.")
 
 
+def slow_feedback(timing: dict) -> str:
+    return (f"Your kernel passed every gate but is slower than PyTorch's run of the same subgraph "
+            f"({timing.get('ms')} ms vs {timing.get('baseline_ms')} ms, same process, same inputs): FACT registers "
+            f"only kernels at least as fast as what they replace. Make it faster and reply with the complete source "
+            f"in one code block.")
+
+
 def no_code_feedback() -> str:
     return ("Your reply held no code block defining fact_entry. Reply with the complete source of the kernel in one "
             "fenced code block (```cpp ... ```).")

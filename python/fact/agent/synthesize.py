@@ -39,7 +39,7 @@ class Budget:
 @dataclass
 class Attempt:
     number: int
-    outcome: str            # accepted | compile_error | gate_failed | no_code | refusal | llm_error
+    outcome: str            # accepted | compile_error | gate_failed | too_slow | no_code | refusal | llm_error
     detail: str = ""
     failed_check: str = ""
     tokens: int = 0
@@ -207,6 +207,14 @@ def synthesize_match(task: dict, client: ChatClient, *, budget: Budget, arch: st
                         feedback = prompt.gate_feedback(report.to_json())
                         messages.append({"role": "user", "content": feedback})
                         log.note(f"attempt {number}: rejected by the gate {report.failed_check}", feedback, fence=True)
+                    elif not (report.timing or {}).get("speedup", 0) >= 1.0:
+                        # The registry refuses a kernel slower than PyTorch: say so, and try again.
+                        attempt.outcome, attempt.failed_check = "too_slow", "speed"
+                        attempt.detail = (f"{(report.timing or {}).get('ms')} ms vs PyTorch "
+                                          f"{(report.timing or {}).get('baseline_ms')} ms")
+                        feedback = prompt.slow_feedback(report.timing or {})
+                        messages.append({"role": "user", "content": feedback})
+                        log.note(f"attempt {number}: slower than PyTorch", feedback, fence=True)
                     else:
                         attempt.outcome = "accepted"
                         provenance = {"by": "agent", "model": client.config.model, "endpoint": client.config.base_url,

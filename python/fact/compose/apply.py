@@ -12,7 +12,8 @@ from fact import _engine, ops, transforms
 from fact import verify as checks
 from fact.compose.guards import (_capture_cuda_graph, _compile_remainder, _compiled_original,
                                  _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
-                                 _module_timer, _never_slower, _replacement_timer)
+                                 _host_kernel_timer, _module_timer, _never_slower, _replacement_timer,
+                                 registry_speed_refusal)
 from fact.compose.inputs import _device_of, _export, _input_specs, _normalize_inputs, _normalize_patterns, _selected
 from fact.compose.module import ComposedModule, ReplacedSubgraph
 from fact.compose.plan_file import load_plan, replacement_label
@@ -165,6 +166,10 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             chosen = selected if not _selected(replacement, selected) else plan_selection
             report.leave(what, f"not selected (patterns={', '.join(chosen)})", rid, "selection")
             continue
+        slow = registry_speed_refusal(replacement)
+        if slow:
+            report.leave(what, slow, rid, "speed")
+            continue
         try:
             planned = _resolve(replacement, doc, graph_module, by_name, by_target, claimed,
                                on_gpu, library_root)
@@ -246,6 +251,16 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     elif on_gpu and accepted:
         report.notes.append("replacement_guard off: the replacements were not timed against the "
                             "subgraphs they replace")
+    host_timer = _host_kernel_timer(replacement_guard, speed_guard, on_gpu)
+    hosted = [pair for pair in accepted if pair[1].implementation == "host kernels"]
+    if host_timer is not None and hosted:
+        # The CPU path runs host kernels (registry kernels) for real: none slower than PyTorch.
+        kept = {id(planned) for planned, _ in _faster_than_their_subgraphs(hosted, graph_module, examples,
+                                                                            device, host_timer, report)}
+        accepted = [pair for pair in accepted if pair[1].implementation != "host kernels" or id(pair[0]) in kept]
+    elif not on_gpu and not time_each and hosted:
+        report.notes.append("replacement_guard off: the host kernels were not timed against the subgraphs "
+                            "they replace (one slower than PyTorch may be composed)")
 
     if not accepted:
         return unoptimized(None)

@@ -148,6 +148,37 @@ def _replacement_timer(replacement_guard: Union[bool, Timer, None], speed_guard:
     return bool(guard) and on_gpu, None
 
 
+def _host_kernel_timer(replacement_guard: Union[bool, Timer, None], speed_guard: Union[bool, Timer],
+                       on_gpu: bool) -> Timer | None:
+    """On the CPU path, the timer for replacements that run host kernel libraries (registry
+    kernels): the guard on (True, or None following speed_guard) times them against their
+    subgraphs with perf_counter, so none slower than PyTorch is composed; None otherwise (the
+    host reference is a stand-in for GPU kernels and is not timed)."""
+    guard = bool(speed_guard) if replacement_guard is None else replacement_guard
+    if on_gpu or not guard or callable(guard):
+        return None
+    from fact import timing
+    return lambda fn: timing.time_cpu(fn, 2, 20).median_ms
+
+
+def registry_speed_refusal(replacement: dict) -> str | None:
+    """Why a replacement realized by a registry kernel may not be composed for its recorded
+    speed (the plan's registry_speed: the latest timing record of the entry, slower than the
+    PyTorch baseline it was measured against, and no speed_override), or None."""
+    speed = replacement.get("registry_speed")
+    if not isinstance(speed, dict) or speed.get("speed_override"):
+        return None
+    measured = speed.get("measured") if isinstance(speed.get("measured"), dict) else {}
+    speedup = measured.get("speedup")
+    if not isinstance(speedup, (int, float)):
+        return "its registry kernel has no timing record against PyTorch"
+    if speedup >= 1.0:
+        return None
+    base = (measured.get("baseline") or {}).get("ms")
+    return (f"its registry kernel was measured slower than PyTorch on {measured.get('device', '?')}: "
+            f"{measured.get('ms')} ms vs {base} ms ({speedup:.3g}x)")
+
+
 def _faster_than_their_subgraphs(accepted: list, graph_module: torch.fx.GraphModule, examples: dict,
                                  device: torch.device, timer: Timer | None, report: FactReport) -> list:
     """Never slower, per replacement: times each accepted (planned, entry)'s calls against

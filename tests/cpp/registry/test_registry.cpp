@@ -1,6 +1,7 @@
 // The pattern registry (include/fact/registry): reference semantics and their hashes, built-in
 // entries, what add() refuses (no kernel without a passing gate record for exactly its source
-// and semantics), revisions and versions under concurrent writers, and the REUSE / ADAPT / NEW
+// and semantics, nor one slower than PyTorch), revisions and versions under concurrent writers,
+// and the REUSE / ADAPT / NEW
 // classification of discovery's matches; the engine's compiler-diagnostic parser.
 #include <gtest/gtest.h>
 
@@ -56,6 +57,12 @@ struct AttentionCase {
 
 const char* kSource = "extern \"C\" int fact_entry(const void*, void*, unsigned long*, void*) { return 0; }\n";
 
+// A timing record of the gates: the kernel `speedup` times as fast as PyTorch's 0.05 ms.
+json timing(double speedup) {
+  return {{"device", "host CPU (test)"}, {"ms", 0.05 / speedup}, {"baseline", {{"name", "PyTorch eager (same run)"}, {"ms", 0.05}}},
+          {"speedup", speedup}, {"timer", "test"}};
+}
+
 json source_entry(const Semantics& semantics, const std::string& rule, const std::string& source = kSource) {
   return {{"rule", rule},
           {"dtype", "float32"},
@@ -66,6 +73,7 @@ json source_entry(const Semantics& semantics, const std::string& rule, const std
           {"reference", {{"fragment", semantics.fragment}, {"precision", "native"}}},
           {"verified", json::array({{{"semantics_hash", semantics.hash}, {"device", "test"}, {"rel_err", 1e-8}, {"tolerance", 1e-5}}})},
           {"gates", {{"passed", true}, {"source_sha256", util::sha256_hex(source)}, {"semantics_hash", semantics.hash}}},
+          {"tuned", json::array({timing(2.0)})},
           {"provenance", {{"by", "agent"}, {"model", "scripted"}, {"attempt", 3}}}};
 }
 
@@ -225,6 +233,52 @@ TEST(Classify, NewThenReuseOnceAVerifiedKernelIsStoredAdaptOnOtherShapes) {
   tf32.precision = core::PrecisionMode::Tf32;
   EXPECT_EQ(classify(m, c.captured, reg.lookup(m.rule, m.pattern, "float32", kHostArch), tf32).classification,
             discover::Classification::New);
+}
+
+TEST(Speed, NothingSlowerThanPyTorchIsAddedClassifiedOrPlanned) {
+  AttentionCase c;
+  const discover::Match& m = *c.attention;
+  const Semantics s = semantics_of(c.captured, m.nodes, m.outputs);
+  Registry reg(fresh_dir("speed"));
+  json slow = source_entry(s, m.rule);
+  slow["tuned"] = json::array({timing(2.0), timing(0.005)});  // the latest record decides
+  try {
+    reg.add(slow);
+    ADD_FAILURE() << "a kernel slower than PyTorch was added";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("not faster than PyTorch: slower than PyTorch on host CPU (test)"),
+              std::string::npos) << e.what();
+  }
+  json untimed = source_entry(s, m.rule);
+  untimed.erase("tuned");
+  EXPECT_THROW(reg.add(untimed), std::invalid_argument);
+  json empty_override = slow;
+  empty_override["speed_override"] = json::object();
+  EXPECT_THROW(reg.add(empty_override), std::invalid_argument);
+  EXPECT_EQ(reg.entries(false).size(), 0u);
+
+  // With a written override it enters, and classification names the override.
+  json overridden = slow;
+  overridden["speed_override"] = {{"reason", "a test of classification"}};
+  const Entry stored = reg.add(overridden);
+  const auto reuse = classify(m, c.captured, reg.lookup(m.rule, m.pattern, "float32", kHostArch), c.options);
+  EXPECT_EQ(reuse.classification, discover::Classification::Reuse) << reuse.reason;
+  EXPECT_NE(reuse.reason.find("speed override (not timed faster than PyTorch): a test of classification"),
+            std::string::npos) << reuse.reason;
+
+  // Stored before the rule (written directly, no override): neither classified nor planned.
+  json file = json::parse(util::read_file(reg.file()));
+  file["entries"][0].erase("speed_override");
+  util::write_file_atomically(reg.file(), file.dump());
+  const auto now = classify(m, c.captured, reg.lookup(m.rule, m.pattern, "float32", kHostArch), c.options);
+  EXPECT_EQ(now.classification, discover::Classification::New) << now.reason;
+  EXPECT_NE(now.reason.find("entry " + stored.id() + " is not used: slower than PyTorch"), std::string::npos)
+      << now.reason;
+  discover::Match planned = m;
+  planned.registry_entry = stored.id();
+  EXPECT_FALSE(plannable_source(planned, reg, kHostArch).has_value());
+  EXPECT_TRUE(speed_problem(file["entries"][0]).has_value());
+  EXPECT_FALSE(speed_problem(source_entry(s, m.rule)).has_value());
 }
 
 TEST(Classify, TemplatesAreAdaptUntilTunedAndCoverTheHostThroughTheReference) {
