@@ -121,12 +121,12 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       // The tables [sequence][position][column]: row_stride = positions, batch_stride =
       // sequences (the reference kernel splits the row itself).
       s.operand = view_of(operands[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
-                          step.rope_period_stride, 0);
+                          step.period_stride, 0);
       s.operand2 = view_of(operands2[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
-                           step.rope_period_stride, 0);
-      s.period = step.rope_period;
-      s.group = step.rope_group;
-      s.interleaved = step.rope_interleaved;
+                           step.period_stride, 0);
+      s.period = step.period;
+      s.group = step.group;
+      s.interleaved = step.interleaved;
     }
   }
   return r;
@@ -140,9 +140,9 @@ std::string reference_key(const GemmProblem& p) {
     key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
         << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype) << ','
         << s.operand_ld << ',' << s.operand_batch_stride << ',' << s.operand_outer_batch_stride;
-    if (s.kind == Kind::Rope) {
-      key << ",rope " << s.rope_period << ',' << s.rope_period_stride << ',' << s.rope_group << ','
-          << s.rope_interleaved;
+    if (step_op(s.kind).operand == OperandShape::TABLES) {
+      key << ',' << step_op(s.kind).name << ' ' << s.period << ',' << s.period_stride << ','
+          << s.group << ',' << s.interleaved;
     }
   }
   key << "|batches " << p.batch << 'x' << p.outer_batch;
@@ -157,7 +157,7 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
   b_ = DeviceBuffer(bytes_of(p.b.dtype,
                             operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch, p.b.batch_stride,
                                              p.outer_batch, p.b.outer_batch_stride)));
-  // D is M × d_cols(): N, or N/2 behind a glu step.
+  // D is M × d_cols(): N, or N/2 behind a step that pairs product columns into one.
   d_elements_ = operand_elements(p.m, p.d_cols(), p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
                                  p.outer_batch, p.d.outer_batch_stride);
   if (p.epilogue.size() > operands_.size()) {
@@ -181,12 +181,13 @@ GemmHarness::GemmHarness(GemmCase gemm_case) : case_(std::move(gemm_case)) {
                            p.outer_batch, step.operand_outer_batch_stride)));
     } else if (shape == OperandShape::TABLES) {
       // cos and sin: one [period, group] table per sequence (or one for all, period_stride 0).
-      if (step.rope_period <= 0 || p.m % step.rope_period != 0) {
-        throw std::invalid_argument("a rope step's period must divide M");
+      if (step.period <= 0 || p.m % step.period != 0) {
+        throw std::invalid_argument("a " + std::string(step_op(step.kind).name) +
+                                    " step's period must divide M");
       }
-      const int64_t sequences = p.m / step.rope_period;
-      const int64_t elements = (sequences - 1) * step.rope_period_stride +
-                               (step.rope_period - 1) * step.operand_ld + step.rope_group;
+      const int64_t sequences = p.m / step.period;
+      const int64_t elements = (sequences - 1) * step.period_stride +
+                               (step.period - 1) * step.operand_ld + step.group;
       operands_[i] = DeviceBuffer(bytes_of(step.operand_dtype, elements));
       operands2_[i] = DeviceBuffer(bytes_of(step.operand_dtype, elements));
     }

@@ -31,8 +31,8 @@ using GemmLauncher = std::function<int(const FactGemmArgs& args, cudaStream_t st
 ElementType element_type(DType dtype);
 
 // Float64 reference parameters for `problem` reading A, B and, for every operand step i,
-// operands[i] (D's layout for M×N operands; a bias is indexed by n; a rope step's cos table)
-// and operands2[i] (a rope step's sin table).
+// operands[i] (D's layout for M×N operands; a bias is indexed by n; a TABLES step's first
+// table) and operands2[i] (a TABLES step's second table).
 ReferenceParams reference_params(const GemmProblem& problem, const void* a, const void* b,
                                  const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands,
                                  double* out,
@@ -81,7 +81,7 @@ class GemmHarness {
   std::vector<unsigned char> download_output() const;
   // The device buffer of epilogue step `step`'s operand (nullptr for a step without one).
   const void* operand(size_t step) const { return operands_.at(step).data(); }
-  // Its second operand (a rope step's sin table; nullptr for every other step).
+  // Its second operand (a TABLES step's second table; nullptr for every other step).
   const void* operand2(size_t step) const { return operands2_.at(step).data(); }
 
  private:
@@ -94,7 +94,7 @@ class GemmHarness {
   CudaStream primary_, secondary_;
   DeviceBuffer a_, b_, d_storage_, reference_, scratch_;
   std::array<DeviceBuffer, FACT_GEMM_MAX_STEPS> operands_;
-  std::array<DeviceBuffer, FACT_GEMM_MAX_STEPS> operands2_;  // rope steps' sin tables
+  std::array<DeviceBuffer, FACT_GEMM_MAX_STEPS> operands2_;  // TABLES steps' second tables
   void* d_ = nullptr;
   int64_t d_elements_ = 0, guard_elements_ = 0;
   uint64_t seed_ = 0;

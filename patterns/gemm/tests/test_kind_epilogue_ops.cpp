@@ -46,8 +46,8 @@ GemmProblem problem_with(std::vector<EpilogueStep> steps) {
     if (shape == OperandShape::TABLES) {
       step.operand2 = "s" + std::to_string(i);
       step.operand_ld = 2;
-      step.rope_group = 2;
-      step.rope_period = p.m;
+      step.group = 2;
+      step.period = p.m;
     }
   }
   p.epilogue = std::move(steps);
