@@ -3,8 +3,9 @@
  *   D[o, l] = epilogue(alpha · A[o, l] · B[o, l]),  A: M×K, B: K×N, D: M×N,
  *             l < batch (the kernel's batch mode), o < outer_batch (a second batch mode)
  *
- * FactGemmStep grew operand2 / period / period_stride / group / interleaved for FACT_STEP_ROPE
- * (the rope step): the struct's size (FactCallHeader::size) tells images of either layout apart.
+ * FactGemmStep grew operand2 / period / period_stride / group / interleaved for a step over two
+ * tables (OPERAND TABLES in ops.def): the struct's size (FactCallHeader::size) tells images of
+ * either layout apart.
  *
  * The epilogue is data: `steps[0..num_steps)` applied in order to alpha·A·B, each with its own
  * constants and operand. A kernel is compiled for one sequence of step kinds (and activations);
@@ -31,30 +32,16 @@ typedef enum FactLayout {
   FACT_COLUMN_MAJOR = 1,  /* the first mode is contiguous (A: M, B: K) */
 } FactLayout;
 
-/* Step kinds and activations: one entry each in patterns/gemm/epilogue/ops.def (its abi_id
- * column; values never change). What the first steps compute:
+/* Step kinds and activations: one entry each in the table patterns/gemm/epilogue/ops.def
+ * declares (its abi_id column; values never change). What the first steps compute:
  *   SCALE          x *= value
  *   ADD_SCALAR     x += value
  *   BIAS           x += value · operand[n]    (a length-N vector; batch_stride per batch)
  *   ACTIVATION     x = act(x; p0, p1)
  *   RESIDUAL       x += value · operand[m, n] (an M×N tensor in D's layout)
  *   MULTIPLY       x *= operand[m, n]         (an M×N tensor in D's layout)
- *   GLU            the last step, pairs of columns: D[m, j] = act(x[m, 2j]; p0, p1) · x[m, 2j+1]
- *                  (a gated linear unit: gate and up columns interleaved); D is M×(N/2), ldd /
- *                  stride_d are D's; activation: silu (SwiGLU), gelu_tanh / gelu_erf (GeGLU),
- *                  sigmoid (GLU), relu (ReGLU)
- *   ROPE           the last step, rotary position embedding over pairs of columns (2p, 2p+1) of
- *                  each head of `group` columns: for row m, position t = m % period of sequence
- *                  s = m / period, table offset r = s·period_stride + t·ld, original columns
- *                  (a, b) of the pair (in the head) a = p, b = p + group/2 (rotate-half: the
- *                  weight's rows were permuted so that the pair is adjacent) or a = 2p, b = 2p+1
- *                  (interleaved):
- *                    D[m, head + a] = x[2p]·cos[r + a] − x[2p+1]·sin[r + a]
- *                    D[m, head + b] = x[2p+1]·cos[r + b] + x[2p]·sin[r + b]
- *                  cos = operand, sin = operand2 (one dtype, operand_type); D is M×N (every
- *                  column written once, in the original order)
- *   ROW_SCALE      x *= operand[m]            (a length-M vector indexed by the row: a per-row
- *                  scale such as RMSNorm's 1/rms; batch_stride per batch)
+ * The steps pattern folders register are documented in their epilogue_steps.def (ops.def
+ * includes them; the STORES_D column says which step writes D itself, and with how many columns).
  * Activations: LEAKY_RELU's slope is p0; HARDTANH clamps to [p0, p1] (±inf for a one-sided
  * clamp); the others take no parameter. Ops added later are documented at their entries in
  * ops.def. */
@@ -76,21 +63,21 @@ typedef struct FactGemmStep {
   float value;           /* SCALE factor, ADD_SCALAR addend, RESIDUAL beta, BIAS multiplier
                             (addmm's beta; 1 for a plain bias); else 0 */
   float p0, p1;          /* ACTIVATION parameters; else 0 */
-  int32_t operand_type;  /* FactDType of `operand` (BIAS, RESIDUAL, MULTIPLY, ROPE, ROW_SCALE),
+  int32_t operand_type;  /* FactDType of `operand` (a step with an operand, OPERAND in ops.def),
                             else 0 */
-  const void* operand;   /* BIAS / ROW_SCALE vector, RESIDUAL / MULTIPLY tensor, ROPE cos table;
+  const void* operand;   /* COLUMN_VECTOR / ROW_VECTOR vector, MATRIX tensor, TABLES first table;
                             else NULL */
-  int64_t ld;            /* RESIDUAL / MULTIPLY: leading dimension in D's layout; else 0 */
-  int64_t batch_stride;  /* BIAS, RESIDUAL, MULTIPLY, ROW_SCALE: elements between batches (0 = shared) */
-  int64_t outer_batch_stride; /* BIAS, RESIDUAL, MULTIPLY, ROPE, ROW_SCALE: elements between outer
-                                 batches */
-  const void* operand2;  /* ROPE: the sin table (operand: the cos table; same dtype and strides);
-                            else NULL */
-  int64_t period;        /* ROPE: rows of M per sequence (T: position = m % period); else 0 */
-  int64_t period_stride; /* ROPE: elements between the tables of consecutive sequences (0: one
+  int64_t ld;            /* MATRIX: leading dimension in D's layout; TABLES: elements between
+                            positions; else 0 */
+  int64_t batch_stride;  /* vectors and MATRIX: elements between batches (0 = shared) */
+  int64_t outer_batch_stride; /* any operand: elements between outer batches */
+  const void* operand2;  /* TABLES: the second table (same dtype and strides as operand); else
+                            NULL */
+  int64_t period;        /* TABLES: rows of M per sequence (position = m % period); else 0 */
+  int64_t period_stride; /* TABLES: elements between the tables of consecutive sequences (0: one
                             table for every sequence); else 0 */
-  int32_t group;         /* ROPE: columns per head (head_dim, even); else 0 */
-  int32_t interleaved;   /* ROPE: 1 pairs (2p, 2p+1), 0 rotate-half pairs (p, p + group/2); else 0 */
+  int32_t group;         /* TABLES: columns per head (even); else 0 */
+  int32_t interleaved;   /* TABLES: 1 pairs (2p, 2p+1), 0 pairs (p, p + group/2); else 0 */
 } FactGemmStep;
 
 typedef struct FactGemmArgs {
@@ -110,22 +97,33 @@ typedef struct FactGemmArgs {
   FactGemmStep steps[FACT_GEMM_MAX_STEPS];
 } FactGemmArgs;
 
-/* Columns of D: N, or N/2 when the last step is FACT_STEP_GLU (pairs of product columns). */
+/* The STORES_D column (ops.def) of a step kind: 0 when the collective stores D (or the kind is
+ * unknown), 1 when the step writes D itself, 2 when it writes D with N/2 columns. */
+static inline int fact_gemm_step_stores_d(int32_t kind) {
+  switch (kind) {
+#define FACT_GEMM_STEP(C_NAME, CPP, ID, NAME, TOKEN, LINK, OPERAND, CONSTANTS, STORES_D, ...) \
+    case ID: return STORES_D;
+#include "patterns/gemm/epilogue/ops.def"
+#undef FACT_GEMM_STEP
+    default: return 0;
+  }
+}
+
+/* fact_gemm_step_stores_d of the last step (0 without steps). */
+static inline int fact_gemm_last_step_stores_d(const FactGemmArgs* args) {
+  if (args->num_steps <= 0 || args->num_steps > FACT_GEMM_MAX_STEPS) return 0;
+  return fact_gemm_step_stores_d(args->steps[args->num_steps - 1].kind);
+}
+
+/* Columns of D: N, or N/2 when the last step pairs product columns into one (STORES_D 2). */
 static inline int64_t fact_gemm_d_cols(const FactGemmArgs* args) {
-  return (args->num_steps > 0 && args->num_steps <= FACT_GEMM_MAX_STEPS &&
-          args->steps[args->num_steps - 1].kind == FACT_STEP_GLU) ? args->n / 2 : args->n;
+  return fact_gemm_last_step_stores_d(args) == 2 ? args->n / 2 : args->n;
 }
 
 /* Bytes of one element of a FactDType (0 for NONE / unknown). */
 static inline int64_t fact_gemm_dtype_bytes(int32_t type) {
   return type == FACT_DTYPE_F32 ? 4 : type == FACT_DTYPE_F64 ? 8
          : (type == FACT_DTYPE_F16 || type == FACT_DTYPE_BF16) ? 2 : 0;
-}
-
-/* True when the last step is FACT_STEP_ROPE. */
-static inline int fact_gemm_roped(const FactGemmArgs* args) {
-  return args->num_steps > 0 && args->num_steps <= FACT_GEMM_MAX_STEPS &&
-         args->steps[args->num_steps - 1].kind == FACT_STEP_ROPE;
 }
 
 /* The outer batches a call runs (outer_batch, 0 read as 1). */

@@ -5,8 +5,8 @@
 //   Gemm                        cutlass::gemm::device::GemmUniversalAdapter<...>
 //   Chain, EpilogueConfig       the epilogue chain (gemm_epilogue.cuh) and its Config
 //   ElementA/B/C/D              operand types (ElementC: the first M×N epilogue operand's, read
-//                               through CUTLASS's C; void when no step reads one). A chain that
-//                               ends in a Glu link writes D itself (M×N/2): the collective
+//                               through CUTLASS's C; void when no step reads one). A chain whose
+//                               last link stores D (kStoresD) writes D itself: the collective
 //                               epilogue is built with a void D and ElementD names D's type
 //   LayoutA/B/C/D               cutlass::layout::RowMajor / ColumnMajor
 //   kAlignmentA/B/D             alignments in elements the kernel was built for
@@ -228,7 +228,7 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
     arguments.epilogue.dC = detail::make_stride<StrideC>(args.ldd, args.stride_d);
   }
   if constexpr (Chain::kStoresD) {
-    arguments.epilogue.ptr_D = nullptr;  // the chain's Glu / Rope link writes D (its own TMA store)
+    arguments.epilogue.ptr_D = nullptr;  // the chain's last link writes D (its own TMA store)
   } else {
     arguments.epilogue.ptr_D = static_cast<ElementD*>(args.d);
   }
@@ -352,7 +352,8 @@ __device__ float reference_column(const FactGemmArgs& args, int64_t m, int64_t n
       args, static_cast<float>(sum), m, n, l);
 }
 
-// One element of D per thread: D's column j (a gated chain pairs product columns 2j, 2j+1).
+// One element of D per thread: D's column j (a chain whose last link stores D computes it from
+// the row's product columns: Chain::stored).
 template <class Kernel>
 __global__ void reference_kernel(FactGemmArgs args, float* out) {
   const int64_t cols = fact_gemm_d_cols(&args);
@@ -361,11 +362,8 @@ __global__ void reference_kernel(FactGemmArgs args, float* out) {
   const int64_t l = blockIdx.z;
   if (j >= cols) return;
   float value;
-  if constexpr (Kernel::Chain::kGated) {
-    value = Kernel::Chain::gate(reference_column<Kernel>(args, m, 2 * j, l),
-                                reference_column<Kernel>(args, m, 2 * j + 1, l));
-  } else if constexpr (Kernel::Chain::kRoped) {
-    value = Kernel::Chain::rotate(args, m, j,
+  if constexpr (Kernel::Chain::kStoresD) {
+    value = Kernel::Chain::stored(args, m, j,
                                   [&](int64_t n) { return reference_column<Kernel>(args, m, n, l); });
   } else {
     value = reference_column<Kernel>(args, m, j, l);
@@ -415,7 +413,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
   args.d_type = epilogue::detail::dtype_id<ElementD>();
   args.a_layout = layout_id<typename Kernel::LayoutA>();
   args.b_layout = layout_id<typename Kernel::LayoutB>();
-  const int64_t d_cols = Chain::kGated ? n / 2 : n;  // a gated chain writes M x N/2
+  const int64_t d_cols = Chain::kHalvesColumns ? n / 2 : n;  // its last link may write M x N/2
   args.lda = detail::min_leading<typename Kernel::LayoutA>(m, k);
   args.ldb = detail::min_leading<typename Kernel::LayoutB>(k, n);
   args.ldd = detail::min_leading<typename Kernel::LayoutD>(m, d_cols);
@@ -428,7 +426,7 @@ int standalone_main(int argc, char** argv, Entry entry) {
 
   standalone::Buffer a, b, d;
   standalone::Buffer operands[FACT_GEMM_MAX_STEPS];
-  standalone::Buffer operands2[FACT_GEMM_MAX_STEPS];  // rope steps' sin tables
+  standalone::Buffer operands2[FACT_GEMM_MAX_STEPS];  // TABLES steps' second tables
   bool ok = standalone::fill_random<ElementA>(a, size_t(m * k * batches), 1, 1.0f) &&
             standalone::fill_random<ElementB>(b, size_t(k * n * batches), 2, 1.0f) &&
             standalone::fill_random<ElementD>(d, size_t(m * d_cols * batches), 3, 1.0f);
@@ -450,13 +448,6 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.operand = operands[i].device;
         step.outer_batch_stride = n;
         break;
-      case FACT_STEP_ROW_SCALE:
-        // One length-M vector per outer batch, shared by the kernel's batches.
-        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
-                                                 size_t(m * outer), 10 + i);
-        step.operand = operands[i].device;
-        step.outer_batch_stride = m;
-        break;
       case FACT_STEP_RESIDUAL:
       case FACT_STEP_MULTIPLY:
         step.value = step.kind == FACT_STEP_RESIDUAL ? 0.5f : 0.0f;
@@ -467,22 +458,31 @@ int standalone_main(int argc, char** argv, Entry entry) {
         step.batch_stride = outer * m * n;
         step.outer_batch_stride = m * n;
         break;
-      case FACT_STEP_ROPE:
-        // One table pair for every sequence of 128 rows (or M), heads of 128 (or 64) columns,
-        // rotate-half (FACT_STANDALONE_ROPE_INTERLEAVED=1: interleaved).
-        step.period = m % 128 == 0 ? 128 : m;
-        step.group = n % 128 == 0 ? 128 : 64;
-        step.interleaved = std::getenv("FACT_STANDALONE_ROPE_INTERLEAVED") ? 1 : 0;
-        step.ld = step.group;
-        step.period_stride = 0;
-        ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
-                                                 size_t(step.period * step.group), 10 + i) &&
-             standalone::fill_random_typed(operands2[i], step.operand_type,
-                                           size_t(step.period * step.group), 20 + i);
-        step.operand = operands[i].device;
-        step.operand2 = operands2[i].device;
-        break;
       default:
+        // Any other step over a length-M vector (ops.def): one per outer batch, shared by the
+        // kernel's batches.
+        if (epilogue::detail::step_operand(step.kind) == epilogue::detail::StepOperand::ROW_VECTOR) {
+          ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                   size_t(m * outer), 10 + i);
+          step.operand = operands[i].device;
+          step.outer_batch_stride = m;
+        }
+        // Any other step over two tables (ops.def's TABLES): one pair for every sequence of 128
+        // rows (or M), groups of 128 (or 64) columns, pairs (p, p + group/2)
+        // (FACT_STANDALONE_TABLES_INTERLEAVED=1: pairs (2p, 2p+1)).
+        if (epilogue::detail::step_operand(step.kind) == epilogue::detail::StepOperand::TABLES) {
+          step.period = m % 128 == 0 ? 128 : m;
+          step.group = n % 128 == 0 ? 128 : 64;
+          step.interleaved = std::getenv("FACT_STANDALONE_TABLES_INTERLEAVED") ? 1 : 0;
+          step.ld = step.group;
+          step.period_stride = 0;
+          ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,
+                                                   size_t(step.period * step.group), 10 + i) &&
+               standalone::fill_random_typed(operands2[i], step.operand_type,
+                                             size_t(step.period * step.group), 20 + i);
+          step.operand = operands[i].device;
+          step.operand2 = operands2[i].device;
+        }
         // Any other step over an M×N operand (ops.def): random data in D's layout.
         if (epilogue::detail::step_operand(step.kind) == epilogue::detail::StepOperand::MATRIX) {
           ok = ok && standalone::fill_random_typed(operands[i], step.operand_type,

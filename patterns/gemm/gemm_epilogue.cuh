@@ -26,13 +26,19 @@
 //                                    size query, null pointers and alignment of every operand
 // Links (one per ops.def step; its DeviceLink column names it): ScaledAccumulator (alpha · acc),
 // Scale (x · value), AddScalar (x + value),
-// ColumnBias<E> (x + value · bias[n], any number of them), RowScale<E> (x · scale[m]),
-// Activation<Fn> (x = Fn(x; p0, p1)),
+// ColumnBias<E> (x + value · bias[n], any number of them), Activation<Fn> (x = Fn(x; p0, p1)),
 // Residual<E> (x + value · C_i[m, n]), Multiply<E> (x · C_i[m, n]), Formula<Op>::Fn (an activation
 // written as a formula) and MatrixFormula<Op>::Link<E> (x = Op(x, C_i[m, n])). The first M×N operand of a
 // chain (innermost) is read through CUTLASS's source (C) fetch: TMA into shared memory, pipelined
 // with the mainloop; every further one through Sm90AuxLoad<0>, which loads the thread's fragment
 // straight from global memory into registers (no shared memory).
+// The links of steps that pattern folders register (their epilogue_steps.def) are defined in
+// those folders' headers, included at the end of this file. A link that stores D itself
+// (kStoresD: the chain's last) also provides
+//   kHalvesColumns                   D has N/2 columns (it pairs product columns into one)
+//   stored(args, m, j, pre)          D[m, j] in float from pre(column), the values of row m
+//                                    before the link (the standalone reference)
+// and builds its own EVT store node; the rendered kernel then gives the collective a void D.
 // The EVT runs only on the TMA warp-specialized epilogues (TmaWarpSpecialized and
 // TmaWarpSpecializedCooperative), not on the NoSmem epilogue.
 #pragma once
@@ -51,8 +57,7 @@
 
 #include "patterns/gemm/epilogue/op_formulas.h"
 #include "patterns/gemm/gemm_abi.h"
-#include "patterns/gemm/gemm_glu.cuh"
-#include "patterns/gemm/gemm_rope.cuh"
+#include "patterns/gemm/gemm_store_stages.cuh"
 
 namespace fact::gemm::epilogue {
 
@@ -61,7 +66,8 @@ template <class CtaTile_, class ElementCompute_, cutlass::FloatRoundStyle kRound
           bool kBiasAlongM_ = false, class EpilogueTile_ = void>
 struct Config {
   using CtaTile = CtaTile_;                  // cute::Shape<_M,_N,_K> of one CTA
-  // The epilogue subtile the collective uses (needed by links that own shared memory: Glu);
+  // The epilogue subtile the collective uses (needed by links that own shared memory: those
+  // that store D);
   // void when no link needs it.
   using EpilogueTile = EpilogueTile_;
   using ElementCompute = ElementCompute_;    // type the epilogue computes in (float)
@@ -189,7 +195,7 @@ constexpr int32_t activation_id_of() {
 template <template <class> class Fn>
 struct ActivationId : std::integral_constant<int32_t, activation_id_of<Fn>()> {};
 
-// Whether a glu step may gate with an activation (ops.def's GATES column).
+// Whether a gating step may gate with an activation (ops.def's GATES column).
 constexpr bool activation_gates(int32_t activation) {
   switch (activation) {
 #define FACT_GEMM_ACTIVATION(C_NAME, CPP, ID, NAME, F16, F32, FORMULA, ATEN, ATEN_DEFAULTS, P0, P1, \
@@ -302,9 +308,8 @@ struct LinkBase {
   static_assert(kSteps <= FACT_GEMM_MAX_STEPS, "an epilogue has at most FACT_GEMM_MAX_STEPS steps");
   static constexpr int kSourceStep = Prev::kSourceStep;
   static constexpr bool kReadsSource = Prev::kReadsSource;
-  static_assert(!Prev::kStoresD, "a glu or rope step is the chain's last");
-  static constexpr bool kGated = false;
-  static constexpr bool kRoped = false;
+  static_assert(!Prev::kStoresD, "a step that stores D is the chain's last");
+  static constexpr bool kHalvesColumns = false;
   static constexpr bool kStoresD = false;
 
   CUTLASS_HOST_DEVICE static const FactGemmStep& step(const FactGemmArgs& args) {
@@ -360,9 +365,8 @@ struct ScaledAccumulator {
   static constexpr int kSteps = 0;
   static constexpr int kSourceStep = -1;
   static constexpr bool kReadsSource = false;
-  static constexpr bool kGated = false;  // true for a chain ending in a Glu link (D is M×N/2)
-  static constexpr bool kRoped = false;  // true for a chain ending in a Rope link
-  static constexpr bool kStoresD = false;  // the last link writes D itself (Glu, Rope): void collective D
+  static constexpr bool kHalvesColumns = false;  // true for a chain whose last link writes M×N/2
+  static constexpr bool kStoresD = false;  // the last link writes D itself: void collective D
 
   template <class Cfg, class ElementOut>
   using Node = detail::fusion::Sm90EVT<
@@ -510,69 +514,6 @@ struct ColumnBias : detail::LinkBase<Prev> {
       return status;
     }
     return detail::check_vector_operand<ElementBias>(Base::step(args), size_query);
-  }
-};
-
-// x · scale[m]: a length-M vector per batch (batch_stride 0: one for every batch) indexed by the
-// problem's row (FACT_STEP_ROW_SCALE): RMSNorm's 1/rms when the norm's weight is folded into B
-// (patterns/rmsnorm). A broadcast along the kernel's M mode (CUTLASS's Sm90ColBroadcast: each
-// thread loads its rows straight from global memory, no shared memory), or along its N mode under
-// a Config with kBiasAlongM (a kernel computing D^T, whose M is the problem's N). Composes with
-// every link: before a Glu link it scales the gate and up columns alike, before a Rope link the
-// pairs before their rotation.
-template <class ElementScale, class Prev>
-struct RowScale : detail::LinkBase<Prev> {
-  using Base = detail::LinkBase<Prev>;
-
-  template <class Cfg>
-  using Broadcast = std::conditional_t<
-      Cfg::kBiasAlongM,
-      detail::fusion::Sm90RowBroadcast<0, typename Cfg::CtaTile, ElementScale,
-                                       typename Cfg::ElementCompute, detail::ColumnVectorStride>,
-      detail::fusion::Sm90ColBroadcast<0, typename Cfg::CtaTile, ElementScale,
-                                       typename Cfg::ElementCompute, detail::RowVectorStride>>;
-
-  template <class Cfg, class ElementOut>
-  using Node = detail::fusion::Sm90EVT<
-      detail::fusion::Sm90Compute<cutlass::multiplies, ElementOut, typename Cfg::ElementCompute,
-                                  Cfg::kRound>,
-      typename Prev::template Node<Cfg, typename Cfg::ElementCompute>, Broadcast<Cfg>>;
-
-  template <class Cfg, class ElementOut>
-  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    using Stride = std::conditional_t<Cfg::kBiasAlongM, detail::ColumnVectorStride,
-                                      detail::RowVectorStride>;
-    Stride stride{};
-    cute::get<2>(stride) = Base::step(args).batch_stride;
-    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args),
-            {static_cast<const ElementScale*>(Base::step(args).operand), ElementScale(0), stride},
-            {}};
-  }
-
-  template <class Cfg>
-  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
-                                             int64_t n, int64_t l) {
-    const FactGemmStep& s = Base::step(args);
-    return Prev::template reference<Cfg>(args, accumulator, m, n, l) *
-           detail::load_as_float<ElementScale>(s.operand,
-                                               l * s.batch_stride + (Cfg::kBiasAlongM ? n : m));
-  }
-
-  static bool matches(const FactGemmArgs& args) {
-    const FactGemmStep& s = Base::step(args);
-    return Prev::matches(args) && s.kind == FACT_STEP_ROW_SCALE &&
-           s.operand_type == detail::dtype_id<ElementScale>();
-  }
-  static void describe(FactGemmStep* steps) {
-    Base::describe_step(steps, FACT_STEP_ROW_SCALE, FACT_ACT_IDENTITY, detail::dtype_id<ElementScale>());
-  }
-
-  template <class Cfg>
-  static int check_operands(const FactGemmArgs& args, bool size_query) {
-    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
-      return status;
-    }
-    return detail::check_vector_operand<ElementScale>(Base::step(args), size_query);
   }
 };
 
@@ -735,8 +676,8 @@ struct Residual : detail::MatrixOperandLink<ElementC, Prev, FACT_STEP_RESIDUAL> 
   }
 };
 
-// x * C_i[m, n]: the elementwise product with this step's M×N operand (SwiGLU's gate times
-// up-projection).
+// x * C_i[m, n]: the elementwise product with this step's M×N operand (e.g. a gate times an
+// up-projection computed by another GEMM).
 template <class ElementC, class Prev>
 struct Multiply : detail::BinaryMatrixLink<cutlass::multiplies, FACT_STEP_MULTIPLY, ElementC, Prev> {};
 
@@ -771,151 +712,6 @@ struct MatrixFormula {
 
   template <class ElementC, class Prev>
   struct Link : detail::BinaryMatrixLink<Compute, kStep, ElementC, Prev> {};
-};
-
-// act(x[m, 2j]) · x[m, 2j+1] -> D[m, j]: a gated linear unit over interleaved gate / up columns,
-// the chain's last link (FACT_STEP_GLU; gemm_glu.cuh). D is M×(N/2) and written by this link
-// (the kernel's collective epilogue has a void D); `reference` is the value before the gate (per
-// column), `gate` the pair's product. Activations: SiLu, GELU, GELU_taylor, Sigmoid, ReLu.
-template <template <class> class ActivationFn, class Prev>
-struct Glu : detail::LinkBase<Prev> {
-  using Base = detail::LinkBase<Prev>;
-  static constexpr bool kGated = true;
-  static constexpr bool kStoresD = true;
-  static constexpr int32_t kActivation = detail::ActivationId<ActivationFn>::value;
-  static_assert(detail::activation_gates(kActivation),
-                "a gate takes an activation without parameters (ops.def's GATES column)");
-  static_assert(!Prev::kReadsSource, "no M×N operand before a gate (the kernel has no C)");
-
-  template <class Cfg, class ElementOut>
-  using Store = detail::Sm90GluStore<typename Cfg::CtaTile, typename Cfg::EpilogueTile, ElementOut,
-                                     typename Cfg::ElementCompute, ActivationFn, Cfg::kRound>;
-  template <class Cfg, class ElementOut>
-  using Node = detail::fusion::Sm90EVT<Store<Cfg, ElementOut>,
-                                       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
-
-  template <class Cfg, class ElementOut>
-  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    typename Store<Cfg, ElementOut>::Arguments store{static_cast<ElementOut*>(args.d), args.ldd,
-                                                     args.stride_d};
-    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), store};
-  }
-
-  template <class Cfg>
-  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
-                                             int64_t n, int64_t l) {
-    return Prev::template reference<Cfg>(args, accumulator, m, n, l);
-  }
-  CUTLASS_HOST_DEVICE static float gate(float gate_value, float up_value) {
-    return ActivationFn<float>{}(gate_value) * up_value;
-  }
-
-  static bool matches(const FactGemmArgs& args) {
-    const FactGemmStep& s = Base::step(args);
-    return Prev::matches(args) && s.kind == FACT_STEP_GLU && s.activation == kActivation;
-  }
-  static void describe(FactGemmStep* steps) {
-    Base::describe_step(steps, FACT_STEP_GLU, kActivation, FACT_DTYPE_NONE);
-  }
-
-  template <class Cfg>
-  static int check_operands(const FactGemmArgs& args, bool size_query) {
-    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
-      return status;
-    }
-    if (args.n % 2 != 0 || !Cfg::kRowMajorC) return FACT_ERR_INVALID_ARGS;
-    if (size_query) return FACT_OK;
-    // TMA stores D: 16-byte rows and batches.
-    const int64_t v = 16 / fact_gemm_dtype_bytes(args.d_type);
-    if (args.ldd % v != 0 || args.stride_d % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
-    return FACT_OK;
-  }
-};
-
-// Rotary position embedding over pairs of columns (2p, 2p+1) of each head, written to their
-// original columns (FACT_STEP_ROPE; gemm_rope.cuh): the chain's last link; D is M×N, written by
-// this link (the kernel's collective epilogue has a void D). The tables (cos = operand, sin =
-// operand2) have element type ElementTable. `reference` is the value before the rotation (per
-// accumulator column), `rotate` the rotation of one output element.
-template <class ElementTable, class Prev>
-struct Rope : detail::LinkBase<Prev> {
-  using Base = detail::LinkBase<Prev>;
-  static constexpr bool kRoped = true;
-  static constexpr bool kStoresD = true;
-  static_assert(!Prev::kReadsSource, "no M×N operand before a rope (the kernel has no C)");
-
-  template <class Cfg, class ElementOut>
-  using Store = detail::Sm90RopeStore<typename Cfg::CtaTile, typename Cfg::EpilogueTile, ElementOut,
-                                      typename Cfg::ElementCompute, ElementTable, Cfg::kRound>;
-  template <class Cfg, class ElementOut>
-  using Node = detail::fusion::Sm90EVT<Store<Cfg, ElementOut>,
-                                       typename Prev::template Node<Cfg, typename Cfg::ElementCompute>>;
-
-  template <class Cfg, class ElementOut>
-  static typename Node<Cfg, ElementOut>::Arguments arguments(const FactGemmArgs& args) {
-    const FactGemmStep& s = Base::step(args);
-    typename Store<Cfg, ElementOut>::Arguments store;
-    store.ptr_out = static_cast<ElementOut*>(args.d);
-    store.ld_out = args.ldd;
-    store.cos = static_cast<const ElementTable*>(s.operand);
-    store.sin = static_cast<const ElementTable*>(s.operand2);
-    store.table_ld = s.ld;
-    store.period = s.period;
-    store.period_stride = s.period_stride;
-    store.group = s.group;
-    store.interleaved = s.interleaved;
-    return {Prev::template arguments<Cfg, typename Cfg::ElementCompute>(args), store};
-  }
-
-  template <class Cfg>
-  CUTLASS_HOST_DEVICE static float reference(const FactGemmArgs& args, float accumulator, int64_t m,
-                                             int64_t n, int64_t l) {
-    return Prev::template reference<Cfg>(args, accumulator, m, n, l);
-  }
-  // D[m, j] from the values `pre(column)` of row m before the rotation (j an original column).
-  template <class Pre>
-  CUTLASS_HOST_DEVICE static float rotate(const FactGemmArgs& args, int64_t m, int64_t j, Pre pre) {
-    const FactGemmStep& s = Base::step(args);
-    const int64_t c = j % s.group, head = j - c, half = s.group / 2;
-    const int64_t pair = s.interleaved ? c / 2 : c % half;
-    const bool second = s.interleaved ? (c % 2 == 1) : (c >= half);
-    const float xa = pre(head + 2 * pair), xb = pre(head + 2 * pair + 1);
-    const int64_t table = (m / s.period) * s.period_stride + (m % s.period) * s.ld + c;
-    const float cos_c = detail::load_as_float<ElementTable>(s.operand, table);
-    const float sin_c = detail::load_as_float<ElementTable>(s.operand2, table);
-    return second ? xb * cos_c + xa * sin_c : xa * cos_c - xb * sin_c;
-  }
-
-  static bool matches(const FactGemmArgs& args) {
-    const FactGemmStep& s = Base::step(args);
-    return Prev::matches(args) && s.kind == FACT_STEP_ROPE &&
-           s.operand_type == detail::dtype_id<ElementTable>();
-  }
-  static void describe(FactGemmStep* steps) {
-    Base::describe_step(steps, FACT_STEP_ROPE, FACT_ACT_IDENTITY, detail::dtype_id<ElementTable>());
-  }
-
-  template <class Cfg>
-  static int check_operands(const FactGemmArgs& args, bool size_query) {
-    if (int status = Prev::template check_operands<Cfg>(args, size_query); status != FACT_OK) {
-      return status;
-    }
-    const FactGemmStep& s = Base::step(args);
-    if (!Cfg::kRowMajorC || args.batch != 1 || s.group <= 0 || s.group % 2 != 0 ||
-        args.n % s.group != 0 || s.period <= 0 || args.m % s.period != 0 || s.ld < 0 ||
-        s.period_stride < 0) {
-      return FACT_ERR_INVALID_ARGS;
-    }
-    // Rotate-half pairs map a subtile onto two runs of original columns inside one head.
-    constexpr int kEpiN = cute::size<1>(typename Cfg::EpilogueTile{});
-    if (!s.interleaved && s.group % kEpiN != 0) return FACT_ERR_CANNOT_IMPLEMENT;
-    if (size_query) return FACT_OK;
-    if (s.operand == nullptr || s.operand2 == nullptr) return FACT_ERR_INVALID_ARGS;
-    // TMA stores D: 16-byte rows.
-    const int64_t v = 16 / fact_gemm_dtype_bytes(args.d_type);
-    if (args.ldd % v != 0) return FACT_ERR_CANNOT_IMPLEMENT;
-    return FACT_OK;
-  }
 };
 
 // FACT_OK when `args` carry the chain's steps (count, kinds, activations, operand dtypes) and
@@ -957,3 +753,9 @@ inline int check_outer_batch(const FactGemmArgs& args, bool size_query) {
 }
 
 }  // namespace fact::gemm::epilogue
+
+// The links of the steps pattern folders register (their epilogue_steps.def, asked with
+// FACT_GEMM_STEP_LINKS): each header defines its link in fact::gemm::epilogue on the helpers above.
+#define FACT_GEMM_STEP_LINKS
+#include "fact/gemm_epilogue_steps.def"
+#undef FACT_GEMM_STEP_LINKS

@@ -211,7 +211,7 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
             if (!captured.has_value(value)) continue;
             operand["shape"] = captured.value(value).desc.shape;
             operand["stride"] = captured.value(value).desc.stride;
-            // A graph value the call reads that no replaced node reads nor produces (an RMSNorm
+            // A graph value the call reads that no replaced node reads nor produces (a norm
             // folded into its projections: the GEMM reads the pre-norm x) is an input too.
             const bool listed = std::any_of(r["inputs"].begin(), r["inputs"].end(),
                                             [&](const json& in) { return in.at("value") == value; });

@@ -79,7 +79,7 @@ std::vector<graph::NodeId> covered_captured_nodes(const graph::Graph& g,
 }
 
 // True when the user's selection names an opt-in rule: its name, its pattern folder, or the
-// match's own rule / pattern name (a rule may name its matches by form: gemm_rope_rotate_half).
+// match's own rule / pattern name (a rule may name its matches by form: <rule>_<form>).
 bool opted_in(const Rule& rule, const Match& match, const DiscoverOptions& options) {
   for (const std::string& name : {rule.name, rule.pattern, match.rule, match.pattern}) {
     if (!name.empty() && options.opt_in.count(name)) return true;

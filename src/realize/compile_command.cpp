@@ -48,6 +48,9 @@ CompileOptions default_compile_options() {
   }
   const std::string source = env_or_empty("FACT_SOURCE_DIR");
   options.fact_root = source.empty() ? fs::path(build_info::kSourceDir) : fs::path(source);
+  const std::string generated = env_or_empty("FACT_GENERATED_DIR");
+  options.generated_include =
+      generated.empty() ? fs::path(build_info::kGeneratedDir) : fs::path(generated);
   return options;
 }
 
@@ -65,6 +68,10 @@ std::optional<std::string> compile_unavailable_reason(const CompileOptions& opti
   if (!fs::exists(options.fact_root / "include" / "fact" / "core" / "fact_abi.h", ec)) {
     return "FACT headers not found under '" + options.fact_root.string() +
            "' (set FACT_SOURCE_DIR)";
+  }
+  if (!fs::exists(options.generated_include / "fact" / "gemm_epilogue_steps.def", ec)) {
+    return "FACT's generated headers not found under '" + options.generated_include.string() +
+           "' (configure the build, or set FACT_GENERATED_DIR)";
   }
   return std::nullopt;
 }
@@ -85,6 +92,7 @@ std::vector<std::string> nvcc_command(const CompileOptions& o) {
       flag_with_path("-I", o.fact_root / "include"),
       flag_with_path("-I", o.cutlass_include),
   };
+  if (!o.generated_include.empty()) argv.push_back(flag_with_path("-I", o.generated_include));
   if (!o.cutlass_util_include.empty()) argv.push_back(flag_with_path("-I", o.cutlass_util_include));
   if (o.standalone_main) {
     argv.push_back("-DFACT_STANDALONE_MAIN");
@@ -125,6 +133,7 @@ std::string compile_fingerprint(const CompileOptions& o) {
       {o.cutlass_include.string(), "<cutlass>"},
       {(o.fact_root / "include").string(), "<fact>/include"},
       {o.fact_root.string(), "<fact>"},
+      {o.generated_include.string(), "<fact-generated>"},
   };
   std::string out = "flags:";
   for (std::string word : nvcc_command(o)) {

@@ -196,3 +196,89 @@ def test_the_gemm_check_catches_identifiers_not_comments_or_strings(tmp_path):
                    'int ldamax = 1;\n')
     found = gemm_words_in(bad, root=tmp_path)
     assert [v.split(":")[1] for v in found] == ["1", "3"], found
+
+
+# --------------------------------------------------------------------------------------------
+# patterns/gemm is the GEMM, not a second home for the patterns built on it. A pattern that
+# produces gemm problems through the GEMM's discovery chain (mlp, swiglu, ...) or registers an
+# epilogue step of its own (patterns/<name>/epilogue_steps.def: its rows of the one step table)
+# keeps its rule, steps, kernel pieces, references, tests and docs in its folder. So no file
+# under patterns/gemm (code, comments, docs, tests) names such a pattern or one of its steps
+# (their names, kernel tokens, C and C++ names); the GEMM reaches them through the step table's
+# columns and the hooks they register.
+STEP_ROW = re.compile(r'^FACT_GEMM_STEP\(\s*(\w+)\s*,\s*(\w+)\s*,\s*\d+\s*,\s*"(\w+)"\s*,\s*"(\w+)"', re.M)
+GEMM_TEXT = SOURCES + (".def", ".md", ".py")
+
+
+def normalized(text: str) -> str:
+    """Identifiers as lowercase words joined by `_`: RowScale -> row_scale, FACT_STEP_GLU ->
+    fact_step_glu, SwiGLU -> swi_glu (a lowercase letter or digit before a capital starts a word)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text).lower()
+
+
+def patterns_built_on_gemm(root: Path = ROOT) -> dict[str, set[str]]:
+    """{folder: the words that name it or its steps} for every pattern folder other than gemm
+    that registers epilogue steps or includes the GEMM's discovery headers."""
+    built = {}
+    for folder in sorted((root / "patterns").iterdir()):
+        if not folder.is_dir() or folder.name == "gemm" or folder.name.startswith((".", "_")):
+            continue
+        fragment = folder / "epilogue_steps.def"
+        uses_chain = any('patterns/gemm/discover/' in f.read_text(errors="replace")
+                         for f in folder.rglob("*") if f.suffix in SOURCES)
+        if not fragment.exists() and not uses_chain:
+            continue
+        words = {folder.name}
+        if fragment.exists():
+            for c_name, cpp_name, name, token in STEP_ROW.findall(fragment.read_text()):
+                words |= {normalized(c_name), normalized(cpp_name), name, token}
+        built[folder.name] = words
+    return built
+
+
+def other_pattern_words_in(path: Path, built: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """Each line is searched as identifiers split into words (RowScale -> row_scale) and as
+    written in lowercase (RoPE -> rope, SwiGLU -> swiglu)."""
+    found = []
+    text = path.read_text(errors="replace")
+    for number, (split, plain) in enumerate(zip(normalized(text).splitlines(), text.lower().splitlines()), 1):
+        for folder, words in built.items():
+            for word in sorted(words):
+                pattern = rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])"
+                if re.search(pattern, split) or re.search(pattern, plain):
+                    found.append(f"{path.relative_to(root)}:{number}: names {word!r} (patterns/{folder})")
+    return found
+
+
+def test_patterns_built_on_gemm_are_found():
+    built = patterns_built_on_gemm()
+    assert {"mlp", "swiglu", "rope", "rmsnorm"} <= set(built), built
+    assert {"glu", "rope", "row_scale", "rowscale"} <= set().union(*built.values()), built
+
+
+def test_gemm_names_no_pattern_built_on_it():
+    built = patterns_built_on_gemm()
+    files = sorted(f for f in (ROOT / "patterns" / "gemm").rglob("*") if f.suffix in GEMM_TEXT)
+    problems = [v for f in files for v in other_pattern_words_in(f, built)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_gemm_folder_check_catches_steps_in_any_spelling(tmp_path):
+    (tmp_path / "patterns" / "gemm").mkdir(parents=True)
+    folder = tmp_path / "patterns" / "fancy"
+    folder.mkdir()
+    (folder / "epilogue_steps.def").write_text(
+        'FACT_GEMM_STEP(ROW_SHIFT, RowShift, 11, "row_shift", "rowshift", fact::gemm::epilogue::RowShift, '
+        'ROW_VECTOR, NONE, 0, fact::gemm::ops::RowShiftStep, 1.0, "")\n')
+    built = patterns_built_on_gemm(tmp_path)
+    assert built == {"fancy": {"fancy", "row_shift", "rowshift"}}
+    bad = tmp_path / "patterns" / "gemm" / "bad.cuh"
+    bad.write_text("case FACT_STEP_ROW_SHIFT:\n"      # 1: the C name
+                   "struct RowShift {};\n"            # 2: the C++ name
+                   "// the rowshift token\n"          # 3: the kernel token, in a comment
+                   "// a fancy folder\n"              # 4: the folder
+                   "// Fancy's RowSHIFT\n"            # 5: as written, in lowercase
+                   "int row_shifted = 0;\n"           # a longer word: not the step
+                   "int prowshift = 0;\n")            # nor this
+    found = other_pattern_words_in(bad, built, root=tmp_path)
+    assert sorted({int(v.split(":")[1]) for v in found}) == [1, 2, 3, 4, 5], found

@@ -36,7 +36,7 @@ struct DiscoverOptions {
   std::string registry;
   // The names the user's pattern selection gave (the plan request's `patterns`: rule names,
   // match rule names or pattern folders; the engine copies them here). An opt-in rule
-  // (Rule::opt_in in rule.hpp, e.g. patterns/rope) accepts only when one of its names is here;
+  // (Rule::opt_in in rule.hpp) accepts only when one of its names is here;
   // otherwise its matches are declined reports and other rules take their nodes. Empty (no
   // selection): no opt-in rule accepts.
   std::set<std::string> opt_in;

@@ -128,8 +128,8 @@ using RuleCheck = std::function<std::optional<RuleResult>(const RuleContext&, co
 
 // What a prologue rule (Rule::attach) makes of one anchor: a declined report (claims nothing),
 // or one accepted result that replaces the earlier results it names in `absorbed` (indices into
-// the results run_rules has so far): e.g. patterns/rmsnorm folds an RMSNorm into the projection
-// matches that read its output and merges them into one match, its own nodes claimed with theirs.
+// the results run_rules has so far): e.g. a normalization folded into the projection matches that
+// read its output, merged with them into one match, its own nodes claimed with theirs.
 struct PrologueResult {
   RuleResult result;
   std::vector<size_t> absorbed;
@@ -142,7 +142,7 @@ using PrologueAttach = std::function<std::optional<PrologueResult>(
 
 struct Rule {
   std::string name;        // "gemm_epilogue"; unique in the registry
-  std::string pattern;     // owning folder: "gemm", "mlp", "swiglu", "attention"
+  std::string pattern;     // owning folder: patterns/<pattern>
   int priority = 0;        // higher runs first: bigger patterns claim nodes before their parts
   bool has_template = false;  // a realization template exists (ADAPT) or not (NEW)
   Pattern root;
@@ -155,7 +155,7 @@ struct Rule {
   std::string opt_in_reason = {};  // why it is opt-in and how to name it; required when opt_in
   // Set for a prologue rule (then `check` is unused): it runs after every ordinary rule, over
   // their results (PrologueAttach); a computation feeding other matches' operands is folded
-  // into them (patterns/rmsnorm). Opt-in applies as for checks: an accepted result the
+  // into them. Opt-in applies as for checks: an accepted result the
   // selection does not name becomes a report and the results it would absorb stay as they are.
   PrologueAttach attach = {};
 };

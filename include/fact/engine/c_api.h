@@ -15,7 +15,7 @@ extern "C" {
  *   {"graph": "<graph.json path>" or "graph_json": "<the graph JSON text itself>", "out_dir": "<folder>",
  *    "precision": "strict"|"tf32"|"native"|"" (""/absent: from the graph's dtype),
  *    "compile": bool, "tune": N (0: no tuning; N: configurations per kernel, GPU only),
- *    "patterns": ["mlp", ...] | null, "tuning_db": "<path>"|null (null: the default database),
+ *    "patterns": ["<rule or pattern folder>", ...] | null, "tuning_db": "<path>"|null (null: the default database),
  *    "device_profile": "<path>"|null, "jobs": N (0: all cores), "progress": bool,
  *    "inputs": [...] (copied into the plan), "device": "cuda"|"cpu",
  *    "use_registry": bool (default true), "registry_dir": "<path>"|null (the pattern registry:

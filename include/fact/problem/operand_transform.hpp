@@ -1,7 +1,7 @@
 // Plan-time operand transforms (docs/plan.md, "Derived operands"): a kernel operand computed
-// once, when the plan is applied, from module parameters, buffers or constants — gate and up
-// weights interleaved for a one-GEMM SwiGLU, an RMSNorm weight folded into the next projection's
-// weight, the columns of each head permuted for a RoPE epilogue. The engine decides the
+// once, when the plan is applied, from module parameters, buffers or constants — e.g. two
+// weights interleaved by rows, a norm's weight folded into the next projection's weight, the
+// rows of each head permuted (the patterns that need them say why). The engine decides the
 // transform and writes it into the plan as a small program over a fixed vocabulary of tensor
 // ops; Python executes it with torch ops (python/fact/transforms.py) and knows nothing of why.
 //

@@ -27,6 +27,7 @@ struct CompileOptions {
   std::filesystem::path cutlass_include;       // holds cutlass/cutlass.h
   std::filesystem::path cutlass_util_include;  // holds cutlass/util/ (may be empty)
   std::filesystem::path fact_root;             // holds include/fact/ and patterns/
+  std::filesystem::path generated_include;     // headers the build writes (fact/gemm_epilogue_steps.def)
   std::string arch = "90a";                    // -gencode=arch=compute_<arch>,code=sm_<arch>
   std::string cxx_standard = "c++17";
   bool standalone_main = false;  // -DFACT_STANDALONE_MAIN: an executable with main(), not a .so
@@ -36,7 +37,8 @@ struct CompileOptions {
 
 // Defaults from the environment and this build: nvcc = $FACT_NVCC, else the toolkit CMake
 // found, else `nvcc` on PATH; CUTLASS = $FACT_CUTLASS_DIR/{include,tools/util/include}, else
-// the headers CMake found; fact_root = $FACT_SOURCE_DIR, else the source tree of this build.
+// the headers CMake found; fact_root = $FACT_SOURCE_DIR, else the source tree of this build;
+// generated_include = $FACT_GENERATED_DIR, else this build's generated headers.
 CompileOptions default_compile_options();
 
 // Why these options cannot compile anything (no nvcc, no CUTLASS headers, no FACT headers),

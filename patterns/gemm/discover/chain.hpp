@@ -1,4 +1,4 @@
-// GEMM matches share this (the gemm, mlp and swiglu rules): reading a canonical fact.gemm node
+// GEMM matches share this (the gemm rule and the patterns that produce gemm problems): reading a canonical fact.gemm node
 // into a GemmProblem, growing its epilogue greedily over single-reader successors, and the
 // checks every GEMM kernel must pass.
 #pragma once

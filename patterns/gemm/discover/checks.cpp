@@ -62,7 +62,8 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
     const int64_t v = kTmaAlignmentBytes / operand_bytes;
     const std::string what = std::string(epilogue_kind_name(step.kind)) + " operand";
     const DType ot = step.operand_dtype;
-    // A rope step reads its tables element by element, bias and row-scale vectors have no ld.
+    // Only an M×N operand has a leading dimension to align (vectors have none; tables are read
+    // element by element).
     if (step_op(step.kind).operand == OperandShape::MATRIX) {
       if (auto r = misaligned((what + " ld").c_str(), step.operand_ld, v, ot)) return r;
     }
@@ -93,7 +94,7 @@ std::optional<std::string> check_gemm(const graph::Graph& g, const GemmChain& ch
                                       const DiscoverOptions& options) {
   const GemmProblem& p = chain.problem;
   if (!chain.unsupported.empty()) return "layout: " + chain.unsupported;
-  // x[:, None] * y[None, :] spelled as a matmul (RoPE's frequencies times positions).
+  // x[:, None] * y[None, :] spelled as a matmul (e.g. frequencies times positions).
   if (p.k == 1) return "an outer product (K=1) is not worth a GEMM kernel";
   if (p.a.dtype != p.b.dtype) {
     return "operand dtypes differ (A " + std::string(graph::dtype_name(p.a.dtype)) + ", B " +

@@ -10,7 +10,9 @@
 //   step:       struct NameStep { template <class T>
 //                 FACT_HD static T apply(T x, T operand, const StepConstants<T>& c); };
 // `operand` is the step's operand element at (m, n) as ops.def's OPERAND column reads it (0 when
-// it reads none); glu and rope pair columns and are applied by the references' store (PassStep).
+// it reads none); the steps that store D pair columns and are applied by the references' store
+// (PassStep). The formulas of steps a pattern folder registers are in that folder (its
+// epilogue_steps.def, asked with FACT_GEMM_STEP_FORMULAS, names their headers), included below.
 #pragma once
 #include <math.h>
 
@@ -112,10 +114,8 @@ struct ResidualStep {  // operand: C[m, n]
 struct MultiplyStep {  // operand: C[m, n]
   template <class T> FACT_HD static T apply(T x, T factor, const StepConstants<T>&) { return x * factor; }
 };
-struct RowScaleStep {  // operand: scale[m]
-  template <class T> FACT_HD static T apply(T x, T scale, const StepConstants<T>&) { return x * scale; }
-};
-// glu and rope: the value passes unchanged; the references' store pairs the columns.
+// A step that stores D itself (ops.def's STORES_D): the value passes unchanged; the references'
+// store for that step pairs the columns.
 struct PassStep {
   template <class T> FACT_HD static T apply(T x, T, const StepConstants<T>&) { return x; }
 };
@@ -133,6 +133,14 @@ struct GeluTanhGradStep {
     return x * slope;
   }
 };
+
+}  // namespace fact::gemm::ops
+
+#define FACT_GEMM_STEP_FORMULAS
+#include "fact/gemm_epilogue_steps.def"
+#undef FACT_GEMM_STEP_FORMULAS
+
+namespace fact::gemm::ops {
 
 // One step of kind `kind` (FactGemmStepKind) on x; sets *known = false for a kind ops.def does
 // not list.

@@ -18,7 +18,7 @@ enum class OperandShape {
   COLUMN_VECTOR,  // operand[n]: a length-N vector (a bias)
   ROW_VECTOR,     // operand[m]: a length-M vector (a row scale)
   MATRIX,         // operand[m, n]: an M×N tensor in D's layout
-  TABLES,         // rope's cos / sin tables
+  TABLES,         // two tables (operand, operand2) read by the step's own store
 };
 
 // Which FactGemmStep constants a step reads (ops.def's CONSTANTS column).
@@ -38,6 +38,7 @@ struct StepOp {
   OperandShape operand;
   StepConstantsRead constants;
   bool stores_d;                   // the last step; pairs columns and writes D itself
+  bool halves_columns;             // it stores D with N/2 columns (two product columns each)
   double cli_value;                // `value` of a step made from its CLI token
   std::string_view derivative;     // the backward op's name ("": none yet)
   // The float64 reference of one element: x after the step, given the operand element.
@@ -53,7 +54,7 @@ struct ActivationOp {
   std::string_view aten_targets;   // space-separated aten ops that are this activation
   std::string_view aten_defaults;  // space-separated name=value the aten op's arguments must have
   double cli_p0, cli_p1;           // p0, p1 of a step made from its CLI token
-  bool gates;                      // a glu step may gate with it
+  bool gates;                      // a gating step may gate with it
   std::string_view derivative;     // the backward op's name ("": none yet)
   double (*reference)(double x, double p0, double p1);  // float64
 };
@@ -61,7 +62,7 @@ struct ActivationOp {
 #define FACT_GEMM_STEP(C_NAME, CPP, ID, NAME, TOKEN, LINK, OPERAND, CONSTANTS, STORES_D, FORMULA, \
                        CLI_VALUE, DERIVATIVE)                                                      \
   StepOp{EpilogueStep::Kind::CPP, ID, NAME, TOKEN, #LINK, OperandShape::OPERAND,                  \
-         StepConstantsRead::CONSTANTS, STORES_D != 0, CLI_VALUE, DERIVATIVE,                       \
+         StepConstantsRead::CONSTANTS, STORES_D != 0, STORES_D == 2, CLI_VALUE, DERIVATIVE,        \
          &FORMULA::apply<double>},
 inline constexpr std::array kStepOps{
 #include "patterns/gemm/epilogue/ops.def"

@@ -7,26 +7,20 @@
 #include <stdexcept>
 
 #include "patterns/gemm/kind/abi_names.hpp"
+#include "patterns/gemm/kind/step_hooks.hpp"
 
 namespace fact::gemm {
 
 namespace {
 
-// A roped problem's output may be the head split of its M×N rows, [B, H, T, hd] read from
-// [B·T, H·hd] (strides (T·N, hd, N, 1)): the tensor the rotation produced in the captured graph,
-// whose memory is exactly D's. True when `d` is that view (M = B·T, N = H·hd).
-bool roped_head_split(const GemmProblem& p, const graph::TensorDesc& d) {
-  if (!p.roped() || d.rank() != 4) return false;
-  const EpilogueStep& rope = p.epilogue.back();
-  const int64_t t = rope.rope_period, hd = rope.rope_group;
-  if (t <= 0 || hd <= 0 || p.m % t != 0 || p.n % hd != 0) return false;
-  const std::vector<int64_t> shape{p.m / t, p.n / hd, t, hd};
-  const std::vector<int64_t> stride{t * p.n, hd, p.n, 1};
-  if (d.shape != shape) return false;
-  for (size_t i = 0; i < 4; ++i) {
-    if (d.shape[i] != 1 && d.stride[i] != stride[i]) return false;
+// True when a step of the epilogue accepts `d` as a view of D's dense M×N rows other than the
+// row-major matrix (the step's pattern registers it: step_hooks.hpp).
+bool output_view_accepted(const GemmProblem& p, const graph::TensorDesc& d) {
+  for (const EpilogueStep& step : p.epilogue) {
+    const StepKindHooks* hooks = step_kind_hooks(step.kind);
+    if (hooks != nullptr && hooks->accepts_output_view && hooks->accepts_output_view(p, d)) return true;
   }
-  return true;
+  return false;
 }
 
 }  // namespace
@@ -87,10 +81,10 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
       out.outer_batch_stride = step.operand_outer_batch_stride;
     }
     if (op.operand == OperandShape::TABLES) {
-      out.period = step.rope_period;
-      out.period_stride = step.rope_period_stride;
-      out.group = static_cast<int32_t>(step.rope_group);
-      out.interleaved = step.rope_interleaved ? 1 : 0;
+      out.period = step.period;
+      out.period_stride = step.period_stride;
+      out.group = static_cast<int32_t>(step.group);
+      out.interleaved = step.interleaved ? 1 : 0;
     }
   }
   return args;
@@ -112,7 +106,7 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   const bool outer_major = (p.outer_batch == 1 || p.d.outer_batch_stride == mn) &&
                            (p.batch == 1 || p.d.batch_stride == p.outer_batch * mn);
   const bool dense_batches = batch_major || outer_major;
-  if (!(d.is_contiguous() || roped_head_split(p, d)) || d.numel() != p.batches() * mn ||
+  if (!(d.is_contiguous() || output_view_accepted(p, d)) || d.numel() != p.batches() * mn ||
       p.d.ld != p.d_cols() || !dense_batches) {
     throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
                                 " is not a dense row-major " + p.shape_string() +
@@ -123,16 +117,12 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   }
   for (size_t i = 0; i + 1 < p.epilogue.size(); ++i) {
     if (step_op(p.epilogue[i].kind).stores_d)
-      throw std::invalid_argument("a glu or rope step must be the epilogue's last");
+      throw std::invalid_argument("a " + std::string(step_op(p.epilogue[i].kind).name) +
+                                  " step must be the epilogue's last");
   }
-  if (p.roped()) {
-    const EpilogueStep& rope = p.epilogue.back();
-    if (p.batches() != 1 || rope.rope_group <= 0 || rope.rope_group % 2 != 0 ||
-        p.n % rope.rope_group != 0 || rope.rope_period <= 0 || p.m % rope.rope_period != 0 ||
-        rope.operand2.empty()) {
-      throw std::invalid_argument("a rope step needs one batch, N a multiple of an even head size, "
-                                  "M a multiple of the period and a sin table");
-    }
+  for (size_t i = 0; i < p.epilogue.size(); ++i) {
+    const StepKindHooks* hooks = step_kind_hooks(p.epilogue[i].kind);
+    if (hooks != nullptr && hooks->check_problem) hooks->check_problem(p, i);
   }
   const FactGemmArgs args = gemm_args(p);
   ArgImage image;

@@ -94,13 +94,17 @@ double GemmProblem::min_bytes() const {
     if (shape == OperandShape::COLUMN_VECTOR) bytes += double(n) * bytes_per * held;
     if (shape == OperandShape::ROW_VECTOR) bytes += double(m) * bytes_per * held;
     if (shape == OperandShape::MATRIX) bytes += double(m) * double(n) * held * bytes_per;
-    if (shape == OperandShape::TABLES && step.rope_period > 0) {
+    if (shape == OperandShape::TABLES && step.period > 0) {
       // cos and sin, [sequences or 1, period, group] each
-      const double sequences = step.rope_period_stride == 0 ? 1.0 : double(m / step.rope_period);
-      bytes += 2.0 * sequences * double(step.rope_period) * double(step.rope_group) * bytes_per;
+      const double sequences = step.period_stride == 0 ? 1.0 : double(m / step.period);
+      bytes += 2.0 * sequences * double(step.period) * double(step.group) * bytes_per;
     }
   }
   return bytes;
+}
+
+bool GemmProblem::gated() const {
+  return !epilogue.empty() && step_op(epilogue.back().kind).halves_columns;
 }
 
 std::string GemmProblem::fusion_name() const {
@@ -109,7 +113,9 @@ std::string GemmProblem::fusion_name() const {
     name += '_';
     name += step.kind == EpilogueStep::Kind::Activation ? activation_name(step.activation)
                                                          : epilogue_kind_name(step.kind);
-    if (step.kind == EpilogueStep::Kind::Glu) {
+    // A step other than an activation that reads one (a gate) names it too.
+    if (step.kind != EpilogueStep::Kind::Activation &&
+        step_op(step.kind).constants == StepConstantsRead::ACTIVATION) {
       name += '_';
       name += activation_name(step.activation);
     }
@@ -166,10 +172,10 @@ json gemm_problem_to_json(const GemmProblem& p) {
     }
     if (op.operand == OperandShape::TABLES) {
       s["operand2"] = step.operand2;
-      s["period"] = step.rope_period;
-      s["period_stride"] = step.rope_period_stride;
-      s["group"] = step.rope_group;
-      s["interleaved"] = step.rope_interleaved;
+      s["period"] = step.period;
+      s["period_stride"] = step.period_stride;
+      s["group"] = step.group;
+      s["interleaved"] = step.interleaved;
     }
     epilogue.push_back(std::move(s));
   }
@@ -228,12 +234,13 @@ GemmProblem gemm_problem_from_json(const json& j) {
       step.operand_outer_batch_stride = steps[i].value("operand_outer_batch_stride", int64_t{0});
       if (step_op(step.kind).operand == OperandShape::TABLES) {
         step.operand2 = steps[i].value("operand2", std::string());
-        step.rope_period = int_field(steps[i], "period", at);
-        step.rope_period_stride = steps[i].value("period_stride", int64_t{0});
-        step.rope_group = int_field(steps[i], "group", at);
-        step.rope_interleaved = steps[i].value("interleaved", false);
-        if (step.rope_period <= 0 || step.rope_group <= 0 || step.rope_group % 2 != 0)
-          throw std::invalid_argument(at + ": a rope step needs period > 0 and an even group > 0");
+        step.period = int_field(steps[i], "period", at);
+        step.period_stride = steps[i].value("period_stride", int64_t{0});
+        step.group = int_field(steps[i], "group", at);
+        step.interleaved = steps[i].value("interleaved", false);
+        if (step.period <= 0 || step.group <= 0 || step.group % 2 != 0)
+          throw std::invalid_argument(at + ": a " + std::string(step_op(step.kind).name) +
+                                      " step needs period > 0 and an even group > 0");
       }
       p.epilogue.push_back(std::move(step));
     }

@@ -61,19 +61,20 @@ struct EpilogueStep {
   Activation activation = Activation::Identity;
   double value = 1.0;  // Scale factor, AddScalar addend, beta for Residual, multiplier for Bias
   double p0 = 0.0, p1 = 0.0;
-  graph::ValueId operand;  // Bias / Residual / Multiply
+  graph::ValueId operand;  // a step's operand (ops.def's OPERAND column is not NONE)
   DType operand_dtype = DType::Unknown;
-  int64_t operand_ld = 0;            // Residual / Multiply: leading dimension (row-major)
-  int64_t operand_batch_stride = 0;  // Bias / Residual / Multiply / RowScale: elements between batches
+  int64_t operand_ld = 0;            // MATRIX: leading dimension (row-major); TABLES: per position
+  int64_t operand_batch_stride = 0;  // vectors and MATRIX: elements between batches
   int64_t operand_outer_batch_stride = 0;  // the same between outer batches
-  // Rope only: the sin table (operand is the cos table; one dtype, operand_ld = elements between
-  // positions), rows of M per sequence (position = m % period), elements between the tables of
-  // consecutive sequences (0: one table for all), columns per head, and the pairing.
+  // TABLES steps only (gemm_abi.h's FactGemmStep fields of the same names): the second table
+  // (one dtype with `operand`, operand_ld = elements between positions), rows of M per sequence
+  // (position = m % period), elements between the tables of consecutive sequences (0: one table
+  // for all), columns per group (head), and the pairing.
   graph::ValueId operand2;
-  int64_t rope_period = 0;
-  int64_t rope_period_stride = 0;
-  int64_t rope_group = 0;
-  bool rope_interleaved = false;
+  int64_t period = 0;
+  int64_t period_stride = 0;
+  int64_t group = 0;
+  bool interleaved = false;
 };
 std::string_view epilogue_kind_name(EpilogueStep::Kind k);  // "scale", "add", "bias", ...
 std::optional<EpilogueStep::Kind> parse_epilogue_kind(std::string_view name);
@@ -88,10 +89,9 @@ struct GemmProblem {
   double alpha = 1.0;
   std::vector<EpilogueStep> epilogue;
 
-  // True when the last epilogue step is a Glu: D has n/2 columns.
-  bool gated() const { return !epilogue.empty() && epilogue.back().kind == EpilogueStep::Kind::Glu; }
-  // True when the last epilogue step is a Rope (its store writes D in the original columns).
-  bool roped() const { return !epilogue.empty() && epilogue.back().kind == EpilogueStep::Kind::Rope; }
+  // True when the last epilogue step pairs two product columns into one column of D (ops.def's
+  // STORES_D 2): D has n/2 columns.
+  bool gated() const;
   // Columns of D: n, or n/2 for a gated problem.
   int64_t d_cols() const { return gated() ? n / 2 : n; }
   // Every batch of both modes: batch · outer_batch.
@@ -118,7 +118,7 @@ KernelEpilogue kernel_epilogue(const GemmProblem& p);
 // JSON form of a problem (the "problems" entries of `fact discover --json`, the plan's
 // "problem"): {"m","n","k","batch","alpha","accumulate","fusion","shape","a":{operand},"b":..,
 // "d":.., "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype",
-// "operand_ld","operand_batch_stride"}]} (a rope step also "operand2", "period",
+// "operand_ld","operand_batch_stride"}]} (a TABLES step also "operand2", "period",
 // "period_stride", "group", "interleaved"), operand = {"value","dtype","layout":"row"|"col","ld",
 // "batch_stride","offset"}. With two batch modes (outer_batch > 1) also "outer_batch", each
 // operand's "outer_batch_stride" and each operand step's "operand_outer_batch_stride" (absent:

@@ -1,6 +1,7 @@
 #include "patterns/gemm/kind/problem_args.hpp"
 
 #include "patterns/gemm/epilogue/op_table.hpp"
+#include "patterns/gemm/kind/step_hooks.hpp"
 
 #include <charconv>
 #include <set>
@@ -100,26 +101,17 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
   for (const std::string& token : split_commas(epilogue)) {
     if (token == "none") continue;
     // A step's CLI token is its ops.def name ("mul" also as "multiply"), an activation's name,
-    // glu_<activation> or rope / rope_interleaved; what the step reads (ops.def's OPERAND and
-    // CONSTANTS columns) says how it is filled in.
+    // or a form the step's pattern registers (step_hooks.hpp: from_cli_token); what the step
+    // reads (ops.def's OPERAND and CONSTANTS columns) says how it is filled in.
     EpilogueStep step;
     const StepOp* op = find_step_op(token == "multiply" ? std::string_view("mul") : std::string_view(token));
     const ActivationOp* activation = find_activation_op(token);
-    if (token.rfind("glu_", 0) == 0 && find_activation_op(token.substr(4))) {
-      // A gated linear unit over interleaved gate / up columns: D is M x N/2.
-      step.kind = EpilogueStep::Kind::Glu;
-      step.activation = find_activation_op(token.substr(4))->activation;
-    } else if (token == "rope" || token == "rope_interleaved") {
-      // Rotary embedding over heads of 128 columns (64 when N is no multiple of 128), one
-      // sequence of M rows, one [M, head] table pair (the call's tables stand in for the model's).
-      step.kind = EpilogueStep::Kind::Rope;
-      step.operand = "cos";
-      step.operand2 = "sin";
-      step.operand_dtype = dtype;
-      step.rope_group = sizes.n % 128 == 0 ? 128 : 64;
-      step.operand_ld = step.rope_group;
-      step.rope_period = sizes.m;
-      step.rope_interleaved = token == "rope_interleaved";
+    std::optional<EpilogueStep> registered;
+    for (const StepKindHooks& hooks : all_step_kind_hooks()) {
+      if (!registered && hooks.from_cli_token) registered = hooks.from_cli_token(token, sizes, dtype);
+    }
+    if (registered) {
+      step = *registered;
     } else if (op != nullptr && op->constants != StepConstantsRead::ACTIVATION &&
                op->operand != OperandShape::TABLES) {
       // A constant after the GEMM stands in for the model's (a leading scale folds into alpha;
@@ -129,7 +121,7 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
       switch (op->operand) {
         case OperandShape::COLUMN_VECTOR: step.operand_dtype = dtype; break;
         case OperandShape::ROW_VECTOR:
-          // One float32 entry per row (a norm's statistic, such as RMSNorm's rstd), shared by
+          // One float32 entry per row (a norm's statistic), shared by
           // every batch.
           step.operand = op->name;
           step.operand_dtype = graph::DType::Float32;
@@ -155,19 +147,29 @@ GemmProblem make_gemm_problem(const GemmSizes& sizes, graph::DType dtype, std::s
           steps += std::string(known.name) + ", ";
       }
       for (const ActivationOp& known : kActivationOps) activations += (activations.empty() ? "" : ", ") + std::string(known.name);
+      std::string forms;
+      for (const StepKindHooks& hooks : all_step_kind_hooks()) {
+        if (!hooks.cli_forms.empty()) forms += (forms.empty() ? "" : " / ") + std::string(hooks.cli_forms);
+      }
       throw std::invalid_argument("epilogue step '" + token + "': expected " + steps + "an activation (" +
-                                  activations + ") or glu_<activation> / rope / rope_interleaved (last)");
+                                  activations + ")" + (forms.empty() ? "" : " or " + forms + " (last)"));
     }
     problem.epilogue.push_back(step);
   }
-  if (problem.gated()) {
-    if (sizes.n % 2 != 0) throw std::invalid_argument("epilogue glu_*: n must be even (gate / up pairs)");
-    for (size_t i = 0; i + 1 < problem.epilogue.size(); ++i) {
-      if (problem.epilogue[i].kind == EpilogueStep::Kind::Glu)
-        throw std::invalid_argument("epilogue glu_*: must be the last step");
-      if (step_op(problem.epilogue[i].kind).operand == OperandShape::MATRIX)
-        throw std::invalid_argument("epilogue glu_*: no M x N operand before the gate");
+  // A step that stores D (ops.def's STORES_D) pairs product columns: it is the last, over an
+  // even N, with no M x N operand before it (its kernel reads no C).
+  for (size_t i = 0; i < problem.epilogue.size(); ++i) {
+    const StepOp& store = step_op(problem.epilogue[i].kind);
+    if (!store.stores_d) continue;
+    const std::string at = "epilogue " + std::string(store.name) + ": ";
+    if (sizes.n % 2 != 0) throw std::invalid_argument(at + "n must be even (pairs of columns)");
+    if (i + 1 != problem.epilogue.size()) throw std::invalid_argument(at + "must be the last step");
+    for (size_t j = 0; j < i; ++j) {
+      if (step_op(problem.epilogue[j].kind).operand == OperandShape::MATRIX)
+        throw std::invalid_argument(at + "no M x N operand before it");
     }
+  }
+  if (problem.gated()) {
     problem.d = compact_operand(dtype, Layout::RowMajor, sizes.m, sizes.n / 2, batch, outer);
   }
   return problem;

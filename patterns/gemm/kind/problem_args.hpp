@@ -31,9 +31,10 @@ graph::DType parse_operand_dtype(std::string_view text);
 core::PrecisionMode default_precision_for(graph::DType dtype);
 
 // A problem with A, B and D of `dtype` (D row-major), float32 accumulation, alpha 1, and the
-// epilogue steps of `epilogue`: a comma list of "bias" (length-N vector), "row_scale" (a float32
-// length-M vector), "residual" (beta 1),
-// "mul", "scale" (x0.5), "add" (+1.0), and activation names ("relu", "gelu_tanh", ...); empty or "none" for a plain GEMM.
+// epilogue steps of `epilogue`: a comma list of the epilogue table's step names (ops.def: "bias"
+// a length-N vector, "residual" beta 1, "mul", "scale" x0.5, "add" +1.0, a length-M vector step
+// a float32 vector, ...), activation names ("relu", "gelu_tanh", ...) and the forms the steps'
+// patterns register (step_hooks.hpp); empty or "none" for a plain GEMM.
 // `layouts`: two letters for A and B, 't' row-major, 'n' column-major ("tn": an nn.Linear).
 // Leading dimensions and batch strides are those of compact tensors ([outer][batch][rows][cols]
 // with two batch modes). Throws

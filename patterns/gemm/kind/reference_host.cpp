@@ -12,6 +12,7 @@
 
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/abi_names.hpp"
+#include "patterns/gemm/kind/step_hooks.hpp"
 
 namespace fact::gemm {
 
@@ -19,7 +20,7 @@ namespace {
 
 
 // The element a step reads at (i, j), as ops.def's OPERAND column says (0 when it reads none;
-// rope's tables are read by the store below).
+// tables are read by the store of the step that reads them).
 double operand_element(const FactGemmStep& step, OperandShape shape, int64_t step0, int64_t i,
                        int64_t j) {
   switch (shape) {
@@ -59,20 +60,21 @@ int reference_gemm_host(const FactGemmArgs& args) {
     if (op == nullptr) return FACT_ERR_INVALID_ARGS;
     const bool operand = op->operand != OperandShape::NONE;
     if (operand && (!step.operand || !valid_type(step.operand_type))) return FACT_ERR_INVALID_ARGS;
-    // A gated step pairs columns: it is the last, over an even N.
-    if (step.kind == FACT_STEP_GLU && (s != args.num_steps - 1 || args.n % 2 != 0))
+    // A step that stores D pairs columns: it is the last, over an even N, and its pattern
+    // stores it (the hooks it registers).
+    const StepKindHooks* hooks = step_kind_hooks(op->kind);
+    if (op->stores_d &&
+        (s != args.num_steps - 1 || args.n % 2 != 0 || hooks == nullptr || !hooks->store_row))
       return FACT_ERR_INVALID_ARGS;
-    // A rope step rotates pairs of columns within heads of `group` columns, rows of sequences
-    // of `period` rows: the last step, one batch, whole heads and sequences, both tables.
-    if (step.kind == FACT_STEP_ROPE &&
-        (s != args.num_steps - 1 || !step.operand2 || step.group <= 0 || step.group % 2 != 0 ||
-         args.n % step.group != 0 || step.period <= 0 || args.m % step.period != 0 ||
-         step.ld < 0 || step.period_stride < 0 || args.batch != 1 || args.outer_batch > 1))
+    if (hooks != nullptr && hooks->call_valid && !hooks->call_valid(args, s)) {
       return FACT_ERR_INVALID_ARGS;
+    }
   }
-  const bool gated = args.num_steps > 0 && args.steps[args.num_steps - 1].kind == FACT_STEP_GLU;
-  const bool roped = fact_gemm_roped(&args) != 0;
-  const int steps_before_output = gated || roped ? args.num_steps - 1 : args.num_steps;
+  const StepKindHooks* store =
+      fact_gemm_last_step_stores_d(&args) != 0
+          ? step_kind_hooks_by_abi_id(args.steps[args.num_steps - 1].kind)
+          : nullptr;
+  const int steps_before_output = store != nullptr ? args.num_steps - 1 : args.num_steps;
   if (args.outer_batch < 0) return FACT_ERR_INVALID_ARGS;
   const int64_t m = args.m, n = args.n, k = args.k;
   const int64_t outer_batches = args.outer_batch > 1 ? args.outer_batch : 1;
@@ -135,33 +137,18 @@ int reference_gemm_host(const FactGemmArgs& args) {
             }
             row[static_cast<size_t>(j)] = x;
           }
-          if (gated) {
-            const FactGemmStep& glu = args.steps[args.num_steps - 1];
-            for (int64_t j = 0; j < n / 2; ++j) {
-              const double gate = row[static_cast<size_t>(2 * j)];
-              const double up = row[static_cast<size_t>(2 * j + 1)];
-              store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type,
-                    ops::activate<double>(glu.activation, gate, glu.p0, glu.p1) * up);
-            }
-          } else if (roped) {
-            // Pairs (2p, 2p+1) of each head's columns, each result to its original column.
-            const FactGemmStep& rope = args.steps[args.num_steps - 1];
-            const int64_t group = rope.group, half = group / 2;
-            const int64_t table = (i / rope.period) * rope.period_stride + (i % rope.period) * rope.ld;
-            auto cos_at = [&](int64_t c) { return load_abi_element(rope.operand, table + c, rope.operand_type); };
-            auto sin_at = [&](int64_t c) { return load_abi_element(rope.operand2, table + c, rope.operand_type); };
-            for (int64_t head = 0; head < n; head += group) {
-              for (int64_t pair = 0; pair < half; ++pair) {
-                const double xa = row[static_cast<size_t>(head + 2 * pair)];
-                const double xb = row[static_cast<size_t>(head + 2 * pair + 1)];
-                const int64_t ca = rope.interleaved ? 2 * pair : pair;
-                const int64_t cb = rope.interleaved ? 2 * pair + 1 : pair + half;
-                store_abi_element(args.d, d0 + i * args.ldd + head + ca, args.d_type,
-                                  xa * cos_at(ca) - xb * sin_at(ca));
-                store_abi_element(args.d, d0 + i * args.ldd + head + cb, args.d_type,
-                                  xb * cos_at(cb) + xa * sin_at(cb));
-              }
-            }
+          if (store != nullptr) {
+            // The last step writes D's row itself (its pattern's store).
+            struct RowOut {
+              const FactGemmArgs* args;
+              int64_t at;
+            } out{&args, d0 + i * args.ldd};
+            store->store_row(args, args.steps[args.num_steps - 1], i, row.data(),
+                             [](void* context, int64_t column, double value) {
+                               const auto* o = static_cast<const RowOut*>(context);
+                               store_abi_element(o->args->d, o->at + column, o->args->d_type, value);
+                             },
+                             &out);
           } else {
             for (int64_t j = 0; j < n; ++j) store_abi_element(args.d, d0 + i * args.ldd + j, args.d_type, row[static_cast<size_t>(j)]);
           }

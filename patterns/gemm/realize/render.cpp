@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "fact/gemm_epilogue_step_files.hpp"
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "fact/runtime/fact_abi.h"
@@ -42,17 +43,29 @@ std::string line(const std::string& code, const std::string& comment = {}) {
 
 }  // namespace
 
+const std::vector<std::string>& gemm_epilogue_headers() {
+  static const std::vector<std::string> headers = [] {
+    std::vector<std::string> list = {
+        "patterns/gemm/gemm_epilogue.cuh",
+        "patterns/gemm/gemm_store_stages.cuh",
+        "patterns/gemm/gemm_abi.h",
+        "patterns/gemm/epilogue/ops.def",
+        "patterns/gemm/epilogue/op_formulas.h",
+    };
+    for (std::string_view file : build_info::kGemmEpilogueStepFiles) list.emplace_back(file);
+    return list;
+  }();
+  return headers;
+}
+
 const std::vector<std::string>& gemm_template_headers() {
-  static const std::vector<std::string> headers = {
-      "patterns/gemm/gemm_entry.cuh",
-      "patterns/gemm/gemm_epilogue.cuh",
-      "patterns/gemm/gemm_glu.cuh",
-      "patterns/gemm/gemm_rope.cuh",
-      "patterns/gemm/gemm_abi.h",
-      "patterns/gemm/epilogue/ops.def",
-      "patterns/gemm/epilogue/op_formulas.h",
-      "include/fact/runtime/fact_abi.h",
-  };
+  static const std::vector<std::string> headers = [] {
+    std::vector<std::string> list = {"patterns/gemm/gemm_entry.cuh"};
+    const auto& epilogue = gemm_epilogue_headers();
+    list.insert(list.end(), epilogue.begin(), epilogue.end());
+    list.push_back("include/fact/runtime/fact_abi.h");
+    return list;
+  }();
   return headers;
 }
 
@@ -82,12 +95,16 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   }
   const DType c_dtype = source_dtype_of(spec);
   const bool reads_c = c_dtype != DType::Unknown;
-  // A gated chain (its last step Glu) writes D itself: the collective epilogue gets a void D,
-  // and its epilogue subtile is named so the glu link can size its shared memory.
-  // A roped chain (its last step Rope) likewise writes D itself, M x N in the original columns.
-  const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu;
-  const bool roped = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Rope;
-  const bool owns_store = gated || roped;
+  // A chain whose last step stores D (ops.def's STORES_D) writes D itself: the collective
+  // epilogue gets a void D, and its epilogue subtile is named so that link can size its shared
+  // memory. D is M x N/2 when the step pairs two product columns into one, else M x N in the
+  // original columns.
+  const StepOp* store = nullptr;
+  if (!spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d) {
+    store = &step_op(spec.epilogue.back().kind);
+  }
+  const bool owns_store = store != nullptr;
+  const std::string store_link = owns_store ? std::string(store->name) : std::string();
   const std::string name = spec.name();
   const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
@@ -119,8 +136,9 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << line("using ElementC = " + (reads_c ? cpp(c_dtype) : std::string("void")) + ";",
             reads_c ? "C: the first M x N epilogue operand" : "no epilogue step reads an M x N operand")
     << line("using ElementD = " + cpp(spec.d_dtype) + ";",
-            gated ? "D: M x N/2 (the glu link writes it)"
-                  : roped ? "D: M x N (the rope link writes it, original columns)" : "D: M x N")
+            !owns_store ? std::string("D: M x N")
+            : store->halves_columns ? "D: M x N/2 (the " + store_link + " link writes it)"
+                                    : "D: M x N (the " + store_link + " link writes it, original columns)")
     << (owns_store ? line("using ElementDCollective = void;", "the collective epilogue stores nothing itself")
               : line("using ElementDCollective = ElementD;"))
     << line("using ElementAccumulator = " + cpp(spec.accumulate) + ";",
@@ -168,8 +186,8 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << "                \"the epilogue subtile the links were built for is the collective's\");\n";
   if (owns_store) {
     s << "  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD ==\n"
-      << "                fact::gemm::epilogue::detail::glu_store_stages<TileShape, EpilogueTile>(),\n"
-      << "                \"the " << (gated ? "glu" : "rope")
+      << "                fact::gemm::epilogue::detail::store_stages<TileShape, EpilogueTile>(),\n"
+      << "                \"the " << store_link
       << " store's buffers follow the collective's TMA store stages\");\n";
   }
   s << "\n"

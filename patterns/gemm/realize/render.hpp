@@ -21,4 +21,9 @@ std::string epilogue_chain_type(const GemmSpec& spec);
 // FACT headers a rendered GEMM source includes (relative to the FACT root).
 const std::vector<std::string>& gemm_template_headers();
 
+// The headers of the epilogue chain (gemm_epilogue.cuh and what it includes: the step table,
+// the formulas, and the files of the steps pattern folders register, CMake's
+// kGemmEpilogueStepFiles), for every template that renders a chain.
+const std::vector<std::string>& gemm_epilogue_headers();
+
 }  // namespace fact::gemm

@@ -229,7 +229,7 @@ void apply_default_config(GemmSpec& spec, int64_t m, int64_t n, int64_t k, int64
   } else if (tiles(128, 256) < sizes.sm_count) {
     config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
     // Few output tiles over a deep K: split K so that every SM streams a share of it.
-    // A glu or rope store runs the persistent scheduler only (space_rules.cpp).
+    // A step that stores D runs the persistent scheduler only (space_rules.cpp).
     const bool gated = !spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d;
     if (const int split = gated ? 0 : deep_k_split_count(spec, sizes, 128, 128); split > 0) {
       config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative, TileScheduler::StreamK, split};

@@ -178,39 +178,33 @@ std::optional<std::string> epilogue_error(const GemmSpec& s) {
     if (op.kind == Kind::Activation && op.activation == Activation::Identity) {
       return std::string("identity activation: drop the step");
     }
-    if (op.kind == Kind::Glu) {
-      if (i + 1 != s.epilogue.size()) return std::string("a glu step must be the epilogue's last");
-      if (!activation_op(op.activation).gates) {  // ops.def's GATES column
+    // A step that stores D itself (ops.def's STORES_D: its link owns the TMA store).
+    const StepOp& descriptor = step_op(op.kind);
+    const std::string name(descriptor.name);
+    if (descriptor.stores_d) {
+      if (i + 1 != s.epilogue.size()) return "a " + name + " step must be the epilogue's last";
+      if (descriptor.constants == StepConstantsRead::ACTIVATION &&
+          !activation_op(op.activation).gates) {  // ops.def's GATES column
         std::string gates;
         for (const ActivationOp& a : kActivationOps) {
           if (a.gates) gates += (gates.empty() ? "" : ", ") + std::string(a.name);
         }
-        return "glu with " + std::string(activation_token(op.activation)) + ": a gate takes " + gates;
+        return name + " with " + std::string(activation_token(op.activation)) + ": a gate takes " + gates;
       }
       if (source_dtype(s) != DType::Unknown) {
-        return std::string("glu after an M×N operand step (the gated kernel reads no C)");
+        return name + " after an M×N operand step (its kernel reads no C)";
       }
       if (!is_16bit_float(s.d_dtype) || s.d_layout != Layout::RowMajor) {
-        return std::string("glu writes a row-major bf16/f16 D (its own TMA store)");
+        return name + " writes a row-major bf16/f16 D (its own TMA store)";
       }
       if (s.split_k > 1 || s.scheduler == TileScheduler::StreamK) {
-        return std::string("glu kernels run the persistent scheduler (the stream-K fix-up with "
-                           "a void D and the glu store is not built)");
+        return name + " kernels run the persistent scheduler (the stream-K fix-up with a void D "
+               "and the " + name + " store is not built)";
       }
     }
-    if (op.kind == Kind::Rope) {
-      if (i + 1 != s.epilogue.size()) return std::string("a rope step must be the epilogue's last");
-      if (source_dtype(s) != DType::Unknown) {
-        return std::string("rope after an M×N operand step (the roped kernel reads no C)");
-      }
-      if (!is_16bit_float(s.d_dtype) || s.d_layout != Layout::RowMajor) {
-        return std::string("rope writes a row-major bf16/f16 D (its own TMA store)");
-      }
-      if (s.batched) return std::string("rope runs unbatched GEMMs (M = sequences x positions)");
-      if (s.split_k > 1 || s.scheduler == TileScheduler::StreamK) {
-        return std::string("rope kernels run the persistent scheduler (the stream-K fix-up with "
-                           "a void D and the rope store is not built)");
-      }
+    // Tables are read per row position: M is sequences x positions of one batch.
+    if (descriptor.operand == OperandShape::TABLES && s.batched) {
+      return name + " runs unbatched GEMMs (M = sequences x positions)";
     }
     if (reads_operand(op.kind) && !is_epilogue_float(op.operand_dtype)) {
       return std::string(epilogue_kind_token(op.kind)) + " operand dtype " +
@@ -259,13 +253,11 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
   } else {
     staging = stages_d * tile_elements * d_bytes;
   }
-  if (!spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu) {
-    // The collective keeps its (unused) D staging; the glu link stages half-width subtiles.
-    staging += stages_d * tile_elements / 2 * d_bytes;
-  }
-  if (!spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Rope) {
-    // The collective keeps its (unused) D staging; the rope link stages whole subtiles.
-    staging += stages_d * tile_elements * d_bytes;
+  if (!spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d) {
+    // The collective keeps its (unused) D staging; the storing link stages subtiles of D's
+    // width (half-width when it pairs two product columns into one).
+    const int divisor = step_op(spec.epilogue.back().kind).halves_columns ? 2 : 1;
+    staging += stages_d * tile_elements / divisor * d_bytes;
   }
   plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
 

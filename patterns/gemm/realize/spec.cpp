@@ -26,7 +26,11 @@ std::string epilogue_token(const EpilogueOpSpec& op, DType d_dtype) {
   std::string token = op.kind == EpilogueStep::Kind::Activation
                           ? std::string(activation_token(op.activation))
                           : std::string(epilogue_kind_token(op.kind));
-  if (op.kind == EpilogueStep::Kind::Glu) token += std::string(activation_token(op.activation));
+  // A step other than an activation that reads one (a gate) names it too.
+  if (op.kind != EpilogueStep::Kind::Activation &&
+      step_op(op.kind).constants == StepConstantsRead::ACTIVATION) {
+    token += std::string(activation_token(op.activation));
+  }
   const bool has_operand = reads_operand(op.kind);
   if (has_operand && op.operand_dtype != d_dtype) token += dtype_token(op.operand_dtype);
   return token;

@@ -77,10 +77,11 @@ void run_gemm_ex(cublasHandle_t handle, const GemmExCall& call, float alpha, con
       CUBLAS_GEMM_DEFAULT));
 }
 
-// Also refuses a gated problem: cuBLAS would write M × N into its M × N/2 output.
+// Also refuses a gated problem (its last step writes D with N/2 columns): cuBLAS would write
+// M × N into its M × N/2 output.
 void require_int32(const GemmProblem& p) {
   if (p.gated()) {
-    throw std::invalid_argument("cuBLAS baseline: a glu epilogue has no cuBLAS equivalent (D is M x N/2)");
+    throw std::invalid_argument("cuBLAS baseline: a gated epilogue has no cuBLAS equivalent (D is M x N/2)");
   }
   for (int64_t v : {p.m, p.n, p.k, p.batch, p.a.ld, p.b.ld, p.d.ld}) {
     if (v > INT32_MAX) throw std::invalid_argument("cuBLAS baseline: dimension exceeds int32");

@@ -83,10 +83,11 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
   p.alpha = given.alpha;
   p.a = compact("A", spec.a_dtype, spec.a_layout, p.m, p.k, p.batch);
   p.b = compact("B", spec.b_dtype, spec.b_layout, p.k, p.n, p.batch);
-  // D has N/2 columns behind a glu step (pairs of product columns), N otherwise.
-  const bool gated = !spec.epilogue.empty() && spec.epilogue.back().kind == Kind::Glu;
+  // D has N/2 columns behind a step that pairs product columns into one (ops.def's STORES_D 2),
+  // N otherwise.
+  const bool gated = !spec.epilogue.empty() && step_op(spec.epilogue.back().kind).halves_columns;
   if (gated && p.n % 2 != 0) {
-    throw std::invalid_argument("a glu epilogue pairs columns: n=" + std::to_string(p.n) + " is odd");
+    throw std::invalid_argument("a gated epilogue pairs columns: n=" + std::to_string(p.n) + " is odd");
   }
   p.d = compact("D", spec.d_dtype, spec.d_layout, p.m, gated ? p.n / 2 : p.n, p.batch);
 
@@ -118,21 +119,22 @@ GemmCase make_gemm_case(const GemmSpec& spec, const GemmProblem& problem, Precis
                                     " is not supported");
       }
       if (descriptor.operand == OperandShape::TABLES) {
-        // The problem's heads and sequences when it has a rope step, else one sequence of M
-        // rows and heads of 128 (or 64) columns; compact [period, group] tables, one per
+        // The problem's groups (heads) and sequences when it has this step, else one sequence
+        // of M rows and groups of 128 (or 64) columns; compact [period, group] tables, one per
         // sequence when the problem's differ by sequence.
-        const EpilogueStep* given_rope = same_kinds ? &given.steps[i] : nullptr;
-        step.rope_group = given_rope && given_rope->rope_group > 0 ? given_rope->rope_group
-                          : p.n % 128 == 0                         ? 128
-                                                                   : 64;
-        step.rope_period = given_rope && given_rope->rope_period > 0 ? given_rope->rope_period : p.m;
-        step.rope_interleaved = given_rope && given_rope->rope_interleaved;
+        const EpilogueStep* given_tables = same_kinds ? &given.steps[i] : nullptr;
+        step.group = given_tables && given_tables->group > 0 ? given_tables->group
+                     : p.n % 128 == 0                        ? 128
+                                                             : 64;
+        step.period = given_tables && given_tables->period > 0 ? given_tables->period : p.m;
+        step.interleaved = given_tables && given_tables->interleaved;
         step.operand2 = "E" + std::to_string(i) + "_sin";
-        step.operand_ld = step.rope_group;
-        step.rope_period_stride =
-            given_rope && given_rope->rope_period_stride != 0 ? step.rope_period * step.rope_group : 0;
-        if (p.n % step.rope_group != 0 || p.m % step.rope_period != 0 || p.batch != 1 || p.outer_batch != 1) {
-          throw std::invalid_argument("a rope step needs one batch, N a multiple of its head size and "
+        step.operand_ld = step.group;
+        step.period_stride =
+            given_tables && given_tables->period_stride != 0 ? step.period * step.group : 0;
+        if (p.n % step.group != 0 || p.m % step.period != 0 || p.batch != 1 || p.outer_batch != 1) {
+          throw std::invalid_argument("a " + std::string(descriptor.name) +
+                                      " step needs one batch, N a multiple of its head size and "
                                       "M a multiple of its sequence length");
         }
       } else if (descriptor.operand == OperandShape::COLUMN_VECTOR ||
@@ -175,7 +177,7 @@ GemmCase with_adversarial_constants(GemmCase c, bool vary_bias_multiplier) {
           step.p1 = 0.4 + 0.03125 * at;
         }
         break;
-      default:  // no constants to vary (glu's activations take none; operands are data)
+      default:  // no constants to vary (a gate's activations take none; operands are data)
         break;
     }
   }

@@ -109,12 +109,12 @@ ReferenceParams reference_params(const GemmProblem& p, const void* a, const void
       // The tables [sequence][position][column]: row_stride = positions, batch_stride =
       // sequences (the reference kernel splits the row itself).
       s.operand = view_of(operands[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
-                          step.rope_period_stride, 0);
+                          step.period_stride, 0);
       s.operand2 = view_of(operands2[i], step.operand_dtype, Layout::RowMajor, step.operand_ld,
-                           step.rope_period_stride, 0);
-      s.period = step.rope_period;
-      s.group = step.rope_group;
-      s.interleaved = step.rope_interleaved;
+                           step.period_stride, 0);
+      s.period = step.period;
+      s.group = step.group;
+      s.interleaved = step.interleaved;
     }
   }
   return r;
@@ -128,9 +128,9 @@ std::string reference_key(const GemmProblem& p) {
     key << '|' << static_cast<int>(s.kind) << ',' << static_cast<int>(s.activation) << ','
         << s.value << ',' << s.p0 << ',' << s.p1 << ',' << static_cast<int>(s.operand_dtype) << ','
         << s.operand_ld << ',' << s.operand_batch_stride << ',' << s.operand_outer_batch_stride;
-    if (s.kind == Kind::Rope) {
-      key << ",rope " << s.rope_period << ',' << s.rope_period_stride << ',' << s.rope_group << ','
-          << s.rope_interleaved;
+    if (step_op(s.kind).operand == OperandShape::TABLES) {
+      key << ',' << step_op(s.kind).name << ' ' << s.period << ',' << s.period_stride << ','
+          << s.group << ',' << s.interleaved;
     }
   }
   key << "|batches " << p.batch << 'x' << p.outer_batch;
@@ -210,17 +210,18 @@ GemmVerifyCase::GemmVerifyCase(GemmCase gemm_case, bool with_accuracy_peer, bool
                                                    step.operand_outer_batch_stride)));
     } else if (shape == OperandShape::TABLES) {
       // cos and sin: one [period, group] table per sequence (or one for all, period_stride 0).
-      if (step.rope_period <= 0 || p.m % step.rope_period != 0) {
-        throw std::invalid_argument("a rope step's period must divide M");
+      if (step.period <= 0 || p.m % step.period != 0) {
+        throw std::invalid_argument("a " + std::string(step_op(step.kind).name) +
+                                    " step's period must divide M");
       }
-      const int64_t sequences = p.m / step.rope_period;
-      const int64_t elements = (sequences - 1) * step.rope_period_stride +
-                               (step.rope_period - 1) * step.operand_ld + step.rope_group;
+      const int64_t sequences = p.m / step.period;
+      const int64_t elements = (sequences - 1) * step.period_stride +
+                               (step.period - 1) * step.operand_ld + step.group;
       index_.operand[i] = int(add(name, step.operand_dtype, elements));
       index_.operand2[i] = int(add("step " + std::to_string(i) + " operand2", step.operand_dtype, elements));
     }
   }
-  // D is M × d_cols(): N, or N/2 behind a glu step; compared as [outer][batch][row][col] with the
+  // D is M × d_cols(): N, or N/2 behind a step that pairs product columns into one; compared as [outer][batch][row][col] with the
   // reference's dense order.
   index_.d = add("D", p.d.dtype, operand_elements(p.m, p.d_cols(), p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
                                                   p.outer_batch, p.d.outer_batch_stride));

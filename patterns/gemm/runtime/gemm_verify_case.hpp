@@ -1,5 +1,5 @@
 // The GEMM kind's part of the one verifier (fact/runtime/verify_case.hpp): the buffers of one
-// GemmCase (A, B, one per epilogue operand, a rope step's second table, D), their random inputs,
+// GemmCase (A, B, one per epilogue operand, a TABLES step's second table, D), their random inputs,
 // the call (pack.cpp's gemm_args with the buffers' addresses, as the plan packs it), the float64
 // reference computed on the GPU (reference_gemm.hpp), the "scalars" check's constants
 // (with_adversarial_constants), and the cuBLAS / cuBLASLt baselines (blas_baselines.hpp).
@@ -23,8 +23,8 @@ using runtime::ElementType;
 ElementType element_type(DType dtype);
 
 // Float64 reference parameters for `problem` reading A, B and, for every operand step i,
-// operands[i] (D's layout for M×N operands; a bias is indexed by n; a rope step's cos table)
-// and operands2[i] (a rope step's sin table).
+// operands[i] (D's layout for M×N operands; a bias is indexed by n; a TABLES step's first
+// table) and operands2[i] (a TABLES step's second table).
 ReferenceParams reference_params(const GemmProblem& problem, const void* a, const void* b,
                                  const std::array<const void*, FACT_GEMM_MAX_STEPS>& operands,
                                  double* out,

@@ -12,6 +12,8 @@
 #include "patterns/gemm/epilogue/op_formulas.h"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/runtime/reference_gemm.hpp"
+#include "patterns/gemm/runtime/reference_loads.cuh"
+#include "patterns/gemm/runtime/store_reference.hpp"
 
 namespace fact::gemm {
 
@@ -29,32 +31,14 @@ constexpr int kThreadsPerSide = 16;
 constexpr int kThreads = kThreadsPerSide * kThreadsPerSide;
 constexpr int kPerThread = kTile / kThreadsPerSide;  // 4 rows × 4 columns per thread
 
-__device__ inline double load_element(const void* data, ElementType type, int64_t i) {
-  switch (type) {
-    case ElementType::F32: return static_cast<double>(static_cast<const float*>(data)[i]);
-    case ElementType::BF16:
-      return static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]));
-    case ElementType::F16:
-      return static_cast<double>(__half2float(static_cast<const __half*>(data)[i]));
-  }
-  return 0.0;
-}
-
-__device__ inline double load_matrix(const MatrixView& v, int64_t o, int64_t l, int64_t r,
-                                     int64_t c) {
-  return load_element(v.data, v.type,
-                      o * v.outer_stride + l * v.batch_stride + r * v.row_stride + c * v.col_stride);
-}
-
-// The steps before a glu / rope (those two pair columns: gate_reference_kernel and
-// rope_reference_kernel apply them after this kernel). Every step reads its operand through a
-// view whose strides make it a column vector, a row vector or a matrix (gemm_verify_case.cpp).
+// The steps of p (a last step that stores D is not among them: launch_reference_gemm hands
+// this kernel's output to that step's store). Every step reads its operand through a view whose
+// strides make it a column vector, a row vector or a matrix (gemm_verify_case.cpp).
 __device__ double apply_epilogue(const ReferenceParams& p, double acc, int64_t o, int64_t l,
                                  int64_t i, int64_t j) {
   double x = p.alpha * acc;
   for (int s = 0; s < p.step_count; ++s) {
     const RefEpilogueStep& step = p.steps[s];
-    if (step.kind == FACT_STEP_GLU || step.kind == FACT_STEP_ROPE) continue;
     const double operand = step.operand.data ? load_matrix(step.operand, o, l, i, j) : 0.0;
     bool known = true;
     x = ops::apply_step<double>(step.kind, x, operand,
@@ -110,43 +94,6 @@ __global__ void __launch_bounds__(kThreads) reference_gemm_kernel(const Referenc
         p.out[(ol * p.m + i) * p.n + j] = apply_epilogue(p, acc[r][c], o, l, i, j);
       }
     }
-  }
-}
-
-// out[(ol·m + i)·(n/2) + j] = act(pre[(ol·m + i)·n + 2j]) · pre[(ol·m + i)·n + 2j + 1]: the Glu
-// step over the columns before it (`pre`, dense m × n per batch).
-__global__ void gate_reference_kernel(const double* pre, double* out, int64_t rows, int64_t n,
-                                      int32_t act, double p0, double p1) {
-  const int64_t half = n / 2;
-  const int64_t total = rows * half;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = idx / half, j = idx % half;
-    const double gate = pre[row * n + 2 * j];
-    const double up = pre[row * n + 2 * j + 1];
-    out[idx] = ops::activate<double>(act, gate, p0, p1) * up;
-  }
-}
-
-// out[i·n + j] for every row i < rows and original column j: the Rope step over the columns
-// before it (`pre`, dense rows × n; pairs (2p, 2p+1) of each head), reference_gemm.hpp.
-__global__ void rope_reference_kernel(const double* pre, double* out, int64_t rows, int64_t n,
-                                      const RefEpilogueStep rope) {
-  const int64_t total = rows * n;
-  const int64_t half = rope.group / 2;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = idx / n, j = idx % n;
-    const int64_t c = j % rope.group;  // the original column in its head
-    const int64_t head = j - c;
-    const int64_t pair = rope.interleaved ? c / 2 : c % half;
-    const bool second = rope.interleaved ? (c % 2 == 1) : (c >= half);
-    const double xa = pre[i * n + head + 2 * pair];
-    const double xb = pre[i * n + head + 2 * pair + 1];
-    const int64_t sequence = i / rope.period, position = i % rope.period;
-    const double cos_c = load_matrix(rope.operand, 0, sequence, position, c);
-    const double sin_c = load_matrix(rope.operand2, 0, sequence, position, c);
-    out[idx] = second ? xb * cos_c + xa * sin_c : xa * cos_c - xb * sin_c;
   }
 }
 
@@ -259,26 +206,26 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
     throw CudaError("reference GEMM: problem too large for one launch grid");
   }
   for (int s = 0; s + 1 < params.step_count; ++s) {
-    if (params.steps[s].kind == FACT_STEP_GLU || params.steps[s].kind == FACT_STEP_ROPE) {
-      throw CudaError("reference GEMM: a glu or rope step must be the epilogue's last");
+    if (fact_gemm_step_stores_d(params.steps[s].kind)) {
+      throw CudaError("reference GEMM: a step that stores D must be the epilogue's last");
     }
   }
-  const bool gated = params.step_count > 0 && params.steps[params.step_count - 1].kind == FACT_STEP_GLU;
-  const bool roped = params.step_count > 0 && params.steps[params.step_count - 1].kind == FACT_STEP_ROPE;
-  if (roped) {
-    const RefEpilogueStep& rope = params.steps[params.step_count - 1];
-    if (params.batch * params.outer_batch != 1 || rope.group <= 0 || rope.group % 2 != 0 ||
-        params.n % rope.group != 0 || rope.period <= 0 || params.m % rope.period != 0) {
-      throw CudaError("reference GEMM: a rope step needs one batch, whole heads and whole sequences");
+  const StoreReference* store = nullptr;
+  if (params.step_count > 0 && fact_gemm_step_stores_d(params.steps[params.step_count - 1].kind)) {
+    store = find_store_reference(params.steps[params.step_count - 1].kind);
+    if (store == nullptr) {
+      throw CudaError("reference GEMM: no reference store is registered for step kind " +
+                      std::to_string(params.steps[params.step_count - 1].kind));
     }
+    if (params.n % 2 != 0) throw CudaError("reference GEMM: a step that stores D pairs columns, n is odd");
+    store->check(params);
   }
-  if (!gated && !roped) {
+  if (store == nullptr) {
     reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(params);
     check_cuda(cudaGetLastError(), "reference_gemm_kernel launch", __FILE__, __LINE__);
     return;
   }
-  if (gated && params.n % 2 != 0) throw CudaError("reference GEMM: a glu step pairs columns, n is odd");
-  // The steps before the gate into a dense m × n staging buffer, then the gate into `out`.
+  // The steps before the last into a dense m × n staging buffer, then its store into `out`.
   const int64_t rows = params.m * params.batch * params.outer_batch;
   double* pre = nullptr;
   check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&pre), size_t(rows * params.n) * sizeof(double), stream),
@@ -288,21 +235,9 @@ void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream) {
   before_gate.out = pre;
   reference_gemm_kernel<<<grid, kThreads, 0, stream>>>(before_gate);
   cudaError_t launched = cudaGetLastError();
-  if (launched == cudaSuccess && roped) {
-    const int64_t blocks = std::clamp<int64_t>((rows * params.n + 255) / 256, 1, 65535);
-    rope_reference_kernel<<<unsigned(blocks), 256, 0, stream>>>(pre, params.out, rows, params.n,
-                                                                params.steps[params.step_count - 1]);
-    launched = cudaGetLastError();
-  } else if (launched == cudaSuccess) {
-    const RefEpilogueStep& glu = params.steps[params.step_count - 1];
-    const int64_t blocks = std::clamp<int64_t>((rows * (params.n / 2) + 255) / 256, 1, 65535);
-    gate_reference_kernel<<<unsigned(blocks), 256, 0, stream>>>(pre, params.out, rows, params.n,
-                                                                glu.activation, glu.p0, glu.p1);
-    launched = cudaGetLastError();
-  }
+  if (launched == cudaSuccess) launched = store->launch(pre, params.out, rows, params, stream);
   cudaFreeAsync(pre, stream);
-  check_cuda(launched, roped ? "reference_gemm_kernel (roped) launch" : "reference_gemm_kernel (gated) launch",
-             __FILE__, __LINE__);
+  check_cuda(launched, "reference_gemm_kernel and its last step's store launch", __FILE__, __LINE__);
 }
 
 void launch_compare(const MatrixView& out, const double* ref, int64_t m, int64_t n, int64_t batch,

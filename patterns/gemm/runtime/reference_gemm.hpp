@@ -27,32 +27,29 @@ struct MatrixView {
 // One epilogue step, as ops.def's float64 formula of its kind computes it (op_formulas.h):
 // Scale x *= value, AddScalar x += value, Bias x += value · operand(l, 0, j),
 // Activation x = act(x; p0, p1), Residual x += value · operand(l, i, j), Multiply
-// x *= operand(l, i, j), RowScale x *= operand(l, i, j) with a view of col_stride 0 (row_stride
-// 1: one scale per row). A bias is a view with row_stride 0 (col_stride 1). Glu (the last step
-// only, n even) pairs columns: out(l, i, j) = act(x(l, i, 2j); p0, p1) · x(l, i, 2j+1) for j < n/2.
-// Rope (the last step only, one batch) rotates pairs (2p, 2p+1) of each head of `group` columns
-// into their original columns a, b (rotate-half a = p, b = p + group/2; interleaved a = 2p,
-// b = 2p+1): out(i, head + a) = x[2p]·cos[a] − x[2p+1]·sin[a], out(i, head + b) =
-// x[2p+1]·cos[b] + x[2p]·sin[b], the tables read at (sequence i / period, position i % period):
-// operand (cos) and operand2 (sin) with batch_stride between sequences, row_stride between
-// positions.
+// x *= operand(l, i, j), and a step over a length-M vector x op= operand(l, i, j) with a view of
+// col_stride 0 (row_stride 1: one entry per row). A bias is a view with row_stride 0
+// (col_stride 1). A step that stores D itself (ops.def's STORES_D; the last step only, n even)
+// is computed by the reference store its pattern registers (store_reference.hpp) from the values
+// before it; a TABLES step reads its tables at (sequence i / period, position i % period):
+// operand and operand2 with batch_stride between sequences, row_stride between positions.
 struct RefEpilogueStep {
   int32_t kind = 1;        // FactGemmStepKind (patterns/gemm/epilogue/ops.def)
   int32_t activation = 0;  // FactActivation
   double value = 1.0;
   double p0 = 0.0, p1 = 0.0;
-  MatrixView operand;  // Bias, Residual, Multiply, RowScale; Rope: cos
-  MatrixView operand2;  // Rope: sin
-  int64_t period = 0, group = 0;  // Rope
-  bool interleaved = false;       // Rope
+  MatrixView operand;   // a step's operand (TABLES: the first table)
+  MatrixView operand2;  // TABLES: the second table
+  int64_t period = 0, group = 0;  // TABLES
+  bool interleaved = false;       // TABLES
 };
 
 inline constexpr int kMaxReferenceSteps = 8;
 
 // out[((o·batch + l)·m + i)·n + j] = epilogue(alpha · Σ_k A[o,l,i,k]·B[o,l,k,j]) in float64,
 // every operand read from its stored (low-precision) value, the steps applied in order. With a
-// Glu last step `out` is dense with n/2 columns (out[((o·batch + l)·m + i)·(n/2) + j]); the
-// launch then stages the n columns before the gate in a temporary buffer of its own.
+// last step that stores D `out` is dense with D's columns (n/2 when it pairs product columns
+// into one); the launch then stages the n columns before it in a temporary buffer of its own.
 struct ReferenceParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t outer_batch = 1;  // the second batch mode
@@ -62,8 +59,8 @@ struct ReferenceParams {
   RefEpilogueStep steps[kMaxReferenceSteps];
   double* out = nullptr;
 };
-// Throws CudaError for a malformed Glu (not last, odd n) or Rope (not last, batched, heads or
-// sequences that do not divide n or m) or a launch failure.
+// Throws CudaError for a step that stores D and is not last, over an odd n, without a
+// registered store or refused by its store's check, or for a launch failure.
 void launch_reference_gemm(const ReferenceParams& params, cudaStream_t stream);
 
 // Compares the outer_batch × batch × m × n matrix `out` with the dense reference `ref`

@@ -1,5 +1,5 @@
-// The GPU GEMM kernel tests' fixture (test_runtime_gpu_epilogue_kernels.cpp and the rope and
-// rmsnorm patterns' test_runtime_gpu_*.cpp): a rendered CUTLASS kernel compiled at test time and
+// The GPU GEMM kernel tests' fixture (test_runtime_gpu_epilogue_kernels.cpp and the
+// test_runtime_gpu_*.cpp of patterns that produce gemm problems): a rendered CUTLASS kernel compiled at test time and
 // run through the GEMM kind's runtime (run_kernel: the verification sequence against the float64
 // reference with the output poisoned first, every element compared, guard bands around D, the
 // inputs unchanged, a second stream, fresh inputs; timing off).

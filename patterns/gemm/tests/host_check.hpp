@@ -1,4 +1,4 @@
-// Host checks of a rendered GEMM kernel's types (the compile tests of the glu and rope stores):
+// Host checks of a rendered GEMM kernel's types (the compile tests of the steps that store D):
 // the kernel's source up to its entry point (types only: nothing is instantiated for the device)
 // followed by `check_main`, a host main() that walks the kernel's partitions through
 // KERNEL_NAMESPACE::Kernel, compiled with nvcc as a standalone program and run.

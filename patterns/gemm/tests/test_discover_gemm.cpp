@@ -184,7 +184,7 @@ TEST(GemmRule, Float32GoesThroughThePrecisionMode) {
 }
 
 TEST(GemmRule, OuterProductsDeclineAsSuch) {
-  // RoPE's frequencies: inv_freq [1, 8, 1] @ positions [1, 1, 32], float32 inside a bf16 model.
+  // Rotary frequencies: inv_freq [1, 8, 1] @ positions [1, 1, 32], float32 inside a bf16 model.
   for (const core::PrecisionMode precision : {core::PrecisionMode::Strict, core::PrecisionMode::Native}) {
     GraphBuilder b(DType::Float32);
     auto f = b.input("f", {1, 8, 1});

@@ -5,26 +5,31 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "fact/gemm_epilogue_step_files.hpp"
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/abi_names.hpp"
 #include "patterns/gemm/kind/pack.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/kind/reference_host.hpp"
+#include "patterns/gemm/kind/step_hooks.hpp"
 
 namespace fact::gemm {
 namespace {
 
 using Kind = EpilogueStep::Kind;
 
-// The ABI's numbers never change (gemm_abi.h: a binary interface).
+// The ABI's numbers never change (gemm_abi.h: a binary interface). The steps pattern folders
+// register assert theirs in their own tests.
 static_assert(FACT_STEP_SCALE == 1 && FACT_STEP_ADD_SCALAR == 2 && FACT_STEP_BIAS == 3 &&
               FACT_STEP_ACTIVATION == 4 && FACT_STEP_RESIDUAL == 5 && FACT_STEP_MULTIPLY == 6 &&
-              FACT_STEP_GLU == 7 && FACT_STEP_ROPE == 8 && FACT_STEP_ROW_SCALE == 9);
+              FACT_STEP_GELU_TANH_GRAD == 10);
 static_assert(FACT_ACT_IDENTITY == 0 && FACT_ACT_RELU == 1 && FACT_ACT_GELU_ERF == 2 &&
               FACT_ACT_GELU_TANH == 3 && FACT_ACT_SILU == 4 && FACT_ACT_SIGMOID == 5 &&
               FACT_ACT_LEAKY_RELU == 6 && FACT_ACT_HARDTANH == 7 && FACT_ACT_TANH == 8);
@@ -46,8 +51,8 @@ GemmProblem problem_with(std::vector<EpilogueStep> steps) {
     if (shape == OperandShape::TABLES) {
       step.operand2 = "s" + std::to_string(i);
       step.operand_ld = 2;
-      step.rope_group = 2;
-      step.rope_period = p.m;
+      step.group = 2;
+      step.period = p.m;
     }
   }
   p.epilogue = std::move(steps);
@@ -181,7 +186,7 @@ TEST(EpilogueOpTable, CliTokensFollowTheTable) {
 // (i, j) as its OPERAND column says: D = step(A·B) against the formula by hand.
 TEST(EpilogueOpTable, HostReferenceAppliesEveryStepsFormula) {
   for (const StepOp& op : kStepOps) {
-    if (op.stores_d) continue;  // glu / rope: their stores have tests of their own
+    if (op.stores_d) continue;  // their stores have tests of their own (their patterns' folders)
     SCOPED_TRACE(std::string(op.name));
     // A leading scale folds into alpha: an add of 0 goes first, the step is steps[1].
     EpilogueStep add_zero;
@@ -213,6 +218,63 @@ TEST(EpilogueOpTable, HostReferenceAppliesEveryStepsFormula) {
         EXPECT_NEAR(d[i * n + j], float(op.reference(x, e, constants)), 1e-6) << i << "," << j;
       }
     }
+  }
+}
+
+// The FACT_GEMM_STEP rows of a table file (relative to the source root): {name, abi id, token}.
+struct Row {
+  std::string name;
+  int abi_id;
+  std::string token;
+};
+std::vector<Row> rows_of(std::string_view file) {
+  const std::regex row(R"re(^FACT_GEMM_STEP\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\d+)\s*,\s*"(\w+)"\s*,\s*"(\w+)")re");
+  std::ifstream in(std::string(FACT_SOURCE_DIR) + "/" + std::string(file));
+  EXPECT_TRUE(in) << "cannot read " << file;
+  std::vector<Row> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) rows.push_back({m[4].str(), std::stoi(m[3].str()), m[5].str()});
+  }
+  return rows;
+}
+
+// The one table is ops.def's own rows, then the rows pattern folders register
+// (patterns/<name>/epilogue_steps.def, which the build lists in fact/gemm_epilogue_steps.def),
+// in that order: every row of every file, read from its text, is in the table at its place with
+// its ABI id and kernel token.
+TEST(EpilogueOpTable, TheTableIsOpsDefThenEveryFragment) {
+  std::vector<Row> expected = rows_of("patterns/gemm/epilogue/ops.def");
+  ASSERT_FALSE(expected.empty());
+  size_t fragments = 0;
+  for (std::string_view file : build_info::kGemmEpilogueStepFiles) {
+    if (!file.ends_with("/epilogue_steps.def")) continue;
+    ++fragments;
+    const std::vector<Row> rows = rows_of(file);
+    EXPECT_FALSE(rows.empty()) << file << " has no FACT_GEMM_STEP row";
+    expected.insert(expected.end(), rows.begin(), rows.end());
+  }
+  EXPECT_GT(fragments, 0u);
+  ASSERT_EQ(kStepOps.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(expected[i].name);
+    EXPECT_EQ(kStepOps[i].name, expected[i].name);
+    EXPECT_EQ(kStepOps[i].abi_id, expected[i].abi_id);
+    EXPECT_EQ(kStepOps[i].kernel_token, expected[i].token);
+  }
+}
+
+// A step that stores D has its store registered by its pattern (step_hooks.hpp), or the host
+// reference refuses every call with it.
+TEST(EpilogueOpTable, EveryStepThatStoresDHasItsHostStore) {
+  for (const StepOp& op : kStepOps) {
+    if (!op.stores_d) continue;
+    SCOPED_TRACE(std::string(op.name));
+    const StepKindHooks* hooks = step_kind_hooks(op.kind);
+    ASSERT_NE(hooks, nullptr);
+    EXPECT_NE(hooks->store_row, nullptr);
+    EXPECT_EQ(step_kind_hooks_by_abi_id(op.abi_id), hooks);
   }
 }
 

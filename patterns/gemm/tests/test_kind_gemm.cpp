@@ -91,7 +91,7 @@ std::vector<double> direct(const LinearCase& c) {
           case EpilogueStep::Kind::Activation: v = activate(s.activation, v, s.p0, s.p1); break;
           case EpilogueStep::Kind::Residual: v += s.value * other[i * c.n + j]; break;
           case EpilogueStep::Kind::Multiply: v *= other[i * c.n + j]; break;
-          case EpilogueStep::Kind::Glu: ADD_FAILURE() << "direct() has no gated steps"; break;
+          default: ADD_FAILURE() << "direct() computes the GEMM's own elementwise steps only"; break;
         }
       }
       out[i * c.n + j] = v;
@@ -215,68 +215,6 @@ TEST(GemmKind, ReferenceRefusesAMalformedStruct) {
   wrong.num_steps = 1;
   wrong.steps[0].kind = FACT_STEP_BIAS;  // no operand
   EXPECT_EQ(reference_call(&wrong.header), FACT_ERR_INVALID_ARGS);
-}
-
-// A gated linear unit (one GEMM): bias, then glu(act) over interleaved gate / up columns. The
-// image of the problem run through the host reference writes D [m, n/2] with
-// D[i, j] = act(x·w[2j] + b[2j]) · (x·w[2j+1] + b[2j+1]), for SwiGLU and GeGLU; the pack refuses
-// a D of N columns and a glu step that is not the last.
-TEST(GemmKind, GluStepPairsInterleavedColumnsIntoAHalfWidthOutput) {
-  for (Activation gate : {Activation::SiLU, Activation::GeluTanh}) {
-    LinearCase c = make_case({}, 11);
-    c.n = 6;
-    c.w.resize(c.n * c.k);
-    c.bias.resize(c.n);
-    for (size_t i = 0; i < c.w.size(); ++i) c.w[i] = 0.25f * float(int(i % 7) - 3);
-    for (int64_t j = 0; j < c.n; ++j) c.bias[j] = 0.5f - 0.125f * float(j);
-    graph::GraphBuilder b(DType::Float32);
-    auto x = b.input("x", {c.m, c.k});
-    auto w = b.parameter("w", {c.n, c.k});
-    auto y = b.op("aten.linear.default", {graph::T(x), graph::T(w)}, {c.m, c.n / 2});
-    c.graph = b.finish({y});
-    GemmProblem& p = c.problem;
-    p.n = c.n;
-    p.d = {y, DType::Float32, Layout::RowMajor, c.n / 2, 0, 0};
-    EpilogueStep glu;
-    glu.kind = EpilogueStep::Kind::Glu;
-    glu.activation = gate;
-    p.epilogue = {tensor_step(EpilogueStep::Kind::Bias, "b", c.n), glu};
-    ASSERT_TRUE(p.gated());
-    ASSERT_EQ(p.d_cols(), 3);
-
-    const ArgImage image = pack_gemm(p, c.graph);
-    std::vector<const void*> operands;
-    for (const auto& o : image.operands) {
-      operands.push_back(o.value == "x" ? static_cast<const void*>(c.x.data())
-                         : o.value == "w" ? static_cast<const void*>(c.w.data())
-                                          : static_cast<const void*>(c.bias.data()));
-    }
-    std::vector<float> d(c.m * c.n / 2 + 1, std::numeric_limits<float>::quiet_NaN());
-    std::vector<uint8_t> bytes = bind_addresses(image, operands, {d.data()},
-                                                std::vector<int>(operands.size(), 4), {4});
-    ASSERT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(bytes.data())), FACT_OK);
-    for (int64_t i = 0; i < c.m; ++i) {
-      for (int64_t j = 0; j < c.n / 2; ++j) {
-        double column[2];
-        for (int half = 0; half < 2; ++half) {
-          const int64_t n = 2 * j + half;
-          double acc = c.bias[n];
-          for (int64_t k = 0; k < c.k; ++k) acc += double(c.x[i * c.k + k]) * c.w[n * c.k + k];
-          column[half] = acc;
-        }
-        const double want = activate(gate, column[0], 0, 0) * column[1];
-        EXPECT_NEAR(d[i * c.n / 2 + j], want, 1e-5 * (1 + std::fabs(want))) << i << "," << j;
-      }
-    }
-    EXPECT_TRUE(std::isnan(d.back())) << "written past D's m x n/2 elements";
-
-    GemmProblem wide = p;
-    wide.d.ld = c.n;  // D of N columns: not what a gated GEMM writes
-    EXPECT_THROW(pack_gemm(wide, c.graph), std::invalid_argument);
-    GemmProblem not_last = p;
-    not_last.epilogue = {glu, glu};  // D's shape fits; the first glu is not the last step
-    EXPECT_THROW(pack_gemm(not_last, c.graph), std::invalid_argument);
-  }
 }
 
 TEST(GemmKind, PackRefusesAnOutputThatIsNotDense) {

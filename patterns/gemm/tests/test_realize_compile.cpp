@@ -19,6 +19,7 @@
 #include "fact/realize/kernel_cache.hpp"
 #include "fact/realize/render.hpp"
 #include "fact/util/atomic_file.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/abi_names.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
@@ -65,7 +66,7 @@ FactGemmArgs args_for(const GemmSpec& spec) {
     const EpilogueOpSpec& op = spec.epilogue[i];
     FactGemmStep& step = args.steps[i];
     step.kind = abi_step_kind(op.kind);
-    if (op.kind == Kind::Activation || op.kind == Kind::Glu) step.activation = abi_activation(op.activation);
+    if (step_op(op.kind).constants == StepConstantsRead::ACTIVATION) step.activation = abi_activation(op.activation);
     if (reads_operand(op.kind)) step.operand_type = abi_dtype(op.operand_dtype);
     if (op.kind == Kind::Residual || op.kind == Kind::Multiply) step.ld = 128;
   }
@@ -264,113 +265,6 @@ TEST_F(GemmCompile, Bf16TwoBatchModesMaskedScores) {
   size_t workspace = 0;
   EXPECT_EQ(entry(&call.header, nullptr, &workspace, nullptr) == FACT_ERR_INVALID_ARGS, false);
   dlclose(handle);
-}
-
-// SwiGLU as one GEMM at the Llama-3-8B MLP's shape: x [8192, 4096] times the gate
-// and up weights interleaved column by column ([4096, 2·14336]), the glu(silu) step writing the
-// half-width D [8192, 14336] through its own TMA store (the collective epilogue has a void D).
-// The spec is the one realization makes from the problem (default configuration); beyond the
-// checks every library gets, a call whose D rows are not 16-byte multiples is refused.
-TEST_F(GemmCompile, Bf16SwiGluLlamaShape) {
-  const GemmProblem problem =
-      make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu");
-  ASSERT_EQ(problem.d_cols(), 14336);
-  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
-  ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-  ASSERT_EQ(s.epilogue.size(), 1u);
-  ASSERT_EQ(s.epilogue.back().kind, Kind::Glu);
-  const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
-  EXPECT_NE(kernel.source.find("using ElementDCollective = void;"), std::string::npos) << kernel.source;
-  EXPECT_NE(kernel.source.find("fact::gemm::epilogue::Glu<cutlass::epilogue::thread::SiLu"),
-            std::string::npos) << kernel.source;
-  const realize::CompileResult r = compile_and_check(s, "swiglu_llama");
-  ASSERT_TRUE(r.ok);
-  void* handle = dlopen(r.output.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(handle, nullptr) << dlerror();
-  auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
-  ASSERT_NE(entry, nullptr);
-  FactGemmArgs call = args_for(s);
-  call.n = 2 * 72;  // D: 72 columns, 144 bytes a row
-  call.ldb = call.n;
-  call.ldd = 72;
-  alignas(16) static unsigned char fake[64];  // aligned addresses, never dereferenced
-  call.a = call.b = call.d = fake;
-  FactGemmArgs odd = call;
-  odd.n = 2 * 68;   // D rows of 136 bytes: TMA cannot store them
-  odd.ldb = odd.n;
-  odd.ldd = 68;
-  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT);
-  odd = call;
-  odd.n = 2 * 72 + 1;  // an odd N pairs no columns
-  odd.ldb = odd.n;
-  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_INVALID_ARGS);
-  odd = call;
-  odd.ldd = 64;  // shorter than D's 72 columns
-  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_INVALID_ARGS);
-  dlclose(handle);
-}
-
-// The premise of the glu store (gemm_glu.cuh): in the register partition the collective hands
-// its visitors (sm90_partition_for_epilogue over make_tiled_copy_S(R2S atom, C atom of the
-// TiledMma)), every even element i of every thread's subtile fragment is a column n (n even) and
-// element i + 1 is column n + 1 of the same row, so each thread holds whole (gate, up) pairs.
-// Checked on the host for every thread of the kernels the SwiGLU default configurations build
-// (ping-pong 128x128, cooperative 128x256 and 256x128): the rendered kernel's types, a main()
-// that walks the partition, compiled with nvcc and run here.
-TEST_F(GemmCompile, GluPartitionHoldsWholeColumnPairsInEveryThread) {
-  const char* kCheck = R"cpp(
-#include <cstdio>
-int main() {
-  using K = KERNEL_NAMESPACE::Kernel;
-  using CE = K::CollectiveEpilogue;
-  using TiledMma = typename K::CollectiveMainloop::TiledMma;
-  auto atom_c = cute::make_tiled_copy_C_atom(typename CE::CopyAtomC{}, TiledMma{});
-  auto r2s = cute::make_tiled_copy_S(cute::Copy_Atom<typename CE::CopyOpR2S, typename K::ElementD>{}, atom_c);  // the collective's SmemElementD
-  auto tile = cute::make_identity_tensor(cute::take<0, 2>(typename K::TileShape{}));
-  long checked = 0, unpaired = 0;
-  for (int t = 0; t < int(cute::size(TiledMma{})); ++t) {
-    auto coords = cutlass::epilogue::fusion::sm90_partition_for_epilogue<true>(
-        tile, typename K::EpilogueTile{}, r2s, t);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
-    for (int em = 0; em < int(cute::size<3>(coords)); ++em) {
-      for (int en = 0; en < int(cute::size<4>(coords)); ++en) {
-        auto sub = coords(cute::_, cute::_, cute::_, em, en);
-        for (int i = 0; i + 1 < int(cute::size(sub)); i += 2) {
-          auto gate = sub(i), up = sub(i + 1);
-          ++checked;
-          if (int(cute::get<0>(gate)) != int(cute::get<0>(up)) || int(cute::get<1>(gate)) % 2 != 0 ||
-              int(cute::get<1>(up)) != int(cute::get<1>(gate)) + 1) ++unpaired;
-        }
-      }
-    }
-  }
-  std::printf("checked %ld pairs, %ld unpaired\n", checked, unpaired);
-  return checked > 0 && unpaired == 0 ? 0 : 1;
-}
-)cpp";
-  struct Config { int m, n; MainloopSchedule schedule; };
-  for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
-                         Config{256, 128, MainloopSchedule::Cooperative}}) {
-    GemmSpec s = spec_from_problem(make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu"), core::PrecisionMode::Native);
-    s.tile = {c.m, c.n, 64};
-    s.mainloop = c.schedule;
-    ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-    const std::string name = "glu_pairs_" + std::to_string(c.m) + "x" + std::to_string(c.n);
-    const test::HostCheckResult r = test::run_host_check(s, kCheck, scratch(name), options_);
-    ASSERT_TRUE(r.built) << r.printed;
-    EXPECT_EQ(r.status, 0) << name << ": " << r.printed;
-    std::cout << "[ pairs ] " << s.name() << ": " << r.printed;
-  }
-}
-
-// The kernel a fused gate/up projection with a bias makes (GeGLU as diffusers writes it): a bias
-// over the 2I interleaved columns, then glu(gelu_erf).
-TEST_F(GemmCompile, Bf16BiasGeGlu) {
-  const GemmProblem problem =
-      make_gemm_problem({8192, 2 * 5120, 2048}, DType::BFloat16, "bias,glu_gelu_erf");
-  const GemmSpec s = spec_from_problem(problem, core::PrecisionMode::Native);
-  ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-  ASSERT_EQ(s.epilogue.size(), 2u);
-  EXPECT_TRUE(compile_and_check(s, "bias_geglu").ok);
 }
 
 TEST_F(GemmCompile, Tf32BatchedGemm) {

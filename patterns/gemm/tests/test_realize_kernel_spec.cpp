@@ -78,7 +78,7 @@ TEST(GemmSpecName, DiffersWhenAnyFieldDiffers) {
     change(s);
     variants.push_back(s);
   };
-  vary([](GemmSpec& s) { s.pattern = "mlp"; });
+  vary([](GemmSpec& s) { s.pattern = "another_pattern"; });
   vary([](GemmSpec& s) { s.a_dtype = s.b_dtype = DType::Float16; });
   vary([](GemmSpec& s) { s.d_dtype = DType::Float32; });
   vary([](GemmSpec& s) { s.accumulate = DType::Float16; });
@@ -112,7 +112,7 @@ TEST(GemmSpecName, DiffersWhenAnyFieldDiffers) {
 
 TEST(GemmSpecJson, RoundTripsEveryField) {
   GemmSpec s = bias_gelu_spec();
-  s.pattern = "swiglu";
+  s.pattern = "another_pattern";
   s.a_dtype = s.b_dtype = DType::Float16;
   s.d_dtype = DType::Float32;
   s.a_layout = Layout::ColumnMajor;

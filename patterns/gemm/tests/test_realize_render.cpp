@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fact/gemm_epilogue_step_files.hpp"
 #include "fact/realize/realizer.hpp"
 #include "fact/realize/render.hpp"
 #include "patterns/gemm/realize/render.hpp"
@@ -110,6 +111,30 @@ TEST(Render, KeyIgnoresWhereTheSameSourcesLive) {
   EXPECT_EQ(render_kernel(bf16_spec(), moved).key, render_kernel(bf16_spec(), options).key);
 }
 
+// The generated headers live elsewhere too: the key names their folder by role, not by path.
+TEST(Render, KeyIgnoresWhereTheGeneratedHeadersLive) {
+  CompileOptions options = default_compile_options();
+  CompileOptions moved = options;
+  moved.generated_include = options.generated_include / ".";
+  EXPECT_EQ(render_kernel(bf16_spec(), moved).key, render_kernel(bf16_spec(), options).key);
+}
+
+// A kernel's key hashes the files of the steps pattern folders register (their fragments and the
+// headers those include), as it hashes the GEMM's own headers: every one is in both header lists.
+TEST(Render, HeadersListEveryFileOfThePatternsSteps) {
+  const std::vector<std::string>& all = gemm_template_headers();
+  const std::vector<std::string>& epilogue = gemm_epilogue_headers();
+  ASSERT_FALSE(build_info::kGemmEpilogueStepFiles.empty());
+  for (std::string_view file : build_info::kGemmEpilogueStepFiles) {
+    EXPECT_NE(std::find(all.begin(), all.end(), file), all.end()) << file;
+    EXPECT_NE(std::find(epilogue.begin(), epilogue.end(), file), epilogue.end()) << file;
+  }
+  for (const char* own : {"patterns/gemm/epilogue/ops.def", "patterns/gemm/epilogue/op_formulas.h",
+                          "patterns/gemm/gemm_epilogue.cuh", "patterns/gemm/gemm_store_stages.cuh"}) {
+    EXPECT_NE(std::find(epilogue.begin(), epilogue.end(), own), epilogue.end()) << own;
+  }
+}
+
 TEST(Render, SourceHoldsTheTypeChoices) {
   const RenderedKernel k = render_kernel(bias_gelu_spec());
   for (const char* expected :
@@ -150,9 +175,9 @@ TEST(Render, ResidualAndMultiplyReadC) {
   EXPECT_NE(r.source.find("using ElementC = cutlass::bfloat16_t;"), std::string::npos);
   EXPECT_NE(r.source.find("fact::gemm::epilogue::Residual<cutlass::bfloat16_t"), std::string::npos);
 
-  GemmSpec swiglu = bf16_spec();
-  swiglu.epilogue = {{Kind::Multiply, Activation::Identity, DType::BFloat16}};
-  const RenderedKernel m = render_kernel(swiglu);
+  GemmSpec product = bf16_spec();
+  product.epilogue = {{Kind::Multiply, Activation::Identity, DType::BFloat16}};
+  const RenderedKernel m = render_kernel(product);
   EXPECT_NE(m.source.find("fact::gemm::epilogue::Multiply<cutlass::bfloat16_t"),
             std::string::npos);
   EXPECT_NE(r.key, m.key);

@@ -81,33 +81,6 @@ TEST(GemmSpace, ExhaustiveRecordsWhyEachConfigurationWasPruned) {
   }
 }
 
-// A glu class (SwiGLU at the Llama-3-8B MLP size): every candidate is one the glu
-// kernel can be built as (no stream-K or split-K: its fix-up would need the void D), and the
-// space still has candidates to tune over, ping-pong and cooperative.
-TEST(GemmSpace, AGluClassKeepsOnlyPersistentCandidates) {
-  GemmSpec glu = bf16_class();
-  glu.epilogue = {{EpilogueStep::Kind::Glu, Activation::SiLU, DType::Unknown}};
-  SpaceOptions options;
-  options.m = 8192;
-  options.n = 2 * 14336;
-  options.k = 4096;
-  const GemmSpace space = gemm_space(glu, options);
-  ASSERT_GE(space.candidates.size(), 4u);
-  std::set<MainloopSchedule> schedules;
-  for (const auto& s : space.candidates) {
-    EXPECT_EQ(gemm_spec_error(s), std::nullopt) << s.name();
-    EXPECT_NE(s.scheduler, TileScheduler::StreamK) << s.name();
-    EXPECT_LE(s.split_k, 1) << s.name();
-    schedules.insert(s.mainloop);
-  }
-  EXPECT_GE(schedules.size(), 2u);
-  // Deep K over few output tiles would pick split-K for a plain GEMM; a glu class does not.
-  SpaceOptions deep = options;
-  deep.m = deep.n = 256;
-  deep.k = 524288;
-  for (const auto& s : gemm_space(glu, deep).candidates) EXPECT_NE(s.scheduler, TileScheduler::StreamK) << s.name();
-}
-
 TEST(GemmSpace, CapKeepsTheFirstCandidates) {
   SpaceOptions options;
   options.max_candidates = 5;

@@ -143,24 +143,6 @@ TEST(GemmCase, ConstantsComeFromTheProblemStepByStep) {
   EXPECT_EQ(d.problem.epilogue[2].value, 1.0);
 }
 
-// A glu kernel's case: D is the dense M × N/2 output, the step keeps its gate
-// activation, and an odd N is refused (no column pairs).
-TEST(GemmCase, AGluCaseSizesDAsHalfTheColumns) {
-  const GemmSpec spec = bf16_spec({op(Kind::Glu, Activation::SiLU)});
-  const GemmCase c = make_gemm_case(spec, make_gemm_problem({64, 96, 32, 1}, DType::BFloat16, "glu_silu"),
-                                    PrecisionMode::Native);
-  EXPECT_EQ(c.problem.n, 96);
-  EXPECT_EQ(c.problem.d_cols(), 48);
-  EXPECT_EQ(c.problem.d.ld, 48);
-  EXPECT_EQ(c.problem.d.layout, Layout::RowMajor);
-  ASSERT_EQ(c.problem.epilogue.size(), 1u);
-  EXPECT_EQ(c.problem.epilogue[0].kind, Kind::Glu);
-  EXPECT_EQ(c.problem.epilogue[0].activation, Activation::SiLU);
-  const GemmCase from_plain = make_gemm_case(spec, sizes(64, 96, 32), PrecisionMode::Native);
-  EXPECT_EQ(from_plain.problem.d.ld, 48);  // the spec decides D's width, not the problem's steps
-  EXPECT_THROW(make_gemm_case(spec, sizes(64, 95, 32), PrecisionMode::Native), std::invalid_argument);
-}
-
 TEST(GemmCase, RejectsWhatTheKernelCannotRun) {
   EXPECT_THROW(make_gemm_case(bf16_spec(), sizes(8, 8, 8, 2), PrecisionMode::Native),
                std::invalid_argument);  // not batched

@@ -10,8 +10,7 @@
 //   (f) two batch modes: a batched bf16 kernel run on outer batches × batches, with
 //       a residual and a bias scaled by its step's value (the `scalars` check changes it); and
 //       the strict Hopper kernel with two batch modes
-//   (g) gated linear units as one GEMM (glu step, D of N/2 columns written by the
-//       glu store): SwiGLU at the Llama-3-8B MLP's full size, GeGLU at a ragged small size
+// (The kernels of steps pattern folders register are tested in those folders' tests/.)
 // GPU tests: they skip (before compiling anything) without a CUDA device, and need a Hopper GPU
 // (sm_90a) to run the kernels; each compiles one kernel (30-60 s of nvcc).
 #include <gtest/gtest.h>
@@ -249,27 +248,6 @@ TEST_F(GpuEpilogueKernels, StrictTwoBatchModes) {
   s.batched = true;
   const RunReport r = run(s, p, PrecisionMode::Strict, "strict_two_modes");
   if (r.accuracy) EXPECT_TRUE(r.accuracy->within_limit);
-}
-
-// SwiGLU as one GEMM at the Llama-3-8B MLP's size: x [8192, 4096] times gate and up weights
-// interleaved column by column [4096, 2·14336], D = silu(gate) · up [8192, 14336] bf16, the
-// default configuration realization picks. Verified by run_kernel's checks against the float64
-// reference (fresh random inputs, D poisoned first, every element of D compared).
-TEST_F(GpuEpilogueKernels, SwiGluLlamaMlpBf16) {
-  const GemmProblem p = make_gemm_problem({8192, 2 * 14336, 4096, 1}, DType::BFloat16, "glu_silu", "tn");
-  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
-  const RunReport r = run(s, p, PrecisionMode::Native, "swiglu_llama");
-  EXPECT_TRUE(r.rel_err.has_value());
-}
-
-// GeGLU as a fused projection with a bias makes it (bias, then glu(gelu_erf); the bias
-// interleaved like the weight) over a ragged M (not a tile multiple) and N/2 = 520 columns (not
-// a tile multiple either): the glu store clips at M and N/2, and nothing is written past D.
-TEST_F(GpuEpilogueKernels, BiasGeGluRaggedBf16) {
-  const GemmProblem p = make_gemm_problem({1000, 2 * 520, 512, 1}, DType::BFloat16, "bias,glu_gelu_erf", "tn");
-  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
-  const RunReport r = run(s, p, PrecisionMode::Native, "bias_geglu_ragged");
-  EXPECT_TRUE(r.rel_err.has_value());
 }
 
 }  // namespace

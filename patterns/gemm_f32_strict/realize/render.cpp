@@ -35,15 +35,13 @@ std::optional<std::string> epilogue_unsupported_reason(const GemmSpec& spec) {
   for (const auto& op : spec.epilogue) {
     if (op.kind == Kind::Activation && op.activation == Activation::Identity)
       return "an identity activation step";
-    if (op.kind == Kind::Glu)
-      return "a glu step (the gated store writes bf16/f16 through the sm90 GEMM template's "
-             "epilogue; strict kernels have none)";
-    if (op.kind == Kind::Rope)
-      return "a rope step (the rope store writes bf16/f16 through the sm90 GEMM template's "
-             "epilogue; strict kernels have none)";
-    if (op.kind == Kind::RowScale)
-      return "a row_scale step (the RMSNorm fusion is realized for bf16/f16 GEMMs; the strict "
-             "kernels' row-scale path is neither built nor verified)";
+    const StepOp& descriptor = step_op(op.kind);
+    if (descriptor.stores_d)
+      return "a " + std::string(descriptor.name) + " step (its store writes bf16/f16 through "
+             "the sm90 GEMM template's epilogue; strict kernels have none)";
+    if (descriptor.operand == OperandShape::ROW_VECTOR)
+      return "a " + std::string(descriptor.name) + " step (a per-row vector: realized for "
+             "bf16/f16 GEMMs; the strict kernels' row-vector path is neither built nor verified)";
     if (reads_operand(op.kind) && op.operand_dtype != DType::Float32 &&
         op.operand_dtype != DType::Unknown)
       return "strict epilogue operands (bias, M×N tensors) must be float32";
@@ -244,11 +242,10 @@ KernelTemplate render_f32_strict_template(const GemmSpec& spec) {
       << "// Kernel: " << spec.name() << "\n"
       << "// Key:    " << kKeyPlaceholder << "\n";
   std::vector<std::string> headers = {"patterns/gemm_f32_strict/standalone_check.cuh",
-                                      "patterns/gemm_f32_strict/strict_epilogue.cuh",
-                                      "patterns/gemm/gemm_epilogue.cuh",
-                                      "patterns/gemm/epilogue/ops.def",
-                                      "patterns/gemm/epilogue/op_formulas.h",
-                                      "include/fact/runtime/fact_abi.h"};
+                                      "patterns/gemm_f32_strict/strict_epilogue.cuh"};
+  const auto& epilogue = gemm_epilogue_headers();
+  headers.insert(headers.end(), epilogue.begin(), epilogue.end());
+  headers.push_back("include/fact/runtime/fact_abi.h");
   if (spec.mainloop == MainloopSchedule::Cooperative) {
     out << sm90_type_block(spec);
     headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm90.cuh");

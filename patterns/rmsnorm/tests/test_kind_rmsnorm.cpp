@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/pack.hpp"
 #include "patterns/gemm/kind/problem.hpp"
@@ -84,6 +85,23 @@ GemmProblem folded_problem(const Tensors& t, int64_t n, std::vector<EpilogueStep
   const int64_t cols = p.gated() ? n / 2 : n;
   p.d = {"y", DType::Float32, Layout::RowMajor, cols, 0, 0};
   return p;
+}
+
+static_assert(FACT_STEP_ROW_SCALE == 9, "the row_scale step's ABI id never changes");
+
+// The row this pattern registers in the GEMM's step table (epilogue_steps.def).
+TEST(RmsNormKind, ItsRowInTheStepTable) {
+  const StepOp* op = find_step_op("row_scale");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->kind, EpilogueStep::Kind::RowScale);
+  EXPECT_EQ(op->abi_id, FACT_STEP_ROW_SCALE);
+  EXPECT_EQ(op->kernel_token, "rowscale");
+  EXPECT_EQ(op->device_link, "fact::gemm::epilogue::RowScale");
+  EXPECT_EQ(op->operand, OperandShape::ROW_VECTOR);
+  EXPECT_EQ(op->constants, StepConstantsRead::NONE);
+  EXPECT_FALSE(op->stores_d);
+  EXPECT_EQ(op->derivative, "row_scale");
+  for (double x : {-2.0, 0.5, 3.0}) EXPECT_EQ(op->reference(x, 0.25, {}), x * 0.25);
 }
 
 TEST(RmsNormKind, RowScaleStepInTheArgumentImageAndJson) {

@@ -127,7 +127,7 @@ TEST_F(RmsNormCompile, Bf16LlamaSwigluGateUpWithRowScale) {
 // Llama's q_proj (32 heads of 128, T = 2048) with the row scale before the rope store.
 TEST_F(RmsNormCompile, Bf16LlamaQProjWithRowScaleAndRope) {
   GemmProblem problem = folded_projection(4096, 4096, "rope");
-  problem.epilogue.back().rope_period = 2048;
+  problem.epilogue.back().period = 2048;
   const auto [library, symbol] = build(problem, "fact::gemm::epilogue::Rope<", "q_proj_rope");
   EXPECT_FALSE(library.empty());
 }

@@ -58,7 +58,7 @@ TEST_F(GpuRmsNormKernels, LlamaSwigluGateUpRowScaleBf16) {
 
 TEST_F(GpuRmsNormKernels, LlamaQProjRowScaleRopeBf16) {
   GemmProblem p = make_gemm_problem({8192, 4096, 4096, 1}, DType::BFloat16, "row_scale,rope", "tn");
-  p.epilogue.back().rope_period = 2048;
+  p.epilogue.back().period = 2048;
   const RunReport r = run(p, "llama_q_rope");
   EXPECT_TRUE(r.rel_err.has_value());
 }

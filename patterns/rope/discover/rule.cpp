@@ -5,7 +5,7 @@
 // GPT-J's rotate_every_two, flatten(stack(-X[..., 1::2], X[..., ::2]), -2), and cos / sin are
 // tables broadcast over the heads and indexed by position ([T, hd], [1, 1, T, hd], [B, 1, T, hd],
 // [1, T, 1, hd], ...). It is realized as the same GEMM with a Rope epilogue step (gemm_abi.h's
-// FACT_STEP_ROPE, gemm_rope.cuh): for rotate-half the weight's rows (and the bias) are permuted
+// FACT_STEP_ROPE, rope_store.cuh): for rotate-half the weight's rows (and the bias) are permuted
 // per head at plan time (a derived operand) so that each rotation pair is adjacent in the
 // accumulator, and the rope store writes every result to its original column, so the output
 // tensor keeps the captured layout. See README.md.
@@ -426,10 +426,10 @@ std::optional<RuleResult> match_rope(const RuleContext& context, const graph::No
   rope.operand2 = sin->value;
   rope.operand_dtype = cos->dtype;
   rope.operand_ld = cos->ld;
-  rope.rope_period = split->positions;
-  rope.rope_period_stride = cos->period_stride;
-  rope.rope_group = hd;
-  rope.rope_interleaved = found->rotation.interleaved;
+  rope.period = split->positions;
+  rope.period_stride = cos->period_stride;
+  rope.group = hd;
+  rope.interleaved = found->rotation.interleaved;
   p.epilogue.push_back(rope);
   p.d.value = output;
   p.d.dtype = out_dtype;

@@ -13,6 +13,7 @@
 #include "fact/graph/graph_builder.hpp"
 #include "fact/problem/arg_image.hpp"
 #include "fact/problem/problem.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/kind/pack.hpp"
 #include "patterns/gemm/kind/problem.hpp"
@@ -21,6 +22,11 @@ namespace fact::gemm {
 namespace {
 
 using graph::DType;
+
+// True when the problem's last epilogue step is the rope step (it writes D in the original columns).
+bool ends_in_rope(const ::fact::gemm::GemmProblem& p) {
+  return !p.epilogue.empty() && p.epilogue.back().kind == ::fact::gemm::EpilogueStep::Kind::Rope;
+}
 
 struct RopeCase {
   int64_t batches = 3, positions = 4, heads = 2, head_dim = 8, k = 5;
@@ -93,21 +99,21 @@ void run_case(const RopeCase& rc) {
   rope.operand2 = "sin";
   rope.operand_dtype = DType::Float32;
   rope.operand_ld = hd;
-  rope.rope_period = t;
-  rope.rope_period_stride = rc.per_sequence ? t * hd : 0;
-  rope.rope_group = hd;
-  rope.rope_interleaved = rc.interleaved;
+  rope.period = t;
+  rope.period_stride = rc.per_sequence ? t * hd : 0;
+  rope.group = hd;
+  rope.interleaved = rc.interleaved;
   p.epilogue.push_back(rope);
-  ASSERT_TRUE(p.roped());
+  ASSERT_TRUE(ends_in_rope(p));
   EXPECT_EQ(p.d_cols(), n);
   EXPECT_EQ(p.fusion_name(), rc.bias ? "gemm_bias_rope" : "gemm_rope");
   // The problem's JSON keeps every rope field.
   const GemmProblem back = gemm_problem_from_json(gemm_problem_to_json(p));
   EXPECT_EQ(back.epilogue.back().operand2, "sin");
-  EXPECT_EQ(back.epilogue.back().rope_period, t);
-  EXPECT_EQ(back.epilogue.back().rope_period_stride, rope.rope_period_stride);
-  EXPECT_EQ(back.epilogue.back().rope_group, hd);
-  EXPECT_EQ(back.epilogue.back().rope_interleaved, rc.interleaved);
+  EXPECT_EQ(back.epilogue.back().period, t);
+  EXPECT_EQ(back.epilogue.back().period_stride, rope.period_stride);
+  EXPECT_EQ(back.epilogue.back().group, hd);
+  EXPECT_EQ(back.epilogue.back().interleaved, rc.interleaved);
 
   const ArgImage image = pack_gemm(p, g);
   const FactGemmArgs args = gemm_args(p);
@@ -115,7 +121,8 @@ void run_case(const RopeCase& rc) {
   EXPECT_EQ(args.steps[args.num_steps - 1].period, t);
   EXPECT_EQ(args.steps[args.num_steps - 1].group, hd);
   EXPECT_EQ(args.steps[args.num_steps - 1].interleaved, rc.interleaved ? 1 : 0);
-  EXPECT_TRUE(fact_gemm_roped(&args));
+  EXPECT_EQ(fact_gemm_last_step_stores_d(&args), 1);  // it writes D, M x N
+  EXPECT_EQ(fact_gemm_d_cols(&args), p.n);
   EXPECT_EQ(image.pointers.size(), 5u + (rc.bias ? 1u : 0u));  // a, b, d, [bias], cos, sin
 
   // The plan's derived operands: rotate-half permutes the weight's (and bias's) rows per head.
@@ -161,6 +168,22 @@ void run_case(const RopeCase& rc) {
   EXPECT_TRUE(std::isnan(d.back())) << "written past D";
 }
 
+static_assert(FACT_STEP_ROPE == 8, "the rope step's ABI id never changes");
+
+// The row this pattern registers in the GEMM's step table (epilogue_steps.def).
+TEST(RopeKind, ItsRowInTheStepTable) {
+  const StepOp* op = find_step_op("rope");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->kind, EpilogueStep::Kind::Rope);
+  EXPECT_EQ(op->abi_id, FACT_STEP_ROPE);
+  EXPECT_EQ(op->kernel_token, "rope");
+  EXPECT_EQ(op->device_link, "fact::gemm::epilogue::Rope");
+  EXPECT_EQ(op->operand, OperandShape::TABLES);
+  EXPECT_EQ(op->constants, StepConstantsRead::NONE);
+  EXPECT_TRUE(op->stores_d);
+  EXPECT_FALSE(op->halves_columns);
+}
+
 TEST(RopeKind, RotateHalfOnPermutedRowsIsTheTextbookRotation) { run_case({}); }
 
 TEST(RopeKind, RotateHalfWithABiasPermutedLikeTheWeight) {
@@ -203,15 +226,15 @@ TEST(RopeKind, PackAndReferenceRefuseMalformedRopes) {
   rope.operand2 = "sin";
   rope.operand_dtype = DType::Float32;
   rope.operand_ld = 8;
-  rope.rope_period = 4;
-  rope.rope_group = 8;
+  rope.period = 4;
+  rope.group = 8;
   p.epilogue = {rope};
   EXPECT_NO_THROW(pack_gemm(p, g));
   GemmProblem odd = p;
-  odd.epilogue[0].rope_group = 6;  // 16 columns are not whole heads of 6
+  odd.epilogue[0].group = 6;  // 16 columns are not whole heads of 6
   EXPECT_THROW(pack_gemm(odd, g), std::invalid_argument);
   GemmProblem ragged = p;
-  ragged.epilogue[0].rope_period = 3;  // 8 rows are not whole sequences of 3
+  ragged.epilogue[0].period = 3;  // 8 rows are not whole sequences of 3
   EXPECT_THROW(pack_gemm(ragged, g), std::invalid_argument);
   GemmProblem not_last = p;
   EpilogueStep scale;

@@ -1,4 +1,4 @@
-// The rope kernel (patterns/gemm's template with the Rope link, gemm_rope.cuh) compiled for
+// The rope kernel (patterns/gemm's template with the Rope link of rope_link.cuh) compiled for
 // sm_90a with nvcc here: the Llama-3-8B q_proj at full size as realization makes it, its C ABI
 // checks, and, run on the host, the rope store's placement for every thread of the kernels the
 // default configurations build. Skipped (with the reason) without nvcc / CUTLASS; no GPU needed.
@@ -46,8 +46,8 @@ GemmProblem q_proj_problem(int64_t m = 8192, int64_t n = 4096, int64_t k = 4096)
   rope.operand2 = "sin";
   rope.operand_dtype = DType::BFloat16;
   rope.operand_ld = 128;
-  rope.rope_period = 2048;
-  rope.rope_group = 128;
+  rope.period = 2048;
+  rope.group = 128;
   p.epilogue = {rope};
   return p;
 }
@@ -114,7 +114,7 @@ TEST_F(RopeCompile, Bf16LlamaQProjWithRope) {
   const FactGemmArgs good = args_for(s);
   EXPECT_NE(query(good), FACT_ERR_INVALID_ARGS);  // FACT_OK, or a launch error without a GPU
   FactGemmArgs bad = good;
-  bad.steps[0].kind = FACT_STEP_GLU;
+  bad.steps[0].kind = FACT_STEP_SCALE;
   EXPECT_EQ(query(bad), FACT_ERR_INVALID_ARGS) << "step kind";
   bad = good;
   bad.steps[0].operand_type = FACT_DTYPE_F16;
@@ -141,7 +141,7 @@ TEST_F(RopeCompile, Bf16LlamaQProjWithRope) {
   dlclose(handle);
 }
 
-// The rope store's placement (gemm_rope.cuh's original_columns, staged_at, half_first_column,
+// The rope store's placement (rope_store.cuh's original_columns, staged_at, half_first_column,
 // the rules its postreduce and tma_store apply) checked for every thread of the ping-pong
 // 128x128 and cooperative 128x256 / 256x128 kernels, both pairings and heads of 64, 128 and 256:
 // walking the register partition the collective hands its visitors, every pair's two results

@@ -1,5 +1,5 @@
 // The rope kernels (a projection GEMM whose Rope step rotates pairs of accumulator columns and
-// writes each result to its original column, gemm_rope.cuh) compiled at test time and run
+// writes each result to its original column, rope_store.cuh) compiled at test time and run
 // through the GEMM kind's runtime (run_kernel: the verification sequence against the float64
 // reference with the output poisoned first, every element compared, guard bands around D, the
 // inputs unchanged, a second stream, fresh inputs).
@@ -42,10 +42,10 @@ GemmProblem rope_problem(int64_t m, int64_t n, int64_t k, int64_t group, int64_t
   rope.operand2 = "sin";
   rope.operand_dtype = DType::BFloat16;
   rope.operand_ld = group;
-  rope.rope_period = period;
-  rope.rope_period_stride = per_sequence ? period * group : 0;
-  rope.rope_group = group;
-  rope.rope_interleaved = interleaved;
+  rope.period = period;
+  rope.period_stride = per_sequence ? period * group : 0;
+  rope.group = group;
+  rope.interleaved = interleaved;
   p.epilogue.push_back(rope);
   return p;
 }

@@ -13,8 +13,8 @@
 // own (m, n) coordinate from the partition the collective uses (sm90_partition_for_epilogue),
 // as CUTLASS's Sm90AuxStore does. The pairing is checked on the host for every thread of the
 // ping-pong 128x128 and cooperative 128x256 / 256x128 kernels
-// (GemmCompile.GluPartitionHoldsWholeColumnPairsInEveryThread, test_realize_compile.cpp) and end
-// to end by the GPU tests (test_runtime_gpu_epilogue_kernels.cpp: SwiGluLlamaMlpBf16,
+// (GluCompile.GluPartitionHoldsWholeColumnPairsInEveryThread, tests/test_realize_glu_compile.cpp) and end
+// to end by the GPU tests (tests/test_runtime_gpu_glu.cpp: SwiGluLlamaMlpBf16,
 // BiasGeGluRaggedBf16), which compare every element of D with the float64 reference.
 //
 // How it stores: the kernel is built with a void D (the collective epilogue writes nothing
@@ -33,15 +33,9 @@
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 #include "cutlass/numeric_conversion.h"
 
-namespace fact::gemm::epilogue::detail {
+#include "patterns/gemm/gemm_store_stages.cuh"
 
-// The collective's StagesD for a CTA tile and epilogue subtile (sm90_get_tma_dispatch_policy).
-template <class CtaTile, class EpilogueTile>
-constexpr int glu_store_stages() {
-  using namespace cute;
-  constexpr int tiles = size(shape_div(take<0, 2>(CtaTile{}), EpilogueTile{}));
-  return tiles < 2 ? tiles : 2;
-}
+namespace fact::gemm::epilogue::detail {
 
 template <class CtaTile, class EpilogueTile, class ElementOut, class ElementCompute,
           template <class> class ActivationFn, cutlass::FloatRoundStyle kRound>
@@ -54,7 +48,7 @@ struct Sm90GluStore {
   static constexpr int kEpiM = cute::size<0>(EpilogueTile{});
   static constexpr int kEpiN = cute::size<1>(EpilogueTile{});
   static constexpr int kHalfN = kEpiN / 2;
-  static constexpr int kStages = glu_store_stages<CtaTile, EpilogueTile>();
+  static constexpr int kStages = store_stages<CtaTile, EpilogueTile>();
   static_assert(kEpiN % 16 == 0, "a gated subtile holds whole 16-byte rows of outputs");
   static_assert(kTileN % kEpiN == 0 && kTileM % kEpiM == 0, "subtiles divide the CTA tile");
 

@@ -10,10 +10,10 @@
 //   with the tables read at (sequence m / period, position m % period), in float from the
 //   accumulator (after the steps before it: a bias permuted like the weight), rounded once.
 //
-// Why it works without a data exchange: as for the glu store (gemm_glu.cuh), every wgmma
+// Why it works without a data exchange: as for the glu store (patterns/swiglu/glu_store.cuh), every wgmma
 // accumulator fragment holds, for each thread, pairs of adjacent N columns (n, n+1) with n even,
 // and the epilogue's register partition keeps them adjacent; the partition is checked for every
-// thread of the kernels FACT builds (GemmCompile.GluPartitionHoldsWholeColumnPairsInEveryThread).
+// thread of the kernels FACT builds (GluCompile.GluPartitionHoldsWholeColumnPairsInEveryThread in patterns/swiglu/tests).
 //
 // How it stores (modeled on Sm90GluStore): the kernel is built with a void D; this node is the
 // tree's root and owns the output:
@@ -44,7 +44,7 @@
 #include "cutlass/fast_math.h"
 #include "cutlass/numeric_conversion.h"
 
-#include "patterns/gemm/gemm_glu.cuh"  // glu_store_stages
+#include "patterns/gemm/gemm_store_stages.cuh"
 
 namespace fact::gemm::epilogue::detail {
 
@@ -59,7 +59,7 @@ struct Sm90RopeStore {
   static constexpr int kEpiM = cute::size<0>(EpilogueTile{});
   static constexpr int kEpiN = cute::size<1>(EpilogueTile{});
   static constexpr int kHalfN = kEpiN / 2;
-  static constexpr int kStages = glu_store_stages<CtaTile, EpilogueTile>();  // the collective's StagesD
+  static constexpr int kStages = store_stages<CtaTile, EpilogueTile>();  // the collective's StagesD
   static_assert(kHalfN * int(sizeof(ElementOut)) % 16 == 0, "a half subtile holds whole 16-byte rows");
   static_assert(kTileN % kEpiN == 0 && kTileM % kEpiM == 0, "subtiles divide the CTA tile");
 
