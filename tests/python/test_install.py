@@ -119,6 +119,9 @@ def test_pip_install_all_into_a_clean_venv_runs_fact_from_outside_the_checkout(f
     print(f"pip install .[all] into a clean venv took {time.monotonic() - started:.0f} s")
     assert "Successfully installed" in install.stdout and " fact-0.1.0" in install.stdout, install.stdout[-3000:]
     _run([python, "-m", "pip", "check"], env, outside)
+    # pip's build folder is build-pip/<wheel tag>/ (pyproject.toml), never inside the development build/.
+    assert list((REPO_ROOT / "build-pip").glob("*/CMakeCache.txt")), "no pip build in build-pip/"
+    assert not list((REPO_ROOT / "build").glob("*/CMakeCache.txt")), "pip built inside build/"
 
     purelib = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                         env, outside).stdout.strip())
