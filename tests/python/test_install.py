@@ -34,11 +34,13 @@ SLOW = os.environ.get("FACT_SLOW_TESTS", "") not in ("", "0")
 # Every module of the installed package, imported one by one in the new environment: an import
 # that needs an undeclared distribution fails here with its name.
 IMPORT_EVERY_MODULE = textwrap.dedent("""
-    import importlib, json, pkgutil, sys, traceback
+    import importlib, importlib.util, json, pkgutil, sys, traceback
     import fact
     failed = {}
+    # Python modules only: libfact.so is a ctypes library, not an extension module.
     names = [m.name for m in pkgutil.walk_packages(fact.__path__, "fact.")
-             if not m.name.endswith(".__main__")]
+             if not m.name.endswith(".__main__")
+             and (m.ispkg or importlib.util.find_spec(m.name).origin.endswith(".py"))]
     for name in names:
         try:
             importlib.import_module(name)
