@@ -46,6 +46,9 @@ IMPORT_EVERY_MODULE = textwrap.dedent("""
             importlib.import_module(name)
         except BaseException as error:
             failed[name] = "".join(traceback.format_exception_only(type(error), error)).strip()
+    if failed:
+        print(json.dumps({"modules": names, "failed": failed}))
+        sys.exit(0)
     import fact._engine as e, fact.native as n, fact.plots
     from fact.agent import llm, mcp_server
     import httpx, matplotlib, mcp, torch
