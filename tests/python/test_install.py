@@ -9,11 +9,14 @@ the module that could not be imported.
 
 One slow test (a fresh virtual environment: PyTorch from PyPI, several GB, then the engine built
 through scikit-build-core). It runs when FACT_SLOW_TESTS is set and not "0" (scripts/run_tests.sh,
-hence CI, sets it). It needs the network to PyPI (pip's cache, ~/.cache/pip, makes a second run
-download nothing). PyTorch comes from PyPI as a user gets it (with its CUDA libraries): the CPU
-wheel index download.pytorch.org is not reachable from CI. The engine's build folder is the
-project's (build-pip/<wheel tag>/ in the checkout), so a second run rebuilds nothing;
-$FACT_JOBS bounds its parallel compiles. The environment is deleted afterwards.
+hence CI, sets it). It needs the network to PyPI: PyTorch comes from PyPI as a user gets it, with
+its CUDA libraries (about 3 GB; the CPU wheel index download.pytorch.org is not reachable from
+CI). pip's cache spares the download only where the index's answers may be cached (CI's network
+answers without cache headers, so every run downloads). The engine's build folder is the
+project's (build-pip/<wheel tag>/ in the checkout) and a second run reuses it, though the new
+environment's interpreter path is compiled into the engine, so part of it recompiles (ccache, where
+set up, makes that quick); $FACT_JOBS bounds its parallel compiles. The environment is deleted
+afterwards.
 """
 from __future__ import annotations
 
