@@ -3,7 +3,8 @@
 # Python suites (pytest), and end with every skipped test and its reason (scripts/test_summary.py
 # reading both suites' JUnit files). GPU tests skip with that reason on a machine without a GPU.
 # The slow tests run too: the strict-kernel compiles (FACT_SLOW_TESTS, minutes of nvcc) and the
-# `pip install .` test; FACT_SLOW_TESTS=0 skips both (they are then listed as skipped).
+# `pip install ".[all]"` test (a clean venv, dependencies from PyPI); FACT_SLOW_TESTS=0 skips
+# both (they are then listed as skipped).
 # Arguments go to pytest.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"

@@ -18,6 +18,7 @@ namespace {
 struct PlanArgs {
   engine::PlanRequest request;
   std::string graph, out_dir, tuning_db, device_profile;
+  std::string precision;  // empty: from the graph's dtypes
   std::vector<std::string> patterns;
   bool no_tuning_db = false;
 };
@@ -26,6 +27,7 @@ void run(PlanArgs& args) {
   engine::PlanRequest& r = args.request;
   r.graph = args.graph;
   r.out_dir = args.out_dir.empty() ? std::filesystem::absolute(args.graph).parent_path() : std::filesystem::path(args.out_dir);
+  r.precision = precision_option(args.precision);
   r.use_tuning_db = !args.no_tuning_db;
   if (!args.tuning_db.empty()) r.tuning_db = args.tuning_db;
   if (!args.device_profile.empty()) r.device_profile = args.device_profile;
@@ -55,7 +57,7 @@ void add_plan_command(CLI::App& app) {
       "plan", "Discover, (tune,) realize and write the composition plan (plan.json) of a captured graph");
   cmd->add_option("graph", args->graph, "Graph JSON written by the capture")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", args->out_dir, "Output folder (default: the graph's folder)");
-  cmd->add_option("--precision", args->request.precision,
+  cmd->add_option("--precision", args->precision,
                   "strict | tf32 | native (default: native for a bf16/fp16 graph, strict otherwise)")
       ->check(CLI::IsMember(precision_words()));
   cmd->add_flag("--compile", args->request.compile, "Compile the kernels (nvcc, sm_90a)");

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -83,3 +85,40 @@ def test_the_torch_requirement_names_the_version_the_project_pins():
                   if line.startswith("torch=="))
     major_minor = ".".join(pinned.split("==")[1].split(".")[:2])
     assert f">={major_minor}" in torch, (torch, pinned)
+
+
+# What each extra is for: the modules its feature imports.
+EXTRA_FEATURES = {"mcp": "import fact.agent.mcp_server", "agent": "import fact.agent.llm, fact.agent.synthesize"}
+
+BLOCKER = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not in this extra)", name=name)
+sys.meta_path.insert(0, _Block())
+"""
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRA_FEATURES))
+def test_each_extra_alone_is_enough_for_its_feature(extra, tmp_path):
+    """`pip install ".[mcp]"` (or `.[agent]`) alone: the feature imports with the modules of the
+    other extras' distributions hidden (those that neither the dependencies nor this extra bring)."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    have = {_requirement_name(r) for r in project["dependencies"] + extras[extra]}
+    have |= _brought_by(have)
+    others = {_requirement_name(r) for name, reqs in extras.items() if name not in (extra, "all", "test")
+              for r in reqs} - have
+    modules_of = {}
+    for module, dists in importlib.metadata.packages_distributions().items():
+        for dist in dists:
+            modules_of.setdefault(dist.lower().replace("_", "-"), set()).add(module)
+    blocked = sorted(set().union(*(modules_of.get(d, set()) for d in others)))
+    assert blocked, f"nothing to hide for the {extra} extra: {others}"
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=set(blocked)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT / "python")])}
+    done = subprocess.run([sys.executable, "-c", EXTRA_FEATURES[extra]], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, (f"the {extra} extra alone does not give its feature (hidden: {blocked}):\n"
+                                  f"{done.stderr[-3000:]}")
