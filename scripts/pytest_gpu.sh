@@ -19,6 +19,7 @@ if [ -n "$visible" ]; then IFS=, read -r -a gpu_ids <<<"$visible"; else
 start=$(date +%s)
 pytest_args=(-v -ra --durations=10 -p no:cacheprovider ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"})
 status=0
+stopped=0  # runs that ran out of time (timeout's 124): their unfinished tests are not counted
 pids=()
 for ((i = 0; i < SHARDS; i++)); do
   gpu=${gpu_ids[$((i % ${#gpu_ids[@]}))]}
@@ -30,6 +31,7 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}"; code=$?
   # pytest's 5: this shard selected no test (fewer tests than shards, or -k chose none here)
   [ "$code" -eq 0 ] || [ "$code" -eq 5 ] || status=1
+  [ "$code" -eq 124 ] && stopped=$((stopped + 1))
   echo "shard $i/$SHARDS exit $code" >>"$OUT/pytest_gpu-$i.log"
 done
 left=$(( SECONDS_LEFT - ($(date +%s) - start) ))
@@ -37,9 +39,12 @@ CUDA_VISIBLE_DEVICES=${gpu_ids[0]} timeout "$left" python3 -m pytest -m "gpu and
   "${pytest_args[@]}" tests/python patterns >"$OUT/pytest_gpu-timed.log" 2>&1
 code=$?
 [ "$code" -eq 0 ] || [ "$code" -eq 5 ] || status=1
+[ "$code" -eq 124 ] && stopped=$((stopped + 1))
 echo "timed exit $code" >>"$OUT/pytest_gpu-timed.log"
 grep -hE " PASSED| FAILED| ERROR| SKIPPED|^(FAILED|ERROR) |=====.*(passed|failed|error|selected)|exit [0-9]+$" \
   "$OUT"/pytest_gpu-*.log >"$OUT/pytest_gpu.log"
 passed=$(grep -cE " PASSED" "$OUT/pytest_gpu.log"); failed=$(grep -cE " FAILED| ERROR" "$OUT/pytest_gpu.log")
-echo "pytest -m gpu: $passed passed, $failed failed in $(( $(date +%s) - start )) s ($SHARDS shards on ${#gpu_ids[@]} GPU(s), then the timed tests)" | tee -a "$OUT/pytest_gpu.log"
+verdict=""
+[ "$stopped" -gt 0 ] && verdict=", $stopped run(s) STOPPED at the time limit (tests not run: see the logs)"
+echo "pytest -m gpu: $passed passed, $failed failed$verdict in $(( $(date +%s) - start )) s ($SHARDS shards on ${#gpu_ids[@]} GPU(s), then the timed tests)" | tee -a "$OUT/pytest_gpu.log"
 exit $status

@@ -4,6 +4,8 @@
 // printed).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "fact/realize/kernel_spec.hpp"
 #include "fact/runtime/device_probe.hpp"
 #include "fact/runtime/run_kernel.hpp"
@@ -66,17 +68,26 @@ class GpuRunKernel : public ::testing::Test {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU test not run";
   }
 
-  // Builds the fixture; skips the test (with the compiler's words) when that is impossible.
+  // Builds the fixture. Without cuBLAS headers the test is skipped (saying so); on a machine
+  // that has them, a fixture that does not compile fails the test with the compiler's words.
   std::string library(int mode) {
     const auto src = dir / ("sgemm" + std::to_string(mode) + ".cpp");
     const auto lib = dir / ("sgemm" + std::to_string(mode) + ".so");
     test::write_text(src, sgemm_library_source(mode));
     const std::string cuda = test::cuda_home();
+    if (!std::filesystem::exists(cuda + "/include/cublas_v2.h")) {
+      skip_reason = "no cuBLAS headers under " + cuda + "/include (set CUDA_HOME)";
+      return lib.string();
+    }
     const std::string error = test::compile_shared_library(
         src, lib,
-        "-I" + test::source_dir() + " -I" + test::source_dir() + "/include -I" + cuda + "/include -L" + cuda +
-            "/lib64 -Wl,-rpath," + cuda + "/lib64 -lcublas -lcudart");
-    if (!error.empty()) skip_reason = error;
+        "-I" + test::source_dir() + " -I" + test::source_dir() + "/include -I" +
+            test::generated_dir() + " -I" + cuda + "/include -L" + cuda + "/lib64 -Wl,-rpath," +
+            cuda + "/lib64 -lcublas -lcudart");
+    if (!error.empty()) {
+      ADD_FAILURE() << "the fixture library does not compile:\n" << error;
+      skip_reason = "the fixture library does not compile";
+    }
     return lib.string();
   }
 

@@ -52,6 +52,13 @@ inline std::string source_dir() {
   return env && *env ? env : FACT_SOURCE_DIR;
 }
 
+// The headers this build generates (the GEMM epilogue step table assembled from the pattern
+// folders): $FACT_GENERATED_DIR, else this build's.
+inline std::string generated_dir() {
+  const char* env = std::getenv("FACT_GENERATED_DIR");
+  return env && *env ? env : FACT_GENERATED_DIR;
+}
+
 // The CUDA toolkit root for fixtures that include CUDA headers: $CUDA_HOME, else /usr/local/cuda.
 inline std::string cuda_home() {
   const char* env = std::getenv("CUDA_HOME");
