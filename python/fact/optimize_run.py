@@ -419,7 +419,7 @@ def optimize(run: Run) -> int:
         end_to_end, e2e = measure_stage(run, captured, plan, package)
     report_stage(run, package, end_to_end, e2e)
 
-    run.output.say("\n== skipped")
+    run.output.say("\n== skipped" + ("" if run.skipped else ": nothing (every stage ran)"))
     for reason in run.skipped:
         run.output.say(f"  - {reason}")
     run.output.say(f"\npackage: {package.note}")
