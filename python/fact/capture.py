@@ -17,7 +17,7 @@ from typing import Iterable
 from fact.console import RunLog, default_log_path, verbose_from_environment
 from fact.graph_capture import capture
 from fact.graph_writer import CaptureError
-from fact.model_file import DTYPE_SPELLINGS, build_from_model_file
+from fact.model_file import dtype_spellings, build_from_model_file
 
 __all__ = ["capture", "CaptureError", "main"]
 
@@ -27,7 +27,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                                      description="Capture a model file's module as FACT graph JSON.")
     parser.add_argument("model", help="path/to/model.py:ClassName")
     parser.add_argument("-o", "--output", required=True, help="graph JSON file to write")
-    parser.add_argument("--dtype", choices=sorted(DTYPE_SPELLINGS), default=None,
+    parser.add_argument("--dtype", choices=sorted(dtype_spellings()), default=None,
                         help="convert floating parameters and inputs to this dtype")
     parser.add_argument("--device", default=None, help="meta, cpu, cuda, cuda:1, ...")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -36,7 +36,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                         help="log file for third-party output (default: $FACT_LOG_DIR/capture.log, "
                              "else logs/capture.log beside the graph)")
     args = parser.parse_args(None if argv is None else list(argv))
-    args.dtype = DTYPE_SPELLINGS.get(args.dtype, args.dtype)
+    args.dtype = dtype_spellings().get(args.dtype, args.dtype)
     log_path = Path(args.log) if args.log else default_log_path("capture", Path(args.output).resolve().parent)
     with RunLog(log_path, verbose=args.verbose or verbose_from_environment(), title="fact.capture") as run:
         try:

@@ -16,11 +16,13 @@ from fact.graph_writer import CaptureError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
            "float64": torch.float64}
-# Every spelling a command line takes for them (`fact optimize --dtype` takes the same), by name.
-DTYPE_SPELLINGS = {**{name: name for name in DTYPES},
-                   "bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16",
-                   "fp32": "float32", "f32": "float32", "float": "float32",
-                   "fp64": "float64", "f64": "float64", "double": "float64"}
+
+
+def dtype_spellings() -> dict[str, str]:
+    """Every spelling a command line takes for DTYPES ("bf16", "half", ...) -> its name, read
+    from the engine's one dtype table (`fact optimize --dtype` takes the same)."""
+    from fact import engine_tables
+    return {spelling: name for spelling, name in engine_tables.dtype_names().items() if name in DTYPES}
 
 
 def load_model_file(spec: str) -> tuple[Any, str]:
@@ -109,7 +111,7 @@ def build_from_model_file(spec: str, dtype: str | None = None, device: str | Non
     inputs (get_inputs()), in `dtype` (floating tensors only) on `device`. The module is
     constructed on the device directly, so on 'meta' it takes no weight memory."""
     py_module, class_name = load_model_file(spec)
-    dtype = DTYPE_SPELLINGS.get(dtype, dtype) if dtype is not None else None
+    dtype = dtype_spellings().get(dtype, dtype) if dtype is not None else None
     if dtype is not None and dtype not in DTYPES:
         raise CaptureError(f"unsupported dtype '{dtype}' (choose from {', '.join(sorted(DTYPES))})")
     torch_dtype = DTYPES[dtype] if dtype is not None else None

@@ -39,11 +39,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from fact.console import RunLog, verbose_from_environment
-
-DTYPE_SPELLINGS = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "f16": "float16",
-                   "half": "float16", "float16": "float16", "fp32": "float32", "f32": "float32",
-                   "float": "float32", "float32": "float32"}
-
+from fact.model_file import dtype_spellings
 
 class OptimizeFailed(Exception):
     """The run cannot go on, or ended without what it promises; the message is the one line."""
@@ -53,7 +49,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fact.optimize_run",
                                      description="fact optimize's pipeline in one process (see `fact optimize --help`)")
     parser.add_argument("model", help="path/to/model.py:ClassName")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPE_SPELLINGS))
+    parser.add_argument("--dtype", default="float32", choices=sorted(dtype_spellings()))
     parser.add_argument("--precision", default="", choices=["", "strict", "tf32", "native"])
     parser.add_argument("-o", "--out", default="out/optimize")
     parser.add_argument("--space", default="default", choices=["default", "exhaustive"])
@@ -73,7 +69,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--agent-max-tokens", type=int, default=0)
     parser.add_argument("--agent-seconds", type=float, default=0.0)
     args = parser.parse_args(None if argv is None else list(argv))
-    args.dtype = DTYPE_SPELLINGS[args.dtype]
+    args.dtype = dtype_spellings()[args.dtype]
     args.verbose = args.verbose or verbose_from_environment()
     return args
 

@@ -43,7 +43,7 @@ import torch
 from fact.console import RunLog, default_log_path, verbose_from_environment
 from fact.compose import PRECISIONS, ComposedModule, FactReport, apply_plan, load_plan, plan
 from fact.graph_writer import CaptureError
-from fact.model_file import DTYPE_SPELLINGS, build_from_model_file, load_model_file
+from fact.model_file import dtype_spellings, build_from_model_file, load_model_file
 
 PACKAGE_SCHEMA = "fact.package/2"
 
@@ -279,7 +279,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--name", default=None, help="package name (default fact_<class>)")
     parser.add_argument("--precision", choices=PRECISIONS, default=None,
                         help="when planning (default: the engine's choice from the dtype)")
-    parser.add_argument("--dtype", choices=sorted(DTYPE_SPELLINGS), default=None)
+    parser.add_argument("--dtype", choices=sorted(dtype_spellings()), default=None)
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--compile", dest="compile_kernels", action="store_true", default=None,
                         help="when planning: compile the kernels (default: when the device is a GPU)")
@@ -295,7 +295,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--log", default=None,
                         help="log file (default: $FACT_LOG_DIR/package.log, else <out>/logs/package.log)")
     args = parser.parse_args(None if argv is None else list(argv))
-    args.dtype = DTYPE_SPELLINGS.get(args.dtype, args.dtype)
+    args.dtype = dtype_spellings().get(args.dtype, args.dtype)
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     patterns = [p for p in args.patterns.split(",") if p] if args.patterns else None
