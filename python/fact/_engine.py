@@ -219,18 +219,29 @@ class EngineLibrary:
             return code, {"status": "error", "error": f"{function_name}'s response is not JSON: {text[:200]}"}
 
 
-    def verify_call(self, request: dict, entry_address: int, fill, reference) -> tuple[int, dict]:
+    def verify_call(self, request: dict, entry_address: int, fill, reference, baseline=None,
+                    baseline_name: str = "pytorch") -> tuple[int, dict]:
         """fact_verify_call (c_api.h): FACT's one verifier on the kernel entry at `entry_address`
         for the call in `request`. `fill(index, operand_addresses)` writes input set `index` into
         host buffers laid out as each operand's strided storage; `reference(operand_addresses,
         result_addresses)` writes the float64 results (dense, row-major) computed from host copies
-        of the operands. Both raise on failure. -> (return code, response document)."""
+        of the operands. `baseline(operand_addresses, result_addresses, stream)`, if given, computes
+        the call on the verifier's own buffers (host memory, or the CUDA device's with `stream` a
+        cudaStream_t) and writes the results: verified once and timed interleaved with the kernel
+        by the engine, reported as report["baselines"][baseline_name]. All raise on failure.
+        -> (return code, response document)."""
         fill_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
         reference_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                           ctypes.POINTER(ctypes.c_void_p))
+        baseline_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                         ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+        class FactBaseline(ctypes.Structure):
+            _fields_ = [("name", ctypes.c_char_p), ("call", baseline_type), ("user", ctypes.c_void_p)]
+
         function = self._function("fact_verify_call", ctypes.c_int,
-                                  [ctypes.c_char_p, ctypes.c_void_p, fill_type, reference_type, ctypes.c_void_p,
-                                   ctypes.POINTER(ctypes.c_void_p)])
+                                  [ctypes.c_char_p, ctypes.c_void_p, fill_type, reference_type,
+                                   ctypes.POINTER(FactBaseline), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)])
         free = self._function("fact_engine_free", None, [ctypes.c_void_p])
         operands = len(request["call"]["operands"])
         results = len(request["call"]["results"])
@@ -252,10 +263,25 @@ class EngineLibrary:
                 errors.append(f"reference: {type(error).__name__}: {error}")
                 return 1
 
+        def on_baseline(_user, operand_pointers, result_pointers, stream):
+            try:
+                baseline([operand_pointers[i] for i in range(operands)],
+                         [result_pointers[i] for i in range(results)], stream or 0)
+                return 0
+            except Exception as error:  # noqa: BLE001
+                message = f"baseline: {type(error).__name__}: {error}"
+                if message not in errors:
+                    errors.append(message)
+                return 1
+
         fill_function, reference_function = fill_type(on_fill), reference_type(on_reference)
+        named = None
+        if baseline is not None:
+            baseline_function = baseline_type(on_baseline)  # kept alive until the call returns
+            named = FactBaseline(baseline_name.encode(), baseline_function, None)
         response = ctypes.c_void_p()
-        code = int(function(json.dumps(request).encode(), entry_address, fill_function, reference_function, None,
-                            ctypes.byref(response)))
+        code = int(function(json.dumps(request).encode(), entry_address, fill_function, reference_function,
+                            ctypes.byref(named) if named is not None else None, None, ctypes.byref(response)))
         if not response.value:
             return code, {"status": "error", "error": f"fact_verify_call returned {code} and no response"}
         try:

@@ -284,7 +284,8 @@ extern "C" const char* fact_engine_tables(void) {
 extern "C" int fact_reference_call(const FactCallHeader* args) { return fact::reference_call(args); }
 
 extern "C" int fact_verify_call(const char* request_json, FactEntry entry, FactFillInputs fill,
-                                FactReferenceResults reference, void* user, char** response_json) {
+                                FactReferenceResults reference, const FactBaseline* baseline, void* user,
+                                char** response_json) {
   return json_call(request_json, response_json, [&](const nlohmann::json& request) {
     fact::engine::CallVerifyHooks hooks;
     if (fill) {
@@ -296,6 +297,14 @@ extern "C" int fact_verify_call(const char* request_json, FactEntry entry, FactF
       hooks.reference = [&](const std::vector<const void*>& operands, const std::vector<double*>& results) {
         if (reference(user, operands.data(), results.data()) != 0) {
           throw std::runtime_error("the caller's float64 reference failed");
+        }
+      };
+    }
+    if (baseline && baseline->call) {
+      if (baseline->name) hooks.baseline_name = baseline->name;
+      hooks.baseline = [baseline](const std::vector<void*>& operands, const std::vector<void*>& results, void* stream) {
+        if (baseline->call(baseline->user, operands.data(), results.data(), stream) != 0) {
+          throw std::runtime_error("the caller's baseline failed");
         }
       };
     }

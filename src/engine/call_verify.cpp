@@ -119,6 +119,36 @@ class CallCase final : public runtime::VerifyCase {
   double tolerance() const override { return tolerance_; }
   bool reference_after_call() const override { return true; }
 
+  // The caller's baseline: the same computation (the same reference), called through the hook on
+  // the buffers' addresses.
+  runtime::Baseline make_baseline(const std::string& name, runtime::VerifyBackend& backend,
+                                  const runtime::BufferSet& buffers) override {
+    if (!hooks_.baseline || name != hooks_.baseline_name) return VerifyCase::make_baseline(name, backend, buffers);
+    const size_t count = operands_.size();
+    std::vector<void*> operands(buffers.data.begin(), buffers.data.begin() + long(count));
+    std::vector<void*> results(buffers.data.begin() + long(count), buffers.data.end());
+    runtime::Baseline b;
+    b.name = name;
+    b.computes = "call";
+    b.fused = true;
+    b.config = "the caller's";
+    b.computation = computation();
+    const auto* hook = &hooks_.baseline;
+    b.call = [hook, operands, results](const FactCallHeader*, void*, size_t* workspace_size, void* stream) {
+      if (workspace_size) {
+        *workspace_size = 0;
+        return int(FACT_OK);
+      }
+      try {
+        (*hook)(operands, results, stream);
+      } catch (const std::exception&) {
+        return int(FACT_ERR_INTERNAL);
+      }
+      return int(FACT_OK);
+    };
+    return b;
+  }
+
  private:
   class Call final : public runtime::Computation {
    public:
@@ -178,8 +208,10 @@ nlohmann::json verify_call(const nlohmann::json& request, FactEntry entry, const
   if (entry == nullptr || !hooks.fill || !hooks.reference) {
     throw std::invalid_argument("verify_call needs an entry, a fill and a reference function");
   }
+  CallVerifyHooks named = hooks;
+  if (named.baseline && named.baseline_name.empty()) named.baseline_name = "pytorch";
   const std::string device = request.value("device", std::string("host"));
-  CallCase verify_case(request.at("call"), request.at("tolerance").get<double>(), hooks);
+  CallCase verify_case(request.at("call"), request.at("tolerance").get<double>(), named);
   runtime::VerifyOptions options;
   options.base_seed = request.value("seed", uint64_t{1});
   options.verify_only = request.value("verify_only", false);
@@ -191,6 +223,7 @@ nlohmann::json verify_call(const nlohmann::json& request, FactEntry entry, const
     options.timing.max_runs = t.value("max_runs", options.timing.max_runs);
   }
   options.settle_ns = int64_t(request.value("settle_s", 0.05) * 1e9);
+  if (named.baseline) options.baselines = {named.baseline_name};
   runtime::RunReport report;
   report.tolerance = verify_case.tolerance();
   try {

@@ -106,15 +106,29 @@ int fact_reference_call(const FactCallHeader* args);
  *   fill(user, index, operands): writes input set `index` (0 or 1) into host buffers, one per
  *     operand, laid out as its strided storage; returns 0 (anything else fails the run);
  *   reference(user, operands, results): the float64 results, dense and row-major, from host
- *     copies of the operands as they are after the call; returns 0.
+ *     copies of the operands as they are after the call; returns 0;
+ *   baseline (may be NULL): a named other implementation of the call (the agent's gates: the
+ *     replaced subgraph run by PyTorch). baseline->call(baseline->user, operands, results, stream)
+ *     computes the call on the verifier's own buffers (backend memory: host or the CUDA device,
+ *     each buffer's storage start, laid out as for fill) on `stream` (a cudaStream_t; NULL on the
+ *     host), writing the results; returns 0. It is verified once against the reference and timed
+ *     interleaved with the kernel by the same timer: report["baselines"][baseline->name] ("ms",
+ *     "status", "check"), as every kind's baselines are reported.
  * The verifier allocates (guard bands), poisons, calls on the primary and a second stream (on the
  * host: thread), compares, checks guards, inputs and completion, and times the kernel. Returns 0
  * when *response_json is {"status": "ok", "report": <the fact.run/1 report>}, else
  * {"status": "error", "error": ...}; free it with fact_engine_free. */
 typedef int (*FactFillInputs)(void* user, int index, void* const* operands);
 typedef int (*FactReferenceResults)(void* user, const void* const* operands, double* const* results);
+typedef int (*FactBaselineCall)(void* user, void* const* operands, void* const* results, void* stream);
+typedef struct FactBaseline {
+  const char* name; /* the report's name for it; NULL or "": "pytorch" */
+  FactBaselineCall call;
+  void* user;
+} FactBaseline;
 int fact_verify_call(const char* request_json, FactEntry entry, FactFillInputs fill,
-                     FactReferenceResults reference, void* user, char** response_json);
+                     FactReferenceResults reference, const FactBaseline* baseline, void* user,
+                     char** response_json);
 
 #ifdef __cplusplus
 }

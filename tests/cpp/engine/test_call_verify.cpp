@@ -1,10 +1,14 @@
 // fact::engine::verify_call (fact_verify_call in the C API): the one verifier on a subgraph-ABI
 // call given as data, on the host backend. A correct kernel passes every check and is timed; a
 // wrong one, a lazy one and one that writes between a strided result's elements are caught; the
-// reference is computed only after each call, from the operands as they are in memory then.
+// reference is computed only after each call, from the operands as they are in memory then. A
+// caller's baseline runs on the verifier's own buffers, is verified, and is timed by the same timer
+// interleaved with the kernel.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "fact/core/fact_subgraph_abi.h"
 #include "fact/engine/call_verify.hpp"
@@ -112,6 +116,77 @@ TEST(CallVerify, WrongLazyAndGapWritingKernelsAreCaught) {
   r = run(3, gap);
   EXPECT_EQ(r.at("status"), "wrong");
   EXPECT_EQ(r.at("checks").at("primary").at("out_of_bounds"), 1);
+}
+
+// A baseline that computes the call right on the buffers it is given and sleeps `sleep_ms`.
+struct SleepingBaseline {
+  double sleep_ms = 2.0;
+  int calls = 0;
+  bool wrong = false;
+  std::vector<void*> seen;
+  void operator()(const std::vector<void*>& operands, const std::vector<void*>& results, void* stream) {
+    ++calls;
+    seen = operands;
+    seen.insert(seen.end(), results.begin(), results.end());
+    if (stream != nullptr) throw std::runtime_error("the host has no streams");
+    const float* x = static_cast<const float*>(operands.at(0));
+    float* y = static_cast<float*>(results.at(0));
+    for (int i = 0; i < 16; ++i) y[2 * i] = 2.0f * x[i] + 1.0f + (wrong ? 1.0f : 0.0f);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
+  }
+};
+
+TEST(CallVerify, ACallersBaselineIsVerifiedAndTimedBesideTheKernel) {
+  Hooks hooks;
+  SleepingBaseline baseline;
+  CallVerifyHooks h = hooks.hooks();
+  h.baseline = [&baseline](const std::vector<void*>& o, const std::vector<void*>& r, void* s) { baseline(o, r, s); };
+  mode = 0;
+  calls = 0;
+  const nlohmann::json report = verify_call(request(), &twice_plus_one, h);
+  ASSERT_EQ(report.at("status"), "ok") << report.dump(1);
+  const nlohmann::json& b = report.at("baselines").at("pytorch");  // the default name
+  EXPECT_EQ(b.at("status"), "ok") << b.dump(1);
+  EXPECT_TRUE(b.at("check").at("passed").get<bool>());
+  EXPECT_EQ(b.at("ms").at("runs"), 10);
+  EXPECT_EQ(baseline.seen.size(), 2u);  // the operand's and the result's storage
+  // One verifying call, one warmup run and the ten timed runs, like the kernel's.
+  EXPECT_EQ(baseline.calls, 1 + 1 + 10);
+  EXPECT_EQ(calls, 4 + 1 + 10);
+  const double baseline_ms = b.at("ms").at("median").get<double>();
+  const double kernel_ms = report.at("ms").at("median").get<double>();
+  EXPECT_GE(baseline_ms, 2.0);      // the sleep, measured by the core's timer
+  EXPECT_LT(baseline_ms, 2.0 + 50.0);
+  EXPECT_LT(kernel_ms, 1.0);        // the kernel's time is its own, not the baseline's
+  EXPECT_GT(baseline_ms / kernel_ms, 2.0);
+}
+
+TEST(CallVerify, AWrongOrFailingBaselineIsRecordedOnTheBaselineOnly) {
+  Hooks hooks;
+  SleepingBaseline wrong;
+  wrong.sleep_ms = 0.0;
+  wrong.wrong = true;
+  CallVerifyHooks h = hooks.hooks();
+  h.baseline_name = "slow_reference";
+  h.baseline = [&wrong](const std::vector<void*>& o, const std::vector<void*>& r, void* s) { wrong(o, r, s); };
+  mode = 0;
+  calls = 0;
+  nlohmann::json report = verify_call(request(), &twice_plus_one, h);
+  EXPECT_EQ(report.at("status"), "ok") << report.dump(1);
+  EXPECT_EQ(report.at("baselines").at("slow_reference").at("status"), "wrong");
+  EXPECT_FALSE(report.at("ms").is_null());
+
+  Hooks more;
+  h = more.hooks();
+  h.baseline = [](const std::vector<void*>&, const std::vector<void*>&, void*) {
+    throw std::runtime_error("no torch");
+  };
+  calls = 0;
+  report = verify_call(request(), &twice_plus_one, h);
+  EXPECT_EQ(report.at("status"), "ok") << report.dump(1);
+  EXPECT_EQ(report.at("baselines").at("pytorch").at("status"), "error");
+  EXPECT_TRUE(report.at("baselines").at("pytorch").at("ms").is_null());
+  EXPECT_FALSE(report.at("ms").is_null());
 }
 
 TEST(CallVerify, MalformedRequestsAreRefused) {
