@@ -5,6 +5,9 @@ a library built for another kind, or one whose results are wired to the wrong te
 (Each harness exploit is rejected in test_agent_synthesis.py, through the loop.)"""
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from agent_support import capture, engine_or_skip, kernel, write_model
@@ -34,7 +37,47 @@ def test_a_correct_kernel_passes_every_gate_and_is_timed_against_pytorch(task, t
     assert [c["name"] for c in report.checks] == list(gates.CHECK_ORDER)
     assert report.rel_err <= report.tolerance == 1e-5
     assert report.timing["ms"] > 0 and report.timing["baseline_ms"] > 0
-    assert "perf_counter" in report.timing["timer"] and "same process" in report.timing["baseline"]
+    assert "steady_clock" in report.timing["timer"] and "interleaved" in report.timing["timer"]
+    assert "same process" in report.timing["baseline"] and report.timing["baseline_status"] == "ok"
+    assert report.timing["speedup"] == pytest.approx(report.timing["baseline_ms"] / report.timing["ms"])
+
+
+SLOW_PYTORCH = """
+import os, time
+from fact.agent import fragment
+_run = fragment.Fragment.run
+def run(self, values, widen=True):
+    if not widen:  # the baseline (the reference widens to float64)
+        time.sleep(float(os.environ["FACT_TEST_BASELINE_SLEEP_MS"]) / 1e3)
+    return _run(self, values, widen)
+fragment.Fragment.run = run
+"""
+
+
+def test_the_baseline_is_timed_by_the_core_beside_the_kernel(task, tmp_path, monkeypatch):
+    """The PyTorch baseline runs inside the verifier's timer: a baseline made 30 ms slower (in the
+    gates' child, through sitecustomize) shows those 30 ms, and the speedup is the ratio of the
+    one report's medians."""
+    from fact.agent import gates
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_PYTORCH)
+    monkeypatch.setenv("PYTHONPATH", str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("FACT_TEST_BASELINE_SLEEP_MS", "30")
+    work = tmp_path / "gates"
+    report = gates.run_gates(task["call"], task["semantics"]["fragment"], built(kernel("attention_correct.cpp")),
+                             iters=10, work_dir=work)
+    assert report.passed, report.failure
+    timing = report.timing
+    assert 30.0 <= timing["baseline_ms"] < 30.0 + 100.0
+    assert timing["ms"] < 30.0
+    assert timing["speedup"] == pytest.approx(timing["baseline_ms"] / timing["ms"]) and timing["speedup"] > 1.0
+    raw = json.loads((work / "result.json").read_text())
+    verified = raw["report"]
+    pytorch = verified["baselines"]["pytorch"]
+    assert pytorch["status"] == "ok" and pytorch["check"]["passed"]
+    assert timing["baseline_ms"] == pytorch["ms"]["median"] and timing["ms"] == verified["ms"]["median"]
+    assert "baseline" not in raw  # no second, Python-side timing of the baseline
 
 
 def test_a_crash_or_a_hang_costs_one_attempt(task):

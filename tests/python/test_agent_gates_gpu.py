@@ -49,6 +49,11 @@ def test_the_gates_on_the_gpu_pass_a_correct_cuda_kernel_and_reject_a_wrong_one(
     assert [c["name"] for c in report.checks] == list(gates.CHECK_ORDER)
     assert report.rel_err <= report.tolerance
     assert report.timing["ms"] > 0 and report.timing["baseline_ms"] > 0
+    # The PyTorch baseline ran on the verifier's device buffers and stream, verified and timed by
+    # the same CUDA-event timer, interleaved with the kernel.
+    assert report.timing["baseline_status"] == "ok"
+    assert "cuda_events" in report.timing["timer"] and "interleaved" in report.timing["timer"]
+    assert report.timing["speedup"] == pytest.approx(report.timing["baseline_ms"] / report.timing["ms"])
 
     wrong = _build_cuda("#define WITH_CAUSAL_MASK 0\n" + source)
     report = gates.run_gates(task["call"], task["semantics"]["fragment"], wrong, device="cuda", timing=False)
