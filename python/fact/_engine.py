@@ -226,9 +226,12 @@ class EngineLibrary:
         host buffers laid out as each operand's strided storage; `reference(operand_addresses,
         result_addresses)` writes the float64 results (dense, row-major) computed from host copies
         of the operands. `baseline(operand_addresses, result_addresses, stream)`, if given, computes
-        the call on the verifier's own buffers (host memory, or the CUDA device's with `stream` a
-        cudaStream_t) and writes the results: verified once and timed interleaved with the kernel
-        by the engine, reported as report["baselines"][baseline_name]. All raise on failure.
+        the call from the verifier's own input buffers (host memory, or the CUDA device's with
+        `stream` a cudaStream_t): with `result_addresses` (the verifier's result buffers) it writes
+        the results there, the verifying call, once; with `result_addresses` None it is a timed run
+        and computes into memory of its own, writing nothing of the verifier's (a copy into its
+        buffers is not the baseline's work). Timed interleaved with the kernel by the engine,
+        reported as report["baselines"][baseline_name]. All raise on failure.
         -> (return code, response document)."""
         fill_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
         reference_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
@@ -266,7 +269,7 @@ class EngineLibrary:
         def on_baseline(_user, operand_pointers, result_pointers, stream):
             try:
                 baseline([operand_pointers[i] for i in range(operands)],
-                         [result_pointers[i] for i in range(results)], stream or 0)
+                         [result_pointers[i] for i in range(results)] if result_pointers else None, stream or 0)
                 return 0
             except Exception as error:  # noqa: BLE001
                 message = f"baseline: {type(error).__name__}: {error}"

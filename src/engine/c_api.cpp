@@ -302,8 +302,9 @@ extern "C" int fact_verify_call(const char* request_json, FactEntry entry, FactF
     }
     if (baseline && baseline->call) {
       if (baseline->name) hooks.baseline_name = baseline->name;
+      // No results: a timed run (NULL to the caller, c_api.h).
       hooks.baseline = [baseline](const std::vector<void*>& operands, const std::vector<void*>& results, void* stream) {
-        if (baseline->call(baseline->user, operands.data(), results.data(), stream) != 0) {
+        if (baseline->call(baseline->user, operands.data(), results.empty() ? nullptr : results.data(), stream) != 0) {
           throw std::runtime_error("the caller's baseline failed");
         }
       };

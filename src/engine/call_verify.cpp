@@ -120,7 +120,8 @@ class CallCase final : public runtime::VerifyCase {
   bool reference_after_call() const override { return true; }
 
   // The caller's baseline: the same computation (the same reference), called through the hook on
-  // the buffers' addresses.
+  // the buffers' addresses. Verified with the result buffers given (it writes them); timed
+  // without (it computes into memory of its own: no copy into the verifier's buffers is timed).
   runtime::Baseline make_baseline(const std::string& name, runtime::VerifyBackend& backend,
                                   const runtime::BufferSet& buffers) override {
     if (!hooks_.baseline || name != hooks_.baseline_name) return VerifyCase::make_baseline(name, backend, buffers);
@@ -134,18 +135,22 @@ class CallCase final : public runtime::VerifyCase {
     b.config = "the caller's";
     b.computation = computation();
     const auto* hook = &hooks_.baseline;
-    b.call = [hook, operands, results](const FactCallHeader*, void*, size_t* workspace_size, void* stream) {
-      if (workspace_size) {
-        *workspace_size = 0;
+    const auto through_hook = [hook, operands](std::vector<void*> writes) -> runtime::CallFunction {
+      return [hook, operands, writes](const FactCallHeader*, void*, size_t* workspace_size, void* stream) {
+        if (workspace_size) {
+          *workspace_size = 0;
+          return int(FACT_OK);
+        }
+        try {
+          (*hook)(operands, writes, stream);
+        } catch (const std::exception&) {
+          return int(FACT_ERR_INTERNAL);
+        }
         return int(FACT_OK);
-      }
-      try {
-        (*hook)(operands, results, stream);
-      } catch (const std::exception&) {
-        return int(FACT_ERR_INTERNAL);
-      }
-      return int(FACT_OK);
+      };
     };
+    b.call = through_hook(results);
+    b.timed = through_hook({});
     return b;
   }
 

@@ -90,6 +90,48 @@ def capture(model_file: Path, name: str, out: Path, dtype: str = "float32") -> P
     return out
 
 
+BASELINE_PROBE = """
+import atexit, json, os, time
+import torch
+from fact.agent import fragment
+_run, _copy = fragment.Fragment.run, torch.Tensor.copy_
+_seen = {"runs": 0, "copies": 0}
+_outputs = []  # the latest baseline run's outputs
+def run(self, values, widen=True):
+    outputs = _run(self, values, widen)
+    if not widen:  # the baseline (the reference widens to float64)
+        _seen["runs"] += 1
+        time.sleep(float(os.environ.get("FACT_TEST_BASELINE_SLEEP_MS", "0")) / 1e3)
+        _outputs[:] = outputs
+    return outputs
+def copy_(self, src, *args, **kwargs):
+    if any(src is output for output in _outputs):
+        _seen["copies"] += 1
+    return _copy(self, src, *args, **kwargs)
+fragment.Fragment.run = run
+torch.Tensor.copy_ = copy_
+def _write():
+    if _seen["runs"]:  # the gates' child that ran the baseline, not another Python process
+        with open(os.environ["FACT_TEST_BASELINE_PROBE"], "w") as out:
+            out.write(json.dumps(_seen))
+atexit.register(_write)
+"""
+
+
+def probe_the_baseline(folder: Path, monkeypatch, sleep_ms: float = 0.0) -> Path:
+    """Makes the gates' child count its PyTorch baseline's runs and the copies of their outputs
+    (Tensor.copy_ from a tensor the baseline returned), and sleep `sleep_ms` in each run, through
+    a sitecustomize on its PYTHONPATH. -> the file the child writes {"runs", "copies"} to at exit."""
+    hook = folder / "baseline_probe"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(BASELINE_PROBE)
+    monkeypatch.setenv("PYTHONPATH", str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("FACT_TEST_BASELINE_SLEEP_MS", str(sleep_ms))
+    counts = folder / "baseline_counts.json"
+    monkeypatch.setenv("FACT_TEST_BASELINE_PROBE", str(counts))
+    return counts
+
+
 def reply(text: str, **usage) -> dict:
     """A chat-completions answer holding `text`."""
     return {"id": "chatcmpl-test", "object": "chat.completion", "model": "scripted",

@@ -6,11 +6,10 @@ a library built for another kind, or one whose results are wired to the wrong te
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from agent_support import capture, engine_or_skip, kernel, write_model
+from agent_support import capture, engine_or_skip, kernel, probe_the_baseline, write_model
 
 pytestmark = pytest.mark.slow
 
@@ -42,28 +41,13 @@ def test_a_correct_kernel_passes_every_gate_and_is_timed_against_pytorch(task, t
     assert report.timing["speedup"] == pytest.approx(report.timing["baseline_ms"] / report.timing["ms"])
 
 
-SLOW_PYTORCH = """
-import os, time
-from fact.agent import fragment
-_run = fragment.Fragment.run
-def run(self, values, widen=True):
-    if not widen:  # the baseline (the reference widens to float64)
-        time.sleep(float(os.environ["FACT_TEST_BASELINE_SLEEP_MS"]) / 1e3)
-    return _run(self, values, widen)
-fragment.Fragment.run = run
-"""
-
-
-def test_the_baseline_is_timed_by_the_core_beside_the_kernel(task, tmp_path, monkeypatch):
+def test_the_baseline_is_timed_by_the_core_beside_the_kernel_without_a_copy(task, tmp_path, monkeypatch):
     """The PyTorch baseline runs inside the verifier's timer: a baseline made 30 ms slower (in the
     gates' child, through sitecustomize) shows those 30 ms, and the speedup is the ratio of the
-    one report's medians."""
+    one report's medians. Only its verifying call copies its outputs into the verifier's buffers:
+    the timed runs are PyTorch's work alone."""
     from fact.agent import gates
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_PYTORCH)
-    monkeypatch.setenv("PYTHONPATH", str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    monkeypatch.setenv("FACT_TEST_BASELINE_SLEEP_MS", "30")
+    counts = probe_the_baseline(tmp_path, monkeypatch, sleep_ms=30)
     work = tmp_path / "gates"
     report = gates.run_gates(task["call"], task["semantics"]["fragment"], built(kernel("attention_correct.cpp")),
                              iters=10, work_dir=work)
@@ -78,6 +62,11 @@ def test_the_baseline_is_timed_by_the_core_beside_the_kernel(task, tmp_path, mon
     assert pytorch["status"] == "ok" and pytorch["check"]["passed"]
     assert timing["baseline_ms"] == pytorch["ms"]["median"] and timing["ms"] == verified["ms"]["median"]
     assert "baseline" not in raw  # no second, Python-side timing of the baseline
+    seen = json.loads(counts.read_text())
+    # One verifying run, the warmup runs and the timed runs; one copy per result, all of them the
+    # verifying run's.
+    assert seen["runs"] == 1 + verified["timing"]["warmup_runs"] + pytorch["ms"]["runs"], (seen, verified["timing"])
+    assert seen["copies"] == len(task["call"]["results"]), seen
 
 
 def test_a_crash_or_a_hang_costs_one_attempt(task):

@@ -109,11 +109,15 @@ int fact_reference_call(const FactCallHeader* args);
  *     copies of the operands as they are after the call; returns 0;
  *   baseline (may be NULL): a named other implementation of the call (the agent's gates: the
  *     replaced subgraph run by PyTorch). baseline->call(baseline->user, operands, results, stream)
- *     computes the call on the verifier's own buffers (backend memory: host or the CUDA device,
- *     each buffer's storage start, laid out as for fill) on `stream` (a cudaStream_t; NULL on the
- *     host), writing the results; returns 0. It is verified once against the reference and timed
- *     interleaved with the kernel by the same timer: report["baselines"][baseline->name] ("ms",
- *     "status", "check"), as every kind's baselines are reported.
+ *     computes the call from the verifier's own input buffers (backend memory: host or the CUDA
+ *     device, each buffer's storage start, laid out as for fill) on `stream` (a cudaStream_t;
+ *     NULL on the host); returns 0. With `results` (the verifier's result buffers) it writes the
+ *     results there: the verifying call, once, checked against the reference. With `results`
+ *     NULL it is a timed run: it computes the call into memory of its own and writes nothing of
+ *     the verifier's, so that a copy into the verifier's buffers is not timed as the baseline's
+ *     work. The timed runs are interleaved with the kernel's by the same timer:
+ *     report["baselines"][baseline->name] ("ms", "status", "check"), as every kind's baselines
+ *     are reported.
  * The verifier allocates (guard bands), poisons, calls on the primary and a second stream (on the
  * host: thread), compares, checks guards, inputs and completion, and times the kernel. Returns 0
  * when *response_json is {"status": "ok", "report": <the fact.run/1 report>}, else

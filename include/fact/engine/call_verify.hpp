@@ -3,7 +3,7 @@
 // task's call, docs/plan.md), and a kernel entry — what fact_verify_call (c_api.h) runs for the
 // agent's gates (python/fact/agent/gates.py). The caller supplies the input values and the
 // float64 reference through two functions over host memory, and optionally a named baseline (the
-// agent's: the replaced subgraph run by PyTorch) that runs on the verifier's own buffers; the
+// agent's: the replaced subgraph run by PyTorch) that reads the verifier's own input buffers; the
 // verifier allocates, poisons, checks and times — the kernel and the baseline interleaved — on
 // the host or on the current CUDA device.
 #pragma once
@@ -25,11 +25,16 @@ struct CallVerifyHooks {
   // as they are in memory after the call (host copies). Throws on failure.
   std::function<void(const std::vector<const void*>& operands, const std::vector<double*>& results)> reference;
   // Optional: another implementation of the call, registered as the case's baseline `baseline_name`
-  // (default "pytorch"). Runs the call on the verifier's own buffers (backend memory: host or the
-  // CUDA device; each buffer's storage start, laid out as in `fill`) on `stream` (a cudaStream_t,
-  // null on the host), writing the results. Verified once against the reference, then timed
-  // interleaved with the kernel by the same timer; reported as report["baselines"][baseline_name].
-  // Throws on failure (recorded on the baseline; while being timed it fails the run).
+  // (default "pytorch"). Runs the call on the verifier's own input buffers (backend memory: host or
+  // the CUDA device; each buffer's storage start, laid out as in `fill`) on `stream` (a
+  // cudaStream_t, null on the host). Called two ways:
+  //   results given (the verifier's result buffers): the verifying call, once; it writes the
+  //     results there (a copy from memory of its own is fine) to be checked against the reference;
+  //   results empty: a timed run, interleaved with the kernel by the same timer; it computes the
+  //     call into memory of its own and writes nothing of the verifier's, so that only the
+  //     baseline's work is timed, not a copy into the verifier's buffers.
+  // Reported as report["baselines"][baseline_name]. Throws on failure (recorded on the baseline;
+  // while being timed it fails the run).
   std::string baseline_name;
   std::function<void(const std::vector<void*>& operands, const std::vector<void*>& results, void* stream)> baseline;
 };

@@ -17,7 +17,9 @@
 // when the stream is synchronized (unchanged after the whole device and a settle time); and
 // ‖out − ref‖₂ / ‖ref‖₂ ≤ the case's tolerance for every output against its float64 reference.
 // Then, unless verify_only, the kernel and the baselines are timed interleaved on the same
-// inputs. Baselines are verified once (a "primary" check on the current inputs).
+// inputs. Baselines are verified once (a "primary" check on the current inputs); a baseline
+// with a `timed` call (verify_case.hpp: the same work without the copy into the outputs) is
+// timed by that one.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -82,6 +82,11 @@ struct Baseline {
   std::string config;                        // algorithm, compute type (for reports)
   std::shared_ptr<const Computation> computation;
   CallFunction call;
+  // What is timed, when it is not `call`: the same work without writing the case's outputs. A
+  // baseline that computes into memory of its own (a framework's allocator) copies its results
+  // into the outputs only so that `call` can be verified; that copy is not its work, so `timed`
+  // leaves it out. Empty: `call` is timed.
+  CallFunction timed;
   std::shared_ptr<void> state;               // handles and descriptors `call` uses
 };
 

@@ -32,10 +32,12 @@ buffers with guard bands, poisons the results, calls, checks and times. The gate
   other_stream              called on another stream (GPU) / from another thread (CPU): still
                             right
   timing                    the kernel and its baseline — the fragment run by PyTorch in the
-                            model's dtype on the verifier's own input buffers, writing the call's
-                            results — timed interleaved by FACT's verifier (CUDA events with L2
-                            flushed on a GPU, the steady clock on the CPU); the speedup is the
-                            baseline's median over the kernel's, both from the one report
+                            model's dtype from the verifier's own input buffers into tensors of
+                            its own (only the baseline's verifying call copies them into the
+                            call's results; the timed runs copy nothing) — timed interleaved by
+                            FACT's verifier (CUDA events with L2 flushed on a GPU, the steady
+                            clock on the CPU); the speedup is the baseline's median over the
+                            kernel's, both from the one report
 
 The library runs only in a child process (`python -m fact.agent.gates --child`) with a time
 limit: a crash or a hang fails the gates ("crash" / "time_limit") and costs the caller nothing
@@ -179,23 +181,28 @@ def child_main(request_path: str, result_path: str) -> int:
             dense = torch.frombuffer((ctypes.c_double * max(count, 1)).from_address(address), dtype=torch.float64)
             dense[:count].copy_(want.to(torch.float64).reshape(-1))
 
-    views: dict = {}
+    inputs_at: dict = {}
     streams: dict = {}
 
-    def baseline(operand_addresses: list, result_addresses: list, stream: int) -> None:
-        """The replaced subgraph run by PyTorch in the model's dtype on the verifier's own buffers
-        (on its stream on a GPU), its results written into the call's results."""
-        key = (tuple(operand_addresses), tuple(result_addresses))
-        if key not in views:
-            views[key] = ({operand["value"]: _on_device(address, operand, slot, device)
-                           for operand, slot, address in zip(call["operands"], operand_slots, operand_addresses)},
-                          [_on_device(address, result, slot, device)
-                           for result, slot, address in zip(call["results"], result_slots, result_addresses)])
-        inputs, results = views[key]
+    def baseline(operand_addresses: list, result_addresses: list | None, stream: int) -> None:
+        """The replaced subgraph run by PyTorch in the model's dtype from the verifier's own input
+        buffers (on its stream on a GPU), its outputs in tensors PyTorch allocates, as in the model.
+        Only the verifying call (result_addresses given) copies them into the call's results, to be
+        checked; a timed run (None) is PyTorch's work alone, no copy into the verifier's buffers."""
+        key = tuple(operand_addresses)
+        if key not in inputs_at:
+            inputs_at[key] = {operand["value"]: _on_device(address, operand, slot, device)
+                              for operand, slot, address in zip(call["operands"], operand_slots, operand_addresses)}
+        inputs = inputs_at[key]
+        results = None if result_addresses is None else [
+            _on_device(address, result, slot, device)
+            for result, slot, address in zip(call["results"], result_slots, result_addresses)]
 
         def run() -> None:
-            for view, value in zip(results, fragment.run(inputs, widen=False)):
-                view.copy_(value)
+            outputs = fragment.run(inputs, widen=False)
+            if results is not None:
+                for view, value in zip(results, outputs):
+                    view.copy_(value)
 
         if cuda:
             if stream not in streams:
@@ -384,7 +391,8 @@ def run_gates(call: dict, fragment_doc: dict, library: str | Path, *, device: st
             spread, base = verified["ms"], baseline["ms"]
             measured = {"ms": ms, "spread_ms": [spread.get("p10"), spread.get("p90")],
                         "baseline": "PyTorch (the replaced subgraph, eager, same process, in the model's "
-                                    "dtype, on the verifier's buffers and stream, writing the call's results)",
+                                    "dtype, from the verifier's input buffers on its stream, into its own "
+                                    "outputs)",
                         "baseline_ms": baseline_ms, "baseline_spread_ms": [base.get("p10"), base.get("p90")],
                         "baseline_status": baseline.get("status"),
                         "speedup": baseline_ms / ms if ms > 0 else None,

@@ -261,7 +261,7 @@ TEST(VerifierHost, StatusesOfRefusals) {
 }
 
 // A kind with a baseline: verified on the same inputs and timed with the kernel.
-class FakeCaseWithBaseline final : public VerifyCase {
+class FakeCaseWithBaseline : public VerifyCase {
  public:
   std::vector<BufferSpec> buffers() const override { return inner_.buffers(); }
   void fill_inputs(VerifyBackend& b, const BufferSet& s, uint64_t seed, int i) override { inner_.fill_inputs(b, s, seed, i); }
@@ -314,6 +314,49 @@ TEST(VerifierHost, BaselinesAreVerifiedAgainstWhatTheyComputeAndTimed) {
   EXPECT_TRUE(alone.checks.empty());
   EXPECT_FALSE(alone.ms);
   EXPECT_EQ(alone.baselines.size(), 2u);
+}
+
+// A baseline whose verified call also copies its results into the outputs (here: a 20 ms
+// "copy") and whose `timed` call is the same work without it: the verifier verifies `call` once
+// and times `timed` only, so the copy is no part of the baseline's time.
+class FakeCaseWithCopyingBaseline final : public FakeCaseWithBaseline {
+ public:
+  Baseline make_baseline(const std::string& name, VerifyBackend&, const BufferSet&) override {
+    Baseline b;
+    b.name = name;
+    b.computes = "scale";
+    b.fused = true;
+    b.computation = computation();
+    b.call = kernel([this](const FakeArgs& a, void* w) {
+      ++verified_calls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the copy into the outputs
+      return correct(a, w);
+    });
+    b.timed = kernel([this](const FakeArgs&, void*) {
+      ++timed_calls;  // the work, into memory of its own: the outputs untouched
+      return int(FACT_OK);
+    });
+    return b;
+  }
+  std::optional<AccuracyPeer> accuracy_peer(VerifyBackend&, const BufferSet&) override { return std::nullopt; }
+  int verified_calls = 0, timed_calls = 0;
+};
+
+TEST(VerifierHost, ABaselinesTimedCallIsTimedAndItsCallOnlyVerified) {
+  HostBackend backend;
+  FakeCaseWithCopyingBaseline c;
+  VerifyOptions o = quick_options();
+  o.timing.max_runs = 10;
+  o.baselines = {"framework"};
+  RunReport r;
+  verify_and_time(backend, c, kernel(correct), o, nullptr, r);
+  EXPECT_EQ(r.status, RunStatus::Ok) << r.error;
+  ASSERT_EQ(r.baselines.size(), 1u);
+  EXPECT_EQ(r.baselines[0].status, "ok") << r.baselines[0].error;  // `call` verified: it wrote the outputs
+  EXPECT_EQ(c.verified_calls, 1);
+  ASSERT_TRUE(r.baselines[0].ms);
+  EXPECT_EQ(c.timed_calls, o.timing.warmup_runs + int(r.baselines[0].ms->runs));
+  EXPECT_LT(r.baselines[0].ms->median, 5.0);  // no 20 ms copy in the baseline's time
 }
 
 }  // namespace
