@@ -15,12 +15,12 @@
 // and the epilogue's register partition keeps them adjacent; the partition is checked for every
 // thread of the kernels FACT builds (GluCompile.GluPartitionHoldsWholeColumnPairsInEveryThread in patterns/swiglu/tests).
 //
-// How it stores (modeled on Sm90GluStore): the kernel is built with a void D; this node is the
-// tree's root and owns the output:
+// How it stores (patterns/gemm/gemm_root_store.cuh, as Sm90GluStore: a void D, this node the
+// tree's root owning the output, TMA stores of EPI_M × EPI_N/2 blocks from shared memory in the
+// collective's store stages), two blocks — the subtile's halves — per stage:
 //   visit       keeps the subtile's values (float) in registers
 //   postreduce  each thread rotates its pairs (cos / sin loaded from global memory, a table row
-//               per output row) and writes the results into this node's shared-memory subtile,
-//               two halves of EPI_M × EPI_N/2 (row-major, one pair of buffers per store stage):
+//               per output row) and writes the results into the stage's two halves:
 //               rotate-half: a → half 0, b → half 1, both at column (n % EPI_N) / 2;
 //               interleaved: the subtile as it is (half = (n % EPI_N) / (EPI_N/2)).
 //   tma_store   the issuing warp stores each half with TMA into D (clipped at M and N):
@@ -29,8 +29,6 @@
 //               EPI_N/2), whose original columns are the runs [h0 + c0/2, +EPI_N/2) and
 //               [h0 + group/2 + c0/2, +EPI_N/2); interleaved: [n0, n0 + EPI_N/2) and
 //               [n0 + EPI_N/2, n0 + EPI_N).
-// The buffers follow the collective's TMA store pipeline (StagesD = min(epilogue subtiles, 2),
-// the index store_iteration % StagesD), exactly as Sm90GluStore's.
 //
 // Requirements (can_implement): one batch (L = 1), group even and a divisor of N; rotate-half
 // also needs EPI_N | group (a subtile inside one head; head dims 64, 96, 128, 256 with the
@@ -44,33 +42,28 @@
 #include "cutlass/fast_math.h"
 #include "cutlass/numeric_conversion.h"
 
-#include "patterns/gemm/gemm_store_stages.cuh"
+#include "patterns/gemm/gemm_root_store.cuh"
 
 namespace fact::gemm::epilogue::detail {
 
+// The rope node's own parameters (its Params add the TMA store into D).
+template <class ElementTable>
+struct Sm90RopeTables {
+  const ElementTable* cos = nullptr;
+  const ElementTable* sin = nullptr;
+  int64_t table_ld = 0, period_stride = 0;
+  cutlass::FastDivmod period;  // m -> (sequence, position)
+  cutlass::FastDivmod group;   // n -> (head, column in the head)
+  int32_t half_group = 1, interleaved = 0;
+};
+
 template <class CtaTile, class EpilogueTile, class ElementOut, class ElementCompute,
           class ElementTable, cutlass::FloatRoundStyle kRound>
-struct Sm90RopeStore {
-  // The element the collective sizes its (unused) D staging by when D is void.
-  using ElementAux = ElementOut;
-
-  static constexpr int kTileM = cute::size<0>(CtaTile{});
-  static constexpr int kTileN = cute::size<1>(CtaTile{});
-  static constexpr int kEpiM = cute::size<0>(EpilogueTile{});
-  static constexpr int kEpiN = cute::size<1>(EpilogueTile{});
-  static constexpr int kHalfN = kEpiN / 2;
-  static constexpr int kStages = store_stages<CtaTile, EpilogueTile>();  // the collective's StagesD
-  static_assert(kHalfN * int(sizeof(ElementOut)) % 16 == 0, "a half subtile holds whole 16-byte rows");
-  static_assert(kTileN % kEpiN == 0 && kTileM % kEpiM == 0, "subtiles divide the CTA tile");
-
-  using StrideOut = cute::Stride<int64_t, cute::_1, int64_t>;
-  // One half subtile, row-major, no swizzle (TMA's SWIZZLE_NONE).
-  using SmemLayoutTma = cute::Layout<cute::Shape<cute::Int<kEpiM>, cute::Int<kHalfN>>,
-                                     cute::Stride<cute::Int<kHalfN>, cute::_1>>;
-  // (row, column, half + 2 · stage)
-  using SmemLayout =
-      cute::Layout<cute::Shape<cute::Int<kEpiM>, cute::Int<kHalfN>, cute::Int<2 * kStages>>,
-                   cute::Stride<cute::Int<kHalfN>, cute::_1, cute::Int<kEpiM * kHalfN>>>;
+struct Sm90RopeStore : Sm90RootStore<CtaTile, EpilogueTile, ElementOut, 2, Sm90RopeTables<ElementTable>> {
+  using Base = Sm90RootStore<CtaTile, EpilogueTile, ElementOut, 2, Sm90RopeTables<ElementTable>>;
+  using Base::Base;
+  using typename Base::Params;
+  using Base::kTileM, Base::kTileN, Base::kEpiM, Base::kEpiN, Base::kHalfN, Base::kStages;
 
   // The placement rules, shared by the device code and the host check of every thread's pairs
   // (RopeCompile.RopeStorePlacesEveryPairInItsOriginalColumns, patterns/rope/tests/test_realize_rope_compile.cpp):
@@ -102,10 +95,6 @@ struct Sm90RopeStore {
     return (n0 - n0_in_head) + n0_in_head / 2 + h * half_group;
   }
 
-  struct SharedStorage {
-    alignas(128) cute::array_aligned<ElementOut, cute::cosize_v<SmemLayout>> smem_out;
-  };
-
   struct Arguments {
     ElementOut* ptr_out = nullptr;        // D, M×N
     int64_t ld_out = 0;                   // D's leading dimension (row-major)
@@ -118,31 +107,11 @@ struct Sm90RopeStore {
     int32_t interleaved = 0;              // 1: pairs (2p, 2p+1); 0: rotate-half (p, p + group/2)
   };
 
-  struct Params {
-    using TmaOut = decltype(cute::make_tma_copy(
-        cute::SM90_TMA_STORE{},
-        cute::make_tensor(static_cast<ElementOut*>(nullptr),
-                          cute::repeat_like(StrideOut{}, int32_t(0)), StrideOut{}),
-        SmemLayoutTma{}));
-    TmaOut tma_out;
-    const ElementTable* cos = nullptr;
-    const ElementTable* sin = nullptr;
-    int64_t table_ld = 0, period_stride = 0;
-    cutlass::FastDivmod period;  // m -> (sequence, position)
-    cutlass::FastDivmod group;   // n -> (head, column in the head)
-    int32_t half_group = 1, interleaved = 0;
-  };
-
   template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const& problem_shape,
-                                                  Arguments const& args, void*) {
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = cute::append<4>(problem_shape, 1);
-    StrideOut stride{};
-    cute::get<0>(stride) = args.ld_out;
-    cute::get<2>(stride) = int64_t(0);  // one batch (can_implement)
-    auto out = cute::make_tensor(args.ptr_out, cute::make_layout(cute::make_shape(M, N, L), stride));
     Params params;
-    params.tma_out = cute::make_tma_copy(cute::SM90_TMA_STORE{}, out, SmemLayoutTma{});
+    params.tma_out = Base::make_tma_out(args.ptr_out, cute::make_shape(M, N, L), args.ld_out, 0);  // one batch
     params.cos = args.cos;
     params.sin = args.sin;
     params.table_ld = args.table_ld;
@@ -157,39 +126,11 @@ struct Sm90RopeStore {
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     auto [M, N, K, L] = cute::append<4>(problem_shape, 1);
-    constexpr int64_t vector = 16 / int64_t(sizeof(ElementOut));
     const bool heads = args.group > 0 && args.group % 2 == 0 && N % args.group == 0 &&
                        (args.interleaved != 0 || args.group % kEpiN == 0);
     return L == 1 && heads && args.period > 0 && args.period <= INT32_MAX && M % args.period == 0 &&
-           args.table_ld >= 0 &&
-           args.period_stride >= 0 && args.cos != nullptr && args.sin != nullptr &&
-           args.ptr_out != nullptr && (reinterpret_cast<uintptr_t>(args.ptr_out) % 16) == 0 &&
-           args.ld_out % vector == 0 && args.ld_out >= N;
-  }
-
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
-
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
-                                              cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
-
-  CUTLASS_HOST_DEVICE Sm90RopeStore() {}
-  CUTLASS_HOST_DEVICE Sm90RopeStore(Params const& params, SharedStorage const& shared_storage)
-      : params_ptr(&params), smem_out(const_cast<ElementOut*>(shared_storage.smem_out.data())) {}
-
-  Params const* params_ptr = nullptr;
-  ElementOut* smem_out = nullptr;
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(
-      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const&) {
-    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+           args.table_ld >= 0 && args.period_stride >= 0 && args.cos != nullptr && args.sin != nullptr &&
+           Base::storable(args.ptr_out, args.ld_out, 0) && args.ld_out >= N;
   }
 
   template <class CTensor, class STensor, class MTensor, int kPerSubtile>
@@ -292,26 +233,16 @@ struct Sm90RopeStore {
   CUTLASS_DEVICE auto get_consumer_store_callbacks(
       cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const& args) {
     using namespace cute;
-    static_assert(size<0>(decltype(args.epi_tile){}) == kEpiM &&
-                      size<1>(decltype(args.epi_tile){}) == kEpiN,
-                  "the epilogue subtile the kernel uses is the one this node was built for");
     auto [M, N, K, L] = args.problem_shape_mnkl;
     auto [m, n, k, l] = args.tile_coord_mnkl;
-    // Coordinates (m, n) in the CTA tile of every element a thread holds, partitioned as the
-    // accumulator fragments are (element epi_v * FragmentSize + i of subtile (epi_m, epi_n) is
-    // fragment element i of visit epi_v, as for every CUTLASS EVT node).
-    Tensor cTile = make_identity_tensor(take<0, 2>(args.tile_shape_mnk));
-    Tensor tC_cTile = cutlass::epilogue::fusion::sm90_partition_for_epilogue<ReferenceSrc>(
-        cTile, args.epi_tile, args.tiled_copy, args.thread_idx);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
+    Tensor tC_cTile = Base::template tile_coordinates<ReferenceSrc>(args);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
     constexpr int kPerSubtile = decltype(size(take<0, 3>(shape(tC_cTile))))::value;
     static_assert(kPerSubtile % 2 == 0, "whole pairs per subtile");
 
-    Tensor mOut = params_ptr->tma_out.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor sOut = make_tensor(make_smem_ptr(smem_out), SmemLayout{});      // (EPI_M,EPI_N/2,2·PIPE)
-    ThrCopy thrblk_s2g = params_ptr->tma_out.get_slice(_0{});
-    Tensor bSG_s = thrblk_s2g.partition_S(sOut);
+    Tensor mOut = this->params_ptr->tma_out.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor bSG_s = this->staged_blocks();                                         // (TMA,TMA_M,TMA_N,HALF+2·PIPE)
     return ConsumerStoreCallbacks<decltype(tC_cTile), decltype(bSG_s), decltype(mOut), kPerSubtile>(
-        cute::move(tC_cTile), cute::move(bSG_s), cute::move(mOut), smem_out, params_ptr,
+        cute::move(tC_cTile), cute::move(bSG_s), cute::move(mOut), this->smem_out, this->params_ptr,
         int64_t(m) * kTileM, int64_t(n) * kTileN, int64_t(M), int64_t(N));
   }
 };

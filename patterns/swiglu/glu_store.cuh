@@ -17,14 +17,12 @@
 // to end by the GPU tests (tests/test_runtime_gpu_glu.cpp: SwiGluLlamaMlpBf16,
 // BiasGeGluRaggedBf16), which compare every element of D with the float64 reference.
 //
-// How it stores: the kernel is built with a void D (the collective epilogue writes nothing
-// itself); this node is the tree's root and owns the output like CUTLASS's Sm90AuxStore does:
+// How it stores (patterns/gemm/gemm_root_store.cuh: a void D, this node the tree's root owning
+// the output, TMA stores of EPI_M × EPI_N/2 blocks from shared memory in the collective's store
+// stages), one block per stage:
 //   visit       act(gate) · up for each pair of the fragment, kept in registers (output type)
-//   postreduce  each thread writes its results into this node's shared-memory subtile
-//               (EPI_M × EPI_N/2, row-major, one buffer per store stage) at (row, column / 2)
-//   tma_store   the issuing warp stores the subtile with TMA into D (clipped at M and N/2)
-// The buffers follow the collective's TMA store pipeline (StagesD = min(epilogue subtiles, 2),
-// the index store_iteration % StagesD), exactly as Sm90AuxStore's.
+//   postreduce  each thread writes its results into the stage's block at (row, column / 2)
+//   tma_store   the issuing warp stores the block with TMA into D (clipped at M and N/2)
 #pragma once
 #include <cstdint>
 
@@ -33,36 +31,18 @@
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 #include "cutlass/numeric_conversion.h"
 
-#include "patterns/gemm/gemm_store_stages.cuh"
+#include "patterns/gemm/gemm_root_store.cuh"
 
 namespace fact::gemm::epilogue::detail {
 
 template <class CtaTile, class EpilogueTile, class ElementOut, class ElementCompute,
           template <class> class ActivationFn, cutlass::FloatRoundStyle kRound>
-struct Sm90GluStore {
-  // The element the collective sizes its (unused) D staging by when D is void.
-  using ElementAux = ElementOut;
-
-  static constexpr int kTileM = cute::size<0>(CtaTile{});
-  static constexpr int kTileN = cute::size<1>(CtaTile{});
-  static constexpr int kEpiM = cute::size<0>(EpilogueTile{});
-  static constexpr int kEpiN = cute::size<1>(EpilogueTile{});
-  static constexpr int kHalfN = kEpiN / 2;
-  static constexpr int kStages = store_stages<CtaTile, EpilogueTile>();
+struct Sm90GluStore : Sm90RootStore<CtaTile, EpilogueTile, ElementOut, 1> {
+  using Base = Sm90RootStore<CtaTile, EpilogueTile, ElementOut, 1>;
+  using Base::Base;
+  using typename Base::Params;
+  using Base::kTileM, Base::kTileN, Base::kEpiM, Base::kEpiN, Base::kHalfN, Base::kStages;
   static_assert(kEpiN % 16 == 0, "a gated subtile holds whole 16-byte rows of outputs");
-  static_assert(kTileN % kEpiN == 0 && kTileM % kEpiM == 0, "subtiles divide the CTA tile");
-
-  using StrideOut = cute::Stride<int64_t, cute::_1, int64_t>;
-  // One subtile of outputs per stage, row-major, no swizzle (TMA's SWIZZLE_NONE).
-  using SmemLayoutTma = cute::Layout<cute::Shape<cute::Int<kEpiM>, cute::Int<kHalfN>>,
-                                     cute::Stride<cute::Int<kHalfN>, cute::_1>>;
-  using SmemLayout =
-      cute::Layout<cute::Shape<cute::Int<kEpiM>, cute::Int<kHalfN>, cute::Int<kStages>>,
-                   cute::Stride<cute::Int<kHalfN>, cute::_1, cute::Int<kEpiM * kHalfN>>>;
-
-  struct SharedStorage {
-    alignas(128) cute::array_aligned<ElementOut, cute::cosize_v<SmemLayout>> smem_out;
-  };
 
   struct Arguments {
     ElementOut* ptr_out = nullptr;  // D, M×(N/2)
@@ -70,58 +50,18 @@ struct Sm90GluStore {
     int64_t batch_stride = 0;       // elements between batches of D
   };
 
-  struct Params {
-    using TmaOut = decltype(cute::make_tma_copy(
-        cute::SM90_TMA_STORE{},
-        cute::make_tensor(static_cast<ElementOut*>(nullptr),
-                          cute::repeat_like(StrideOut{}, int32_t(0)), StrideOut{}),
-        SmemLayoutTma{}));
-    TmaOut tma_out;
-  };
-
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape,
-                                                  Arguments const& args, void*) {
+  static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void*) {
     auto [M, N, K, L] = cute::append<4>(problem_shape, 1);
-    StrideOut stride{};
-    cute::get<0>(stride) = args.ld_out;
-    cute::get<2>(stride) = args.batch_stride;
-    auto out = cute::make_tensor(args.ptr_out, cute::make_layout(cute::make_shape(M, N / 2, L), stride));
-    return {cute::make_tma_copy(cute::SM90_TMA_STORE{}, out, SmemLayoutTma{})};
+    Params params;
+    params.tma_out = Base::make_tma_out(args.ptr_out, cute::make_shape(M, N / 2, L), args.ld_out, args.batch_stride);
+    return params;
   }
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     auto [M, N, K, L] = cute::append<4>(problem_shape, 1);
-    constexpr int64_t vector = 16 / int64_t(sizeof(ElementOut));
-    return N % 2 == 0 && args.ptr_out != nullptr &&
-           (reinterpret_cast<uintptr_t>(args.ptr_out) % 16) == 0 && args.ld_out % vector == 0 &&
-           args.batch_stride % vector == 0 && args.ld_out >= N / 2;
-  }
-
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
-
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
-                                              cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
-
-  CUTLASS_HOST_DEVICE Sm90GluStore() {}
-  CUTLASS_HOST_DEVICE Sm90GluStore(Params const& params, SharedStorage const& shared_storage)
-      : params_ptr(&params), smem_out(const_cast<ElementOut*>(shared_storage.smem_out.data())) {}
-
-  Params const* params_ptr = nullptr;
-  ElementOut* smem_out = nullptr;
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(
-      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const&) {
-    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+    return N % 2 == 0 && Base::storable(args.ptr_out, args.ld_out, args.batch_stride) && args.ld_out >= N / 2;
   }
 
   template <class CTensor, class STensor, class GTensor, int kPerSubtile>
@@ -182,29 +122,19 @@ struct Sm90GluStore {
   CUTLASS_DEVICE auto get_consumer_store_callbacks(
       cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const& args) {
     using namespace cute;
-    static_assert(size<0>(decltype(args.epi_tile){}) == kEpiM &&
-                      size<1>(decltype(args.epi_tile){}) == kEpiN,
-                  "the epilogue subtile the kernel uses is the one this node was built for");
     auto [M, N, K, L] = args.problem_shape_mnkl;
     auto [m, n, k, l] = args.tile_coord_mnkl;
-    // Coordinates (m, n) in the CTA tile of every element a thread holds, partitioned as the
-    // accumulator fragments are (element epi_v * FragmentSize + i of subtile (epi_m, epi_n) is
-    // fragment element i of visit epi_v, as for every CUTLASS EVT node).
-    Tensor cTile = make_identity_tensor(take<0, 2>(args.tile_shape_mnk));
-    Tensor tC_cTile = cutlass::epilogue::fusion::sm90_partition_for_epilogue<ReferenceSrc>(
-        cTile, args.epi_tile, args.tiled_copy, args.thread_idx);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
+    Tensor tC_cTile = Base::template tile_coordinates<ReferenceSrc>(args);  // (CPY,CPY_M,CPY_N,EPI_M,EPI_N)
     constexpr int kPerSubtile = decltype(size(take<0, 3>(shape(tC_cTile))))::value;
     static_assert(kPerSubtile % 2 == 0, "whole pairs per subtile");
 
-    Tensor mOut = params_ptr->tma_out.get_tma_tensor(make_shape(M, N / 2, L));  // (M,N/2,L)
+    Tensor mOut = this->params_ptr->tma_out.get_tma_tensor(make_shape(M, N / 2, L));  // (M,N/2,L)
     Tensor gOut = local_tile(mOut, make_shape(Int<kTileM>{}, Int<kTileN / 2>{}), make_coord(m, n, l));
     Tensor gOut_epi = flat_divide(gOut, make_shape(Int<kEpiM>{}, Int<kHalfN>{}));  // (EPI_M',N',EPI_M,EPI_N)
-    Tensor sOut_epi = make_tensor(make_smem_ptr(smem_out), SmemLayout{});        // (EPI_M',N',PIPE)
-    ThrCopy thrblk_s2g = params_ptr->tma_out.get_slice(_0{});
-    Tensor bSG_s = thrblk_s2g.partition_S(sOut_epi);
-    Tensor bSG_g = thrblk_s2g.partition_D(gOut_epi);
+    Tensor bSG_s = this->staged_blocks();                                         // (TMA,TMA_M,TMA_N,PIPE)
+    Tensor bSG_g = this->params_ptr->tma_out.get_slice(_0{}).partition_D(gOut_epi);
     return ConsumerStoreCallbacks<decltype(tC_cTile), decltype(bSG_s), decltype(bSG_g), kPerSubtile>(
-        cute::move(tC_cTile), cute::move(bSG_s), cute::move(bSG_g), smem_out, params_ptr);
+        cute::move(tC_cTile), cute::move(bSG_s), cute::move(bSG_g), this->smem_out, this->params_ptr);
   }
 };
 

@@ -48,6 +48,7 @@ const std::vector<std::string>& gemm_epilogue_headers() {
     std::vector<std::string> list = {
         "patterns/gemm/gemm_epilogue.cuh",
         "patterns/gemm/gemm_store_stages.cuh",
+        "patterns/gemm/gemm_root_store.cuh",
         "patterns/gemm/gemm_abi.h",
         "patterns/gemm/epilogue/ops.def",
         "patterns/gemm/epilogue/op_formulas.h",
