@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
+from fact import module_state
 from fact.graph_writer import SCHEMA, CaptureError, GraphWriter, flat_output_nodes, scalar_of, write_graph
 
 
@@ -230,7 +231,8 @@ def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | An
     export_stderr = io.StringIO()  # on failure torch prints the partial graph there
     try:
         with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
-            ep = torch.export.export(module, example_inputs, strict=False)
+            ep, state_attributes = module_state.export_keeping_state(module, example_inputs,
+                                                                     strict=False)
     except Exception as export_error:  # noqa: BLE001 - any failure triggers the fallback
         message = f"{type(export_error).__name__}: {export_error}".strip()
         warnings.warn(f"torch.export failed for {type(module).__name__}; falling back to "
@@ -253,6 +255,8 @@ def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | An
         writer, inputs, outputs, mutations = _from_exported_program(ep)
         if mutations:
             source["buffer_mutations"] = mutations
+        if state_attributes:
+            source["state_attributes"] = state_attributes
     doc = {
         "schema": SCHEMA,
         "source": source,

@@ -55,12 +55,13 @@ def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 @contextlib.contextmanager
 def float64_in_place(module: torch.nn.Module):
-    """The module with its floating parameters and buffers converted to float64 in place; on
-    exit (also when the body raises) every parameter and buffer is the tensor it was before,
+    """The module with its floating parameters, buffers and plain tensor attributes converted
+    to float64 in place; on exit (also when the body raises) every one is the tensor it was before,
     with its dtype and storage. Submodules reached only through Python closures are converted
     too, since they are the module's own submodules."""
     parameters: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     buffers: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
+    attributes: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
     seen: set[int] = set()
     try:
         with torch.no_grad():
@@ -76,12 +77,20 @@ def float64_in_place(module: torch.nn.Module):
                         continue
                     buffers.append((owner, name, buffer))
                     owner._buffers[name] = buffer.to(torch.float64)
+                for name, value in list(vars(owner).items()):
+                    # Plain tensor attributes (an RNN's initial hidden state kept as self.h0).
+                    if (isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)
+                            and value.is_floating_point()):
+                        attributes.append((owner, name, value))
+                        owner.__dict__[name] = value.to(torch.float64)
         yield module
     finally:
         for parameter, data in parameters:
             parameter.data = data
         for owner, name, buffer in buffers:
             owner._buffers[name] = buffer
+        for owner, name, value in attributes:
+            owner.__dict__[name] = value
 
 
 def verify(model: torch.nn.Module, composed: torch.nn.Module, inputs: Sequence[Any],

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence, Union
 import torch
 import torch.fx
 
-from fact import _engine, ops, transforms
+from fact import _engine, module_state, ops, transforms
 from fact import verify as checks
 from fact.compose.guards import (_capture_cuda_graph, _compile_remainder, _compiled_original,
                                  _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
@@ -27,6 +27,7 @@ from fact.timing import Timer
 REMAINDERS = ("inductor", "eager")
 
 
+@module_state.leaves_module_state_alone
 def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, plan_dir: str | Path,
                *, remainder: str = "inductor", cuda_graphs: bool = False,
                patterns: Iterable[str] | str | None = None, verify: bool = True,
@@ -296,6 +297,10 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     composed = ComposedModule(module, graph_module, signature, report)
     composed.__dict__["replacements"] = subgraphs
     composed.__dict__["_derived"] = refresh
+    composed.__dict__["_state"] = module_state.state_bindings(module, graph_module)
+    for binding in composed._state:
+        report.notes.append(f"state: the forward writes the tensor attribute '{binding.qualified}'; "
+                            f"the composed module writes it back after each call")
     report.runs = "composed"
     if remainder == "inductor":
         _compile_remainder(composed, example_inputs)

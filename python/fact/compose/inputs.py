@@ -10,6 +10,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from fact import module_state
+
 
 def _normalize_inputs(example_inputs: Sequence[Any] | Any) -> tuple:
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple)):
@@ -47,6 +49,6 @@ def _export(module: torch.nn.Module, example_inputs: tuple) -> torch.export.Expo
         shapes_logger.setLevel(logging.ERROR)
         with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.export.export(module, example_inputs, strict=False)
+            return module_state.export_keeping_state(module, example_inputs, strict=False)[0]
     finally:
         shapes_logger.setLevel(shapes_level)

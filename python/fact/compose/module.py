@@ -82,6 +82,9 @@ class ComposedModule(torch.nn.Module):
         # Derived operands (packed / folded weights) as buffers of graph_module: computed again
         # before a call when a parameter they come from changed.
         self.__dict__["_derived"] = []
+        # Plain tensor attributes of the original that the forward writes and the composed graph
+        # holds as buffers (fact.module_state.StateBinding): synced before and after each call.
+        self.__dict__["_state"] = []
 
     def _run_composed(self, args: tuple):
         if self._cuda_graph is not None:
@@ -104,9 +107,23 @@ class ComposedModule(torch.nn.Module):
             return self._fallback(*args)
         if self.graph_module is None:
             return self.original(*args)
+        if not all(binding.fits() for binding in self._state):
+            self._warn_once(("state",), "a tensor attribute the forward writes no longer has the "
+                            "planned shape or dtype; running the original module")
+            return self.original(*args)
         for buffer in self._derived:
             buffer.refresh()
-        return self._run_composed(args)
+        for binding in self._state:
+            binding.before_call()
+        out = self._run_composed(args)
+        for binding in self._state:
+            binding.after_call()
+        return out
+
+    def _warn_once(self, key: tuple, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"fact: {message}", stacklevel=4)
 
     def forward(self, *args, **kwargs):
         if self.planned_signature is None:

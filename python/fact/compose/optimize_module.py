@@ -9,12 +9,13 @@ import torch
 from fact.compose.apply import REMAINDERS, apply_plan
 from fact.compose.inputs import _device_of, _normalize_inputs
 from fact.compose.module import ComposedModule
-from fact import engine_tables
+from fact import engine_tables, module_state
 from fact.compose.planning import plan_and_export
 from fact.report import FactReport
 from fact.timing import Timer
 
 
+@module_state.leaves_module_state_alone
 def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              precision: str | None = None, *, work_dir: str | Path | None = None,
              remainder: str = "inductor", cuda_graphs: bool = False,
