@@ -121,3 +121,26 @@ def test_never_slower_per_bucket_keeps_a_fallback_per_bucket(tmp_path, reference
     composed(torch.randn(3, 8), torch.randn(3, 8))   # bucket 2: composed
     assert len(calls) == 1
     assert "composed in 3 of 4 timed bucket tuple(s)" in composed.fact_report.runs
+
+
+class ReadsAnIntermediate(torch.nn.Module):
+    def forward(self, x, z):
+        r = torch.relu(x)
+        return 2.0 * r + 3.0 * z
+
+
+def test_an_intermediate_operand_is_pinned_to_its_planned_layout(tmp_path, reference):
+    call = fake_kind.symbolic_axpby_call("0", "relu", "z", "add", 8, 2.0, 3.0)
+    replacement = fake_kind.replacement(0, ["mul", "mul_1", "add"], ["relu", "z"], ["add"], [call])
+    folder = _plan(tmp_path, call)
+    doc = json.loads((folder / "plan.json").read_text())
+    doc["replacements"] = [replacement]
+    (folder / "plan.json").write_text(json.dumps(doc))
+    composed = apply_plan(ReadsAnIntermediate(), (torch.randn(4, 8), torch.randn(4, 8)), folder,
+                          remainder="eager")
+    assert [c.verified for c in composed.fact_report.composed] == [True], composed.fact_report
+    targets = [str(n.target) for n in composed.graph_module.graph.nodes]
+    assert "aten.contiguous.default" in targets
+    for batch in (1, 7):
+        x, z = torch.randn(batch, 8), torch.randn(batch, 8)
+        torch.testing.assert_close(composed(x, z), ReadsAnIntermediate()(x, z))

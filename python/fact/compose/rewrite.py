@@ -75,7 +75,7 @@ def _dense_order(shape: Sequence[int], stride: Sequence[int]) -> list[int] | Non
 
 
 def _pin_layout(graph: torch.fx.Graph, node: torch.fx.Node, operand: dict,
-                anchor: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node]:
+                anchor: torch.fx.Node, at_hint: Any = None) -> tuple[torch.fx.Node, torch.fx.Node]:
     """The operand `node` made to have the planned dense layout in the graph itself: permute to
     the planned dim order, `contiguous`, permute back (only `contiguous` when the order is the
     identity). Eagerly these are views and a no-op `contiguous` (the exported value already has
