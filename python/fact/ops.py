@@ -236,10 +236,11 @@ def _parse_symbolic(parsed: Call, call: dict, args: dict, symbols: Sequence[dict
     parsed.table, parsed.patches, parsed.buckets = table, tuple(patches), tuple(buckets)
 
 
-def check_call(call: dict) -> None:
+def check_call(call: dict, symbols: Sequence[dict] | None = None) -> None:
     """Raises ValueError when a plan call's executable part is inconsistent (its argument
-    image, pointer slots, operands or results); registers nothing."""
-    _parse_call(call, None, None)
+    image, pointer slots, operands or results; with the plan's `symbols`, its polynomials,
+    patches and buckets); registers nothing."""
+    _parse_call(call, None, None, symbols or None)
 
 
 _calls_lock = threading.RLock()
