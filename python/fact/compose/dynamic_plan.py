@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fact.compose.range_guard import RangeGuard
-from fact.symbolic_sizes import Poly, evaluate
+from fact.symbolic_sizes import evaluate
 
 
 class SymbolBinding:
@@ -141,13 +141,10 @@ def _not_multiple_of_8(symbol: dict, hint: int) -> int:
     multiple, low, high = _multiple(symbol), int(symbol["min"]), int(symbol["max"])
     if multiple % 8 == 0:
         return hint
-    candidates = [v for v in range(_round_up(low, multiple), high + 1, multiple) if v % 8]
-    return min(candidates, key=lambda v: (abs(v - hint), v)) if candidates else hint
+    start = _round_up(hint, multiple)
+    for step in range(0, 9):  # within 8 multiples of the hint one is not a multiple of 8
+        for value in (start - step * multiple, start + step * multiple):
+            if low <= value <= high and value % 8:
+                return value
+    return hint
 
-
-def bound_poly_sizes(sizes: Sequence[Any], symbols: Sequence[int]) -> list[int]:
-    """Plan sizes (ints / Polys) at concrete symbol values."""
-    return [evaluate(v, symbols) for v in sizes]
-
-
-__all__ = ["SymbolBinding", "bound_poly_sizes", "Poly"]
