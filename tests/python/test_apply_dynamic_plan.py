@@ -144,3 +144,14 @@ def test_an_intermediate_operand_is_pinned_to_its_planned_layout(tmp_path, refer
     for batch in (1, 7):
         x, z = torch.randn(batch, 8), torch.randn(batch, 8)
         torch.testing.assert_close(composed(x, z), ReadsAnIntermediate()(x, z))
+
+
+def test_verification_assignments(reference):
+    from fact.compose.dynamic_plan import SymbolBinding
+    symbols = [fake_kind.batch_symbol(low=1, high=64, hint=16),
+               {"name": "seq", "min": 8, "max": 64, "hint": 16, "multiple": 8}]
+    binding = SymbolBinding.__new__(SymbolBinding)
+    binding.symbols = symbols
+    assert binding.assignments(on_gpu=False) == [
+        ("hint", (16, 16)), ("all at their minimum", (1, 8)), ("not a multiple of 8", (15, 16))]
+    assert binding.assignments(on_gpu=True)[-1] == ("all at their maximum", (64, 64))
