@@ -62,8 +62,10 @@ const json* find_replacement(const json& plan, const json& nodes) {
 // Why a sample's replacement is not the hint's (empty when it is the same).
 std::string difference(const json& hint, const json* sample) {
   if (sample == nullptr) return "the replaced nodes are not recognized as one replacement";
-  if (sample->value("status", std::string()) != "planned")
-    return sample->value("status", std::string()) + ": " + sample->value("reason", std::string());
+  const std::string status = sample->value("status", std::string());
+  const std::string reason = sample->value("reason", std::string());
+  if (status == "declined" && !reason.empty()) return reason;
+  if (status != "planned") return status + (reason.empty() ? std::string() : ": " + reason);
   if (sample->at("rule") != hint.at("rule")) return "planned by rule " + sample->at("rule").get<std::string>();
   const json& a = hint.at("calls");
   const json& b = sample->at("calls");
@@ -401,7 +403,7 @@ PlanResult make_dynamic_plan(const PlanRequest& request, const json& document, c
       try {
         for (size_t c = 0; c < calls.size(); ++c) fit_call(replacement["calls"][c], calls[c], fitter);
       } catch (const std::exception& e) {
-        declined = std::string("declined: ") + e.what();
+        declined = e.what();
       }
     }
     if (!declined.empty()) {

@@ -342,11 +342,28 @@ TEST_F(DynamicPlan, AlignmentDependentReplacementIsDeclinedNamingTheSizes) {
   const json& replacement = plan["replacements"][0];
   EXPECT_EQ(replacement["status"], "declined");
   const std::string reason = replacement["reason"];
-  EXPECT_NE(reason.find("declined at seq=65"), std::string::npos) << reason;
+  EXPECT_EQ(reason.rfind("declined at seq=65: K=65 not a multiple of 8", 0), 0u) << reason;
   EXPECT_NE(reason.find("not a multiple of 8"), std::string::npos) << reason;
   // Declared in multiples of 8, the same GEMM serves the range.
   const json aligned = make_plan(request(contraction_document(8), "aligned")).plan;
   EXPECT_EQ(aligned["replacements"][0]["status"], "planned") << aligned["replacements"][0]["reason"];
+}
+
+// x [seq, seq, 256] -> linear: the GEMM's M is seq*seq, of degree two in seq.
+TEST_F(DynamicPlan, AFieldOfHigherDegreeIsDeclinedWithItsOffsetAndValues) {
+  const std::string dt = "bfloat16";
+  const json doc = document(json::parse(R"([{"name": "seq", "min": 1, "max": 64, "hint": 8}])"),
+                            {value("x", "input", {"seq", "seq", 256}, {"256*seq", 256, 1}, dt),
+                             value("w", "parameter", {512, 256}, {256, 1}, dt, "fc.weight"),
+                             value("y", "intermediate", {"seq", "seq", 512}, {"512*seq", 512, 1}, dt)},
+                            {node("linear", "aten.linear.default", {tensor("x"), tensor("w")}, "y")}, {"x"}, {"y"});
+  const json plan = make_plan(request(doc, "plan")).plan;
+  ASSERT_FALSE(plan["replacements"].empty());
+  const json& replacement = plan["replacements"][0];
+  EXPECT_EQ(replacement["status"], "declined");
+  const std::string reason = replacement["reason"];
+  EXPECT_NE(reason.find("int field at offset 16 (8 bytes) is not a polynomial of degree <= 1"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("81 at seq=9"), std::string::npos) << reason;  // M at a sample
 }
 
 TEST_F(DynamicPlan, StaticGraphsPlanAsBefore) {
