@@ -27,10 +27,11 @@ from fact.graph_writer import SCHEMA, CaptureError, GraphWriter, flat_output_nod
 # torch.export path
 
 
-def _from_exported_program(ep: torch.export.ExportedProgram) -> tuple[GraphWriter, list, list, dict]:
+def _from_exported_program(ep: torch.export.ExportedProgram, symbol_names: dict | None = None
+                           ) -> tuple[GraphWriter, list, list, dict]:
     from torch.export.graph_signature import InputKind, OutputKind
 
-    writer = GraphWriter()
+    writer = GraphWriter(symbol_names=symbol_names)
     spec_by_name = {spec.arg.name: spec for spec in ep.graph_signature.input_specs
                     if hasattr(spec.arg, "name")}
     kind_names = {InputKind.USER_INPUT: "input", InputKind.PARAMETER: "parameter",
@@ -67,6 +68,41 @@ def _from_exported_program(ep: torch.export.ExportedProgram) -> tuple[GraphWrite
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             mutations[bound] = spec.target
     return writer, inputs, outputs, mutations
+
+
+def declared_symbols(ep: torch.export.ExportedProgram, declared: dict, example_inputs: Sequence[Any]
+                     ) -> tuple[dict, list]:
+    """(sympy symbol of the program -> declared name, the document's "symbols") for the
+    declared dimensions {(input index, dim): fact.dynamic_ranges.Range}: each declared
+    dimension of a user input placeholder must be one plain symbol of the program (CaptureError
+    when torch.export specialized it or tied it to another expression)."""
+    from torch.export.graph_signature import InputKind
+
+    user = [spec.arg.name for spec in ep.graph_signature.input_specs
+            if spec.kind == InputKind.USER_INPUT and hasattr(spec.arg, "name")]
+    placeholders = {node.name: node for node in ep.graph.nodes if node.op == "placeholder"}
+    names: dict = {}
+    symbols: dict[str, dict] = {}
+    for (index, dim), declared_range in sorted(declared.items(), key=lambda item: item[0]):
+        node = placeholders.get(user[index]) if index < len(user) else None
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor):
+            raise CaptureError(f"input {index} of the exported program is not a tensor")
+        size = val.shape[dim]
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        if expr is None or not expr.is_Symbol:
+            raise CaptureError(f"{declared_range.name} (input {index} dim {dim}) is "
+                               f"{'fixed at ' + str(int(size)) if expr is None or not expr.free_symbols else str(expr)} "
+                               f"in the exported program: the forward specializes it (declare it "
+                               f"static, or make the code size-generic)")
+        if names.setdefault(expr, declared_range.name) != declared_range.name:
+            raise CaptureError(f"{declared_range.name} and {names[expr]} are the same size in the "
+                               f"exported program: declare one name for both")
+        symbols.setdefault(declared_range.name, {
+            "name": declared_range.name, "min": declared_range.min, "max": declared_range.max,
+            "hint": int(example_inputs[index].shape[dim]), "multiple": declared_range.multiple,
+            "typical": list(declared_range.typical)})
+    return names, list(symbols.values())
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,14 +250,23 @@ def capture(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
 
 
 def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
-                     path: str | Path | None = None) -> tuple[dict, torch.export.ExportedProgram | None]:
+                     path: str | Path | None = None, dynamic_shapes: Any = None
+                     ) -> tuple[dict, torch.export.ExportedProgram | None]:
     """`capture`, also returning the torch.export program the document was written from (None
     when the capture fell back to TorchDynamo): the graph the plan names, node for node, for
-    fact.compose.apply_plan(..., exported=) to rewrite without exporting the module again."""
+    fact.compose.apply_plan(..., exported=) to rewrite without exporting the module again.
+
+    `dynamic_shapes` (torch.export's structure, with torch.export.Dim or
+    fact.dynamic_ranges.Range values) declares dynamic dimensions: the program is exported with
+    them, the document gets top-level "symbols" and writes symbolic sizes as expressions over
+    their names (docs/dynamic_shapes.md). There is no dynamo fallback then: an export failure
+    is a CaptureError. ValueError for a malformed declaration."""
     ep = None
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
+    if dynamic_shapes is not None:
+        return _capture_dynamic(module, example_inputs, path, dynamic_shapes)
     source: dict[str, Any] = {
         "module": type(module).__name__,
         "capture": "torch.export",
@@ -265,6 +310,36 @@ def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | An
         "inputs": inputs,
         "outputs": outputs,
     }
+    if path is not None:
+        write_graph(doc, path)
+    return doc, ep
+
+
+def _capture_dynamic(module: torch.nn.Module, example_inputs: tuple, path: str | Path | None,
+                     dynamic_shapes: Any) -> tuple[dict, torch.export.ExportedProgram]:
+    """capture_exported with declared dynamic dimensions (no dynamo fallback)."""
+    from fact.dynamic_ranges import export_dynamic_shapes
+
+    export_shapes, declared = export_dynamic_shapes(dynamic_shapes, module, example_inputs)
+    export_stderr = io.StringIO()
+    try:
+        with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
+            ep, state_attributes = module_state.export_keeping_state(
+                module, example_inputs, dynamic_shapes=export_shapes, strict=False)
+    except Exception as error:  # noqa: BLE001 - reported with the declaration
+        first = (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
+        raise CaptureError(f"cannot export {type(module).__name__} with the declared dynamic "
+                           f"dimensions: {first}") from error
+    names, symbols = declared_symbols(ep, declared, example_inputs)
+    writer, inputs, outputs, mutations = _from_exported_program(ep, names)
+    source: dict[str, Any] = {"module": type(module).__name__, "capture": "torch.export",
+                              "export_error": None, "torch": torch.__version__.split("+")[0]}
+    if mutations:
+        source["buffer_mutations"] = mutations
+    if state_attributes:
+        source["state_attributes"] = state_attributes
+    doc = {"schema": SCHEMA, "source": source, "symbols": symbols, "values": writer.values,
+           "nodes": writer.nodes, "inputs": inputs, "outputs": outputs}
     if path is not None:
         write_graph(doc, path)
     return doc, ep

@@ -97,10 +97,27 @@ def scalar_of(t: Any) -> Any:
 # FX graph -> document
 
 
-class GraphWriter:
-    """Turns one ATen-level FX graph into values and nodes of the document."""
+class _SymValue:
+    """A size computed from declared dynamic dimensions: written as {"sym": expression}."""
 
-    def __init__(self, id_prefix: str = ""):
+    def __init__(self, expression: str):
+        self.expression = expression
+
+    def __repr__(self) -> str:
+        return f"<size {self.expression}>"
+
+
+_SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class GraphWriter:
+    """Turns one ATen-level FX graph into values and nodes of the document. With
+    `symbol_names` (sympy symbol of the exported program -> declared dimension name), sizes
+    over those symbols are written as expressions and size-only nodes are not written
+    (docs/dynamic_shapes.md)."""
+
+    def __init__(self, id_prefix: str = "", symbol_names: dict | None = None):
+        self.symbol_names = dict(symbol_names or {})
         self.id_prefix = id_prefix
         self.values: list[dict] = []
         self.nodes: list[dict] = []
@@ -118,12 +135,42 @@ class GraphWriter:
         entry = {"id": value_id, "kind": kind}
         if target is not None:
             entry["target"] = target
-        entry.update(_tensor_fields(tensor))
+        entry.update(self._tensor_fields(tensor))
         if scalar is not None:
             entry["scalar"] = scalar
         self.values.append(entry)
         self.value_ids.add(value_id)
         return value_id
+
+    def _tensor_fields(self, t: torch.Tensor) -> dict:
+        if not self.symbol_names:
+            return _tensor_fields(t)
+        from fact.size_expressions import size_of
+        fields = _tensor_fields(t)
+        fields["shape"] = [size_of(s, self.symbol_names) for s in t.shape]
+        fields["stride"] = [size_of(s, self.symbol_names) for s in t.stride()]
+        return fields
+
+    def _scalar(self, val: Any) -> Any:
+        """A non-tensor node value: its expression when it depends on declared dimensions,
+        else the concrete value."""
+        if self.symbol_names and isinstance(val, _SYMBOLIC_SCALARS):
+            expr = val.node.expr
+            if expr.free_symbols:
+                if not isinstance(val, torch.SymInt):
+                    raise CaptureError(f"a {type(val).__name__} computed from dynamic dimensions "
+                                       f"({expr}) is used as an argument; FACT writes integer "
+                                       f"size expressions only")
+                from fact.size_expressions import expression_of
+                return _SymValue(expression_of(expr, self.symbol_names))
+        return _concrete_scalar(val)
+
+    def _size_only(self, node: torch.fx.Node, val: Any) -> bool:
+        """A node that only computes a size or a condition on sizes (sym_size, operator.mul on
+        SymInts, ...): in a symbolic graph its value is written where it is used."""
+        return bool(self.symbol_names) and node.op == "call_function" and \
+            isinstance(val, (*_SYMBOLIC_SCALARS, int, float, bool)) and \
+            target_name(node.target) != "aten._local_scalar_dense.default"
 
     def add_placeholder(self, node: torch.fx.Node, kind: str, target: str | None = None,
                         scalar: Any = None, value_id: str | None = None) -> None:
@@ -132,7 +179,7 @@ class GraphWriter:
             vid = value_id or self.id_prefix + node.name
             self.node_values[node] = self.add_value(vid, kind, val, target, scalar)
         else:
-            self.node_values[node] = _concrete_scalar(val)
+            self.node_values[node] = self._scalar(val)
 
     def add_get_attr(self, node: torch.fx.Node, owner: torch.nn.Module) -> None:
         """A get_attr naming a subgraph (the body of a higher-order op such as
@@ -163,6 +210,9 @@ class GraphWriter:
             self._inline(node, self.node_values[node.args[1]].module, node.args[2:])
             return
         val = node.meta.get("val", node.meta.get("example_value"))
+        if self._size_only(node, val):
+            self.node_values[node] = self._scalar(val)
+            return
         outputs: list[str] = []
         if isinstance(val, torch.Tensor):
             vid = self.id_prefix + node.name
@@ -180,10 +230,10 @@ class GraphWriter:
                     outputs.append(vid)
                     elements.append(vid)
                 else:
-                    elements.append(_concrete_scalar(element))
+                    elements.append(self._scalar(element))
             self.node_values[node] = elements
         else:
-            self.node_values[node] = _concrete_scalar(val)
+            self.node_values[node] = self._scalar(val)
         self.nodes.append({
             "id": self.id_prefix + node.name,
             "target": target,
@@ -235,11 +285,18 @@ class GraphWriter:
                         return {"repr": repr(arg)}
                 return {"tensors": tensors}
             items = [self.node_values.get(a) if isinstance(a, torch.fx.Node) else a for a in arg]
+            if any(isinstance(item, _SymValue) for item in items):
+                return {"syms": [item.expression if isinstance(item, _SymValue) else _plain_constant(item)
+                                 for item in items]}
             return self.encode_constant(items)
         return self.encode_constant(arg)
 
     def encode_constant(self, c: Any) -> dict:
-        c = _concrete_scalar(c)
+        if isinstance(c, _SymValue):
+            return {"sym": c.expression}
+        c = self._scalar(c) if isinstance(c, _SYMBOLIC_SCALARS) else _concrete_scalar(c)
+        if isinstance(c, _SymValue):
+            return {"sym": c.expression}
         if isinstance(c, _Subgraph):
             return {"repr": f"<subgraph {c.name}>"}
         if isinstance(c, torch.dtype):

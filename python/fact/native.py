@@ -237,6 +237,20 @@ def register_call(image_hex: str, slot_offsets, slot_sources, slot_indices,
         library, entry, label))
 
 
+def register_sizes(call: int, *, edges, edge_counts, term_starts, coefficients, exponents,
+                   result_polys, result_ranks, operand_polys, operand_ranks, slot_polys,
+                   patch_offsets, patch_bytes, patch_polys, bucket_images, bucket_libraries,
+                   bucket_entries) -> None:
+    """Makes a registered call symbolic in the native registry (fact.ops._native_size_tables
+    writes the tables: the bucket edges, one polynomial table, and indices into it for every
+    shape, stride, element offset and patch; one image, library and entry per bucket)."""
+    torch.ops.fact_native.register_sizes(
+        call, list(edges), list(edge_counts), list(term_starts), list(coefficients),
+        list(exponents), list(result_polys), list(result_ranks), list(operand_polys),
+        list(operand_ranks), list(slot_polys), list(patch_offsets), list(patch_bytes),
+        list(patch_polys), list(bucket_images), list(bucket_libraries), list(bucket_entries))
+
+
 def registered_libraries() -> list[str]:
     """The kernel libraries the native registry has loaded, in loading order."""
     return list(torch.ops.fact_native.registered_libraries()) if _active else []

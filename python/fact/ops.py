@@ -1,7 +1,7 @@
 """`fact::launch`: the one custom op every composed replacement calls, whatever its kind.
 
-    fact::launch(Tensor[] operands, int call) -> Tensor[]
-    fact::launch_out(Tensor[] operands, Tensor(a!)[] results, int call) -> ()
+    fact::launch(Tensor[] operands, int call, SymInt[] sizes=[]) -> Tensor[]
+    fact::launch_out(Tensor[] operands, Tensor(a!)[] results, int call, SymInt[] sizes=[]) -> ()
 
 A call is registered once from a plan call (docs/plan.md) with `register_call(call, library)`,
 which returns the integer the graph carries. What a call holds: its argument image (the kind's
@@ -11,6 +11,14 @@ dtypes (and layouts when the plan gives them), and its kernel library and entry.
 allocates the results (`launch`) or takes them (`launch_out`), copies the image, writes each
 slot's address (`data_ptr + element_offset * element_size`) and hands the image over. It never
 looks inside the image: no kind, epilogue, layout or limit is known here.
+
+A call planned over declared symbols (docs/dynamic_shapes.md) is registered with the plan's
+`symbols=`: its shapes, strides, element offsets and patched image fields are polynomials over
+the symbols (fact.symbolic_sizes), and it has one kernel and image per bucket tuple. `sizes`
+are the symbols' values, in the plan's order: the op picks the bucket (per symbol the first
+edge >= size), copies its image, writes each patch's value (4 or 8 bytes, little-endian) and
+the addresses, and allocates the results with their polynomial shapes and strides. A static
+call takes no sizes and behaves as before.
 
 Implementations (per dispatch key; none knows a kind):
 - CPU: `fact_reference_call` (the engine library's host float64 reference of every kind, or
@@ -25,7 +33,8 @@ Implementations (per dispatch key; none knows a kind):
   names a kernel library on a machine with a GPU.
 - CUDA, Python: the same through ctypes (fact.kernels), when the native one cannot be built
   (fact.native.reason() says why).
-- Meta (fake): allocates the results only, so the op traces under torch.compile / torch.export.
+- Meta (fake): allocates the results only, so the op traces under torch.compile / torch.export;
+  for a symbolic call their shapes are the polynomials of the SymInt sizes.
 - Autograd: none (inference only): a result computed from tensors that require grad raises on
   backward.
 `describe_implementation(device_type)` says which implementation runs.
@@ -40,11 +49,12 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
 from fact import _engine, abi, kernels, native
+from fact.symbolic_sizes import BucketTable, Poly, evaluate, parse_size
 
 
 @dataclass(frozen=True)
@@ -52,14 +62,31 @@ class PointerSlot:
     offset: int           # byte offset of the 64-bit address in the image
     from_result: bool     # the address of a result (else of an operand)
     index: int            # which operand / result
-    element_offset: int   # elements added to the tensor's data pointer
+    element_offset: Any   # elements added to the tensor's data pointer (int, or Poly)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """An integer field of a symbolic call's image written per launch: `bytes` (4 or 8)
+    little-endian at `offset`, the value of `poly` at the launch's sizes."""
+    offset: int
+    bytes: int
+    poly: Poly
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A bucket tuple's kernel: its image (before patches and addresses) and library."""
+    image: bytes
+    library: Optional[str]
+    entry: Optional[str]
 
 
 @dataclass(frozen=True)
 class TensorSpec:
     dtype: torch.dtype
     shape: Optional[tuple] = None   # None: not checked (operands without a layout in the plan)
-    stride: Optional[tuple] = None
+    stride: Optional[tuple] = None  # entries: ints, or Polys for a symbolic call
 
 
 @dataclass
@@ -76,6 +103,16 @@ class Call:
     entry: Optional[str]
     _workspace: Optional[int] = field(default=None, repr=False)
     host: bool = False        # the library runs on the CPU (fact_kernel_info "device": "host")
+    # A symbolic call: the bucket table over the plan's symbols, the patched fields, and one
+    # Bucket per bucket tuple (row-major); None / empty for a static call.
+    table: Optional[BucketTable] = None
+    patches: tuple = ()
+    buckets: tuple = ()
+    _bound: dict = field(default_factory=dict, repr=False)  # sizes -> the call at those sizes
+
+    @property
+    def symbolic(self) -> bool:
+        return self.table is not None
 
     def describe(self) -> str:
         return f"fact::launch call {self.id}" + (f" ({self.label})" if self.label else "")
@@ -89,17 +126,17 @@ def parse_dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def _parse_call(call: dict, library: Optional[str], entry: Optional[str]) -> Call:
-    """The plan call's executable part, checked for consistency (ValueError with the reason)."""
+def _parse_call(call: dict, library: Optional[str], entry: Optional[str],
+                symbols: Optional[Sequence[dict]] = None,
+                bucket_libraries: Optional[Sequence[tuple]] = None) -> Call:
+    """The plan call's executable part, checked for consistency (ValueError with the reason).
+    `symbols`: the plan's symbols when the plan has any (their order is the polynomials' and
+    the sizes'); `bucket_libraries`: (library, entry) per entry of the call's "buckets"."""
     label = str(call.get("label", ""))
     args = call.get("args")
     if not isinstance(args, dict):
         raise ValueError("the call has no \"args\" (argument image)")
-    text = str(args.get("hex", ""))
-    try:
-        image = bytes.fromhex(text)
-    except ValueError as error:
-        raise ValueError(f"args.hex is not hexadecimal ({error})") from None
+    image = _image_of(args.get("hex", ""), "args.hex")
     size = int(args.get("size", len(image)))
     if len(image) != size:
         raise ValueError(f"args.hex holds {len(image)} bytes, args.size says {size}")
@@ -111,21 +148,26 @@ def _parse_call(call: dict, library: Optional[str], entry: Optional[str]) -> Cal
                          f"runs version {abi.FACT_ABI_VERSION}")
     if header_size != size:
         raise ValueError(f"the argument image's header gives size {header_size}, the plan {size}")
+    count = len(symbols or [])
+
+    def sizes_of(entries, what):
+        return tuple(parse_size(v, count, what) for v in entries)
+
     operands = []
     for index, operand in enumerate(call.get("operands", [])):
         shape, stride = operand.get("shape"), operand.get("stride")
         if (shape is None) != (stride is None):
             raise ValueError(f"operand {index}: shape and stride go together")
         operands.append(TensorSpec(parse_dtype(operand.get("dtype", "")),
-                                   tuple(int(v) for v in shape) if shape is not None else None,
-                                   tuple(int(v) for v in stride) if stride is not None else None))
+                                   sizes_of(shape, f"operand {index} shape") if shape is not None else None,
+                                   sizes_of(stride, f"operand {index} stride") if stride is not None else None))
     results = []
     for index, result in enumerate(call.get("results", [])):
-        shape = [int(v) for v in result.get("shape", [])]
-        stride = [int(v) for v in result.get("stride", [])]
+        shape = sizes_of(result.get("shape", []), f"result {index} shape")
+        stride = sizes_of(result.get("stride", []), f"result {index} stride")
         if len(shape) != len(stride):
-            raise ValueError(f"result {index}: shape {shape} and stride {stride} differ in rank")
-        results.append(TensorSpec(parse_dtype(result.get("dtype", "")), tuple(shape), tuple(stride)))
+            raise ValueError(f"result {index}: shape {list(shape)} and stride {list(stride)} differ in rank")
+        results.append(TensorSpec(parse_dtype(result.get("dtype", "")), shape, stride))
     slots = []
     for pointer in args.get("pointers", []):
         offset, index = int(pointer["offset"]), int(pointer["index"])
@@ -133,23 +175,72 @@ def _parse_call(call: dict, library: Optional[str], entry: Optional[str]) -> Cal
         if source not in ("operand", "result"):
             raise ValueError(f"pointer at offset {offset}: \"from\" is '{source}', not operand "
                              f"or result")
-        count = len(results) if source == "result" else len(operands)
-        if not 0 <= index < count:
+        available = len(results) if source == "result" else len(operands)
+        if not 0 <= index < available:
             raise ValueError(f"pointer at offset {offset}: {source} {index} does not exist "
-                             f"(the call has {count})")
+                             f"(the call has {available})")
         if offset < abi.HEADER_SIZE or offset + abi.POINTER_SIZE > size:
             raise ValueError(f"pointer at offset {offset} lies outside the image's arguments "
                              f"({abi.HEADER_SIZE}..{size})")
         slots.append(PointerSlot(offset, source == "result", index,
-                                 int(pointer.get("element_offset", 0))))
-    return Call(-1, label, str(call.get("kind", "")), image, tuple(slots), tuple(results),
-                tuple(operands), library, entry)
+                                 parse_size(pointer.get("element_offset", 0), count,
+                                            f"pointer at offset {offset} element_offset")))
+    parsed = Call(-1, label, str(call.get("kind", "")), image, tuple(slots), tuple(results),
+                  tuple(operands), library, entry)
+    if count:
+        _parse_symbolic(parsed, call, args, symbols, bucket_libraries)
+    elif args.get("patches") or call.get("buckets"):
+        raise ValueError("the call has patches or buckets but the plan declares no symbols")
+    return parsed
 
 
-def check_call(call: dict) -> None:
+def _image_of(text: Any, what: str) -> bytes:
+    try:
+        return bytes.fromhex(str(text))
+    except ValueError as error:
+        raise ValueError(f"{what} is not hexadecimal ({error})") from None
+
+
+def _parse_symbolic(parsed: Call, call: dict, args: dict, symbols: Sequence[dict],
+                    bucket_libraries: Optional[Sequence[tuple]]) -> None:
+    """Fills in a symbolic call's bucket table, patches and buckets (ValueError when they do
+    not fit the image or the symbols)."""
+    count = len(symbols)
+    table = BucketTable.from_symbols(symbols)
+    size = len(parsed.image)
+    patches = []
+    for patch in args.get("patches", []) or []:
+        offset, width = int(patch["offset"]), int(patch["bytes"])
+        if width not in (4, 8):
+            raise ValueError(f"patch at offset {offset}: {width} bytes (4 or 8)")
+        if offset < abi.HEADER_SIZE or offset + width > size:
+            raise ValueError(f"patch at offset {offset} lies outside the image's arguments "
+                             f"({abi.HEADER_SIZE}..{size})")
+        poly = parse_size({"poly": patch.get("poly"), "expr": patch.get("expr", "")}, count,
+                          f"patch at offset {offset}")
+        patches.append(Patch(offset, width, poly))
+    listed = call.get("buckets") or []
+    if listed and len(listed) != table.count:
+        raise ValueError(f"the call lists {len(listed)} buckets, the symbols' edges make "
+                         f"{table.count}")
+    if bucket_libraries is not None and len(bucket_libraries) != max(len(listed), 1):
+        raise ValueError(f"{len(bucket_libraries)} bucket libraries for {max(len(listed), 1)} buckets")
+    buckets = []
+    for index, bucket in enumerate(listed or [{}]):
+        image = _image_of(bucket.get("hex"), f"bucket {index} hex") if bucket.get("hex") else parsed.image
+        if len(image) != size:
+            raise ValueError(f"bucket {index}: its image holds {len(image)} bytes, args {size}")
+        library, entry = (bucket_libraries[index] if bucket_libraries is not None
+                          else (parsed.library, parsed.entry))
+        buckets.append(Bucket(image, library, entry))
+    parsed.table, parsed.patches, parsed.buckets = table, tuple(patches), tuple(buckets)
+
+
+def check_call(call: dict, symbols: Sequence[dict] | None = None) -> None:
     """Raises ValueError when a plan call's executable part is inconsistent (its argument
-    image, pointer slots, operands or results); registers nothing."""
-    _parse_call(call, None, None)
+    image, pointer slots, operands or results; with the plan's `symbols`, its polynomials,
+    patches and buckets); registers nothing."""
+    _parse_call(call, None, None, symbols or None)
 
 
 _calls_lock = threading.RLock()
@@ -158,26 +249,38 @@ _call_by_key: dict[tuple, int] = {}
 
 
 def register_call(call: dict | str, library: str | Path | None = None, *,
-                  entry: str | None = None) -> int:
+                  entry: str | None = None, symbols: Sequence[dict] | None = None,
+                  bucket_libraries: Sequence[tuple] | None = None) -> int:
     """Registers a plan call (a dict, or its JSON text) for `fact::launch`; returns its number.
     `library`: the kernel library that runs it on CUDA (None: CPU only, through the host
-    reference); `entry`: its entry symbol (default: fact_kernel_info's "entry"). The same call
-    and library give the same number. Raises ValueError for an inconsistent call, and
-    KernelLoadError when the library cannot be loaded."""
+    reference); `entry`: its entry symbol (default: fact_kernel_info's "entry"). `symbols`:
+    the plan's "symbols" (a symbolic plan: the call's sizes are polynomials over them, and each
+    launch passes their values); `bucket_libraries`: (library, entry) per entry of the call's
+    "buckets" (default: `library` for all). The same call and libraries give the same number.
+    Raises ValueError for an inconsistent call, and KernelLoadError when a library cannot be
+    loaded."""
     document = json.loads(call) if isinstance(call, str) else call
     path = str(Path(library).resolve()) if library is not None else None
-    parsed = _parse_call(document, path, entry)
-    key = (parsed.image, parsed.slots, parsed.results, parsed.operands, path, entry)
+    if bucket_libraries is not None:
+        bucket_libraries = [(str(Path(lib).resolve()) if lib is not None else None, ent)
+                            for lib, ent in bucket_libraries]
+    parsed = _parse_call(document, path, entry, symbols, bucket_libraries)
+    key = (parsed.image, parsed.slots, parsed.results, parsed.operands, path, entry,
+           parsed.table, parsed.patches, parsed.buckets)
     with _calls_lock:
         if key in _call_by_key:
             return _call_by_key[key]
-        if path is not None:
-            if not Path(path).is_file():
-                raise kernels.KernelLoadError(f"kernel library {path} does not exist")
+        libraries = {(b.library, b.entry) for b in parsed.buckets} | {(path, entry)}
+        for lib, ent in sorted(libraries, key=str):
+            if lib is None:
+                continue
+            if not Path(lib).is_file():
+                raise kernels.KernelLoadError(f"kernel library {lib} does not exist")
             if torch.cuda.is_available():
                 use_native_if_available()
-            if not native.active() or _is_host_library(path, entry):
-                kernels.load(path, entry)  # the ctypes implementation runs it: check it loads
+            if not native.active() or _is_host_library(lib, ent):
+                kernels.load(lib, ent)  # the ctypes implementation runs it: check it loads
+        if path is not None:
             parsed.host = _is_host_library(path, entry)
         parsed.id = len(_calls)
         if native.active():
@@ -203,17 +306,125 @@ def registered_call(call: int) -> Call:
 
 
 def _register_natively(call: Call) -> None:
-    meta = [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device="meta") for r in call.results]
-    operands = [torch.empty_strided(o.shape, o.stride, dtype=o.dtype, device="meta")
-                if o.shape is not None else torch.empty(0, dtype=o.dtype, device="meta")
-                for o in call.operands]
+    if call.symbolic:
+        # Shapes, strides and element offsets are polynomials: registered by register_sizes.
+        meta = [torch.empty(0, dtype=r.dtype, device="meta") for r in call.results]
+        operands = [torch.empty(0, dtype=o.dtype, device="meta") for o in call.operands]
+        offsets = [0] * len(call.slots)
+        checked = [0] * len(call.operands)
+    else:
+        meta = [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device="meta") for r in call.results]
+        operands = [torch.empty_strided(o.shape, o.stride, dtype=o.dtype, device="meta")
+                    if o.shape is not None else torch.empty(0, dtype=o.dtype, device="meta")
+                    for o in call.operands]
+        offsets = [s.element_offset for s in call.slots]
+        checked = [int(o.shape is not None) for o in call.operands]
     native_id = native.register_call(
         call.image.hex(), [s.offset for s in call.slots], [int(s.from_result) for s in call.slots],
-        [s.index for s in call.slots], [s.element_offset for s in call.slots], meta, operands,
-        [int(o.shape is not None) for o in call.operands], call.library or "", call.entry or "",
-        call.describe())
+        [s.index for s in call.slots], offsets, meta, operands, checked,
+        call.library or "", call.entry or "", call.describe())
     if native_id != call.id:
         raise RuntimeError(f"the native call registry numbered call {call.id} {native_id}")
+    if call.symbolic:
+        native.register_sizes(native_id, **_native_size_tables(call))
+
+
+def _native_size_tables(call: Call) -> dict:
+    """A symbolic call's sizes as flat integer tables for the native registry: every shape,
+    stride, element offset and patch is a polynomial (a constant: one term without symbols) in
+    one table (term_starts, coefficients, exponents: `count` per term), referred to by index."""
+    count = len(call.table.edges)
+    term_starts, coefficients, exponents = [0], [], []
+
+    def poly(size) -> int:
+        terms = size.terms if isinstance(size, Poly) else ((int(size), (0,) * count),)
+        for coefficient, powers in terms:
+            coefficients.append(int(coefficient))
+            exponents.extend(int(e) for e in powers)
+        term_starts.append(len(coefficients))
+        return len(term_starts) - 2
+
+    result_polys, result_ranks = [], []
+    for spec in call.results:
+        result_ranks.append(len(spec.shape))
+        result_polys += [poly(v) for v in spec.shape] + [poly(v) for v in spec.stride]
+    operand_polys, operand_ranks = [], []
+    for spec in call.operands:
+        if spec.shape is None:
+            operand_ranks.append(-1)
+            continue
+        operand_ranks.append(len(spec.shape))
+        operand_polys += [poly(v) for v in spec.shape] + [poly(v) for v in spec.stride]
+    slot_polys = [poly(s.element_offset) for s in call.slots]
+    patch_polys = [poly(p.poly) for p in call.patches]
+    return {
+        "edges": [v for values in call.table.edges for v in values],
+        "edge_counts": [len(values) for values in call.table.edges],
+        "term_starts": term_starts, "coefficients": coefficients, "exponents": exponents,
+        "result_polys": result_polys, "result_ranks": result_ranks,
+        "operand_polys": operand_polys, "operand_ranks": operand_ranks, "slot_polys": slot_polys,
+        "patch_offsets": [p.offset for p in call.patches], "patch_bytes": [p.bytes for p in call.patches],
+        "patch_polys": patch_polys,
+        "bucket_images": ["" if b.image == call.image else b.image.hex() for b in call.buckets],
+        "bucket_libraries": [b.library or "" for b in call.buckets],
+        "bucket_entries": [b.entry or "" for b in call.buckets],
+    }
+
+
+_BOUND_CACHE_LIMIT = 256
+
+
+def _bound(call: Call, sizes: Sequence[Any]) -> Call:
+    """The call at concrete symbol sizes (a static call itself): the bucket's image with the
+    patches written, its library, and shapes, strides and element offsets evaluated. Cached per
+    sizes. ValueError for sizes that do not fit the call."""
+    if not call.symbolic:
+        if len(sizes):
+            raise ValueError(f"{call.describe()}: a static call takes no sizes, got {list(sizes)}")
+        return call
+    key = tuple(int(v) for v in sizes)
+    bound = call._bound.get(key)
+    if bound is not None:
+        return bound
+    if not key:
+        raise ValueError(f"{call.describe()}: planned over {', '.join(call.table.names)}; pass "
+                         f"their sizes")
+    if any(v < 0 for v in key):
+        raise ValueError(f"{call.describe()}: negative size in {list(key)}")
+    try:
+        row = call.table.index(key)
+    except ValueError as error:
+        raise ValueError(f"{call.describe()}: {error}") from None
+    bucket = call.buckets[row] if len(call.buckets) == call.table.count else call.buckets[0]
+    image = bytearray(bucket.image)
+    for patch in call.patches:
+        _write_patch(call, image, patch, patch.poly.value(key))
+
+    def concrete(spec: TensorSpec) -> TensorSpec:
+        if spec.shape is None:
+            return spec
+        return TensorSpec(spec.dtype, tuple(evaluate(v, key) for v in spec.shape),
+                          tuple(evaluate(v, key) for v in spec.stride))
+
+    slots = tuple(PointerSlot(s.offset, s.from_result, s.index, evaluate(s.element_offset, key))
+                  for s in call.slots)
+    bound = Call(call.id, call.label, call.kind, bytes(image), slots,
+                 tuple(concrete(r) for r in call.results), tuple(concrete(o) for o in call.operands),
+                 bucket.library, bucket.entry, host=call.host)
+    if len(call._bound) >= _BOUND_CACHE_LIMIT:
+        call._bound.clear()
+    call._bound[key] = bound
+    return bound
+
+
+def _write_patch(call: Call, image: bytearray, patch: Patch, value: int) -> None:
+    """`value` little-endian in `patch.bytes` bytes at `patch.offset` (two's complement for a
+    negative value); ValueError when it does not fit."""
+    bits = 8 * patch.bytes
+    if not -(1 << (bits - 1)) <= value < (1 << bits):
+        raise ValueError(f"{call.describe()}: patch at offset {patch.offset} ({patch.poly.expr or 'poly'}"
+                         f" = {value}) does not fit in {patch.bytes} bytes")
+    image[patch.offset:patch.offset + patch.bytes] = (value & ((1 << bits) - 1)).to_bytes(patch.bytes, "little")
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,43 +565,54 @@ def _run_on_cpu(call: Call, operands, results) -> None:
         _run_reference(call, operands, results)
 
 
-def _cpu_launch(operands, call):
-    spec = registered_call(call)
+def _cpu_launch(operands, call, sizes=()):
+    spec = _bound(registered_call(call), sizes)
     _check_operands(spec, operands)
     results = _allocate(spec, _device(operands, []) if operands else torch.device("cpu"))
     _run_on_cpu(spec, operands, results)
     return results
 
 
-def _cpu_launch_out(operands, results, call):
-    spec = registered_call(call)
+def _cpu_launch_out(operands, results, call, sizes=()):
+    spec = _bound(registered_call(call), sizes)
     _check_operands(spec, operands)
     _check_results(spec, results)
     _run_on_cpu(spec, operands, results)
 
 
-def _python_cuda_launch(operands, call):
-    spec = registered_call(call)
+def _python_cuda_launch(operands, call, sizes=()):
+    spec = _bound(registered_call(call), sizes)
     _check_operands(spec, operands)
     results = _allocate(spec, _device(operands, []))
     _run_kernel(spec, operands, results)
     return results
 
 
-def _python_cuda_launch_out(operands, results, call):
-    spec = registered_call(call)
+def _python_cuda_launch_out(operands, results, call, sizes=()):
+    spec = _bound(registered_call(call), sizes)
     _check_operands(spec, operands)
     _check_results(spec, results)
     _run_kernel(spec, operands, results)
 
 
-def _fake_launch(operands, call):
+def _fake_launch(operands, call, sizes=()):
+    """The results as empty tensors; for a symbolic call with the polynomial shapes and strides
+    of `sizes` (SymInts under torch.export / torch.compile), so the traced graph is symbolic."""
     spec = registered_call(call)
     device = operands[0].device if operands else torch.device("cpu")
-    return _allocate(spec, device)
+    if not spec.symbolic:
+        if len(sizes):
+            raise ValueError(f"{spec.describe()}: a static call takes no sizes, got {list(sizes)}")
+        return _allocate(spec, device)
+    if len(sizes) != len(spec.table.edges):
+        raise ValueError(f"{spec.describe()}: {len(sizes)} sizes for the symbols "
+                         f"{', '.join(spec.table.names)}")
+    return [torch.empty_strided([evaluate(v, sizes) for v in r.shape],
+                                [evaluate(v, sizes) for v in r.stride], dtype=r.dtype, device=device)
+            for r in spec.results]
 
 
-def _fake_launch_out(operands, results, call):
+def _fake_launch_out(operands, results, call, sizes=()):
     return None
 
 
@@ -399,8 +621,8 @@ def _no_backward(ctx, *grads):
                        "them under torch.no_grad() or torch.inference_mode())")
 
 
-LAUNCH_SCHEMA = "launch(Tensor[] operands, int call) -> Tensor[]"
-LAUNCH_OUT_SCHEMA = "launch_out(Tensor[] operands, Tensor(a!)[] results, int call) -> ()"
+LAUNCH_SCHEMA = "launch(Tensor[] operands, int call, SymInt[] sizes=[]) -> Tensor[]"
+LAUNCH_OUT_SCHEMA = "launch_out(Tensor[] operands, Tensor(a!)[] results, int call, SymInt[] sizes=[]) -> ()"
 
 # The schemas and the kernels every process has. FRAGMENT: other code may add ops to `fact`.
 # needs_exact_strides: Inductor hands the op its operands with the strides they had when the

@@ -59,6 +59,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--patterns", default="")
     parser.add_argument("--package-name", default="")
+    parser.add_argument("--dynamic", default="", help="declared ranges: NAME=MIN..MAX[:MULTIPLE][@T1/T2],...")
+    parser.add_argument("--dims", action="append", default=[], help="INPUT:DIM,DIM,... (repeatable)")
     parser.add_argument("--no-measure", action="store_true")
     parser.add_argument("--no-max-autotune", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -197,7 +199,10 @@ def capture_stage(run: Run, device: str) -> Captured:
         try:
             torch.manual_seed(0)
             model, inputs = build_from_model_file(run.args.model, run.args.dtype, device)
-            document, exported = capture_exported(model, inputs)
+            dynamic_shapes = declared_dynamic_shapes(run.args, model, inputs)
+            document, exported = capture_exported(model, inputs, dynamic_shapes=dynamic_shapes)
+        except OptimizeFailed:
+            raise
         except Exception as error:  # noqa: BLE001 - the one line, the traceback in the log
             log.failed(error)
             raise OptimizeFailed(f"capture of {run.args.model} failed ({_first_line(error)}); see "
@@ -212,7 +217,36 @@ def capture_stage(run: Run, device: str) -> Captured:
         run.skipped.append(note)
     run.output.say(f"captured {run.args.model}: {len(document['nodes'])} nodes, {len(document['values'])} values "
                    f"(capture: {document['source']['capture']}); {run.out / 'graph.json'}")
+    for symbol in document.get("symbols", []):
+        run.output.say(f"  dynamic {symbol['name']}: {symbol['min']}..{symbol['max']}"
+                       + (f", multiple of {symbol['multiple']}" if symbol["multiple"] > 1 else "")
+                       + f", hint {symbol['hint']}" + (f", typical {symbol['typical']}" if symbol["typical"] else ""))
     return Captured(model, tuple(inputs), document, exported, device)
+
+
+def declared_dynamic_shapes(args: argparse.Namespace, model: Any, inputs: Sequence[Any]) -> Any:
+    """torch.export's dynamic_shapes from --dynamic / --dims (fact.dynamic_ranges), or None;
+    OptimizeFailed with the parser's message for a bad declaration."""
+    if not args.dynamic:
+        if args.dims:
+            raise OptimizeFailed("--dims names dimensions of --dynamic ranges; give --dynamic too")
+        return None
+    from fact.dynamic_ranges import dynamic_shapes_from_spec
+    try:
+        return dynamic_shapes_from_spec(args.dynamic, args.dims, model, tuple(inputs))
+    except ValueError as error:
+        raise OptimizeFailed(str(error)) from None
+
+
+def check_dynamic_spelling(args: argparse.Namespace) -> None:
+    """--dynamic and --dims parse (before the model is built): OptimizeFailed otherwise."""
+    from fact.dynamic_ranges import parse_dims, parse_ranges
+    try:
+        if args.dynamic:
+            parse_ranges(args.dynamic)
+        parse_dims(args.dims)
+    except ValueError as error:
+        raise OptimizeFailed(str(error)) from None
 
 
 def dtype_did_not_apply(dtype: str, model: Any, inputs: Sequence[Any]) -> bool:
@@ -465,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.say(f"{out}/ held an earlier run's outputs; removed {', '.join(sorted(removed))}")
     run = Run(args, out, output)
     try:
+        check_dynamic_spelling(args)
         return optimize(run)
     except OptimizeFailed as error:
         output.log.write(f"fact: error: {error}\n")

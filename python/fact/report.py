@@ -60,6 +60,8 @@ class FactReport:
     runs: str = ""                # what runs for the planned signature, and why
     speed: Optional[dict] = None  # the never-slower check: composed_ms, compiled_original_ms, ...
     notes: list[str] = field(default_factory=list)
+    symbols: list = field(default_factory=list)   # a plan over declared ranges: its symbols
+    buckets: list = field(default_factory=list)   # per bucket tuple: sizes, times, what runs it
 
     def leave(self, what: str, reason: str, replacement: Optional[int] = None,
               stage: str = "", subgraph_ms: Optional[float] = None) -> None:
@@ -79,6 +81,8 @@ class FactReport:
             "composed": [asdict(c) for c in self.composed],
             "left_to_pytorch": [asdict(item) for item in self.left_to_pytorch],
             "notes": list(self.notes),
+            **({"symbols": list(self.symbols)} if self.symbols else {}),
+            **({"buckets": list(self.buckets)} if self.buckets else {}),
         }
 
     def __str__(self) -> str:
@@ -89,6 +93,15 @@ class FactReport:
                  + (f"; fact::launch: {self.op_implementation}" if self.op_implementation else "")]
         if self.runs:
             lines.append(f"  runs: {self.runs}")
+        if self.symbols:
+            lines.append("  declared ranges: " + ", ".join(
+                f"{s['name']}={s['min']}..{s['max']}" + (f":{s['multiple']}" if s.get("multiple", 1) > 1 else "")
+                for s in self.symbols))
+        for bucket in self.buckets:
+            times = ", ".join(f"{name} {bucket[key]:.4g} ms" for key, name in
+                              [("composed_ms", "composed"), ("compiled_ms", "torch.compile"), ("eager_ms", "eager")]
+                              if bucket.get(key) is not None)
+            lines.append(f"  bucket {bucket['sizes']}: runs {bucket['runs']}" + (f" ({times})" if times else ""))
         for c in self.composed:
             check = (f"rel_err {c.rel_err:.2e} (tol {c.tolerance:.0e})"
                      if c.rel_err is not None and c.tolerance is not None else "not verified")

@@ -192,6 +192,7 @@ class CallToCheck:
     label: str
     operands: list[str]          # value ids
     results: list[tuple]         # (value id, shape, stride, dtype)
+    sizes: tuple = ()            # the plan symbols' sizes (a call planned over symbols)
 
 
 @dataclass
@@ -259,7 +260,9 @@ def replacement_inputs(lifted: Lifted, graph_module: torch.fx.GraphModule, value
             value = _attribute(graph_module, node.target)
             given[node] = value.detach() if isinstance(value, torch.Tensor) else value
         elif not keeps_example_value(node, read):
-            given[node] = random_like(node.meta["val"], device, generator)
+            # A symbolic program's metadata has symbolic sizes: the example value at the sizes
+            # being checked gives the concrete layout.
+            given[node] = random_like(examples.get(node, node.meta["val"]), device, generator)
         elif node in examples:
             given[node] = examples[node]
         else:
@@ -308,7 +311,7 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
             for call in calls:
                 operands = [env[vid] for vid in call.operands]
                 results = [_poisoned(shape, stride, dtype, device) for _, shape, stride, dtype in call.results]
-                torch.ops.fact.launch_out.default(operands, results, call.id)
+                torch.ops.fact.launch_out.default(operands, results, call.id, list(call.sizes))
                 env.update({result[0]: tensor for result, tensor in zip(call.results, results)})
         if device.type == "cuda":
             torch.cuda.synchronize(device)

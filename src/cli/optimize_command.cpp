@@ -53,6 +53,10 @@ struct OptimizeArgs {
   bool no_compile = false;
   std::vector<std::string> patterns;  // empty: every default pattern (opt-in ones not named)
   std::string package_name;  // empty: fact_<class>
+  // --dynamic NAME=MIN..MAX[:MULTIPLE][@T1/T2],... and --dims INPUT:DIM,... (docs/dynamic_shapes.md):
+  // parsed by python/fact/dynamic_ranges.py, the one parser; passed through as written.
+  std::string dynamic;
+  std::vector<std::string> dims;
   bool no_measure = false, no_max_autotune = false;
   bool verbose = false;
   // --agent: NEW matches go to an LLM (python -m fact.agent.synthesize) before the plan.
@@ -87,6 +91,8 @@ std::vector<std::string> driver_arguments(const OptimizeArgs& args) {
     argv.insert(argv.end(), {"--patterns", joined});
   }
   if (!args.package_name.empty()) argv.insert(argv.end(), {"--package-name", args.package_name});
+  if (!args.dynamic.empty()) argv.insert(argv.end(), {"--dynamic", args.dynamic});
+  for (const std::string& dims : args.dims) argv.insert(argv.end(), {"--dims", dims});
   if (args.no_measure) argv.push_back("--no-measure");
   if (args.no_max_autotune) argv.push_back("--no-max-autotune");
   if (args.verbose) argv.push_back("-v");
@@ -167,6 +173,16 @@ void add_optimize_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--agent-seconds", args->agent_seconds, "Wall-clock budget per NEW match, in seconds")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--dynamic", args->dynamic,
+                  "Plan for declared ranges of dynamic dimensions: NAME=MIN..MAX[:MULTIPLE][@T1/T2],... "
+                  "(e.g. batch=1..256,seq=16..4096:8@512/1024); the example inputs give each size's hint. "
+                  "Without --dims, range i binds dimension i of every input whose example size there equals "
+                  "the first input's");
+  cmd->add_option("--dims", args->dims,
+                  "Name an input's dimensions for --dynamic: INPUT:DIM,DIM,... (INPUT: forward parameter "
+                  "name or 0-based position; _ for a static dimension; repeatable), e.g. x:batch,seq,_")
+      ->allow_extra_args(false)
+      ->take_all();
   cmd->add_option("--package-name", args->package_name,
                   "Name of the Python package written into the output folder (default fact_<class>)");
   cmd->add_flag("-v,--verbose", args->verbose,

@@ -15,6 +15,8 @@
 #include "fact/build_info.hpp"
 #include "fact/compose/plan_writer.hpp"
 #include "fact/discover/report.hpp"
+#include "fact/engine/dynamic_plan.hpp"
+#include "fact/graph/concretize.hpp"
 #include "fact/graph/graph_json.hpp"
 #include "fact/realize/build_driver.hpp"
 #include "fact/realize/candidate_runner.hpp"
@@ -175,6 +177,19 @@ std::vector<SourcedMatch> realize_from_registry(discover::Discovery& planned, co
   return sourced;
 }
 
+// The request's graph document when it declares symbols, else nullopt (a file that is not
+// valid JSON is left to the loader, which reports it).
+std::optional<json> symbolic_document(const PlanRequest& request) {
+  if (request.graph_document) {
+    if (graph::is_symbolic(*request.graph_document)) return request.graph_document;
+    return std::nullopt;
+  }
+  std::ifstream in(request.graph);
+  json document = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded() || !graph::is_symbolic(document)) return std::nullopt;
+  return document;
+}
+
 }  // namespace
 
 discover::DiscoverOptions discover_options(const DiscoverSettings& request, const graph::Graph& captured) {
@@ -273,6 +288,11 @@ PlanResult make_plan(const PlanRequest& request, const DiscoveredHook& on_discov
   if (request.out_dir.empty()) throw std::invalid_argument("no output folder for the plan");
   if (request.space != "default" && request.space != "exhaustive") {
     throw std::invalid_argument("unknown tuning space '" + request.space + "' (default, exhaustive)");
+  }
+  // A graph that declares ranges is planned for the whole range (dynamic_plan.hpp), through
+  // static plans of it at chosen sizes.
+  if (std::optional<json> symbolic = symbolic_document(request)) {
+    return make_dynamic_plan(request, *symbolic, on_discovered);
   }
   fs::create_directories(request.out_dir);
   PlanResult result;

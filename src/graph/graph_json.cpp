@@ -137,6 +137,10 @@ class GraphReader {
     if (schema != kSchema)
       fail("schema", "unsupported schema " + single_quoted(schema) + " (expected " + single_quoted(kSchema) + ")");
     graph_.schema = schema;
+    if (auto symbols = doc.find("symbols"); symbols != doc.end() && !(symbols->is_array() && symbols->empty()) &&
+                                            !symbols->is_null())
+      fail("symbols", "the graph declares symbolic sizes: concretize it (fact::graph::concretize) for one "
+                      "assignment of its symbols first");
     if (auto source = doc.find("source"); source != doc.end()) {
       if (!source->is_object()) fail_type("source", "an object", *source);
       graph_.source = *source;

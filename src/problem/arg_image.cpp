@@ -1,5 +1,7 @@
 #include "fact/problem/arg_image.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 
@@ -46,6 +48,21 @@ size_t ArgImage::operand(const graph::ValueId& value, graph::DType dtype) {
   return operands.size() - 1;
 }
 
+void ArgImage::put_header(size_t offset, const FactCallHeader& header) {
+  put(offset + offsetof(FactCallHeader, abi_version), header.abi_version);
+  put(offset + offsetof(FactCallHeader, kind), header.kind);
+  put(offset + offsetof(FactCallHeader, size), header.size);
+  put(offset + offsetof(FactCallHeader, reserved), header.reserved);
+}
+
+void ArgImage::record_int_field(size_t offset, size_t width) {
+  // A field written again replaces what overlapped it.
+  std::erase_if(int_fields, [&](const IntField& f) { return f.offset < offset + width && offset < f.offset + f.bytes; });
+  auto at = std::lower_bound(int_fields.begin(), int_fields.end(), offset,
+                             [](const IntField& f, size_t o) { return f.offset < o; });
+  int_fields.insert(at, IntField{offset, width});
+}
+
 nlohmann::json ArgImage::to_json() const {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : operands) {
@@ -63,9 +80,11 @@ nlohmann::json ArgImage::to_json() const {
                      {"index", p.index},
                      {"element_offset", p.element_offset}});
   }
+  nlohmann::json fields = nlohmann::json::array();
+  for (const auto& f : int_fields) fields.push_back({f.offset, f.bytes});
   return {{"operands", ops},
           {"results", res},
-          {"args", {{"size", bytes.size()}, {"hex", to_hex(bytes)}, {"pointers", slots}}}};
+          {"args", {{"size", bytes.size()}, {"hex", to_hex(bytes)}, {"pointers", slots}, {"int_fields", fields}}}};
 }
 
 ArgImage ArgImage::from_json(const nlohmann::json& j) {
@@ -96,6 +115,15 @@ ArgImage ArgImage::from_json(const nlohmann::json& j) {
     slot.index = p.at("index").get<size_t>();
     slot.element_offset = p.value("element_offset", int64_t{0});
     image.pointers.push_back(slot);
+  }
+  for (const auto& f : args.value("int_fields", nlohmann::json::array())) {
+    if (!f.is_array() || f.size() != 2) throw std::invalid_argument("argument image: an int field is [offset, bytes]");
+    const IntField field{f[0].get<size_t>(), f[1].get<size_t>()};
+    if (field.bytes != 1 && field.bytes != 2 && field.bytes != 4 && field.bytes != 8)
+      throw std::invalid_argument("argument image: an int field is 1, 2, 4 or 8 bytes wide");
+    if (field.offset + field.bytes > image.bytes.size())
+      throw std::invalid_argument("argument image: an int field lies past the struct");
+    image.int_fields.push_back(field);
   }
   return image;
 }

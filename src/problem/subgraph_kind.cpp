@@ -56,7 +56,7 @@ class SubgraphKind final : public ProblemKind {
     ArgImage image;
     image.bytes.assign(sizeof(FactSubgraphArgs), 0);
     FactCallHeader header{FACT_ABI_VERSION, fact_kind_id("subgraph"), sizeof(FactSubgraphArgs), 0};
-    image.put(offsetof(FactSubgraphArgs, header), header);
+    image.put_header(offsetof(FactSubgraphArgs, header), header);
     image.put(offsetof(FactSubgraphArgs, num_operands), static_cast<int32_t>(operands.size()));
     image.put(offsetof(FactSubgraphArgs, num_results), static_cast<int32_t>(results.size()));
     auto describe = [&](size_t base, const graph::TensorDesc& d, const std::string& value) {

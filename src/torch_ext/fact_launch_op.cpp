@@ -11,11 +11,22 @@
 //     workspace and (launch) the results from the CUDA caching allocator and call the entry on
 //     the current stream. No synchronization, so the op can be captured into a CUDA graph. A
 //     status other than FACT_OK raises with its FactStatus name.
+//   - a symbolic call (docs/dynamic_shapes.md; fact_native::register_sizes after register_call):
+//     its shapes, strides, element offsets and patched image fields are polynomials over the
+//     plan's symbols, held as one precomputed table; each launch takes the symbols' sizes,
+//     picks the bucket (per symbol a binary search over its edges, row-major), copies that
+//     bucket's image, writes the patches (4 or 8 bytes, little-endian) and the addresses, and
+//     allocates the results with their evaluated shapes and strides. The workspace size is
+//     queried per launch for a symbolic call (it may depend on the sizes). No JSON and no
+//     parsing per launch. The kernels take `int[]` for the schema's `SymInt[] sizes` (as
+//     ATen's own kernels do): the dispatcher hands them the concrete sizes, unboxed.
 //   - fact::launch for the Autograd key: torch's "not implemented" autograd kernel (inference
 //     only), so a result computed from tensors that require grad fails clearly on backward.
 //   - fact_native::register_call(...) -> int: registers a call (mirrored from
 //     fact.ops.register_call, which keeps the same numbering); dlopens its kernel library once
 //     per (path, entry).
+//   - fact_native::register_sizes(...): makes a registered call symbolic (tables written by
+//     fact.ops._native_size_tables).
 //   - fact_native::registered_libraries() -> str[]: the libraries loaded, in loading order.
 //   - fact_native::launch_floor(Tensor[] operands, int call) -> Tensor[]: does nothing and
 //     returns nothing; bench/compose/op_overhead.py times it to show what passing fact::launch's
@@ -23,6 +34,7 @@
 #include <dlfcn.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -31,6 +43,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -120,6 +133,53 @@ struct TensorSpec {
   bool check_layout;
 };
 
+// Shape and stride of a symbolic tensor as indices into the call's polynomial table (rank -1:
+// not checked, an operand without a layout in the plan).
+struct TensorPolys {
+  int64_t rank = -1;
+  std::vector<int64_t> shape, stride;
+};
+
+struct Patch {
+  int64_t offset;
+  int64_t bytes;  // 4 or 8
+  int64_t poly;
+};
+
+struct BucketKernel {
+  std::vector<uint8_t> image;              // empty: the call's image
+  const KernelLibrary* library = nullptr;  // the bucket tuple's kernel
+};
+
+constexpr size_t kMaxSymbols = 8;
+
+// A call planned over declared symbols: everything per launch is a table lookup or a
+// polynomial evaluation over these flat arrays.
+struct SymbolicSizes {
+  std::vector<std::vector<int64_t>> edges;  // per symbol, ascending
+  std::vector<int64_t> term_starts;         // poly p: terms [term_starts[p], term_starts[p+1])
+  std::vector<int64_t> coefficients;        // per term
+  std::vector<int64_t> exponents;           // per term, one per symbol
+  std::vector<TensorPolys> results, operands;
+  std::vector<int64_t> slot_polys;          // element offset per pointer slot
+  std::vector<Patch> patches;
+  std::vector<BucketKernel> buckets;        // row-major over the symbols' edges
+
+  int64_t value(int64_t poly, const int64_t* sizes) const {
+    const size_t count = edges.size();
+    int64_t total = 0;
+    for (int64_t t = term_starts[poly]; t < term_starts[poly + 1]; ++t) {
+      int64_t term = coefficients[t];
+      const int64_t* powers = &exponents[static_cast<size_t>(t) * count];
+      for (size_t s = 0; s < count; ++s) {
+        for (int64_t e = 0; e < powers[s]; ++e) term *= sizes[s];
+      }
+      total += term;
+    }
+    return total;
+  }
+};
+
 // One registered call: everything but its tensors.
 struct Call {
   int64_t id = -1;
@@ -128,7 +188,8 @@ struct Call {
   std::vector<PointerSlot> slots;
   std::vector<TensorSpec> results, operands;
   const KernelLibrary* library = nullptr;  // owned by the registry; stays valid
-  std::atomic<int64_t> workspace{-1};      // bytes, once queried
+  std::atomic<int64_t> workspace{-1};      // bytes, once queried (static calls)
+  std::unique_ptr<SymbolicSizes> symbolic;  // set for a call planned over symbols
 };
 
 // Process-wide registry of kernel libraries and calls (call number = index).
@@ -236,6 +297,100 @@ int64_t register_call(c10::string_view image_hex, c10::IntArrayRef slot_offsets,
   return Registry::instance().add(std::move(call));
 }
 
+void register_sizes(int64_t call_id, c10::IntArrayRef edges, c10::IntArrayRef edge_counts,
+                    c10::IntArrayRef term_starts, c10::IntArrayRef coefficients,
+                    c10::IntArrayRef exponents, c10::IntArrayRef result_polys,
+                    c10::IntArrayRef result_ranks, c10::IntArrayRef operand_polys,
+                    c10::IntArrayRef operand_ranks, c10::IntArrayRef slot_polys,
+                    c10::IntArrayRef patch_offsets, c10::IntArrayRef patch_bytes,
+                    c10::IntArrayRef patch_polys, std::vector<std::string> bucket_images,
+                    std::vector<std::string> bucket_libraries,
+                    std::vector<std::string> bucket_entries) {
+  Call& call = Registry::instance().call(call_id);
+  const std::string what = "fact_native::register_sizes(" + describe(call) + "): ";
+  TORCH_CHECK(!call.symbolic, what, "the call is symbolic already");
+  auto sizes = std::make_unique<SymbolicSizes>();
+  TORCH_CHECK(!edge_counts.empty() && edge_counts.size() <= kMaxSymbols, what, edge_counts.size(),
+              " symbols (1..", kMaxSymbols, ")");
+  size_t next = 0;
+  int64_t buckets = 1;
+  for (const int64_t count : edge_counts) {
+    TORCH_CHECK(count > 0 && next + static_cast<size_t>(count) <= edges.size(), what, "bad edge counts");
+    std::vector<int64_t> values(edges.begin() + next, edges.begin() + next + count);
+    TORCH_CHECK(std::is_sorted(values.begin(), values.end()) &&
+                    std::adjacent_find(values.begin(), values.end()) == values.end(),
+                what, "edges are not ascending");
+    sizes->edges.push_back(std::move(values));
+    next += static_cast<size_t>(count);
+    buckets *= count;
+  }
+  TORCH_CHECK(next == edges.size(), what, "edge counts do not cover the edges");
+  const size_t symbols = sizes->edges.size();
+  sizes->term_starts.assign(term_starts.begin(), term_starts.end());
+  sizes->coefficients.assign(coefficients.begin(), coefficients.end());
+  sizes->exponents.assign(exponents.begin(), exponents.end());
+  TORCH_CHECK(!term_starts.empty() && term_starts.front() == 0 &&
+                  std::is_sorted(term_starts.begin(), term_starts.end()) &&
+                  static_cast<size_t>(term_starts.back()) == coefficients.size() &&
+                  exponents.size() == coefficients.size() * symbols,
+              what, "inconsistent polynomial table");
+  const int64_t polys = static_cast<int64_t>(term_starts.size()) - 1;
+  auto poly_at = [&](c10::IntArrayRef table, size_t& position) {
+    TORCH_CHECK(position < table.size(), what, "polynomial index list too short");
+    const int64_t poly = table[position++];
+    TORCH_CHECK(poly >= 0 && poly < polys, what, "polynomial index ", poly, " out of range");
+    return poly;
+  };
+  auto tensors = [&](c10::IntArrayRef ranks, c10::IntArrayRef table, size_t expected,
+                     std::vector<TensorPolys>& out, const char* kind) {
+    TORCH_CHECK(ranks.size() == expected, what, ranks.size(), " ", kind, " ranks for ", expected, " ", kind, "s");
+    size_t position = 0;
+    for (const int64_t rank : ranks) {
+      TensorPolys tensor;
+      tensor.rank = rank;
+      for (int64_t d = 0; d < rank; ++d) tensor.shape.push_back(poly_at(table, position));
+      for (int64_t d = 0; d < rank; ++d) tensor.stride.push_back(poly_at(table, position));
+      out.push_back(std::move(tensor));
+    }
+    TORCH_CHECK(position == table.size(), what, "unused ", kind, " polynomial indices");
+  };
+  tensors(result_ranks, result_polys, call.results.size(), sizes->results, "result");
+  tensors(operand_ranks, operand_polys, call.operands.size(), sizes->operands, "operand");
+  TORCH_CHECK(slot_polys.size() == call.slots.size(), what, "one element offset per pointer slot");
+  size_t position = 0;
+  for (size_t i = 0; i < call.slots.size(); ++i) sizes->slot_polys.push_back(poly_at(slot_polys, position));
+  TORCH_CHECK(patch_offsets.size() == patch_bytes.size() && patch_polys.size() == patch_bytes.size(),
+              what, "patch arrays differ in length");
+  position = 0;
+  for (size_t i = 0; i < patch_offsets.size(); ++i) {
+    Patch patch{patch_offsets[i], patch_bytes[i], poly_at(patch_polys, position)};
+    TORCH_CHECK(patch.bytes == 4 || patch.bytes == 8, what, "patch at ", patch.offset, ": ",
+                patch.bytes, " bytes (4 or 8)");
+    TORCH_CHECK(patch.offset >= static_cast<int64_t>(sizeof(FactCallHeader)) &&
+                    patch.offset + patch.bytes <= static_cast<int64_t>(call.image.size()),
+                what, "patch at ", patch.offset, " outside the image");
+    sizes->patches.push_back(patch);
+  }
+  TORCH_CHECK(bucket_images.size() == bucket_libraries.size() &&
+                  bucket_entries.size() == bucket_libraries.size(),
+              what, "bucket arrays differ in length");
+  TORCH_CHECK(bucket_images.size() == 1 || static_cast<int64_t>(bucket_images.size()) == buckets,
+              what, bucket_images.size(), " buckets, the edges make ", buckets);
+  for (size_t i = 0; i < bucket_images.size(); ++i) {
+    BucketKernel bucket;
+    if (!bucket_images[i].empty()) {
+      bucket.image = from_hex(bucket_images[i]);
+      TORCH_CHECK(bucket.image.size() == call.image.size(), what, "bucket ", i, "'s image has ",
+                  bucket.image.size(), " bytes, the call's ", call.image.size());
+    }
+    bucket.library = bucket_libraries[i].empty()
+                         ? call.library
+                         : Registry::instance().library(bucket_libraries[i], bucket_entries[i]);
+    sizes->buckets.push_back(std::move(bucket));
+  }
+  call.symbolic = std::move(sizes);
+}
+
 std::vector<std::string> registered_libraries() { return Registry::instance().library_paths(); }
 
 // The operand's strides are the planned ones on every dim of size > 1 (the stride of a size-1
@@ -284,9 +439,11 @@ void check_results(const Call& call, at::TensorList results) {
 // Every pointer slot's tensor has elements, and its address (data_ptr + element_offset) and
 // the elements its shape and strides span lie inside its storage: a view whose storage is
 // smaller than it claims (an unchecked reinterpretation) is refused here instead of handing
-// the kernel an address outside the allocation.
-void check_slots(const Call& call, at::TensorList operands, at::TensorList results) {
-  for (const PointerSlot& slot : call.slots) {
+// the kernel an address outside the allocation. `element_offsets`: one per slot.
+void check_slots(const Call& call, at::TensorList operands, at::TensorList results,
+                 const int64_t* element_offsets) {
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    const PointerSlot& slot = call.slots[i];
     const at::Tensor& t = slot.from_result ? results[slot.index] : operands[slot.index];
     const char* what = slot.from_result ? "result " : "operand ";
     TORCH_CHECK(t.numel() > 0, describe(call), ": ", what, slot.index, " has no elements (shape ",
@@ -299,10 +456,10 @@ void check_slots(const Call& call, at::TensorList operands, at::TensorList resul
       TORCH_CHECK(t.stride(d) >= 0, describe(call), ": ", what, slot.index, " has a negative stride");
       last += (t.size(d) - 1) * t.stride(d);
     }
-    const int64_t first = t.storage_offset() + slot.element_offset;
+    const int64_t first = t.storage_offset() + element_offsets[i];
     TORCH_CHECK(first >= 0 && first < capacity && last < capacity, describe(call), ": ", what,
                 slot.index, " (shape ", t.sizes(), " stride ", t.strides(), " storage offset ",
-                t.storage_offset(), ", pointer slot element offset ", slot.element_offset,
+                t.storage_offset(), ", pointer slot element offset ", element_offsets[i],
                 ") reaches outside its storage of ", capacity, " elements");
   }
 }
@@ -313,9 +470,24 @@ c10::Device device_of(const Call& call, at::TensorList operands, at::TensorList 
   return results[0].device();
 }
 
+// What one launch of a call uses: the image to start from, the kernel, and for a symbolic call
+// the symbols' sizes (nullptr for a static call).
+struct LaunchSource {
+  const std::vector<uint8_t>* image;
+  const KernelLibrary* library;
+  const int64_t* sizes;
+};
+
+// `value` little-endian in `bytes` bytes at `where` (two's complement when negative).
+void write_little_endian(uint8_t* where, int64_t value, int64_t bytes) {
+  const uint64_t bits = static_cast<uint64_t>(value);
+  for (int64_t b = 0; b < bytes; ++b) where[b] = static_cast<uint8_t>(bits >> (8 * b));
+}
+
 // Fills the image in and calls the entry on the current stream of `device`.
-void run(Call& call, at::TensorList operands, at::TensorList results, c10::Device device) {
-  TORCH_CHECK(call.library != nullptr, describe(call),
+void run(Call& call, at::TensorList operands, at::TensorList results, c10::Device device,
+         const LaunchSource& source) {
+  TORCH_CHECK(source.library != nullptr, describe(call),
               ": no kernel library was registered for it (CUDA tensors need one)");
   for (const auto& tensor : operands) {
     TORCH_CHECK(tensor.device() == device, describe(call), ": operands on ", tensor.device(),
@@ -325,61 +497,170 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
     TORCH_CHECK(tensor.device() == device, describe(call), ": results on ", tensor.device(),
                 " and operands on ", device);
   }
-  check_slots(call, operands, results);
+  const SymbolicSizes* symbolic = source.sizes != nullptr ? call.symbolic.get() : nullptr;
+  c10::SmallVector<int64_t, 16> element_offsets;
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    element_offsets.push_back(symbolic ? symbolic->value(symbolic->slot_polys[i], source.sizes)
+                                       : call.slots[i].element_offset);
+  }
+  check_slots(call, operands, results, element_offsets.data());
   c10::cuda::CUDAGuard device_guard(device);
+  const std::vector<uint8_t>& source_image = *source.image;
   alignas(16) uint8_t local[512];
   std::vector<uint8_t> heap;
   uint8_t* image = local;
-  if (call.image.size() > sizeof(local)) {
-    heap.resize(call.image.size() + 16);
+  if (source_image.size() > sizeof(local)) {
+    heap.resize(source_image.size() + 16);
     image = heap.data();  // std::vector storage: aligned for any fundamental type
   }
-  std::memcpy(image, call.image.data(), call.image.size());
-  for (const PointerSlot& slot : call.slots) {
+  std::memcpy(image, source_image.data(), source_image.size());
+  if (symbolic) {
+    for (const Patch& patch : symbolic->patches) {
+      const int64_t value = symbolic->value(patch.poly, source.sizes);
+      TORCH_CHECK(patch.bytes == 8 || (value >= INT32_MIN && value <= static_cast<int64_t>(UINT32_MAX)),
+                  describe(call), ": patch at offset ", patch.offset, " (", value,
+                  ") does not fit in 4 bytes");
+      write_little_endian(image + patch.offset, value, patch.bytes);
+    }
+  }
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    const PointerSlot& slot = call.slots[i];
     const at::Tensor& tensor = slot.from_result ? results[slot.index] : operands[slot.index];
     const uint64_t address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(tensor.data_ptr())) +
-                             static_cast<uint64_t>(slot.element_offset * tensor.element_size());
+                             static_cast<uint64_t>(element_offsets[i] * tensor.element_size());
     std::memcpy(image + slot.offset, &address, sizeof(address));
   }
   const auto* header = reinterpret_cast<const FactCallHeader*>(image);
-  int64_t workspace_size = call.workspace.load(std::memory_order_acquire);
+  const KernelLibrary& library = *source.library;
+  // A static call's workspace is queried once; a symbolic call's may depend on the sizes.
+  int64_t workspace_size = symbolic ? -1 : call.workspace.load(std::memory_order_acquire);
   if (workspace_size < 0) {
     size_t queried = 0;
-    const int status = call.library->entry(header, nullptr, &queried, nullptr);
-    TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name,
+    const int status = library.entry(header, nullptr, &queried, nullptr);
+    TORCH_CHECK(status == FACT_OK, describe(call), ": ", library.entry_name,
                 " workspace size query returned ", ::fact::core::status_name(status));
     workspace_size = static_cast<int64_t>(queried);
-    call.workspace.store(workspace_size, std::memory_order_release);
+    if (!symbolic) call.workspace.store(workspace_size, std::memory_order_release);
   }
   c10::DataPtr workspace;
   if (workspace_size > 0) {
     workspace = c10::cuda::CUDACachingAllocator::get()->allocate(static_cast<size_t>(workspace_size));
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  const int status = call.library->entry(header, workspace.get(), nullptr, stream);
-  TORCH_CHECK(status == FACT_OK, describe(call), ": ", call.library->entry_name, " returned ",
+  const int status = library.entry(header, workspace.get(), nullptr, stream);
+  TORCH_CHECK(status == FACT_OK, describe(call), ": ", library.entry_name, " returned ",
               ::fact::core::status_name(status));
 }
 
-std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id) {
+// A symbolic call's sizes (concrete ints), checked against the symbols' count and ranges;
+// returns the bucket the sizes fall into.
+const BucketKernel& bind_sizes(const Call& call, c10::IntArrayRef sizes, int64_t* values) {
+  const SymbolicSizes& symbolic = *call.symbolic;
+  TORCH_CHECK(sizes.size() == symbolic.edges.size(), describe(call), ": ", sizes.size(),
+              " sizes, the call is planned over ", symbolic.edges.size(), " symbols");
+  int64_t row = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    values[s] = sizes[s];
+    const std::vector<int64_t>& edges = symbolic.edges[s];
+    TORCH_CHECK(values[s] >= 0, describe(call), ": negative size ", values[s], " for symbol ", s);
+    const auto edge = std::lower_bound(edges.begin(), edges.end(), values[s]);
+    TORCH_CHECK(edge != edges.end(), describe(call), ": size ", values[s], " of symbol ", s,
+                " is above its range (largest edge ", edges.back(), ")");
+    row = row * static_cast<int64_t>(edges.size()) + (edge - edges.begin());
+  }
+  return symbolic.buckets.size() == 1 ? symbolic.buckets.front()
+                                      : symbolic.buckets[static_cast<size_t>(row)];
+}
+
+void check_operands_symbolic(const Call& call, at::TensorList operands, const int64_t* values) {
+  const SymbolicSizes& symbolic = *call.symbolic;
+  TORCH_CHECK(operands.size() == call.operands.size(), describe(call), ": ", operands.size(),
+              " operands, the call has ", call.operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const at::Tensor& t = operands[i];
+    TORCH_CHECK(t.defined(), describe(call), ": operand ", i, " is an undefined tensor");
+    TORCH_CHECK(t.scalar_type() == call.operands[i].dtype, describe(call), ": operand ", i, " is ",
+                t.scalar_type(), ", the call was planned for ", call.operands[i].dtype);
+    const TensorPolys& polys = symbolic.operands[i];
+    if (polys.rank < 0) continue;
+    bool same = t.dim() == polys.rank;
+    for (int64_t d = 0; same && d < polys.rank; ++d) {
+      const int64_t size = symbolic.value(polys.shape[d], values);
+      same = t.size(d) == size && (size == 1 || t.stride(d) == symbolic.value(polys.stride[d], values));
+    }
+    TORCH_CHECK(same, describe(call), ": operand ", i, " has shape ", t.sizes(), " stride ",
+                t.strides(), ", not the planned layout at these sizes");
+  }
+}
+
+void check_results_symbolic(const Call& call, at::TensorList results, const int64_t* values) {
+  const SymbolicSizes& symbolic = *call.symbolic;
+  TORCH_CHECK(results.size() == call.results.size(), describe(call), ": ", results.size(),
+              " results, the call has ", call.results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const at::Tensor& t = results[i];
+    const TensorPolys& polys = symbolic.results[i];
+    TORCH_CHECK(t.defined(), describe(call), ": result ", i, " is an undefined tensor");
+    bool same = t.scalar_type() == call.results[i].dtype && t.dim() == polys.rank;
+    for (int64_t d = 0; same && d < polys.rank; ++d) {
+      same = t.size(d) == symbolic.value(polys.shape[d], values) &&
+             t.stride(d) == symbolic.value(polys.stride[d], values);
+    }
+    TORCH_CHECK(same, describe(call), ": result ", i, " is ", t.scalar_type(), " ", t.sizes(),
+                " stride ", t.strides(), ", not what the call writes at these sizes");
+  }
+}
+
+std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id, c10::IntArrayRef sizes) {
   Call& call = Registry::instance().call(call_id);
-  check_operands(call, operands);
   const c10::Device device = device_of(call, operands, {});
+  const auto options = at::TensorOptions().device(device);
   std::vector<at::Tensor> results;
   results.reserve(call.results.size());
-  const auto options = at::TensorOptions().device(device);
-  for (const TensorSpec& spec : call.results) {
-    results.push_back(at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype)));
+  if (!call.symbolic) {
+    TORCH_CHECK(sizes.empty(), describe(call), ": a static call takes no sizes");
+    check_operands(call, operands);
+    for (const TensorSpec& spec : call.results) {
+      results.push_back(at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype)));
+    }
+    run(call, operands, results, device, LaunchSource{&call.image, call.library, nullptr});
+    return results;
   }
-  run(call, operands, results, device);
+  int64_t values[kMaxSymbols];
+  const BucketKernel& bucket = bind_sizes(call, sizes, values);
+  check_operands_symbolic(call, operands, values);
+  const SymbolicSizes& symbolic = *call.symbolic;
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    const TensorPolys& polys = symbolic.results[i];
+    c10::SmallVector<int64_t, 8> shape, stride;
+    for (int64_t d = 0; d < polys.rank; ++d) {
+      shape.push_back(symbolic.value(polys.shape[d], values));
+      stride.push_back(symbolic.value(polys.stride[d], values));
+    }
+    results.push_back(at::empty_strided(shape, stride, options.dtype(call.results[i].dtype)));
+  }
+  run(call, operands, results, device,
+      LaunchSource{bucket.image.empty() ? &call.image : &bucket.image, bucket.library, values});
   return results;
 }
 
-void launch_out_cuda(at::TensorList operands, at::TensorList results, int64_t call_id) {
+void launch_out_cuda(at::TensorList operands, at::TensorList results, int64_t call_id,
+                     c10::IntArrayRef sizes) {
   Call& call = Registry::instance().call(call_id);
-  check_operands(call, operands);
-  check_results(call, results);
-  run(call, operands, results, device_of(call, operands, results));
+  const c10::Device device = device_of(call, operands, results);
+  if (!call.symbolic) {
+    TORCH_CHECK(sizes.empty(), describe(call), ": a static call takes no sizes");
+    check_operands(call, operands);
+    check_results(call, results);
+    run(call, operands, results, device, LaunchSource{&call.image, call.library, nullptr});
+    return;
+  }
+  int64_t values[kMaxSymbols];
+  const BucketKernel& bucket = bind_sizes(call, sizes, values);
+  check_operands_symbolic(call, operands, values);
+  check_results_symbolic(call, results, values);
+  run(call, operands, results, device,
+      LaunchSource{bucket.image.empty() ? &call.image : &bucket.image, bucket.library, values});
 }
 
 std::vector<at::Tensor> launch_floor(at::TensorList, int64_t) { return {}; }
@@ -392,6 +673,12 @@ TORCH_LIBRARY(fact_native, m) {
         "int[] slot_indices, int[] slot_element_offsets, Tensor[] results, Tensor[] operands, "
         "int[] operand_layout_checked, str library, str entry, str label) -> int",
         &fact::torch_ext::register_call);
+  m.def("register_sizes(int call, int[] edges, int[] edge_counts, int[] term_starts, "
+        "int[] coefficients, int[] exponents, int[] result_polys, int[] result_ranks, "
+        "int[] operand_polys, int[] operand_ranks, int[] slot_polys, int[] patch_offsets, "
+        "int[] patch_bytes, int[] patch_polys, str[] bucket_images, str[] bucket_libraries, "
+        "str[] bucket_entries) -> ()",
+        &fact::torch_ext::register_sizes);
   m.def("registered_libraries() -> str[]", &fact::torch_ext::registered_libraries);
   m.def("launch_floor(Tensor[] operands, int call) -> Tensor[]", &fact::torch_ext::launch_floor);
 }

@@ -125,3 +125,58 @@ def node_names(module: torch.nn.Module, inputs) -> list[str]:
     """The call_function node names of the module's exported graph (what plans name)."""
     graph = torch.export.export(module, tuple(inputs), strict=False).graph
     return [n.name for n in graph.nodes if n.op == "call_function"]
+
+
+# --------------------------------------------------------------------------------------------
+# Plans over declared symbols (docs/dynamic_shapes.md), written as the engine writes them
+
+
+def poly(*terms) -> list:
+    """[[coefficient, [exponents]], ...] from (coefficient, exponent, exponent, ...) tuples."""
+    return [[term[0], list(term[1:])] for term in terms]
+
+
+def size(expr: str, *terms) -> dict:
+    return {"expr": expr, "poly": poly(*terms)}
+
+
+def symbolic_axpby_call(label: str, x: str, z: str, y: str, width: int, a: float, b: float, *,
+                        edges=(1, 2, 4, 8), bucket_a: dict | None = None,
+                        z_rows: int = 1, dtype: str = "torch.float32",
+                        tolerance: float = 1e-6) -> dict:
+    """An axpby call over one symbol `batch`: x and y are [batch, width], z is [z_rows*batch,
+    width] and the call reads its last batch rows (a polynomial element offset); n = width*batch
+    is patched into the image (8 bytes at offset 16). `bucket_a`: bucket index -> the `a` its
+    image carries (so a test sees which bucket ran)."""
+    rows = size("batch", (1, 1))
+    shape = [rows, width]
+    stride = [width, 1]
+    z_shape = [size(f"{z_rows}*batch", (z_rows, 1)) if z_rows != 1 else rows, width]
+    pointers = [{"offset": OFFSET_X, "from": "operand", "index": 0, "element_offset": 0},
+                {"offset": OFFSET_Z, "from": "operand", "index": 1,
+                 "element_offset": size(f"{width * (z_rows - 1)}*batch", (width * (z_rows - 1), 1))
+                 if z_rows != 1 else 0},
+                {"offset": OFFSET_Y, "from": "result", "index": 0, "element_offset": 0}]
+    image = axpby_image(width * max(edges[0], 1), a, b, dtype)
+    buckets = []
+    for index in range(len(edges)):
+        entry = {"kernel": None, "config": "host"}
+        if bucket_a and index in bucket_a:
+            entry["hex"] = axpby_image(width * max(edges[0], 1), bucket_a[index], b, dtype).hex()
+        buckets.append(entry)
+    return {
+        "kind": "axpby", "label": label, "summary": f"axpby {width}*batch a={a} b={b}",
+        "kernel": None, "config": "host", "config_source": "default", "tolerance": tolerance,
+        "operands": [{"value": x, "dtype": dtype, "shape": shape, "stride": stride},
+                     {"value": z, "dtype": dtype, "shape": z_shape, "stride": stride}],
+        "results": [{"value": y, "shape": shape, "stride": stride, "dtype": dtype}],
+        "args": {"size": len(image), "hex": image.hex(), "pointers": pointers,
+                 "patches": [{"offset": 16, "bytes": 8, "expr": f"{width}*batch",
+                              "poly": poly((width, 1))}]},
+        "buckets": buckets,
+    }
+
+
+def batch_symbol(low: int = 1, high: int = 8, hint: int = 2, edges=(1, 2, 4, 8), multiple: int = 1) -> dict:
+    return {"name": "batch", "min": low, "max": high, "hint": hint, "multiple": multiple,
+            "edges": list(edges)}

@@ -33,9 +33,9 @@ def _call(a=2.0, b=3.0, **options):
 
 def test_schemas():
     assert str(torch.ops.fact.launch.default._schema) == \
-        "fact::launch(Tensor[] operands, int call) -> Tensor[]"
+        "fact::launch(Tensor[] operands, int call, SymInt[] sizes=[]) -> Tensor[]"
     assert str(torch.ops.fact.launch_out.default._schema) == \
-        "fact::launch_out(Tensor[] operands, Tensor(a!)[] results, int call) -> ()"
+        "fact::launch_out(Tensor[] operands, Tensor(a!)[] results, int call, SymInt[] sizes=[]) -> ()"
     assert torch.Tag.needs_exact_strides in torch.ops.fact.launch.default.tags
 
 
@@ -227,6 +227,15 @@ NATIVE_CHECK = textwrap.dedent(r"""
     except Exception as error:
         result["missing"] = str(error).splitlines()[0]
     result["floor"] = len(torch.ops.fact_native.launch_floor.default([torch.ones(2)], calls[0]))
+    # A call over declared symbols: its size tables and per-bucket libraries go to the native
+    # registry (fact_native::register_sizes checks them); the CPU path still runs it.
+    symbolic = ops.register_call(
+        fake_kind.symbolic_axpby_call("sym", "x", "z", "y", 8, 2.0, 3.0, bucket_a={3: -1.0}),
+        library, symbols=[fake_kind.batch_symbol()], bucket_libraries=[(library, None)] * 4)
+    result["symbolic"] = symbolic - late
+    x5, z5 = torch.randn(5, 8), torch.randn(5, 8)
+    [y5] = torch.ops.fact.launch([x5, z5], symbolic, [5])
+    result["symbolic_cpu_ok"] = bool(torch.allclose(y5, -1.0 * x5 + 3.0 * z5))
     x, z = torch.randn(4, 8, requires_grad=True), torch.randn(4, 8)
     [y] = torch.ops.fact.launch([x, z], late)  # CPU tensors: the host reference
     result["cpu_ok"] = bool(torch.allclose(y, 2.0 * x + 2.0 * z))
@@ -271,6 +280,7 @@ def test_native_extension_compiles_loads_and_mirrors_the_call_registry(fake_kind
                for line in result["dispatch_out"].splitlines()), result["dispatch_out"]
     assert "does not exist" in result["missing"]
     assert result["floor"] == 0
+    assert result["symbolic"] == 1 and result["symbolic_cpu_ok"], result
     assert result["cpu_ok"]
     assert "derivative for fact::launch is not implemented" in result["backward"], result["backward"]
 

@@ -4,10 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "fact/core/fact_abi.h"
 #include "fact/graph/graph.hpp"
 
 namespace fact {
@@ -31,22 +33,40 @@ struct ResultSpec {
   graph::DType dtype = graph::DType::Unknown;
 };
 
+// An integer field of the struct: `bytes` little-endian bytes at `offset` (a size, a stride, a
+// count, an enum). A declared dynamic range fits each one as a polynomial of the sizes
+// (docs/dynamic_shapes.md); every other byte must not depend on them.
+struct IntField {
+  size_t offset = 0;
+  size_t bytes = 0;  // 1, 2, 4 or 8
+  bool operator==(const IntField&) const = default;
+};
+
 struct ArgImage {
   std::vector<uint8_t> bytes;
+  std::vector<IntField> int_fields;  // every integer put wrote, by offset
   std::vector<PointerSlot> pointers;
   std::vector<OperandRef> operands;
   std::vector<ResultSpec> results;
 
   // Index of `value` in operands, appended when new.
   size_t operand(const graph::ValueId& value, graph::DType dtype);
-  // Writes `value` at byte `offset` (which must lie inside bytes).
+  // Writes `value` at byte `offset` (which must lie inside bytes). An integer or enum value is
+  // recorded in int_fields (replacing a field at the same offset); a float or a struct is not.
+  // Kinds write every integer of their struct through put, so that int_fields is complete.
   template <class T>
   void put(size_t offset, const T& value);
+  // Writes a kind struct's FactCallHeader at `offset`, field by field (put).
+  void put_header(size_t offset, const FactCallHeader& header);
 
   // {"operands":[{"value","dtype"}], "results":[{"value","shape","stride","dtype"}],
-  //  "args":{"size","hex","pointers":[{"offset","from","index","element_offset"}]}}
+  //  "args":{"size","hex","pointers":[{"offset","from","index","element_offset"}],
+  //          "int_fields":[[offset, bytes], ...]}}
   nlohmann::json to_json() const;
   static ArgImage from_json(const nlohmann::json& j);
+
+ private:
+  void record_int_field(size_t offset, size_t width);
 };
 
 // Fills a copy of image.bytes with addresses: operands[i] / results[i] are the tensors' base
@@ -62,6 +82,7 @@ void ArgImage::put(size_t offset, const T& value) {
   if (offset + sizeof(T) > bytes.size()) throw std::out_of_range("ArgImage::put past the struct");
   const auto* raw = reinterpret_cast<const uint8_t*>(&value);
   std::copy(raw, raw + sizeof(T), bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+  if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) record_int_field(offset, sizeof(T));
 }
 
 }  // namespace fact

@@ -100,6 +100,43 @@ FactAttentionArgs attention_args(const AttentionProblem& p) {
   return a;
 }
 
+namespace {
+
+// Every integer of the struct through ArgImage::put, so that the image records its int fields
+// (a declared dynamic range fits them: docs/dynamic_shapes.md); floats stay as copied.
+void put_int_fields(ArgImage& image, const FactAttentionArgs& a) {
+#define FACT_PUT_FIELD(field) image.put(offsetof(FactAttentionArgs, field), a.field)
+  image.put_header(offsetof(FactAttentionArgs, header), a.header);
+  FACT_PUT_FIELD(batch);
+  FACT_PUT_FIELD(heads);
+  FACT_PUT_FIELD(kv_heads);
+  FACT_PUT_FIELD(seq_q);
+  FACT_PUT_FIELD(seq_k);
+  FACT_PUT_FIELD(head_dim);
+  FACT_PUT_FIELD(v_head_dim);
+  FACT_PUT_FIELD(causal);
+  FACT_PUT_FIELD(dtype);
+  FACT_PUT_FIELD(window);
+  FACT_PUT_FIELD(q_batch_stride);
+  FACT_PUT_FIELD(q_seq_stride);
+  FACT_PUT_FIELD(q_head_stride);
+  FACT_PUT_FIELD(k_batch_stride);
+  FACT_PUT_FIELD(k_seq_stride);
+  FACT_PUT_FIELD(k_head_stride);
+  FACT_PUT_FIELD(v_batch_stride);
+  FACT_PUT_FIELD(v_seq_stride);
+  FACT_PUT_FIELD(v_head_stride);
+  FACT_PUT_FIELD(o_batch_stride);
+  FACT_PUT_FIELD(o_seq_stride);
+  FACT_PUT_FIELD(o_head_stride);
+  FACT_PUT_FIELD(lse_batch_stride);
+  FACT_PUT_FIELD(lse_head_stride);
+  FACT_PUT_FIELD(sm_count);
+#undef FACT_PUT_FIELD
+}
+
+}  // namespace
+
 ArgImage pack_attention(const AttentionProblem& p, const graph::Graph& captured) {
   check_view("Q", p.q, p.dtype, captured);
   check_view("K", p.k, p.dtype, captured);
@@ -114,6 +151,7 @@ ArgImage pack_attention(const AttentionProblem& p, const graph::Graph& captured)
   ArgImage image;
   image.bytes.resize(sizeof(FactAttentionArgs));
   std::memcpy(image.bytes.data(), &args, sizeof(args));
+  put_int_fields(image, args);
   auto slot = [&](size_t offset, PointerSlot::From from, size_t index, int64_t element_offset) {
     image.pointers.push_back({offset, from, index, element_offset});
   };

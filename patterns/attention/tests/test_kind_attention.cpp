@@ -4,7 +4,9 @@
 // masks of both alignments, tails and merged-head output strides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -167,6 +169,24 @@ TEST(AttentionKind, SlidingWindowsOfBothAlignments) {
                   .fused = false, .window = window});
     }
   }
+}
+
+// Every integer of the struct is written through ArgImage::put (a dynamic range fits them).
+TEST(AttentionKind, ImageRecordsEveryIntegerField) {
+  Case c;
+  Built built = build(c, DType::BFloat16);
+  const ArgImage image = pack_attention(built.problem, built.graph);
+  auto has = [&](size_t offset, size_t bytes) {
+    return std::find(image.int_fields.begin(), image.int_fields.end(), IntField{offset, bytes}) != image.int_fields.end();
+  };
+  for (size_t offset : {offsetof(FactAttentionArgs, batch), offsetof(FactAttentionArgs, seq_q),
+                        offsetof(FactAttentionArgs, seq_k), offsetof(FactAttentionArgs, causal),
+                        offsetof(FactAttentionArgs, sm_count)})
+    EXPECT_TRUE(has(offset, 4)) << offset;
+  for (size_t offset : {offsetof(FactAttentionArgs, q_batch_stride), offsetof(FactAttentionArgs, q_seq_stride),
+                        offsetof(FactAttentionArgs, o_head_stride), offsetof(FactAttentionArgs, lse_head_stride)})
+    EXPECT_TRUE(has(offset, 8)) << offset;
+  for (const IntField& f : image.int_fields) EXPECT_NE(f.offset, offsetof(FactAttentionArgs, scale));
 }
 
 TEST(AttentionKind, ImageLayout) {

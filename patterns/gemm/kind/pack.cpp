@@ -23,6 +23,53 @@ bool output_view_accepted(const GemmProblem& p, const graph::TensorDesc& d) {
   return false;
 }
 
+// Every integer of the struct through ArgImage::put, so that the image records its int fields
+// (a declared dynamic range fits them: docs/dynamic_shapes.md); floats stay as copied.
+void put_int_fields(ArgImage& image, const FactGemmArgs& args) {
+#define FACT_PUT_FIELD(field) image.put(offsetof(FactGemmArgs, field), args.field)
+  image.put_header(offsetof(FactGemmArgs, header), args.header);
+  FACT_PUT_FIELD(m);
+  FACT_PUT_FIELD(n);
+  FACT_PUT_FIELD(k);
+  FACT_PUT_FIELD(batch);
+  FACT_PUT_FIELD(outer_batch);
+  FACT_PUT_FIELD(a_type);
+  FACT_PUT_FIELD(b_type);
+  FACT_PUT_FIELD(d_type);
+  FACT_PUT_FIELD(a_layout);
+  FACT_PUT_FIELD(b_layout);
+  FACT_PUT_FIELD(reserved);
+  FACT_PUT_FIELD(lda);
+  FACT_PUT_FIELD(stride_a);
+  FACT_PUT_FIELD(outer_stride_a);
+  FACT_PUT_FIELD(ldb);
+  FACT_PUT_FIELD(stride_b);
+  FACT_PUT_FIELD(outer_stride_b);
+  FACT_PUT_FIELD(ldd);
+  FACT_PUT_FIELD(stride_d);
+  FACT_PUT_FIELD(outer_stride_d);
+  FACT_PUT_FIELD(split_k);
+  FACT_PUT_FIELD(sm_count);
+  FACT_PUT_FIELD(num_steps);
+#undef FACT_PUT_FIELD
+  for (int32_t i = 0; i < args.num_steps; ++i) {
+    const FactGemmStep& step = args.steps[i];
+    const size_t base = offsetof(FactGemmArgs, steps) + static_cast<size_t>(i) * sizeof(FactGemmStep);
+#define FACT_PUT_STEP_FIELD(field) image.put(base + offsetof(FactGemmStep, field), step.field)
+    FACT_PUT_STEP_FIELD(kind);
+    FACT_PUT_STEP_FIELD(activation);
+    FACT_PUT_STEP_FIELD(operand_type);
+    FACT_PUT_STEP_FIELD(ld);
+    FACT_PUT_STEP_FIELD(batch_stride);
+    FACT_PUT_STEP_FIELD(outer_batch_stride);
+    FACT_PUT_STEP_FIELD(period);
+    FACT_PUT_STEP_FIELD(period_stride);
+    FACT_PUT_STEP_FIELD(group);
+    FACT_PUT_STEP_FIELD(interleaved);
+#undef FACT_PUT_STEP_FIELD
+  }
+}
+
 }  // namespace
 
 FactGemmArgs gemm_args(const GemmProblem& p) {
@@ -128,6 +175,7 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   ArgImage image;
   image.bytes.resize(sizeof(FactGemmArgs));
   std::memcpy(image.bytes.data(), &args, sizeof(args));
+  put_int_fields(image, args);
   auto slot = [&](size_t offset, PointerSlot::From from, size_t index, int64_t element_offset) {
     image.pointers.push_back({offset, from, index, element_offset});
   };

@@ -2,7 +2,9 @@
 // what the CPU path of a composed module runs, checked against a direct computation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -195,6 +197,33 @@ TEST(GemmKind, ImageNamesOperandsResultsAndAddressSlots) {
   const ArgImage back = ArgImage::from_json(image.to_json());
   EXPECT_EQ(back.bytes, image.bytes);
   EXPECT_EQ(back.pointers.size(), image.pointers.size());
+}
+
+// Every integer of the struct is written through ArgImage::put, so the image lists it as an int
+// field (a dynamic range fits them); floats and address slots are not int fields.
+TEST(GemmKind, ImageRecordsEveryIntegerField) {
+  const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5)}, 4);
+  const ArgImage image = pack_gemm(c.problem, c.graph);
+  auto has = [&](size_t offset, size_t bytes) {
+    return std::find(image.int_fields.begin(), image.int_fields.end(), IntField{offset, bytes}) != image.int_fields.end();
+  };
+  for (size_t offset : {offsetof(FactGemmArgs, m), offsetof(FactGemmArgs, n), offsetof(FactGemmArgs, k),
+                        offsetof(FactGemmArgs, batch), offsetof(FactGemmArgs, outer_batch), offsetof(FactGemmArgs, lda),
+                        offsetof(FactGemmArgs, stride_a), offsetof(FactGemmArgs, ldb), offsetof(FactGemmArgs, ldd),
+                        offsetof(FactGemmArgs, stride_d), offsetof(FactGemmArgs, steps) + offsetof(FactGemmStep, ld),
+                        offsetof(FactGemmArgs, steps) + offsetof(FactGemmStep, batch_stride)})
+    EXPECT_TRUE(has(offset, 8)) << offset;
+  for (size_t offset : {offsetof(FactGemmArgs, a_type), offsetof(FactGemmArgs, a_layout), offsetof(FactGemmArgs, num_steps),
+                        offsetof(FactGemmArgs, header) + offsetof(FactCallHeader, size),
+                        offsetof(FactGemmArgs, steps) + offsetof(FactGemmStep, kind)})
+    EXPECT_TRUE(has(offset, 4)) << offset;
+  for (const IntField& f : image.int_fields) {
+    EXPECT_NE(f.offset, offsetof(FactGemmArgs, alpha));
+    for (const PointerSlot& p : image.pointers) EXPECT_NE(f.offset, p.offset);
+  }
+  const ArgImage back = ArgImage::from_json(image.to_json());
+  EXPECT_EQ(back.int_fields, image.int_fields);
+  EXPECT_EQ(image.to_json()["args"]["int_fields"][0], nlohmann::json::parse("[0, 4]"));
 }
 
 TEST(GemmKind, ReferenceRefusesAMalformedStruct) {

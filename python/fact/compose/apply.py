@@ -10,7 +10,12 @@ import torch.fx
 
 from fact import _engine, module_state, ops, transforms
 from fact import verify as checks
-from fact.compose.guards import (_capture_cuda_graph, _compile_remainder, _compiled_original,
+from fact.compose.bucket_speed import edge_inputs, never_slower_per_bucket
+from fact.compose.dynamic_checks import assignment_examples, check_at_assignments, nodes_to_keep
+from fact.compose.dynamic_plan import SymbolBinding
+from fact.compose.range_guard import RangeGuard
+from fact.symbolic_sizes import BucketTable, evaluate, parse_size
+from fact.compose.guards import (SLOWER_BY, _capture_cuda_graph, _compile_remainder, _compiled_original,
                                  _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
                                  _host_kernel_timer, _module_timer, _never_slower, _replacement_timer,
                                  registry_speed_refusal)
@@ -35,7 +40,8 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
                speed_guard: Union[bool, Timer] = True,
                replacement_guard: Union[bool, Timer, None] = None,
                exported: torch.export.ExportedProgram | None = None,
-               plan_document: dict | None = None) -> ComposedModule:
+               plan_document: dict | None = None, dynamic_shapes: Any = None,
+               strict: bool = False) -> ComposedModule:
     """Applies a plan (docs/plan.md, written by the engine) to `module`; no engine needed.
 
     The inputs must have the plan's shapes and dtypes. On CUDA the calls run their kernel
@@ -57,7 +63,14 @@ def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, pla
     any device. `exported`: torch.export of this `module` on these inputs, already made (the
 capture the plan was made from: fact.graph_capture.capture_exported), so the plan's node names
 are that program's; None exports here. `plan_document`: the plan itself, already in memory
-(`plan_dir` then only anchors its relative kernel paths); None reads it from `plan_dir`. Writes the report to `report_path` when given. Raises ValueError for an
+(`plan_dir` then only anchors its relative kernel paths); None reads it from `plan_dir`.
+    A plan over declared ranges (top-level "symbols", docs/dynamic_shapes.md) is applied to the
+    program exported with those dynamic dimensions (`exported`, or exported here with
+    `dynamic_shapes`, by default the plan's own bindings): each call gets the symbols' sizes
+    from the inputs, each replacement is verified at several sizes, the remainder is compiled
+    with symbolic shapes and warmed at every bucket edge, the never-slower check runs per bucket,
+    and the module's guard is the ranges (`strict`: a call outside them raises ValueError
+    instead of running the original). Writes the report to `report_path` when given. Raises ValueError for an
     unknown remainder or a document that is not a plan; anything else is reported."""
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, not '{remainder}'")
@@ -70,6 +83,10 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     if cuda_graphs:
         report.cuda_graphs = "off (asked for; not reached: nothing composed)"
     signature = _signature(example_inputs)
+    symbols = list(doc.get("symbols") or [])
+    guard = None
+    report.symbols = [{k: s.get(k) for k in ("name", "min", "max", "hint", "multiple", "edges") if k in s}
+                      for s in symbols]
 
     def done(composed: ComposedModule) -> ComposedModule:
         report.op_implementation = ops.describe_implementation(device.type)
@@ -85,9 +102,10 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         (remainder "inductor"), else as it is."""
         if reason:
             report.leave("module", reason, stage="module")
-        composed = ComposedModule(module, None, signature, report)
+        composed = ComposedModule(module, None, None if guard else signature, report,
+                                  range_guard=guard, strict=strict)
         if remainder == "inductor":
-            compiled, why_not = _compiled_original(module, example_inputs)
+            compiled, why_not = _compiled_original(module, example_inputs, [] if guard else None)
             if compiled is not None:
                 report.remainder = "inductor"
                 report.runs = "torch.compile of the original (nothing composed)"
@@ -112,7 +130,16 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         return unoptimized(f"inputs on '{device.type}': FACT composes for cuda (kernels) and cpu "
                            f"(host reference) only")
     given = _input_specs(example_inputs)
-    if given != doc.get("inputs"):
+    if symbols:
+        try:
+            guard = RangeGuard(symbols, doc.get("inputs") or [], example_inputs)
+        except (ValueError, KeyError, TypeError) as error:
+            return unoptimized(f"the plan's symbolic inputs cannot be read: {error}")
+        sizes, why = guard.check(example_inputs)
+        if sizes is None:
+            guard = None
+            return unoptimized(f"the example inputs are outside the plan's ranges: {why}")
+    elif given != doc.get("inputs"):
         return unoptimized(f"inputs {given} differ from the plan's {doc.get('inputs')}; plan again "
                            f"for them")
     on_gpu = device.type == "cuda"
@@ -123,7 +150,9 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             return unoptimized(f"no host reference for the CPU path: {error}")
     if exported is None:
         try:
-            exported = _export(module, example_inputs)
+            exported = _export(module, example_inputs,
+                               (dynamic_shapes if dynamic_shapes is not None else plan_dynamic_shapes(guard))
+                               if guard else None)
         except Exception as error:  # noqa: BLE001 - any export failure leaves the module as is
             return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
 
@@ -131,6 +160,12 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     # devices, strides and alignment before the graph runs.
     graph_module = exported.module(check_guards=False)
     graph = graph_module.graph
+    binding = None
+    if guard is not None:
+        try:
+            binding = SymbolBinding(doc, guard, graph_module)
+        except (ValueError, KeyError, StopIteration) as error:
+            return unoptimized(f"the plan's symbols do not match the exported program: {error}")
     by_name = {node.name: node for node in graph.nodes}
     # The plan names the user inputs as the exported program does; unlifting may rename them
     # (`input` -> `input_1`: FX avoids Python builtins). Map them by position.
@@ -173,7 +208,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             continue
         try:
             planned = _resolve(replacement, doc, graph_module, by_name, by_target, claimed,
-                               on_gpu, library_root)
+                               on_gpu, library_root, binding)
             planned.lifted = checks.lift(graph_module, planned.nodes, list(planned.outputs.values()))
         except _Decline as decline:
             report.leave(what, str(decline), rid, "check")
@@ -188,8 +223,19 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     # 2. Register the calls, verify each replacement against the subgraph it replaces, and
     #    leave those slower than it to PyTorch.
     time_each, replacement_timer = _replacement_timer(replacement_guard, speed_guard, on_gpu)
+    if binding is not None and time_each:
+        time_each = False
+        report.notes.append("a plan over declared ranges: replacements are not timed one by one; the "
+                            "never-slower check runs per bucket tuple on the whole module")
     examples = {}
-    if (verify or time_each) and candidates:
+    sized_examples: list = []
+    if binding is not None and verify and candidates:
+        try:
+            sized_examples = assignment_examples(graph_module, binding, example_inputs,
+                                                 nodes_to_keep(candidates), on_gpu)
+        except Exception as error:  # noqa: BLE001 - then those replacements cannot be checked
+            report.notes.append(f"example values for the checks at several sizes: {_first_line(error)}")
+    elif (verify or time_each) and candidates:
         needed = set()
         for p in candidates:
             read = checks.operand_nodes(p.values, [checks.CallToCheck(-1, c.label, c.operands, c.results)
@@ -206,7 +252,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         planned.seed = 1000 + index
         try:
             for call in planned.calls:
-                call.id = ops.register_call(call.doc, call.library, entry=call.entry)
+                call.id = ops.register_call(call.doc, call.library, entry=call.entry,
+                                            symbols=symbols or None, bucket_libraries=call.buckets)
         except (ValueError, KernelLoadError, RuntimeError) as error:
             report.leave(planned.what, f"call {call.label}: {error}", rid, "check")
             continue
@@ -234,11 +281,16 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             if any(value is None for value in tolerances.values()):
                 report.leave(planned.what, "the plan gives no tolerance to verify against", rid, "verify")
                 continue
-            verdict = checks.check(
-                planned.lifted, graph_module, planned.values,
-                [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
-                list(planned.outputs), tolerances, device, seed=planned.seed, examples=examples,
-                derived=planned.derived)
+            if binding is not None:
+                verdict = check_at_assignments(planned, graph_module, binding, sized_examples,
+                                               tolerances, device) if sized_examples else \
+                    checks.Verdict("no example values at the verification sizes")
+            else:
+                verdict = checks.check(
+                    planned.lifted, graph_module, planned.values,
+                    [checks.CallToCheck(c.id, c.label, c.operands, c.results) for c in planned.calls],
+                    list(planned.outputs), tolerances, device, seed=planned.seed, examples=examples,
+                    derived=planned.derived)
             entry.errors = verdict.errors
             entry.rel_err, entry.tolerance = verdict.worst
             if verdict.failure:
@@ -252,7 +304,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     elif on_gpu and accepted:
         report.notes.append("replacement_guard off: the replacements were not timed against the "
                             "subgraphs they replace")
-    host_timer = _host_kernel_timer(replacement_guard, speed_guard, on_gpu)
+    host_timer = _host_kernel_timer(replacement_guard, speed_guard, on_gpu) if binding is None else None
     hosted = [pair for pair in accepted if pair[1].implementation == "host kernels"]
     if host_timer is not None and hosted:
         # The CPU path runs host kernels (registry kernels) for real: none slower than PyTorch.
@@ -280,12 +332,14 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         for planned, entry in accepted]
     redirect: dict = {}
     refresh: list[_DerivedBuffer] = []
+    size_nodes = binding.sizes_from_graph(graph) if binding is not None else None
+    at_hint = _at_hint(binding, len(symbols)) if binding is not None else None
     for planned, entry in accepted:
         refresh += _register_derived(graph_module, planned)
         if planned.derived:
             entry.derived = [f"{vid}: {doc.get('purpose') or 'derived'}"
                              for vid, (doc, _) in planned.derived.items()]
-        kept = _insert(graph, planned, redirect)
+        kept = _insert(graph, planned, redirect, size_nodes, at_hint)
         if kept:
             report.notes.append(f"{planned.what}: nodes {', '.join(kept)} stay (still used "
                                 f"outside the replacement)")
@@ -294,7 +348,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     graph.lint()
     graph_module.recompile()
 
-    composed = ComposedModule(module, graph_module, signature, report)
+    composed = ComposedModule(module, graph_module, None if guard else signature, report,
+                              range_guard=guard, strict=strict)
     composed.__dict__["replacements"] = subgraphs
     composed.__dict__["_derived"] = refresh
     composed.__dict__["_state"] = module_state.state_bindings(module, graph_module)
@@ -302,18 +357,53 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         report.notes.append(f"state: the forward writes the tensor attribute '{binding.qualified}'; "
                             f"the composed module writes it back after each call")
     report.runs = "composed"
+    buckets = []
+    if binding is not None:
+        table = BucketTable.from_symbols(symbols)
+        composed.__dict__["_bucket_table"] = table
+        buckets = edge_inputs(binding, table, example_inputs)
     if remainder == "inductor":
-        _compile_remainder(composed, example_inputs)
+        _compile_remainder(composed, example_inputs, [inputs for *_, inputs in buckets] if binding else None)
     else:
         report.remainder = "eager"
-    if cuda_graphs:
+    if cuda_graphs and binding is not None:
+        report.cuda_graphs = ("off (asked for; a plan over declared ranges would need a CUDA graph per "
+                              "bucket tuple, captured ahead of time; not done)")
+    elif cuda_graphs:
         if on_gpu:
             _capture_cuda_graph(composed, example_inputs)
         else:
             report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
     timer = _module_timer(speed_guard, on_gpu)
-    if timer is not None:
+    if timer is not None and binding is not None:
+        compiled, why_not = _compiled_original(module, example_inputs, [inputs for *_, inputs in buckets])
+        if compiled is None:
+            report.notes.append(f"torch.compile of the original (dynamic): {why_not}")
+        never_slower_per_bucket(composed, module, compiled, buckets, binding, timer, SLOWER_BY)
+    elif timer is not None:
         _never_slower(composed, module, example_inputs, timer)
     elif not speed_guard:
         report.notes.append("speed_guard=False: not compared with torch.compile of the original")
     return done(composed)
+
+
+def plan_dynamic_shapes(guard: RangeGuard) -> tuple:
+    """torch.export's dynamic_shapes from the plan's own bindings: every input dimension that
+    is one symbol is that symbol's range."""
+    from fact.dynamic_ranges import Range
+    ranges = [Range(s.name, s.min, s.max, s.multiple) for s in guard.symbols]
+    shapes: list = [None] * len(guard.rules)
+    for index, dim, symbol in guard.bindings:
+        shapes[index] = {**(shapes[index] or {}), dim: ranges[symbol]}
+    return tuple(shapes)
+
+
+def _at_hint(binding: SymbolBinding, count: int):
+    """A plan size (int or {"expr", "poly"}) or a program SymInt at the symbols' hints."""
+    hint = tuple(int(s.get("hint", s["min"])) for s in binding.symbols)
+
+    def at_hint(value: Any) -> int:
+        if isinstance(value, dict):
+            return int(evaluate(parse_size(value, count), hint))
+        return binding.concrete(value, hint)
+    return at_hint

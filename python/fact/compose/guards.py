@@ -20,31 +20,40 @@ SLOWER_BY = 1.02   # the composed module falls back when it takes longer than th
                    # and a replacement is left to PyTorch when its calls take longer than this × its subgraph
 
 
-def _compiled_original(module: torch.nn.Module, example_inputs: tuple) -> tuple[Callable | None, str]:
-    """(torch.compile of the module, run once on the example inputs, or None; why not)."""
+def _compiled_original(module: torch.nn.Module, example_inputs: tuple,
+                       warm: list | None = None) -> tuple[Callable | None, str]:
+    """(torch.compile of the module, run once on the example inputs, or None; why not).
+    `warm` (a plan over declared ranges): inputs at every bucket tuple's edges; the module is
+    compiled with symbolic shapes (dynamic=True) and run on each, so no size inside the ranges
+    compiles later."""
     try:
-        compiled = torch.compile(module, dynamic=False)
+        compiled = torch.compile(module, dynamic=warm is not None)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compiled(*example_inputs)
+            for inputs in [example_inputs, *(warm or [])]:
+                compiled(*inputs)
     except Exception as error:  # noqa: BLE001 - never crash: eager instead
         return None, f"Inductor compilation failed: {_root_reason(error)}"
     return compiled, ""
 
 
-def _compile_remainder(composed: ComposedModule, example_inputs: tuple) -> None:
+def _compile_remainder(composed: ComposedModule, example_inputs: tuple, warm: list | None = None) -> None:
     """torch.compile (Inductor, default mode) of the composed graph, run once on the example
-    inputs; on failure the remainder stays eager with the reason in the report."""
+    inputs; on failure the remainder stays eager with the reason in the report. `warm` (a plan
+    over declared ranges): compiled with symbolic shapes and run at every bucket tuple's edges
+    (sizes of 1 get dynamo's specialized graph then, not at run time)."""
     try:
-        compiled = torch.compile(composed.graph_module, dynamic=False)
+        compiled = torch.compile(composed.graph_module, dynamic=warm is not None)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compiled(*example_inputs)
+            for inputs in [example_inputs, *(warm or [])]:
+                compiled(*inputs)
     except Exception as error:  # noqa: BLE001 - never crash: eager instead
         composed.fact_report.remainder = f"eager (Inductor compilation failed: {_root_reason(error)})"
         return
     composed.__dict__["_compiled"] = compiled
-    composed.fact_report.remainder = "inductor"
+    composed.fact_report.remainder = "inductor" + (f" (symbolic shapes, warmed at {len(warm)} bucket "
+                                                   f"edge tuple(s))" if warm is not None else "")
 
 
 def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None:

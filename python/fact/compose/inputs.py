@@ -42,13 +42,20 @@ def _selected(replacement: dict, patterns: list[str] | None) -> bool:
             or replacement.get("pattern") in patterns)
 
 
-def _export(module: torch.nn.Module, example_inputs: tuple) -> torch.export.ExportedProgram:
+def _export(module: torch.nn.Module, example_inputs: tuple,
+            dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+    """torch.export (non-strict) of the module; `dynamic_shapes` in torch.export's structure,
+    with Dim or fact.dynamic_ranges.Range values."""
     shapes_logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
     shapes_level = shapes_logger.level
+    if dynamic_shapes is not None:
+        from fact.dynamic_ranges import export_dynamic_shapes
+        dynamic_shapes = export_dynamic_shapes(dynamic_shapes, module, example_inputs)[0]
     try:
         shapes_logger.setLevel(logging.ERROR)
         with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return module_state.export_keeping_state(module, example_inputs, strict=False)[0]
+            return module_state.export_keeping_state(module, example_inputs, dynamic_shapes=dynamic_shapes,
+                                                     strict=False)[0]
     finally:
         shapes_logger.setLevel(shapes_level)

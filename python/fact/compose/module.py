@@ -67,13 +67,23 @@ class ComposedModule(torch.nn.Module):
     eagerly. Other signatures run the original module."""
 
     def __init__(self, original: torch.nn.Module, graph_module: torch.fx.GraphModule | None,
-                 signature: tuple | None, report: FactReport):
+                 signature: tuple | None, report: FactReport, *, range_guard: Any = None,
+                 strict: bool = False):
         super().__init__()
         self.original = original
         self.graph_module = graph_module
         self.planned_signature = signature
         self.fact_report = report
+        # A plan over declared ranges: fact.compose.range_guard.RangeGuard decides which calls
+        # run the composed graph (instead of the planned signature).
+        self.range_guard = range_guard
+        # strict: a call outside the plan raises ValueError instead of running the original.
+        self.strict = strict
         self._warned: set = set()
+        # Per bucket tuple (row of the bucket table) of a dynamic plan: what runs it when the
+        # composed graph is not the fastest there (fact.compose.bucket_speed).
+        self.__dict__["_bucket_table"] = None
+        self.__dict__["_bucket_fallbacks"] = {}
         # Not submodules (their parameters are the original's): kept out of state_dict.
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
@@ -102,9 +112,13 @@ class ComposedModule(torch.nn.Module):
         # guard has already checked (pytree spec, input constraints) on every call.
         return self.graph_module.forward(*args)
 
-    def _run_planned(self, args: tuple):
+    def _run_planned(self, args: tuple, sizes: tuple | None = None):
         if self._fallback is not None:
             return self._fallback(*args)
+        if sizes is not None and self._bucket_fallbacks:
+            faster = self._bucket_fallbacks.get(self._bucket_table.index(sizes))
+            if faster is not None:
+                return faster(*args)
         if self.graph_module is None:
             return self.original(*args)
         if not all(binding.fits() for binding in self._state):
@@ -125,15 +139,27 @@ class ComposedModule(torch.nn.Module):
             self._warned.add(key)
             warnings.warn(f"fact: {message}", stacklevel=4)
 
+    def _outside_plan(self, signature: tuple, why: str, args: tuple, kwargs: dict):
+        """A call the plan does not cover: ValueError when strict, else the original module
+        (one warning per signature)."""
+        if self.strict:
+            raise ValueError(f"fact: inputs {_describe(signature)} are outside the plan: {why}")
+        if self.graph_module is not None and signature not in self._warned:
+            self._warned.add(signature)
+            warnings.warn(f"fact: inputs {_describe(signature)} are outside the plan ({why}); "
+                          f"running the original module for them", stacklevel=3)
+        return self.original(*args, **kwargs)
+
     def forward(self, *args, **kwargs):
-        if self.planned_signature is None:
+        if self.planned_signature is None and self.range_guard is None:
             return self.original(*args, **kwargs)
+        if self.range_guard is not None:
+            sizes, why = self.range_guard.check(args) if not kwargs else (None, "keyword arguments")
+            if sizes is None:
+                return self._outside_plan(_signature(args), why, args, kwargs)
+            return self._run_planned(args, sizes)
         signature = _signature(args)
         if kwargs or signature != self.planned_signature:
-            if self.graph_module is not None and signature not in self._warned:
-                self._warned.add(signature)
-                warnings.warn(f"fact: inputs {_describe(signature)} differ from the planned "
-                              f"{_describe(self.planned_signature)}; running the original module "
-                              f"for them", stacklevel=2)
-            return self.original(*args, **kwargs)
+            why = "keyword arguments" if kwargs else f"planned for {_describe(self.planned_signature)}"
+            return self._outside_plan(signature, why, args, kwargs)
         return self._run_planned(args)

@@ -22,7 +22,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              patterns: Iterable[str] | str | None = None, tune: int = 0,
              verify: bool = True, speed_guard: Union[bool, Timer] = True,
              replacement_guard: Union[bool, Timer, None] = None,
-             tuning_db: str | Path | None = None, compile_jobs: int = 0) -> ComposedModule:
+             tuning_db: str | Path | None = None, compile_jobs: int = 0,
+             dynamic_shapes: Any = None, strict: bool = False) -> ComposedModule:
     """Returns `module` with the engine's planned replacements composed as `fact::launch`
     calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
 
@@ -34,9 +35,15 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     configurations on the GPU first. verify: check every replacement against the subgraph it
     replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
     no replacement slower than the subgraph it replaces (both: apply_plan).
-    tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan). Never
-    raises for a module that runs (ValueError for an unknown precision or remainder); the
-    report is `.fact_report`, also written to `<work_dir>/report.json`."""
+    tuning_db, compile_jobs: the tuning database and the parallel kernel compiles (see plan).
+    dynamic_shapes: declared dynamic dimensions, in torch.export's structure (a {dim index: Dim}
+    per input, by position or by forward parameter name; fact.dynamic_ranges.Range adds a
+    multiple and typical sizes; fact.dynamic_ranges.dynamic_shapes_from_spec reads the CLI's
+    spelling): one module for every size in the ranges (docs/dynamic_shapes.md). strict: a call
+    outside the plan (its ranges, or the planned signature) raises ValueError instead of
+    running the original with a warning. Never raises for a module that runs (ValueError for
+    an unknown precision or remainder, or a malformed declaration); the report is
+    `.fact_report`, also written to `<work_dir>/report.json`."""
     if precision is not None and precision not in engine_tables.precisions():
         raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     if remainder not in REMAINDERS:
@@ -51,7 +58,9 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     folder, exported = plan_and_export(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
-                                       tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs)
+                                       tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs,
+                                       dynamic_shapes=dynamic_shapes)
     return apply_plan(module, example_inputs, folder, remainder=remainder,
                       cuda_graphs=cuda_graphs, verify=verify, report_path=folder / "report.json",
-                      speed_guard=speed_guard, replacement_guard=replacement_guard, exported=exported)
+                      speed_guard=speed_guard, replacement_guard=replacement_guard, exported=exported,
+                      dynamic_shapes=dynamic_shapes, strict=strict)

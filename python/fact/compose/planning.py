@@ -50,11 +50,14 @@ def plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision
 def plan_and_export(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, precision: str | None = None,
                     *, work_dir: str | Path | None = None, patterns: Iterable[str] | str | None = None,
                     tune: int = 0, compile_kernels: bool | None = None,
-                    tuning_db: str | Path | None = None, compile_jobs: int = 0
-                    ) -> tuple[Path, torch.export.ExportedProgram | None]:
+                    tuning_db: str | Path | None = None, compile_jobs: int = 0,
+                    dynamic_shapes: Any = None) -> tuple[Path, torch.export.ExportedProgram | None]:
     """`plan`, also returning the torch.export program the plan was made from (None when there
     is none): apply_plan(..., exported=) rewrites it instead of exporting the module again. The
-    graph goes to the engine in memory; graph.json in the work folder is for the reader."""
+    graph goes to the engine in memory; graph.json in the work folder is for the reader.
+    `dynamic_shapes`: declared dynamic dimensions (torch.export's structure, Dim or
+    fact.dynamic_ranges.Range values): the graph carries symbols and the engine plans the
+    ranges (docs/dynamic_shapes.md); ValueError for a malformed declaration."""
     if precision is not None and precision not in engine_tables.precisions():
         raise ValueError(f"precision must be one of {', '.join(engine_tables.precisions())}, not '{precision}'")
     example_inputs = _normalize_inputs(example_inputs)
@@ -76,7 +79,10 @@ def plan_and_export(module: torch.nn.Module, example_inputs: Sequence[Any] | Any
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            graph, exported = capture_exported(module, example_inputs, graph_json)
+            graph, exported = capture_exported(module, example_inputs, graph_json,
+                                               dynamic_shapes=dynamic_shapes)
+    except ValueError:
+        raise
     except CaptureError as error:
         return unplanned(f"cannot be exported with torch.export, nor captured: {error}")
     except Exception as error:  # noqa: BLE001

@@ -13,6 +13,7 @@ import torch.fx
 from fact import ops, transforms
 from fact import verify as checks
 from fact.compose.plan_file import USABLE_KERNEL_STATUSES, replacement_label
+from fact.symbolic_sizes import Poly, parse_size
 
 
 class _Decline(Exception):
@@ -30,6 +31,7 @@ class _PlannedCall:
     entry: str | None
     kernel: dict
     id: int = -1
+    buckets: list | None = None    # (library, entry) per bucket tuple (a plan over symbols, on CUDA)
 
 
 @dataclass
@@ -59,11 +61,24 @@ def _layout(t: Any) -> str:
     return f"{t.dtype} {list(t.shape)} stride {list(t.stride())}"
 
 
+def _same_layout(meta: torch.Tensor, dtype: torch.dtype, shape: list, stride: list, binding: Any) -> bool:
+    """The graph value has the planned dtype, shape and stride: equal integers for a static
+    plan; for a plan over symbols (`binding`), equal values at several assignments of the
+    symbols (the program's SymInts against the plan's polynomials)."""
+    if meta.dtype != dtype or meta.dim() != len(shape) or len(stride) != len(shape):
+        return False
+    if binding is None:
+        return (list(meta.shape), list(meta.stride())) == (shape, stride)
+    return all(binding.same(got, want) for got, want in zip([*meta.shape, *meta.stride()], [*shape, *stride]))
+
+
 def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
              by_name: dict, by_target: dict, claimed: dict, on_gpu: bool,
-             library_root: Path) -> _Planned:
+             library_root: Path, binding: Any = None) -> _Planned:
     """The replacement mapped onto the exported graph and checked against it; _Decline with
-    the difference otherwise. Registers nothing."""
+    the difference otherwise. Registers nothing. `binding`: a plan over symbols
+    (fact.compose.dynamic_plan.SymbolBinding): sizes are compared symbolically, and each
+    call's bucket kernels are resolved too."""
     what = replacement_label(replacement)
     missing = [name for name in replacement.get("nodes", []) if name not in by_name]
     if missing or not replacement.get("nodes"):
@@ -114,10 +129,11 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
             raise _Decline(f"derived value {vid} is named twice")
         planned.derived[vid] = (entry, sources)
     kernels = doc.get("kernels", {}) or {}
+    count = len(doc.get("symbols") or [])
     for call in replacement.get("calls", []):
         label = str(call.get("label", ""))
         try:
-            ops.check_call(call)
+            ops.check_call(call, doc.get("symbols"))
         except (ValueError, KeyError, TypeError) as error:
             raise _Decline(f"call {label}: {error}") from None
         operands = [str(o.get("value")) for o in call.get("operands", [])]
@@ -141,16 +157,19 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
                 dtype = ops.parse_dtype(result.get("dtype", ""))
             except ValueError as error:
                 raise _Decline(f"call {label}: result {index} ({vid}): {error}") from None
-            spec = (vid, [int(v) for v in result.get("shape", [])],
-                    [int(v) for v in result.get("stride", [])], dtype)
+            try:
+                spec = (vid, [parse_size(v, count, f"result {vid}") for v in result.get("shape", [])],
+                        [parse_size(v, count, f"result {vid}") for v in result.get("stride", [])], dtype)
+            except ValueError as error:
+                raise _Decline(f"call {label}: {error}") from None
             node = by_name.get(vid)
             if node is not None:
                 meta = _meta(node, graph_module)
                 if not isinstance(meta, torch.Tensor):
                     raise _Decline(f"call {label}: result {vid} is not a tensor in the graph")
-                if (meta.dtype, list(meta.shape), list(meta.stride())) != (dtype, spec[1], spec[2]):
+                if not _same_layout(meta, dtype, spec[1], spec[2], binding):
                     raise _Decline(f"call {label}: result {vid} is {_layout(meta)} in the graph, "
-                                   f"{dtype} {spec[1]} stride {spec[2]} in the plan")
+                                   f"{dtype} {_spell(spec[1])} stride {_spell(spec[2])} in the plan")
             elif vid in outputs:
                 raise _Decline(f"call {label}: output {vid} is not a graph value")
             results.append(spec)
@@ -182,15 +201,36 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
             if not kernel.get("library") or not path.is_file():
                 raise _Decline(f"call {label}: kernel library {path} does not exist")
             library, entry = str(path), kernel.get("entry") or None
+        buckets = None
+        if on_gpu and count and call.get("buckets"):
+            buckets = [_bucket_library(label, index, bucket.get("kernel") or key, kernels, library_root)
+                       for index, bucket in enumerate(call["buckets"])]
         planned.calls.append(_PlannedCall(call, label, operands, results,
                                           float(tolerance) if tolerance is not None else None,
-                                          library, entry, kernel))
+                                          library, entry, kernel, buckets=buckets))
     if not planned.calls:
         raise _Decline("the replacement has no calls")
     unproduced = [vid for vid in outputs if vid not in produced]
     if unproduced:
         raise _Decline(f"no call produces output {', '.join(unproduced)}")
     return planned
+
+
+def _bucket_library(label: str, index: int, key: str, kernels: dict, library_root: Path) -> tuple:
+    """(library path, entry) of a bucket tuple's kernel; _Decline when it is not usable."""
+    kernel = kernels.get(key, {}) if key else {}
+    if kernel.get("status") not in USABLE_KERNEL_STATUSES:
+        raise _Decline(f"call {label}: bucket {index}'s kernel {kernel.get('name', key)} is "
+                       f"{kernel.get('status', 'not in the plan')}")
+    path = Path(kernel.get("library", ""))
+    path = path if path.is_absolute() else library_root / path
+    if not kernel.get("library") or not path.is_file():
+        raise _Decline(f"call {label}: bucket {index}'s kernel library {path} does not exist")
+    return str(path), kernel.get("entry") or None
+
+
+def _spell(sizes: list) -> list:
+    return [v.expr or str(v.terms) if isinstance(v, Poly) else v for v in sizes]
 
 
 def _tolerances(planned: _Planned) -> dict:

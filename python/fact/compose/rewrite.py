@@ -75,7 +75,7 @@ def _dense_order(shape: Sequence[int], stride: Sequence[int]) -> list[int] | Non
 
 
 def _pin_layout(graph: torch.fx.Graph, node: torch.fx.Node, operand: dict,
-                anchor: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node]:
+                anchor: torch.fx.Node, at_hint: Any = None) -> tuple[torch.fx.Node, torch.fx.Node]:
     """The operand `node` made to have the planned dense layout in the graph itself: permute to
     the planned dim order, `contiguous`, permute back (only `contiguous` when the order is the
     identity). Eagerly these are views and a no-op `contiguous` (the exported value already has
@@ -85,13 +85,16 @@ def _pin_layout(graph: torch.fx.Graph, node: torch.fx.Node, operand: dict,
     needs_exact_strides and takes the strides of its inputs as traced. A layout that is not
     dense (a view into a larger tensor, e.g. V sliced out of a fused QKV projection) cannot be
     produced by a copy and is left as it is (fact::launch checks it). Returns (the node to
-    pass, the last node inserted or `anchor`)."""
+    pass, the last node inserted or `anchor`). `at_hint` (a plan over symbols): a function giving
+    a plan size or a program SymInt at the symbols' hints; the dim order is decided there (a
+    dense layout's order is the same at every size)."""
     shape, stride = operand.get("shape"), operand.get("stride")
     meta = node.meta.get("val")
     if shape is None or stride is None or not isinstance(meta, torch.Tensor):
         return node, anchor
-    shape, stride = [int(v) for v in shape], [int(v) for v in stride]
-    if list(meta.shape) != shape:
+    concrete = at_hint or int
+    shape, stride = [concrete(v) for v in shape], [concrete(v) for v in stride]
+    if [concrete(v) for v in meta.shape] != shape:
         return node, anchor
     order = _dense_order(shape, stride)
     if order is None:
@@ -116,11 +119,13 @@ def _pin_layout(graph: torch.fx.Graph, node: torch.fx.Node, operand: dict,
     return node, anchor
 
 
-def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[str]:
+def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict, sizes: list | None = None,
+            at_hint: Any = None) -> list[str]:
     """Inserts the replacement's fact::launch calls after its last node, redirects the uses of
     its outputs, erases its nodes left without users; returns the names of replaced nodes that
     stay (still used outside the replacement). `redirect` maps replaced nodes of earlier
-    replacements to what now stands for them."""
+    replacements to what now stands for them. `sizes` (a plan over symbols): the nodes giving
+    the symbols' sizes, passed to every call; `at_hint`: see _pin_layout."""
     def current(node):
         while node in redirect:
             node = redirect[node]
@@ -137,10 +142,11 @@ def _insert(graph: torch.fx.Graph, planned: _Planned, redirect: dict) -> list[st
         for vid, operand in zip(call.operands, call.doc.get("operands", [])):
             node = made[vid] if vid in made else current(planned.values[vid])
             if vid not in made and node.op == "call_function":
-                node, anchor = _pin_layout(graph, node, operand, anchor)
+                node, anchor = _pin_layout(graph, node, operand, anchor, at_hint)
             operands.append(node)
         with graph.inserting_after(anchor):
-            launch = graph.call_function(torch.ops.fact.launch.default, (operands, call.id))
+            launch = graph.call_function(torch.ops.fact.launch.default,
+                                         (operands, call.id, list(sizes)) if sizes else (operands, call.id))
         anchor = launch
         for index, (vid, *_rest) in enumerate(call.results):
             with graph.inserting_after(anchor):

@@ -1,0 +1,98 @@
+"""Symbolic sizes of an exported program written as FACT size expressions
+(docs/dynamic_shapes.md): integers, symbol names, `+`, `-`, `*`, `//` and parentheses.
+
+    expression_of(expr, names) -> str   a sympy size expression over the program's symbols,
+                                        spelled with the user's names (CaptureError otherwise)
+    size_of(x, names) -> int | str      an int or SymInt size: the int, or its expression
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import sympy
+import torch
+
+from fact.graph_writer import CaptureError
+
+
+def _floor_div_types() -> tuple:
+    from torch.utils._sympy import functions
+    return tuple(getattr(functions, name) for name in ("FloorDiv", "CleanDiv") if hasattr(functions, name))
+
+
+def expression_of(expr: Any, names: Mapping[Any, str]) -> str:
+    """`expr` (sympy) as a size expression over `names` (sympy symbol -> user name). Raises
+    CaptureError naming the expression for anything outside the grammar (Mod, Max, a
+    fraction, a symbol that is not a declared dimension, ...)."""
+    floor_divs = _floor_div_types()
+
+    def fail(part: Any) -> CaptureError:
+        return CaptureError(f"size expression '{expr}' cannot be written for FACT: '{part}' is "
+                            f"outside the grammar (integers, declared dimensions, + - * // and "
+                            f"parentheses)")
+
+    def atom(e: Any) -> str:
+        text = write(e)
+        return text if _is_atom(e) else f"({text})"
+
+    def product(e: Any) -> str:
+        coefficient, rest = e.as_coeff_Mul()
+        if not coefficient.is_Integer:
+            raise fail(e)
+        factors = []
+        for factor in sympy.Mul.make_args(rest):
+            if factor == 1:
+                continue
+            if factor.is_Pow and factor.exp.is_Integer and int(factor.exp) >= 1:
+                factors += [atom(factor.base)] * int(factor.exp)
+            elif isinstance(factor, sympy.Add) or isinstance(factor, floor_divs):
+                factors.append(f"({write(factor)})")
+            else:
+                factors.append(atom(factor))
+        if int(coefficient) != 1 or not factors:
+            factors.insert(0, str(int(coefficient)))
+        return "*".join(factors)
+
+    def write(e: Any) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            if e not in names:
+                raise CaptureError(f"size expression '{expr}' uses '{e}', which is not a declared "
+                                   f"dynamic dimension (declare it, or make the size static)")
+            return names[e]
+        if isinstance(e, floor_divs):
+            base, divisor = e.args
+            return f"{product(base) if not isinstance(base, sympy.Add) else '(' + write(base) + ')'}//{atom(divisor)}"
+        if isinstance(e, sympy.Add):
+            positive, negative = [], []
+            for term in e.as_ordered_terms():
+                coefficient, _ = term.as_coeff_Mul()
+                (negative if coefficient.is_negative else positive).append(term)
+            text = " + ".join(product(t) for t in positive) if positive else "0"
+            for term in negative:
+                text += f" - {product(-term)}"
+            return text
+        if isinstance(e, sympy.Mul) or e.is_Pow:
+            coefficient, _ = e.as_coeff_Mul()
+            if coefficient.is_negative:
+                return f"0 - {product(-e)}"
+            return product(e)
+        raise fail(e)
+
+    return write(sympy.sympify(expr))
+
+
+def _is_atom(e: Any) -> bool:
+    return bool(e.is_Symbol or (e.is_Integer and int(e) >= 0))
+
+
+def size_of(x: Any, names: Mapping[Any, str]) -> int | str:
+    """An int (or a SymInt whose value is fixed): the int; a SymInt over declared dimensions:
+    its expression."""
+    if isinstance(x, torch.SymInt):
+        expr = x.node.expr
+        if not expr.free_symbols:
+            return int(expr)
+        return expression_of(expr, names)
+    return int(x)
