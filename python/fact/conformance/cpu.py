@@ -28,11 +28,13 @@ TABLE_SCHEMA = "fact.conformance/1"
 
 
 def run_cpu_case(path: Path, dtype_name: str, work_dir: Path, remainder: str = "eager",
-                 seed: int = 0) -> dict:
+                 seed: int = 0, dynamic: bool = True) -> dict:
     """One (corpus file, dtype) on the CPU at CPU_TEST_SIZES: optimize, compare FACT and
-    PyTorch with float64, coverage. Never raises; `status` is "ok", "crash" (something raised:
-    fact.optimize, the composed forward) or "wrong" (an output or a replacement outside its
-    bound); `problems` says what."""
+    PyTorch with float64, coverage; then, with `dynamic` and inputs that share a batch
+    dimension, the declared-range check (fact.conformance.dynamic: optimized for a batch range,
+    called at several sizes, each against float64). Never raises; `status` is "ok", "crash"
+    (something raised: fact.optimize, the composed forward) or "wrong" (an output or a
+    replacement outside its bound); `problems` says what."""
     from fact.compose import optimize
 
     path = Path(path)
@@ -92,6 +94,15 @@ def run_cpu_case(path: Path, dtype_name: str, work_dir: Path, remainder: str = "
         problems.append(f"replacements were composed but the module runs {report.runs}")
     if problems:
         row.update(status="wrong", problems=problems)
+    if dynamic:
+        from fact.conformance.dynamic import run_dynamic_check
+        entry, dynamic_problems, dynamic_status = run_dynamic_check(
+            model, inputs, precision, Path(work_dir) / "dynamic", remainder=remainder)
+        row["dynamic"] = entry
+        if dynamic_problems:
+            row["problems"] = row["problems"] + [f"declared range: {p}" for p in dynamic_problems]
+        if dynamic_status in ("crash", "wrong") and row["status"] == "ok":
+            row["status"] = dynamic_status
     row["seconds"] = time.perf_counter() - started
     return row
 
@@ -111,8 +122,12 @@ def make_table(rows: Iterable[dict], device: str = "cpu", sizes: str = "CPU_TEST
                     "composed": 0, "declined": 0, "gemm_flops": 0.0, "fact_flops": 0.0,
                     "rows_with_composition": 0, "declined_by_reason": {}}
     by_dtype: dict = {}
+    dynamic_totals: dict = {}
     for row in rows:
         totals[row["status"]] = totals.get(row["status"], 0) + 1
+        if row.get("dynamic"):
+            state = row["dynamic"].get("status", "?")
+            dynamic_totals[state] = dynamic_totals.get(state, 0) + 1
         coverage = row.get("coverage")
         if not coverage:
             continue
@@ -136,6 +151,7 @@ def make_table(rows: Iterable[dict], device: str = "cpu", sizes: str = "CPU_TEST
     totals["declined_by_reason"] = dict(sorted(totals["declined_by_reason"].items(),
                                                key=lambda kv: (-kv[1], kv[0])))
     totals["by_dtype"] = by_dtype
+    totals["dynamic"] = dict(sorted(dynamic_totals.items()))
     return {"schema": TABLE_SCHEMA, "device": device, "sizes": sizes, "torch": torch.__version__,
             "share_definition": "GEMM FLOPs of the captured-graph nodes that composed "
                                 "replacements replace / GEMM FLOPs of all captured-graph nodes "
@@ -246,6 +262,9 @@ def format_table(table: dict) -> str:
         lines.append(f"  {dtype}: {per['rows']} rows, {per['composed']} composed, {per['declined']} "
                      f"declined, FLOP share {_share(per['share'])} (mean over models "
                      f"{_share(per['mean_model_share'])})")
+    if t.get("dynamic"):
+        lines.append("declared batch range (called at 1, the example's batch, one past it, 2x it): "
+                     + ", ".join(f"{n} {state}" for state, n in t["dynamic"].items()))
     lines.append("declined, by reason:")
     for reason, count in t["declined_by_reason"].items():
         lines.append(f"  {count:>4}  {reason}")
