@@ -18,6 +18,10 @@
 #   example      the README's main command on the GPU: `fact optimize` of the bundled minGPT
 #                block in bf16 with FACT_EXAMPLE_ARGS (default: --max-candidates 8); its output
 #                folder comes back as example.tgz, its terminal output in example.log
+#   dynamic      bench/dynamic/run_sweep.py (FACT_DYNAMIC_ARGS: its arguments): one module per
+#                model optimized for a batch x sequence range, timed at every shape of a grid
+#                against eager and torch.compile; results dynamic-<device>-<date>.json, log
+#                dynamic.log
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -90,6 +94,11 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
         bench/models/mingpt_block.py:MinGPTBlock --dtype bfloat16 -o "$OUT/example" \
         ${FACT_EXAMPLE_ARGS:---max-candidates 8} >"$OUT/example.log" 2>&1
       echo "fact optimize exit $?" >>"$OUT/example.log" ;;
+    dynamic)
+      mkdir -p "$OUT/dynamic"
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/dynamic/run_sweep.py \
+        --out-dir "$OUT/dynamic" --work-dir /tmp/fact-dynamic --time-budget $(( $(left) - 60 )) \
+        ${FACT_DYNAMIC_ARGS:-} >"$OUT/dynamic.log" 2>&1 ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -103,7 +112,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -128,11 +137,12 @@ done
 [ -f "$OUT/example.log" ] && grep -vE "ETA|^\s*$" "$OUT/example.log" | tail -40
 [ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
+[ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)

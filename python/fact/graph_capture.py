@@ -70,6 +70,78 @@ def _from_exported_program(ep: torch.export.ExportedProgram, symbol_names: dict 
     return writer, inputs, outputs, mutations
 
 
+def _export_over_ranges(module: torch.nn.Module, example_inputs: tuple, export_shapes: Any,
+                        declared: dict) -> tuple[torch.export.ExportedProgram, list]:
+    """torch.export with the declared dynamic dimensions. When torch.export refuses them for a
+    guard it cannot prove over the range ("Constraints violated": e.g. Min(16*seq, 32*seq) ==
+    16*seq, which holds for every size), the export is made again with the guards as run-time
+    assertions, and kept only when every assertion holds at the sizes `range_check_sizes` picks
+    across the declared ranges; otherwise the first refusal is raised."""
+    try:
+        return module_state.export_keeping_state(module, example_inputs, dynamic_shapes=export_shapes,
+                                                 strict=False)
+    except Exception as error:  # noqa: BLE001 - only a guard torch cannot prove is retried
+        if "Constraints violated" not in str(error):
+            raise
+        refusal = error
+    ep, state_attributes = module_state.export_keeping_state(
+        module, example_inputs, dynamic_shapes=export_shapes, strict=False,
+        prefer_deferred_runtime_asserts_over_guards=True)
+    names, _ = declared_symbols(ep, declared, example_inputs)
+    ranges = {names_symbol: declared_range for (_, _), declared_range in declared.items()
+              for names_symbol, name in names.items() if name == declared_range.name}
+    failing = assertions_failing_in_ranges(ep, ranges)
+    if failing:
+        raise CaptureError(f"{_first_line_of(refusal)}; the guard fails inside the declared range "
+                           f"at {failing[0]}") from refusal
+    return ep, state_attributes
+
+
+def range_check_sizes(declared_range: Any, hint: int | None = None) -> list[int]:
+    """Sizes of a declared range an assertion is checked at: the ends, the hint, every power of
+    two inside and its neighbours, all rounded to the range's multiple."""
+    lo, hi, multiple = declared_range.min, declared_range.max, declared_range.multiple
+    candidates = {lo, hi} | ({hint} if hint is not None else set())
+    power = 1
+    while power <= hi:
+        candidates |= {power - multiple, power, power + multiple}
+        power *= 2
+    return sorted(v for v in candidates if lo <= v <= hi and v % multiple == 0)
+
+
+def assertions_failing_in_ranges(ep: torch.export.ExportedProgram, ranges: dict) -> list[str]:
+    """The run-time assertions of the program (aten._assert_scalar) that fail, or cannot be
+    decided, at some combination of range_check_sizes of the symbols they read (`ranges`:
+    sympy symbol -> declared Range); each as "<expression> at <name>=<size>, ..."."""
+    import itertools
+
+    failing = []
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or "_assert_scalar" not in str(node.target):
+            continue
+        condition = node.args[0] if node.args else None
+        value = condition.meta.get("val") if isinstance(condition, torch.fx.Node) else None
+        expr = getattr(getattr(value, "node", None), "expr", None)
+        if expr is None:
+            failing.append(f"an assertion FACT cannot read ({node.format_node()})")
+            continue
+        symbols = sorted(expr.free_symbols, key=str)
+        if any(symbol not in ranges for symbol in symbols):
+            failing.append(f"{expr} (it reads sizes that are not declared dimensions)")
+            continue
+        grids = [range_check_sizes(ranges[symbol]) for symbol in symbols]
+        for sizes in itertools.islice(itertools.product(*grids), 4096):
+            holds = expr.subs(dict(zip(symbols, sizes)))
+            if holds is not True and bool(holds) is not True:
+                failing.append(f"{expr} at " + ", ".join(f"{ranges[s].name}={v}" for s, v in zip(symbols, sizes)))
+                break
+    return failing
+
+
+def _first_line_of(error: BaseException) -> str:
+    return (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
+
+
 def declared_symbols(ep: torch.export.ExportedProgram, declared: dict, example_inputs: Sequence[Any]
                      ) -> tuple[dict, list]:
     """(sympy symbol of the program -> declared name, the document's "symbols") for the
@@ -324,8 +396,7 @@ def _capture_dynamic(module: torch.nn.Module, example_inputs: tuple, path: str |
     export_stderr = io.StringIO()
     try:
         with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
-            ep, state_attributes = module_state.export_keeping_state(
-                module, example_inputs, dynamic_shapes=export_shapes, strict=False)
+            ep, state_attributes = _export_over_ranges(module, example_inputs, export_shapes, declared)
     except Exception as error:  # noqa: BLE001 - reported with the declaration
         first = (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
         raise CaptureError(f"cannot export {type(module).__name__} with the declared dynamic "

@@ -107,6 +107,14 @@ class _SymValue:
         return f"<size {self.expression}>"
 
 
+class _Unwritable:
+    """A non-integer value computed from declared dynamic dimensions (a SymBool a run-time
+    assertion reads): nothing FACT writes; a capture error only where an argument uses it."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -158,7 +166,7 @@ class GraphWriter:
             expr = val.node.expr
             if expr.free_symbols:
                 if not isinstance(val, torch.SymInt):
-                    raise CaptureError(f"a {type(val).__name__} computed from dynamic dimensions "
+                    return _Unwritable(f"a {type(val).__name__} computed from dynamic dimensions "
                                        f"({expr}) is used as an argument; FACT writes integer "
                                        f"size expressions only")
                 from fact.size_expressions import expression_of
@@ -285,6 +293,9 @@ class GraphWriter:
                         return {"repr": repr(arg)}
                 return {"tensors": tensors}
             items = [self.node_values.get(a) if isinstance(a, torch.fx.Node) else a for a in arg]
+            for item in items:
+                if isinstance(item, _Unwritable):
+                    raise CaptureError(item.message)
             if any(isinstance(item, _SymValue) for item in items):
                 return {"syms": [item.expression if isinstance(item, _SymValue) else _plain_constant(item)
                                  for item in items]}
@@ -295,6 +306,8 @@ class GraphWriter:
         if isinstance(c, _SymValue):
             return {"sym": c.expression}
         c = self._scalar(c) if isinstance(c, _SYMBOLIC_SCALARS) else _concrete_scalar(c)
+        if isinstance(c, _Unwritable):
+            raise CaptureError(c.message)
         if isinstance(c, _SymValue):
             return {"sym": c.expression}
         if isinstance(c, _Subgraph):

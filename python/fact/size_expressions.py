@@ -78,9 +78,34 @@ def expression_of(expr: Any, names: Mapping[Any, str]) -> str:
             if coefficient.is_negative:
                 return f"0 - {product(-e)}"
             return product(e)
+        if type(e).__name__ in ("Min", "Max"):
+            chosen = _dominant_argument(e, type(e).__name__ == "Min")
+            if chosen is not None:
+                return write(chosen)
         raise fail(e)
 
     return write(sympy.sympify(expr))
+
+
+# Sizes a Min/Max of sizes is compared at: every declared dimension is at least 1.
+_DOMINANCE_POINTS = (1, 2, 3, 7, 64, 1000, 65536)
+
+
+def _dominant_argument(e: Any, smallest: bool) -> Any:
+    """The argument of a Min (smallest) or Max of sizes that is the smallest (largest) at every
+    combination of _DOMINANCE_POINTS for its symbols, or None. torch writes strides of
+    expanded or interleaved views as e.g. Min(16*seq, 32*seq), which is 16*seq for every size;
+    a Min whose arguments cross inside the sizes is left unwritten (a capture error)."""
+    import itertools
+
+    symbols = sorted(e.free_symbols, key=str)
+    points = list(itertools.islice(itertools.product(_DOMINANCE_POINTS, repeat=len(symbols)), 2401))
+    for candidate in e.args:
+        if all((candidate.subs(dict(zip(symbols, p))) <= other.subs(dict(zip(symbols, p)))) == smallest
+               or candidate.subs(dict(zip(symbols, p))) == other.subs(dict(zip(symbols, p)))
+               for other in e.args if other is not candidate for p in points):
+            return candidate
+    return None
 
 
 def _is_atom(e: Any) -> bool:
