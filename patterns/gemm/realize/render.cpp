@@ -107,7 +107,11 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   const bool owns_store = store != nullptr;
   const std::string store_link = owns_store ? std::string(store->name) : std::string();
   const std::string name = spec.name();
-  const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
+  // The direct-store variant (an unaligned D, space.hpp) names its mainloop: the builder's Auto
+  // choice is made for TMA epilogues.
+  const bool direct_store = stores_d_directly(spec);
+  const auto mainloop = direct_store ? resolved_mainloop(spec)
+                                     : spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
 
   nlohmann::json info = {
@@ -166,11 +170,21 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
             "partials summed in split order (false: arrival order)")
     << line("static constexpr int kMaxSwizzle = " + std::to_string(spec.swizzle) + ";")
     << line("static constexpr auto kRasterOrder = " + std::string(raster_cpp(spec.raster)) + ";")
-    << "\n"
-    << line("using EpilogueTile = decltype(cutlass::epilogue::collective::detail::"
-            "sm90_compute_tile_shape_or_override<", "the subtile EpilogueTileAuto picks")
-    << "      ElementD, cutlass::epilogue::collective::EpilogueTileAuto, EpilogueSchedule, TileShape>());\n"
-    << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
+    << (direct_store ? line("static constexpr bool kDirectStore = true;",
+                            "D stored from registers without TMA (unaligned rows)")
+                     : std::string())
+    << "\n";
+  if (direct_store) {
+    // The NoSmem epilogue has no subtiles: the chain (alpha only) is checked against the call,
+    // and the collective computes alpha · A·B itself.
+    s << line("using EpilogueTile = Shape<_" + std::to_string(spec.tile.m) + ", _" +
+              std::to_string(spec.tile.n) + ">;", "the whole tile, stored from registers");
+  } else {
+    s << line("using EpilogueTile = decltype(cutlass::epilogue::collective::detail::"
+              "sm90_compute_tile_shape_or_override<", "the subtile EpilogueTileAuto picks")
+      << "      ElementD, cutlass::epilogue::collective::EpilogueTileAuto, EpilogueSchedule, TileShape>());\n";
+  }
+  s << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
     << "  using EpilogueConfig = fact::gemm::epilogue::Config<TileShape, ElementCompute,\n"
     << "      cutlass::FloatRoundStyle::round_to_nearest, "
     << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n"
@@ -180,11 +194,18 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
     << "      ElementAccumulator, ElementCompute,\n"
     << "      ElementC, LayoutC, kAlignmentC,\n"
     << "      ElementDCollective, LayoutD, kAlignmentD,\n"
-    << "      EpilogueSchedule,\n"
-    << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
-    << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
-    << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
-    << "                \"the epilogue subtile the links were built for is the collective's\");\n";
+    << "      EpilogueSchedule,\n";
+  if (direct_store) {
+    // The builder's NoSmem specialization takes exactly this fusion op (DefaultEpilogue with a
+    // thread-level linear combination, FragmentSize 1: alignment-1 stores, residue-predicated).
+    s << "      cutlass::epilogue::fusion::LinearCombination<ElementD, ElementCompute, ElementC,\n"
+      << "          ElementCompute, cutlass::FloatRoundStyle::round_to_nearest>>::CollectiveOp;\n";
+  } else {
+    s << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
+      << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
+      << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
+      << "                \"the epilogue subtile the links were built for is the collective's\");\n";
+  }
   if (owns_store) {
     s << "  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD ==\n"
       << "                fact::gemm::epilogue::detail::store_stages<TileShape, EpilogueTile>(),\n"

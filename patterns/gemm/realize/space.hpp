@@ -20,8 +20,17 @@ namespace fact::gemm {
 // 64-row tiles, cooperative otherwise. Explicit schedules are returned as they are.
 MainloopSchedule resolved_mainloop(const GemmSpec& spec);
 // The epilogue schedule that pairs with the resolved mainloop when Auto: TmaCooperative with
-// the cooperative kernel, TmaWarpSpecialized with ping-pong / TmaWarpSpecialized.
+// the cooperative kernel, TmaWarpSpecialized with ping-pong / TmaWarpSpecialized; NoSmem for a
+// spec that stores D directly (below), whatever its mainloop.
 EpilogueSchedule resolved_epilogue_schedule(const GemmSpec& spec);
+
+// The direct-store variant: D's rows (its leading dimension, contiguous extent or batch
+// strides: spec.align_d) are not 16-byte aligned, so no TMA store can address them. Such a spec
+// runs CUTLASS's NoSmem epilogue (DefaultEpilogue under the sm90 warp-specialized adapter):
+// each consumer thread stores its accumulators straight to global memory, element by element,
+// predicated by the tile residue. Its epilogue is alpha · A·B only (no steps), on the
+// persistent scheduler; A and B keep the TMA mainloop (their alignments are checked as ever).
+bool stores_d_directly(const GemmSpec& spec);
 
 // Shared memory as the sm90 builders lay it out (StageCountAutoCarveout): the epilogue's
 // storage is carved out first, the rest holds as many A+B stages as fit.
