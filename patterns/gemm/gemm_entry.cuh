@@ -17,10 +17,10 @@
 //   kMaxSwizzle, kRasterOrder   tile scheduler defaults
 //   kName                       the readable KernelSpec name
 //   kDirectStore (optional)     true: the direct-store variant for a D whose rows are not
-//                               16-byte aligned. The collective epilogue is CUTLASS's NoSmem
-//                               one (a thread-level alpha · accumulator, stored element by
-//                               element, residue-predicated); Chain is the bare
-//                               ScaledAccumulator (no steps), and D needs only its element's
+//                               16-byte aligned. The collective epilogue is FACT's
+//                               DirectStore (gemm_direct_store.cuh: Chain per element from
+//                               the call's arguments, stored element by element,
+//                               residue-predicated), and D needs only its element's
 //                               alignment. Absent: false (a TMA epilogue running Chain)
 //
 // run<Kernel>() implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h): header, dtype, layout and
@@ -55,6 +55,7 @@
 #include "cutlass/layout/matrix.h"
 
 #include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/gemm_direct_store.cuh"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 #define FACT_EXPORT __attribute__((visibility("default")))
@@ -239,11 +240,8 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
   using Chain = typename Kernel::Chain;
   using EpilogueConfig = typename Kernel::EpilogueConfig;
   if constexpr (detail::direct_store<Kernel>::value) {
-    // The NoSmem collective's thread::LinearCombination: D = alpha · accumulator (no C).
-    static_assert(Chain::kSourceStep < 0 && !Chain::kStoresD,
-                  "the direct-store variant runs alpha · A·B only");
-    arguments.epilogue.thread.alpha = args.alpha;
-    arguments.epilogue.thread.beta = 0.0f;
+    // The direct-store collective computes the chain per element from the call itself.
+    arguments.epilogue.thread = args;
   } else {
     arguments.epilogue.thread =
         Chain::template arguments<EpilogueConfig, typename Kernel::ElementD>(args);

@@ -49,6 +49,7 @@ const std::vector<std::string>& gemm_epilogue_headers() {
         "patterns/gemm/gemm_epilogue.cuh",
         "patterns/gemm/gemm_store_stages.cuh",
         "patterns/gemm/gemm_root_store.cuh",
+        "patterns/gemm/gemm_direct_store.cuh",
         "patterns/gemm/gemm_abi.h",
         "patterns/gemm/epilogue/ops.def",
         "patterns/gemm/epilogue/op_formulas.h",
@@ -175,8 +176,7 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
                      : std::string())
     << "\n";
   if (direct_store) {
-    // The NoSmem epilogue has no subtiles: the chain (alpha only) is checked against the call,
-    // and the collective computes alpha · A·B itself.
+    // The direct store has no subtiles: Config's tile is the CTA tile.
     s << line("using EpilogueTile = Shape<_" + std::to_string(spec.tile.m) + ", _" +
               std::to_string(spec.tile.n) + ">;", "the whole tile, stored from registers");
   } else {
@@ -187,21 +187,21 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   s << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
     << "  using EpilogueConfig = fact::gemm::epilogue::Config<TileShape, ElementCompute,\n"
     << "      cutlass::FloatRoundStyle::round_to_nearest, "
-    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n"
-    << "  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
-    << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
-    << "      cutlass::epilogue::collective::EpilogueTileAuto,\n"
-    << "      ElementAccumulator, ElementCompute,\n"
-    << "      ElementC, LayoutC, kAlignmentC,\n"
-    << "      ElementDCollective, LayoutD, kAlignmentD,\n"
-    << "      EpilogueSchedule,\n";
+    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n";
   if (direct_store) {
-    // The builder's NoSmem specialization takes exactly this fusion op (DefaultEpilogue with a
-    // thread-level linear combination, FragmentSize 1: alignment-1 stores, residue-predicated).
-    s << "      cutlass::epilogue::fusion::LinearCombination<ElementD, ElementCompute, ElementC,\n"
-      << "          ElementCompute, cutlass::FloatRoundStyle::round_to_nearest>>::CollectiveOp;\n";
+    // FACT's own collective (gemm_direct_store.cuh): the chain per element, stored from
+    // registers, residue-predicated, under CUTLASS's warp-specialized adapter.
+    s << "  using CollectiveEpilogue = fact::gemm::epilogue::DirectStoreCollective<\n"
+      << "      Chain, EpilogueConfig, ElementD, LayoutD>;\n";
   } else {
-    s << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
+    s << "  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
+      << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
+      << "      cutlass::epilogue::collective::EpilogueTileAuto,\n"
+      << "      ElementAccumulator, ElementCompute,\n"
+      << "      ElementC, LayoutC, kAlignmentC,\n"
+      << "      ElementDCollective, LayoutD, kAlignmentD,\n"
+      << "      EpilogueSchedule,\n"
+      << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
       << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
       << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
       << "                \"the epilogue subtile the links were built for is the collective's\");\n";

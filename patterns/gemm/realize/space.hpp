@@ -26,10 +26,11 @@ EpilogueSchedule resolved_epilogue_schedule(const GemmSpec& spec);
 
 // The direct-store variant: D's rows (its leading dimension, contiguous extent or batch
 // strides: spec.align_d) are not 16-byte aligned, so no TMA store can address them. Such a spec
-// runs CUTLASS's NoSmem epilogue (DefaultEpilogue under the sm90 warp-specialized adapter):
-// each consumer thread stores its accumulators straight to global memory, element by element,
-// predicated by the tile residue. Its epilogue is alpha · A·B only (no steps), on the
-// persistent scheduler; A and B keep the TMA mainloop (their alignments are checked as ever).
+// resolves its epilogue schedule to NoSmem and runs FACT's DirectStore collective
+// (gemm_direct_store.cuh, under CUTLASS's sm90 warp-specialized adapter): each consumer thread
+// computes the chain per element and stores it straight to global memory, element by element,
+// predicated by M and N. No step that stores D itself or reads tables; persistent scheduler
+// only. A and B keep the TMA mainloop (their alignments are checked as ever).
 bool stores_d_directly(const GemmSpec& spec);
 
 // Shared memory as the sm90 builders lay it out (StageCountAutoCarveout): the epilogue's

@@ -156,13 +156,16 @@ std::optional<std::string> schedule_error(const GemmSpec& s) {
       return std::string("a D whose rows are not 16-byte aligned is stored by the NoSmem "
                          "epilogue (no TMA store can address it)");
     }
-    if (!s.epilogue.empty()) {
-      return std::string("the NoSmem (direct-store) epilogue runs alpha · A·B only: FACT's "
-                         "epilogue steps need a TMA epilogue");
+    for (const auto& op : s.epilogue) {
+      const StepOp& descriptor = step_op(op.kind);
+      if (descriptor.stores_d || descriptor.operand == OperandShape::TABLES) {
+        return "the direct-store epilogue computes the chain per element: a " +
+               std::string(descriptor.name) + " step needs a TMA epilogue";
+      }
     }
     if (s.scheduler != TileScheduler::Persistent || s.split_k > 1) {
-      return std::string("the NoSmem (direct-store) epilogue runs the persistent scheduler (its "
-                         "stream-K / split-K fix-up is not validated here)");
+      return std::string("the direct-store epilogue runs the persistent scheduler (its stream-K "
+                         "/ split-K fix-up is not validated here)");
     }
   }
   if (s.scheduler == TileScheduler::StreamK && mainloop != MainloopSchedule::Cooperative) {
@@ -281,9 +284,10 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
     const int divisor = step_op(spec.epilogue.back().kind).halves_columns ? 2 : 1;
     staging += stages_d * tile_elements / divisor * d_bytes;
   }
-  // The NoSmem epilogue stages nothing: it stores from registers.
-  if (resolved_epilogue_schedule(spec) == EpilogueSchedule::NoSmem) staging = 0;
-  plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
+  // The direct store stages nothing: it reads its operands from global memory and stores from
+  // registers.
+  const bool direct = resolved_epilogue_schedule(spec) == EpilogueSchedule::NoSmem;
+  plan.epilogue_bytes = (direct ? 0 : staging + bias_bytes(spec)) + kEpilogueBarrierSlack;
 
   const int carveout = round_up(plan.epilogue_bytes, kSmemAlignment);
   const int fitting = (kSmemCapacityBytes - carveout) / plan.stage_bytes;

@@ -221,9 +221,9 @@ TEST(GemmPruning, AlignmentDtypeAndArch) {
   EXPECT_NE(reason_of(s).find("pattern"), std::string::npos);
 }
 
-// An unaligned D (align_d below 16 bytes) is the direct-store variant: the NoSmem epilogue,
-// alpha · A·B only, persistent scheduler; a TMA epilogue is refused for it, and the NoSmem
-// epilogue for an aligned D.
+// An unaligned D (align_d below 16 bytes) is the direct-store variant: the NoSmem schedule
+// (FACT's direct-store collective), any chain computed per element, persistent scheduler; a TMA
+// epilogue is refused for it, and the NoSmem schedule for an aligned D.
 TEST(GemmPruning, UnalignedDRunsTheDirectStoreVariantOnly) {
   GemmSpec s = with(plain_direct_store_class(), 128, 256, 64, MainloopSchedule::Cooperative);
   EXPECT_TRUE(stores_d_directly(s));
@@ -236,9 +236,12 @@ TEST(GemmPruning, UnalignedDRunsTheDirectStoreVariantOnly) {
   GemmSpec tma = s;
   tma.epilogue_schedule = EpilogueSchedule::TmaCooperative;
   EXPECT_NE(reason_of(tma).find("NoSmem"), std::string::npos);
-  GemmSpec steps = s;
-  steps.epilogue = {{Kind::Activation, Activation::ReLU, DType::Unknown}};
-  EXPECT_NE(reason_of(steps).find("alpha"), std::string::npos);
+  GemmSpec steps = s;  // any chain runs per element
+  steps.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                    {Kind::Activation, Activation::GeluTanh, DType::Unknown},
+                    {Kind::Residual, Activation::Identity, DType::BFloat16}};
+  EXPECT_EQ(reason_of(steps), "");
+  EXPECT_EQ(resolved_epilogue_schedule(steps), EpilogueSchedule::NoSmem);
   GemmSpec stream_k = s;
   stream_k.scheduler = TileScheduler::StreamK;
   EXPECT_NE(reason_of(stream_k).find("persistent"), std::string::npos);
