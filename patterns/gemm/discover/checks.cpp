@@ -31,21 +31,19 @@ std::optional<std::string> misaligned(const char* what, int64_t value, int64_t a
 
 // Why the direct-store variant (an unaligned row-major D written without TMA) cannot run `p`,
 // or nullopt when it can: bf16/fp16 operands (the native sm90 template; float32 runs on other
-// kernels), no epilogue steps once leading scales fold into alpha (the variant's epilogue is a
-// plain alpha · A·B), and one batch mode (the outer mode's launches move D's pointer by an
-// unaligned stride, which the entry refuses).
+// kernels), no step that stores D itself or reads tables (the variant computes the chain per
+// element), and one batch mode (the outer mode's launches move D's pointer by an unaligned
+// stride, which the entry refuses). Epilogue operands are checked after this, as ever.
 std::optional<std::string> direct_store_obstacle(const GemmProblem& p) {
   if (p.a.dtype != DType::BFloat16 && p.a.dtype != DType::Float16) {
     return std::string("an unaligned D is stored without TMA only by bf16/fp16 GEMMs");
   }
-  const KernelEpilogue epilogue = kernel_epilogue(p);
-  if (!epilogue.steps.empty()) {
-    std::string steps;
-    for (const auto& step : epilogue.steps) {
-      steps += (steps.empty() ? "" : ", ") + std::string(epilogue_kind_name(step.kind));
+  for (const auto& step : kernel_epilogue(p).steps) {
+    const StepOp& descriptor = step_op(step.kind);
+    if (descriptor.stores_d || descriptor.operand == OperandShape::TABLES) {
+      return "an unaligned D is stored without TMA only by a chain computed per element, not "
+             "with a " + std::string(descriptor.name) + " step";
     }
-    return "an unaligned D is stored without TMA only by a GEMM without epilogue steps, this "
-           "one has " + steps;
   }
   if (p.outer_batch > 1) {
     return std::string("an unaligned D is stored without TMA only by a GEMM with one batch mode");

@@ -221,8 +221,8 @@ TEST(GemmRule, MisalignedDimensionsDecline) {
 
 // A language model's LM head: F.linear(h, W) with W [V, C] and GPT-2's vocabulary V = 50257.
 // A and B are TMA-read (aligned strides); only D's rows are unaligned, which the direct-store
-// variant writes without TMA: planned. The same with epilogue steps, a row-major B, float32
-// operands or two batch modes stays declined, each with its reason.
+// variant writes without TMA: planned, with or without a bias and an activation. A row-major B,
+// an M×N operand with unaligned rows or float32 operands stay declined, each with its reason.
 TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   GraphBuilder lm(DType::BFloat16, "cuda:0");
   auto h = lm.input("h", {8, 1024, 768});
@@ -246,12 +246,20 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   m = only_match(discover(scaled.finish({y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
 
+  // The chain runs per element: a bias and an activation are planned too.
   LinearGraph biased(DType::BFloat16, /*k=*/256, /*n=*/1001);
-  m = only_match(discover(biased.b.finish({biased.y})));
+  auto relu = biased.b.op("aten.relu.default", {T(biased.y)}, {4, 16, 1001});
+  m = only_match(discover(biased.b.finish({relu})));
+  EXPECT_EQ(m.rule, "gemm_bias_relu");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+
+  // An M×N epilogue operand with the same unaligned rows keeps its own alignment reason.
+  LinearGraph residual(DType::BFloat16, /*k=*/256, /*n=*/1001);
+  auto r = residual.b.input("r", {4, 16, 1001});
+  auto sum = residual.b.op("aten.add.Tensor", {T(residual.y), T(r)}, {4, 16, 1001});
+  m = only_match(discover(residual.b.finish({sum})));
   EXPECT_EQ(m.status, MatchStatus::Declined);
-  EXPECT_EQ(m.reason,
-            "N=1001 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows; an unaligned D is "
-            "stored without TMA only by a GEMM without epilogue steps, this one has bias)");
+  EXPECT_EQ(m.reason.rfind("residual operand ld=1001 not a multiple of 8 for bf16", 0), 0u) << m.reason;
 
   GraphBuilder row_b(DType::BFloat16, "cuda:0");  // x @ W with W [K, N]: B's rows unaligned
   auto x3 = row_b.input("x", {64, 256});
