@@ -16,6 +16,12 @@
 //                               in arrival order (false: no serial chain, nondeterministic)
 //   kMaxSwizzle, kRasterOrder   tile scheduler defaults
 //   kName                       the readable KernelSpec name
+//   kDirectStore (optional)     true: the direct-store variant for a D whose rows are not
+//                               16-byte aligned. The collective epilogue is FACT's
+//                               DirectStore (gemm_direct_store.cuh: Chain per element from
+//                               the call's arguments, stored element by element,
+//                               residue-predicated), and D needs only its element's
+//                               alignment. Absent: false (a TMA epilogue running Chain)
 //
 // run<Kernel>() implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h): header, dtype, layout and
 // epilogue-step checks against the build, size query, can_implement, launch; it returns a
@@ -49,6 +55,7 @@
 #include "cutlass/layout/matrix.h"
 
 #include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/gemm_direct_store.cuh"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 #define FACT_EXPORT __attribute__((visibility("default")))
@@ -89,6 +96,18 @@ Stride make_stride(int64_t leading, int64_t batch) {
 }
 
 inline bool aligned_16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <class T>
+bool aligned_to_element(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) % alignof(T)) == 0;
+}
+
+// Kernel::kDirectStore, false when the Kernel does not declare it.
+template <class Kernel, class = void>
+struct direct_store : std::false_type {};
+template <class Kernel>
+struct direct_store<Kernel, std::void_t<decltype(Kernel::kDirectStore)>>
+    : std::bool_constant<Kernel::kDirectStore> {};
 
 // Leading dimension needed by a matrix of `rows` x `cols` in this layout.
 template <class Layout>
@@ -183,7 +202,11 @@ int check_arguments(const FactCallHeader* header, bool size_query, const FactGem
   if (int status = epilogue::check_outer_batch(args, size_query); status != FACT_OK) return status;
   if (size_query) return FACT_OK;
   if (!args.a || !args.b || !args.d) return FACT_ERR_INVALID_ARGS;
-  if (!detail::aligned_16(args.a) || !detail::aligned_16(args.b) || !detail::aligned_16(args.d)) {
+  // A TMA-stored D needs a 16-byte aligned base; the direct-store variant writes elements.
+  const bool d_aligned = detail::direct_store<Kernel>::value
+                             ? detail::aligned_to_element<typename Kernel::ElementD>(args.d)
+                             : detail::aligned_16(args.d);
+  if (!detail::aligned_16(args.a) || !detail::aligned_16(args.b) || !d_aligned) {
     return FACT_ERR_CANNOT_IMPLEMENT;
   }
   return FACT_OK;
@@ -216,8 +239,13 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
 
   using Chain = typename Kernel::Chain;
   using EpilogueConfig = typename Kernel::EpilogueConfig;
-  arguments.epilogue.thread =
-      Chain::template arguments<EpilogueConfig, typename Kernel::ElementD>(args);
+  if constexpr (detail::direct_store<Kernel>::value) {
+    // The direct-store collective computes the chain per element from the call itself.
+    arguments.epilogue.thread = args;
+  } else {
+    arguments.epilogue.thread =
+        Chain::template arguments<EpilogueConfig, typename Kernel::ElementD>(args);
+  }
   if constexpr (Chain::kSourceStep >= 0) {
     // The chain's first M×N operand is CUTLASS's C.
     const FactGemmStep& source = args.steps[Chain::kSourceStep];

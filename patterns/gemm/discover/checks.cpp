@@ -29,6 +29,28 @@ std::optional<std::string> misaligned(const char* what, int64_t value, int64_t a
   return reason.str();
 }
 
+// Why the direct-store variant (an unaligned row-major D written without TMA) cannot run `p`,
+// or nullopt when it can: bf16/fp16 operands (the native sm90 template; float32 runs on other
+// kernels), no step that stores D itself or reads tables (the variant computes the chain per
+// element), and one batch mode (the outer mode's launches move D's pointer by an unaligned
+// stride, which the entry refuses). Epilogue operands are checked after this, as ever.
+std::optional<std::string> direct_store_obstacle(const GemmProblem& p) {
+  if (p.a.dtype != DType::BFloat16 && p.a.dtype != DType::Float16) {
+    return std::string("an unaligned D is stored without TMA only by bf16/fp16 GEMMs");
+  }
+  for (const auto& step : kernel_epilogue(p).steps) {
+    const StepOp& descriptor = step_op(step.kind);
+    if (descriptor.stores_d || descriptor.operand == OperandShape::TABLES) {
+      return "an unaligned D is stored without TMA only by a chain computed per element, not "
+             "with a " + std::string(descriptor.name) + " step";
+    }
+  }
+  if (p.outer_batch > 1) {
+    return std::string("an unaligned D is stored without TMA only by a GEMM with one batch mode");
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_alignment(const GemmProblem& p) {
   const int bytes = graph::dtype_bytes(p.a.dtype);
   if (bytes == 0) return std::nullopt;
@@ -38,8 +60,19 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
   if (p.a.layout == Layout::RowMajor || p.b.layout == Layout::ColumnMajor) {
     if (auto r = misaligned("K", p.k, align, t)) return r;
   }
-  if (p.b.layout == Layout::RowMajor || p.d.layout == Layout::RowMajor) {
+  if (p.b.layout == Layout::RowMajor) {
     if (auto r = misaligned("N", p.n, align, t)) return r;
+  }
+  if (p.d.layout == Layout::RowMajor) {
+    // Only D's rows are unaligned (A and B stay TMA-read: TMA needs aligned strides, not
+    // extents): the direct-store variant writes such a D without TMA (space.hpp,
+    // stores_d_directly), when nothing else stands in its way.
+    if (auto r = misaligned("N", p.n, align, t)) {
+      if (auto why = direct_store_obstacle(p)) {
+        r->pop_back();  // the closing parenthesis: the obstacle joins the explanation
+        return *r + "; " + *why + ")";
+      }
+    }
   }
   if (p.a.layout == Layout::ColumnMajor) {
     if (auto r = misaligned("M", p.m, align, t)) return r;

@@ -28,7 +28,10 @@ std::string gemm_class_token(const GemmSpec& spec) {
   return std::string(realize::dtype_token(spec.a_dtype)) + "." + std::string(realize::dtype_token(spec.b_dtype)) + "." +
          std::string(realize::dtype_token(spec.d_dtype)) + "." + std::string(realize::dtype_token(spec.accumulate)) +
          "|" + layout_token(spec.a_layout) + layout_token(spec.b_layout) + layout_token(spec.d_layout) +
-         "|" + epilogue_class_token(spec.epilogue);
+         "|" + epilogue_class_token(spec.epilogue) +
+         // A tuned choice for an aligned D (a TMA epilogue, perhaps stream-K) cannot run an
+         // unaligned one of the same sizes' bucket: the direct-store variant is its own class.
+         (stores_d_directly(spec) ? "|dstore" : "");
 }
 
 std::string gemm_family(const GemmSpec& spec) {

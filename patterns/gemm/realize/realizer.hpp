@@ -12,7 +12,8 @@ namespace fact::gemm {
 
 // "bias+gelu_tanh" / "none": the epilogue part of a tuning key.
 std::string epilogue_class_token(const std::vector<EpilogueOpSpec>& epilogue);
-// "bf16.bf16.bf16.f32|tnt|bias": dtypes of A, B, D, accumulator | layouts of A, B, D | epilogue.
+// "bf16.bf16.bf16.f32|tnt|bias": dtypes of A, B, D, accumulator | layouts of A, B, D | epilogue,
+// and "|dstore" for the direct-store variant (an unaligned D: stores_d_directly).
 std::string gemm_class_token(const GemmSpec& spec);
 // "coop/persistent/whole": mainloop schedule / tile scheduler / split-K or not.
 std::string gemm_family(const GemmSpec& spec);

@@ -49,6 +49,7 @@ const std::vector<std::string>& gemm_epilogue_headers() {
         "patterns/gemm/gemm_epilogue.cuh",
         "patterns/gemm/gemm_store_stages.cuh",
         "patterns/gemm/gemm_root_store.cuh",
+        "patterns/gemm/gemm_direct_store.cuh",
         "patterns/gemm/gemm_abi.h",
         "patterns/gemm/epilogue/ops.def",
         "patterns/gemm/epilogue/op_formulas.h",
@@ -107,7 +108,11 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
   const bool owns_store = store != nullptr;
   const std::string store_link = owns_store ? std::string(store->name) : std::string();
   const std::string name = spec.name();
-  const auto mainloop = spec.mainloop;  // Auto stays Auto: the builder chooses
+  // The direct-store variant (an unaligned D, space.hpp) names its mainloop: the builder's Auto
+  // choice is made for TMA epilogues.
+  const bool direct_store = stores_d_directly(spec);
+  const auto mainloop = direct_store ? resolved_mainloop(spec)
+                                     : spec.mainloop;  // Auto stays Auto: the builder chooses
   const auto epilogue_schedule = resolved_epilogue_schedule(spec);
 
   nlohmann::json info = {
@@ -166,25 +171,41 @@ realize::KernelTemplate render_gemm_template(const GemmSpec& spec) {
             "partials summed in split order (false: arrival order)")
     << line("static constexpr int kMaxSwizzle = " + std::to_string(spec.swizzle) + ";")
     << line("static constexpr auto kRasterOrder = " + std::string(raster_cpp(spec.raster)) + ";")
-    << "\n"
-    << line("using EpilogueTile = decltype(cutlass::epilogue::collective::detail::"
-            "sm90_compute_tile_shape_or_override<", "the subtile EpilogueTileAuto picks")
-    << "      ElementD, cutlass::epilogue::collective::EpilogueTileAuto, EpilogueSchedule, TileShape>());\n"
-    << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
+    << (direct_store ? line("static constexpr bool kDirectStore = true;",
+                            "D stored from registers without TMA (unaligned rows)")
+                     : std::string())
+    << "\n";
+  if (direct_store) {
+    // The direct store has no subtiles: Config's tile is the CTA tile.
+    s << line("using EpilogueTile = Shape<_" + std::to_string(spec.tile.m) + ", _" +
+              std::to_string(spec.tile.n) + ">;", "the whole tile, stored from registers");
+  } else {
+    s << line("using EpilogueTile = decltype(cutlass::epilogue::collective::detail::"
+              "sm90_compute_tile_shape_or_override<", "the subtile EpilogueTileAuto picks")
+      << "      ElementD, cutlass::epilogue::collective::EpilogueTileAuto, EpilogueSchedule, TileShape>());\n";
+  }
+  s << "  using Chain = " << epilogue_chain_type(spec) << ";\n"
     << "  using EpilogueConfig = fact::gemm::epilogue::Config<TileShape, ElementCompute,\n"
     << "      cutlass::FloatRoundStyle::round_to_nearest, "
-    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n"
-    << "  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
-    << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
-    << "      cutlass::epilogue::collective::EpilogueTileAuto,\n"
-    << "      ElementAccumulator, ElementCompute,\n"
-    << "      ElementC, LayoutC, kAlignmentC,\n"
-    << "      ElementDCollective, LayoutD, kAlignmentD,\n"
-    << "      EpilogueSchedule,\n"
-    << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
-    << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
-    << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
-    << "                \"the epilogue subtile the links were built for is the collective's\");\n";
+    << (spec.d_layout == Layout::RowMajor ? "true" : "false") << ", false, EpilogueTile>;\n\n";
+  if (direct_store) {
+    // FACT's own collective (gemm_direct_store.cuh): the chain per element, stored from
+    // registers, residue-predicated, under CUTLASS's warp-specialized adapter.
+    s << "  using CollectiveEpilogue = fact::gemm::epilogue::DirectStoreCollective<\n"
+      << "      Chain, EpilogueConfig, ElementD, LayoutD>;\n";
+  } else {
+    s << "  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
+      << "      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
+      << "      cutlass::epilogue::collective::EpilogueTileAuto,\n"
+      << "      ElementAccumulator, ElementCompute,\n"
+      << "      ElementC, LayoutC, kAlignmentC,\n"
+      << "      ElementDCollective, LayoutD, kAlignmentD,\n"
+      << "      EpilogueSchedule,\n"
+      << "      Chain::Node<EpilogueConfig, ElementD>>::CollectiveOp;\n"
+      << "  static_assert(cute::size<0>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<0>(EpilogueTile{}) &&\n"
+      << "                cute::size<1>(typename CollectiveEpilogue::EpilogueTile{}) == cute::size<1>(EpilogueTile{}),\n"
+      << "                \"the epilogue subtile the links were built for is the collective's\");\n";
+  }
   if (owns_store) {
     s << "  static_assert(CollectiveEpilogue::DispatchPolicy::StagesD ==\n"
       << "                fact::gemm::epilogue::detail::store_stages<TileShape, EpilogueTile>(),\n"

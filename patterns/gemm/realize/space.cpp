@@ -230,7 +230,9 @@ void apply_default_config(GemmSpec& spec, int64_t m, int64_t n, int64_t k, int64
     config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative};
     // Few output tiles over a deep K: split K so that every SM streams a share of it.
     // A step that stores D runs the persistent scheduler only (space_rules.cpp).
-    const bool gated = !spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d;
+    // So does the direct-store variant (an unaligned D).
+    const bool gated = (!spec.epilogue.empty() && step_op(spec.epilogue.back().kind).stores_d) ||
+                       stores_d_directly(spec);
     if (const int split = gated ? 0 : deep_k_split_count(spec, sizes, 128, 128); split > 0) {
       config = {128, 128, 1, 1, 1, MainloopSchedule::Cooperative, TileScheduler::StreamK, split};
     }

@@ -20,8 +20,18 @@ namespace fact::gemm {
 // 64-row tiles, cooperative otherwise. Explicit schedules are returned as they are.
 MainloopSchedule resolved_mainloop(const GemmSpec& spec);
 // The epilogue schedule that pairs with the resolved mainloop when Auto: TmaCooperative with
-// the cooperative kernel, TmaWarpSpecialized with ping-pong / TmaWarpSpecialized.
+// the cooperative kernel, TmaWarpSpecialized with ping-pong / TmaWarpSpecialized; NoSmem for a
+// spec that stores D directly (below), whatever its mainloop.
 EpilogueSchedule resolved_epilogue_schedule(const GemmSpec& spec);
+
+// The direct-store variant: D's rows (its leading dimension, contiguous extent or batch
+// strides: spec.align_d) are not 16-byte aligned, so no TMA store can address them. Such a spec
+// resolves its epilogue schedule to NoSmem and runs FACT's DirectStore collective
+// (gemm_direct_store.cuh, under CUTLASS's sm90 warp-specialized adapter): each consumer thread
+// computes the chain per element and stores it straight to global memory, element by element,
+// predicated by M and N. No step that stores D itself or reads tables; persistent scheduler
+// only. A and B keep the TMA mainloop (their alignments are checked as ever).
+bool stores_d_directly(const GemmSpec& spec);
 
 // Shared memory as the sm90 builders lay it out (StageCountAutoCarveout): the epilogue's
 // storage is carved out first, the rest holds as many A+B stages as fit.

@@ -133,8 +133,11 @@ std::optional<std::string> schedule_error(const GemmSpec& s) {
   }
   switch (s.epilogue_schedule) {
     case EpilogueSchedule::NoSmem:
-      return std::string("the NoSmem epilogue cannot run FACT's epilogue visitor tree (needs a "
-                         "TMA epilogue)");
+      if (!stores_d_directly(s)) {
+        return std::string("the NoSmem epilogue is the direct-store variant for a D whose rows "
+                           "are not 16-byte aligned (an aligned D takes a TMA epilogue)");
+      }
+      break;
     case EpilogueSchedule::TmaCooperative:
       if (mainloop != MainloopSchedule::Cooperative) {
         return std::string("the cooperative TMA epilogue pairs only with the cooperative mainloop");
@@ -147,6 +150,23 @@ std::optional<std::string> schedule_error(const GemmSpec& s) {
       break;
     case EpilogueSchedule::Auto:
       break;
+  }
+  if (stores_d_directly(s)) {
+    if (resolved_epilogue_schedule(s) != EpilogueSchedule::NoSmem) {
+      return std::string("a D whose rows are not 16-byte aligned is stored by the NoSmem "
+                         "epilogue (no TMA store can address it)");
+    }
+    for (const auto& op : s.epilogue) {
+      const StepOp& descriptor = step_op(op.kind);
+      if (descriptor.stores_d || descriptor.operand == OperandShape::TABLES) {
+        return "the direct-store epilogue computes the chain per element: a " +
+               std::string(descriptor.name) + " step needs a TMA epilogue";
+      }
+    }
+    if (s.scheduler != TileScheduler::Persistent || s.split_k > 1) {
+      return std::string("the direct-store epilogue runs the persistent scheduler (its stream-K "
+                         "/ split-K fix-up is not validated here)");
+    }
   }
   if (s.scheduler == TileScheduler::StreamK && mainloop != MainloopSchedule::Cooperative) {
     return std::string("stream-K needs the cooperative kernel (ping-pong rejects it, the basic "
@@ -221,8 +241,13 @@ MainloopSchedule resolved_mainloop(const GemmSpec& spec) {
   return spec.tile.m == 64 ? MainloopSchedule::Pingpong : MainloopSchedule::Cooperative;
 }
 
+bool stores_d_directly(const GemmSpec& spec) {
+  return spec.align_d > 0 && (spec.align_d * bytes_of(spec.d_dtype)) % 16 != 0;
+}
+
 EpilogueSchedule resolved_epilogue_schedule(const GemmSpec& spec) {
   if (spec.epilogue_schedule != EpilogueSchedule::Auto) return spec.epilogue_schedule;
+  if (stores_d_directly(spec)) return EpilogueSchedule::NoSmem;
   return resolved_mainloop(spec) == MainloopSchedule::Cooperative ? EpilogueSchedule::TmaCooperative
                                                                    : EpilogueSchedule::TmaWarpSpecialized;
 }
@@ -259,7 +284,10 @@ SharedMemoryPlan plan_shared_memory(const GemmSpec& spec) {
     const int divisor = step_op(spec.epilogue.back().kind).halves_columns ? 2 : 1;
     staging += stages_d * tile_elements / divisor * d_bytes;
   }
-  plan.epilogue_bytes = staging + bias_bytes(spec) + kEpilogueBarrierSlack;
+  // The direct store stages nothing: it reads its operands from global memory and stores from
+  // registers.
+  const bool direct = resolved_epilogue_schedule(spec) == EpilogueSchedule::NoSmem;
+  plan.epilogue_bytes = (direct ? 0 : staging + bias_bytes(spec)) + kEpilogueBarrierSlack;
 
   const int carveout = round_up(plan.epilogue_bytes, kSmemAlignment);
   const int fitting = (kSmemCapacityBytes - carveout) / plan.stage_bytes;
@@ -280,7 +308,10 @@ std::optional<std::string> gemm_spec_error(const GemmSpec& spec) {
   if (auto e = dtype_error(spec)) return e;
   if (auto e = alignment_error("A", spec.align_a, spec.a_dtype)) return e;
   if (auto e = alignment_error("B", spec.align_b, spec.b_dtype)) return e;
-  if (auto e = alignment_error("D", spec.align_d, spec.d_dtype)) return e;
+  // An unaligned D is the direct-store variant's (schedule_error checks what it runs).
+  if (!stores_d_directly(spec) || spec.align_d <= 0) {
+    if (auto e = alignment_error("D", spec.align_d, spec.d_dtype)) return e;
+  }
   if (auto e = tile_error(spec)) return e;
   if (auto e = schedule_error(spec)) return e;
   if (auto e = epilogue_error(spec)) return e;

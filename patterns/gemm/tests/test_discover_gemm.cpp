@@ -205,7 +205,9 @@ TEST(GemmRule, MisalignedDimensionsDecline) {
   EXPECT_EQ(m.reason, "K=770 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
   LinearGraph odd_n(DType::Float32, /*k=*/256, /*n=*/514);
   m = only_match(discover(odd_n.b.finish({odd_n.y})));
-  EXPECT_EQ(m.reason, "N=514 not a multiple of 4 for fp32 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(m.reason,
+            "N=514 not a multiple of 4 for fp32 (TMA needs 16-byte aligned rows; an unaligned D is "
+            "stored without TMA only by bf16/fp16 GEMMs)");
   LinearGraph aligned(DType::Float32, /*k=*/260, /*n=*/516);  // multiples of 4 suffice for fp32
   EXPECT_EQ(only_match(discover(aligned.b.finish({aligned.y}))).status, MatchStatus::Accepted);
   // A padded leading dimension must be aligned too.
@@ -215,6 +217,56 @@ TEST(GemmRule, MisalignedDimensionsDecline) {
   auto y = b.op("aten.mm.default", {T(x), T(w)}, {64, 64});
   m = only_match(discover(b.finish({y})));
   EXPECT_EQ(m.reason, "lda=132 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+}
+
+// A language model's LM head: F.linear(h, W) with W [V, C] and GPT-2's vocabulary V = 50257.
+// A and B are TMA-read (aligned strides); only D's rows are unaligned, which the direct-store
+// variant writes without TMA: planned, with or without a bias and an activation. A row-major B,
+// an M×N operand with unaligned rows or float32 operands stay declined, each with its reason.
+TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
+  GraphBuilder lm(DType::BFloat16, "cuda:0");
+  auto h = lm.input("h", {8, 1024, 768});
+  auto w = lm.parameter("w", {50257, 768});
+  auto logits = linear(lm, h, w);
+  Match m = only_match(discover(lm.finish({logits})));
+  EXPECT_EQ(m.rule, "gemm");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  const GemmProblem p = gemms(m).at(0);
+  EXPECT_EQ(p.m, 8 * 1024);
+  EXPECT_EQ(p.n, 50257);
+  EXPECT_EQ(p.k, 768);
+  EXPECT_EQ(p.d.ld, 50257);
+  EXPECT_TRUE(p.epilogue.empty());
+
+  // A scale folds into alpha: still no epilogue step.
+  GraphBuilder scaled(DType::Float16, "cuda:0");
+  auto x = scaled.input("x", {64, 256});
+  auto w2 = scaled.parameter("w", {1001, 256});
+  auto y = scaled.op("aten.mul.Tensor", {T(linear(scaled, x, w2)), C(0.5)}, {64, 1001});
+  m = only_match(discover(scaled.finish({y})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+
+  // The chain runs per element: a bias and an activation are planned too.
+  LinearGraph biased(DType::BFloat16, /*k=*/256, /*n=*/1001);
+  auto relu = biased.b.op("aten.relu.default", {T(biased.y)}, {4, 16, 1001});
+  m = only_match(discover(biased.b.finish({relu})));
+  EXPECT_EQ(m.rule, "gemm_bias_relu");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+
+  // An M×N epilogue operand with the same unaligned rows keeps its own alignment reason.
+  LinearGraph residual(DType::BFloat16, /*k=*/256, /*n=*/1001);
+  auto r = residual.b.input("r", {4, 16, 1001});
+  auto sum = residual.b.op("aten.add.Tensor", {T(residual.y), T(r)}, {4, 16, 1001});
+  m = only_match(discover(residual.b.finish({sum})));
+  EXPECT_EQ(m.status, MatchStatus::Declined);
+  EXPECT_EQ(m.reason.rfind("residual operand ld=1001 not a multiple of 8 for bf16", 0), 0u) << m.reason;
+
+  GraphBuilder row_b(DType::BFloat16, "cuda:0");  // x @ W with W [K, N]: B's rows unaligned
+  auto x3 = row_b.input("x", {64, 256});
+  auto w3 = row_b.parameter("w", {256, 1001});
+  auto y3 = row_b.op("aten.mm.default", {T(x3), T(w3)}, {64, 1001});
+  m = only_match(discover(row_b.finish({y3})));
+  EXPECT_EQ(m.reason, "N=1001 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
 }
 
 TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {

@@ -182,6 +182,28 @@ TEST(GemmKind, LeadingScalesFoldIntoAlphaInTheImage) {
   expect_close(run_image(c), direct(c));
 }
 
+// A D with unaligned rows (the direct-store variant's: N odd) is packed and referenced with
+// ldd = N; the case's N = 5 is odd, so the host reference walks such rows.
+TEST(GemmKind, UnalignedOutputRowsKeepLddN) {
+  const LinearCase c = make_case({}, 11);
+  const FactGemmArgs args = gemm_args(c.problem);
+  EXPECT_EQ(args.n, 5);
+  EXPECT_EQ(args.ldd, 5);
+  EXPECT_EQ(args.num_steps, 0);
+  expect_close(run_image(c), direct(c));
+  GemmProblem lm_head = c.problem;  // GPT-2's LM head: V = 50257 columns
+  lm_head.m = 8192;
+  lm_head.n = 50257;
+  lm_head.k = 768;
+  lm_head.a.ld = lm_head.b.ld = 768;
+  lm_head.d.ld = 50257;
+  lm_head.a.dtype = lm_head.b.dtype = lm_head.d.dtype = DType::BFloat16;
+  const FactGemmArgs lm = gemm_args(lm_head);
+  EXPECT_EQ(lm.n, 50257);
+  EXPECT_EQ(lm.ldd, 50257);
+  EXPECT_EQ(lm.lda, 768);
+}
+
 TEST(GemmKind, ImageNamesOperandsResultsAndAddressSlots) {
   const LinearCase c = make_case({tensor_step(EpilogueStep::Kind::Bias, "b", 5),
                                   tensor_step(EpilogueStep::Kind::Residual, "r1", 5)},

@@ -297,6 +297,113 @@ TEST_F(GemmCompile, Bf16DeepKSplitK) {
   compile_and_check(s, "deep_k_split");
 }
 
+// The direct-store variant: a language model's LM head (F.linear(h, W), W [V, C]) whose
+// vocabulary V makes D's rows unaligned. A and B stay TMA-read; D is written by the NoSmem
+// epilogue, element by element. The spec comes from the problem (the engine's path), the space
+// keeps only configurations that can run it, and the library refuses a D that is not even
+// element-aligned before touching the device.
+GemmProblem lm_head(int64_t m, int64_t n, int64_t k, DType dtype) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = GemmOperand{"h", dtype, Layout::RowMajor, k, 0};
+  p.b = GemmOperand{"w", dtype, Layout::ColumnMajor, k, 0};
+  p.d = GemmOperand{"logits", dtype, Layout::RowMajor, n, 0};
+  return p;
+}
+
+TEST_F(GemmCompile, DirectStoreLmHeadBf16AndOddNFp16) {
+  struct Case {
+    const char* name;
+    GemmProblem problem;
+  };
+  const Case cases[] = {{"lm_head_bf16", lm_head(8192, 50257, 768, DType::BFloat16)},
+                        {"odd_n_fp16", lm_head(512, 1001, 256, DType::Float16)}};
+  for (const Case& c : cases) {
+    const GemmSpec s = spec_from_problem(c.problem, core::PrecisionMode::Native);
+    ASSERT_EQ(s.align_d, 1) << c.name;
+    ASSERT_TRUE(stores_d_directly(s)) << c.name;
+    ASSERT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::NoSmem) << c.name;
+    ASSERT_EQ(gemm_spec_error(s), std::nullopt) << c.name;
+    // The tuning space holds only configurations that can run it.
+    SpaceOptions sizes;
+    sizes.m = c.problem.m;
+    sizes.n = c.problem.n;
+    sizes.k = c.problem.k;
+    const GemmSpace space = gemm_space(s, sizes);
+    ASSERT_FALSE(space.candidates.empty()) << c.name;
+    for (const GemmSpec& candidate : space.candidates) {
+      EXPECT_TRUE(stores_d_directly(candidate)) << candidate.name();
+      EXPECT_EQ(candidate.scheduler, TileScheduler::Persistent) << candidate.name();
+      EXPECT_EQ(resolved_epilogue_schedule(candidate), EpilogueSchedule::NoSmem) << candidate.name();
+    }
+    const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
+    EXPECT_NE(kernel.source.find("DirectStoreCollective"), std::string::npos) << kernel.source;
+    EXPECT_NE(kernel.source.find("kDirectStore = true"), std::string::npos);
+    EXPECT_NE(kernel.source.find("kAlignmentD = 1;"), std::string::npos);
+    const realize::CompileResult r = compile_and_check(s, c.name);
+    if (!r.ok) continue;
+
+    void* handle = dlopen(r.output.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle, nullptr) << dlerror();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry_symbol.c_str()));
+    ASSERT_NE(entry, nullptr);
+    FactGemmArgs call = args_for(s);
+    call.m = c.problem.m;
+    call.n = c.problem.n;
+    call.k = c.problem.k;
+    call.lda = call.ldb = c.problem.k;
+    call.ldd = c.problem.n;
+    alignas(16) static unsigned char fake[64];  // aligned addresses, never dereferenced
+    call.a = call.b = fake;
+    call.d = fake + 2;  // element-aligned, not 16-byte aligned: fine for the direct store
+    size_t workspace = 0;
+    EXPECT_NE(entry(&call.header, nullptr, &workspace, nullptr), FACT_ERR_INVALID_ARGS) << c.name;
+    FactGemmArgs odd = call;
+    odd.d = fake + 1;  // not even element-aligned
+    EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT) << c.name;
+    odd = call;
+    odd.ldd = c.problem.n - 1;  // shorter than a row
+    EXPECT_EQ(entry(&odd.header, nullptr, &workspace, nullptr), FACT_ERR_INVALID_ARGS) << c.name;
+    odd = call;
+    odd.num_steps = 1;  // a step the kernel was not built for
+    odd.steps[0].kind = FACT_STEP_SCALE;
+    EXPECT_EQ(entry(&odd.header, nullptr, &workspace, nullptr), FACT_ERR_INVALID_ARGS) << c.name;
+    dlclose(handle);
+  }
+}
+
+// The direct-store variant runs any chain per element: bias -> tanh-GELU -> residual on an
+// fp16 D with unaligned rows, as 64x128 ping-pong tiles (the residual's M×N operand is read
+// element-wise at its own ld, the bias along N).
+TEST_F(GemmCompile, DirectStoreBiasGeluResidualFp16) {
+  GemmProblem p = lm_head(512, 1001, 256, DType::Float16);
+  EpilogueStep bias;
+  bias.kind = Kind::Bias;
+  bias.operand = "bias";
+  bias.operand_dtype = DType::Float16;
+  EpilogueStep gelu;
+  gelu.kind = Kind::Activation;
+  gelu.activation = Activation::GeluTanh;
+  EpilogueStep residual;
+  residual.kind = Kind::Residual;
+  residual.operand = "r";
+  residual.operand_dtype = DType::Float16;
+  residual.operand_ld = 1001;
+  p.epilogue = {bias, gelu, residual};
+  GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
+  s.tile = {64, 128, 64};
+  s.cluster = {1, 1, 1};
+  s.mainloop = MainloopSchedule::Pingpong;
+  ASSERT_TRUE(stores_d_directly(s));
+  ASSERT_EQ(s.epilogue.size(), 3u);
+  ASSERT_EQ(gemm_spec_error(s), std::nullopt);
+  const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
+  EXPECT_NE(kernel.source.find("DirectStoreCollective"), std::string::npos) << kernel.source;
+  compile_and_check(s, "direct_store_chain");
+}
+
 // Built together through the build driver (two nvcc at once):
 //   - a residual and a product with two M×N operands (the first through CUTLASS's C, the second
 //     loaded straight into registers by Sm90AuxLoad<0>), SiLU between them and a constant after;

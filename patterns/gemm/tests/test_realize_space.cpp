@@ -29,6 +29,13 @@ GemmSpec tf32_class() {
   return s;
 }
 
+// A plain bf16 GEMM whose D rows are unaligned (N odd: align_d 1).
+GemmSpec plain_direct_store_class() {
+  GemmSpec s;
+  s.align_d = 1;
+  return s;
+}
+
 GemmSpec with(GemmSpec s, int tm, int tn, int tk, MainloopSchedule mainloop) {
   s.tile = {tm, tn, tk};
   s.mainloop = mainloop;
@@ -212,6 +219,49 @@ TEST(GemmPruning, AlignmentDtypeAndArch) {
   s = with(bf16_class(), 128, 128, 64, MainloopSchedule::Cooperative);
   s.pattern = "attention";
   EXPECT_NE(reason_of(s).find("pattern"), std::string::npos);
+}
+
+// An unaligned D (align_d below 16 bytes) is the direct-store variant: the NoSmem schedule
+// (FACT's direct-store collective), any chain computed per element, persistent scheduler; a TMA
+// epilogue is refused for it, and the NoSmem schedule for an aligned D.
+TEST(GemmPruning, UnalignedDRunsTheDirectStoreVariantOnly) {
+  GemmSpec s = with(plain_direct_store_class(), 128, 256, 64, MainloopSchedule::Cooperative);
+  EXPECT_TRUE(stores_d_directly(s));
+  EXPECT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::NoSmem);
+  EXPECT_EQ(reason_of(s), "");
+  EXPECT_EQ(plan_shared_memory(s).epilogue_bytes, plan_shared_memory(with(GemmSpec{}, 128, 256, 64,
+      MainloopSchedule::Cooperative)).epilogue_bytes - 2 * 128 * 32 * 2);  // no D staging
+  GemmSpec pingpong = with(plain_direct_store_class(), 64, 128, 64, MainloopSchedule::Pingpong);
+  EXPECT_EQ(reason_of(pingpong), "");
+  GemmSpec tma = s;
+  tma.epilogue_schedule = EpilogueSchedule::TmaCooperative;
+  EXPECT_NE(reason_of(tma).find("NoSmem"), std::string::npos);
+  GemmSpec steps = s;  // any chain runs per element
+  steps.epilogue = {{Kind::Bias, Activation::Identity, DType::BFloat16},
+                    {Kind::Activation, Activation::GeluTanh, DType::Unknown},
+                    {Kind::Residual, Activation::Identity, DType::BFloat16}};
+  EXPECT_EQ(reason_of(steps), "");
+  EXPECT_EQ(resolved_epilogue_schedule(steps), EpilogueSchedule::NoSmem);
+  GemmSpec stream_k = s;
+  stream_k.scheduler = TileScheduler::StreamK;
+  EXPECT_NE(reason_of(stream_k).find("persistent"), std::string::npos);
+  GemmSpec aligned = with(GemmSpec{}, 128, 256, 64, MainloopSchedule::Cooperative);
+  aligned.epilogue_schedule = EpilogueSchedule::NoSmem;
+  EXPECT_NE(reason_of(aligned).find("aligned D"), std::string::npos);
+  GemmSpec unaligned_a = s;
+  unaligned_a.align_a = 1;  // A and B stay TMA-read
+  EXPECT_NE(reason_of(unaligned_a).find("TMA"), std::string::npos);
+  // The space of such a problem holds only configurations that run it.
+  SpaceOptions sizes;
+  sizes.m = 8192;
+  sizes.n = 50257;
+  sizes.k = 768;
+  const GemmSpace space = gemm_space(plain_direct_store_class(), sizes);
+  ASSERT_FALSE(space.candidates.empty());
+  for (const GemmSpec& c : space.candidates) {
+    EXPECT_EQ(resolved_epilogue_schedule(c), EpilogueSchedule::NoSmem) << c.name();
+    EXPECT_EQ(c.scheduler, TileScheduler::Persistent) << c.name();
+  }
 }
 
 TEST(GemmPruning, ProblemSizes) {

@@ -6,6 +6,7 @@
 
 #include "fact/realize/realizer.hpp"
 #include "fact/realize/render.hpp"
+#include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
 
 namespace fact::gemm {
@@ -42,6 +43,33 @@ EpilogueStep step(Kind kind, Activation act = Activation::Identity, DType operan
   s.operand_dtype = operand;
   if (reads_operand(kind)) s.operand = "operand";  // the problem's JSON keeps dtypes of named operands
   return s;
+}
+
+// GPT-2's LM head (N = 50257): the gemm realizer takes it as the direct-store variant (align_d
+// 1, the NoSmem epilogue), in a tuning class of its own; with a bias and an activation too.
+TEST(SpecFromProblem, UnalignedDIsTheDirectStoreVariant) {
+  const GemmProblem p = linear(8192, 50257, 768, DType::BFloat16);
+  const Problem problem = to_problem(p);
+  const realize::Realizer& realizer =
+      realize::RealizerRegistry::global().for_problem(problem, core::PrecisionMode::Native);
+  EXPECT_EQ(realizer.pattern(), "gemm");
+  EXPECT_EQ(realizer.declines(problem, core::PrecisionMode::Native), std::nullopt);
+  const GemmSpec s = realized_class(p, core::PrecisionMode::Native);
+  EXPECT_EQ(s.align_a, 8);
+  EXPECT_EQ(s.align_b, 8);
+  EXPECT_EQ(s.align_d, 1);
+  EXPECT_TRUE(stores_d_directly(s));
+  EXPECT_EQ(realizer.class_token(s.to_kernel_spec()), "bf16.bf16.bf16.f32|tnt|none|dstore");
+  const GemmSpec aligned = realized_class(linear(8192, 50304, 768, DType::BFloat16),
+                                          core::PrecisionMode::Native);
+  EXPECT_EQ(realizer.class_token(aligned.to_kernel_spec()), "bf16.bf16.bf16.f32|tnt|none");
+  EXPECT_EQ(aligned.align_d, 8);
+  GemmProblem biased = p;  // the direct store runs any chain computed per element
+  biased.epilogue = {step(Kind::Bias, Activation::Identity, DType::BFloat16),
+                     step(Kind::Activation, Activation::GeluTanh)};
+  EXPECT_EQ(realizer.declines(to_problem(biased), core::PrecisionMode::Native), std::nullopt);
+  EXPECT_EQ(realizer.class_token(realized_class(biased, core::PrecisionMode::Native).to_kernel_spec()),
+            "bf16.bf16.bf16.f32|tnt|bias+gelu_tanh|dstore");
 }
 
 TEST(MathMode, FollowsThePrecisionContract) {

@@ -10,12 +10,16 @@
 //   (f) two batch modes: a batched bf16 kernel run on outer batches × batches, with
 //       a residual and a bias scaled by its step's value (the `scalars` check changes it); and
 //       the strict Hopper kernel with two batch modes
+//   (g) the direct-store variant (D's rows not 16-byte aligned, written element-wise without
+//       TMA): a GPT-2 LM head (N = 50257), small odd N with ragged last tiles, and a
+//       bias -> tanh-GELU -> scale -> add chain
 // (The kernels of steps pattern folders register are tested in those folders' tests/.)
 // GPU tests: they skip (before compiling anything) without a CUDA device, and need a Hopper GPU
 // (sm_90a) to run the kernels; each compiles one kernel (30-60 s of nvcc).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <iostream>
 #include <limits>
 
 #include "fact/realize/compile_command.hpp"
@@ -248,6 +252,57 @@ TEST_F(GpuEpilogueKernels, StrictTwoBatchModes) {
   s.batched = true;
   const RunReport r = run(s, p, PrecisionMode::Strict, "strict_two_modes");
   if (r.accuracy) EXPECT_TRUE(r.accuracy->within_limit);
+}
+
+// The direct-store variant, specs as the engine makes them (spec_from_problem: align_d 1, the
+// direct-store collective), verified element by element against the float64 reference with guard bands
+// around D (a store past a row's end or a ragged tile's edge is caught).
+// GPT-2's LM head: N = 50257 (393 tiles of 128 columns, the last one 81 wide), K = 768; M is
+// cut to 256 rows to keep the float64 reference short.
+TEST_F(GpuEpilogueKernels, DirectStoreLmHeadBf16N50257) {
+  const GemmProblem p = make_gemm_problem({256, 50257, 768, 1}, DType::BFloat16, "", "tn");
+  const GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+  ASSERT_EQ(s.align_d, 1);
+  const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_lm_head");
+  std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
+}
+
+// Small odd N with ragged last tiles in M and N (200 x 77 and 200 x 1001, fp16), once with the
+// default configuration (cooperative 128x128) and once as 64x128 ping-pong tiles with an alpha
+// of 0.5 (a scale folded into alpha: the variant's only constant).
+TEST_F(GpuEpilogueKernels, DirectStoreOddNRaggedTilesFp16) {
+  for (int64_t n : {77, 1001}) {
+    GemmProblem p = make_gemm_problem({200, n, 264, 1}, DType::Float16, "", "tn");
+    const GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+    ASSERT_EQ(s.align_d, 1);
+    const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_n" + std::to_string(n));
+    std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
+  }
+  GemmProblem p = make_gemm_problem({200, 1001, 264, 1}, DType::Float16, "", "tn");
+  p.alpha = 0.5;
+  GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+  s.tile = {64, 128, 64};
+  s.cluster = {1, 2, 1};
+  s.mainloop = MainloopSchedule::Pingpong;
+  const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_pingpong");
+  std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
+}
+
+// The direct store computes the chain per element: bias (scaled by 1.25) -> tanh-GELU -> x 0.5
+// -> + 0.25 on bf16 with ragged last tiles, the `scalars` check changing every step's
+// constant. (An M×N operand with the same unaligned rows is refused by the entry's operand
+// checks, as discovery declines it.)
+TEST_F(GpuEpilogueKernels, DirectStoreBiasGeluChainBf16) {
+  GemmProblem p = make_gemm_problem({200, 1001, 264, 1}, DType::BFloat16, "", "tn");
+  p.epilogue = {step(Kind::Bias, 1.25, Activation::Identity, 0, 0, DType::BFloat16),
+                step(Kind::Activation, 1.0, Activation::GeluTanh),
+                step(Kind::Scale, 0.5),
+                step(Kind::AddScalar, 0.25)};
+  const GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+  ASSERT_EQ(s.align_d, 1);
+  ASSERT_EQ(s.epilogue.size(), 4u);
+  const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_chain");
+  std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
 }
 
 }  // namespace

@@ -82,7 +82,9 @@ TEST(MlpRule, WithoutAnActivationTheGemmsStandAlone) {
 }
 
 TEST(MlpRule, StepsAsideWhenAKernelCannotBeBuilt) {
-  MlpGraph g("aten.relu.default", /*hidden_width=*/1024, /*out_width=*/250);  // N=250 misaligned
+  // hidden 1002: the second GEMM's K is misaligned (the first one's unaligned D rows are the
+  // direct-store variant's and still build).
+  MlpGraph g("aten.relu.default", /*hidden_width=*/1002, /*out_width=*/256, /*residual=*/false);
   const auto d = discover(g.b.finish({g.out}));
   ASSERT_EQ(d.matches.size(), 2u) << describe(d.matches);
   const Match* up = find_rule(d.matches, "gemm_bias_relu");
@@ -91,7 +93,7 @@ TEST(MlpRule, StepsAsideWhenAKernelCannotBeBuilt) {
   const Match* down = find_rule(d.matches, "gemm_bias");
   ASSERT_NE(down, nullptr);
   EXPECT_EQ(down->status, MatchStatus::Declined);
-  EXPECT_EQ(down->reason, "N=250 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(down->reason, "K=1002 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
   EXPECT_EQ(d.matches.front().rule, "gemm_bias_relu");  // accepted ranks first
 }
 
