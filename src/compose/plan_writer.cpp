@@ -196,6 +196,7 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
             if (kernel) call["config"] = kernel->kernel.spec.name();
             call["config_source"] = realized_call->config_source;
             if (!realized_call->tuning_key.empty()) call["tuning_key"] = realized_call->tuning_key;
+            if (!realized_call->kernel_class.empty()) call["kernel_class"] = realized_call->kernel_class;
             if (!realized_call->tuned.is_null()) call["tuned"] = realized_call->tuned;
           }
           nlohmann::json image = kind.pack(problem.desc, captured).to_json();

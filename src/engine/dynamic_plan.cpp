@@ -74,6 +74,13 @@ std::string difference(const json& hint, const json* sample) {
     if (a[c].at("kind") != b[c].at("kind")) return "call " + std::to_string(c) + " is a " + b[c].at("kind").get<std::string>() + " call";
     if (a[c].at("args").at("size") != b[c].at("args").at("size"))
       return "call " + std::to_string(c) + "'s argument image has " + b[c].at("args").at("size").dump() + " bytes";
+    // A kernel serves every size of the range only when one kernel class covers them all (e.g.
+    // a GEMM whose D rows are unaligned at odd sizes needs another class than at even ones).
+    const std::string class_a = a[c].value("kernel_class", std::string());
+    const std::string class_b = b[c].value("kernel_class", std::string());
+    if (class_a != class_b)
+      return "call " + std::to_string(c) + " needs kernels of class '" + class_b + "' there, '" + class_a +
+             "' at the hint (declare a multiple that keeps one class)";
   }
   return {};
 }

@@ -50,10 +50,11 @@ void compile_serially(std::vector<RealizedKernel>& kernels, const RealizeOptions
 // came from in `call`.
 KernelSpec choose_spec(const Problem& problem, const Realizer& realizer, const KernelSpec& default_spec,
                        const TuningDb* db, const RealizeOptions& options, RealizedCall& call) {
-  if (db == nullptr) return default_spec;
   const std::string cutlass_version =
       options.cutlass_version.empty() ? build_info::kCutlassVersion : options.cutlass_version;
   const TuningKey key = make_tuning_key(realizer, default_spec, problem, options.precision, cutlass_version);
+  call.kernel_class = key.problem_class;
+  if (db == nullptr) return default_spec;
   call.tuning_key = key.id();
   std::string source = "database";
   std::optional<TuningRecord> record = db->find_exact(key);

@@ -66,6 +66,8 @@ struct RealizedCall {
   std::string error;       // why not (spec_from_problem / render refusal)
   std::string config_source = "default";  // "database" (exact key), "bucket" or "default"
   std::string tuning_key;  // TuningKey::id() looked up (empty: no database consulted)
+  std::string kernel_class;  // the realizer's class token (TuningKey::problem_class): kernels of
+                             // one class run every problem of that class
   nlohmann::json tuned;    // the database record's ms, rel_err, device, date, shape (when used)
   std::string tuning_note; // a stored choice that could not be used, and why
 };

@@ -92,6 +92,21 @@ json contraction_document(int64_t multiple) {
                   {node("bmm", "aten.bmm.default", {tensor("a"), tensor("b")}, "c")}, {"a", "b"}, {"c"});
 }
 
+// a [4, 32, 48] @ b [4, seq, 48]^T -> c [4, 32, seq]: the GEMM's N is seq; D's rows are
+// unaligned at odd seq, where another kernel class (D stored without TMA) runs it.
+json scores_document(int64_t multiple) {
+  const std::string dt = "bfloat16";
+  json symbols = json::array({{{"name", "seq"}, {"min", 8}, {"max", 256}, {"hint", 64}, {"multiple", multiple}}});
+  return document(symbols,
+                  {value("a", "input", {4, 32, 48}, {1536, 48, 1}, dt),
+                   value("b", "input", {4, "seq", 48}, {"48*seq", 48, 1}, dt),
+                   value("bt", "intermediate", {4, 48, "seq"}, {"48*seq", 1, 48}, dt),
+                   value("c", "intermediate", {4, 32, "seq"}, {"32*seq", "seq", 1}, dt)},
+                  {node("transpose", "aten.transpose.int", {tensor("b"), {{"const", 1}}, {{"const", 2}}}, "bt"),
+                   node("bmm", "aten.bmm.default", {tensor("a"), tensor("bt")}, "c")},
+                  {"a", "b"}, {"c"});
+}
+
 // Collects the engine's lines.
 class RecordingConsole : public util::Console {
  public:
@@ -347,6 +362,21 @@ TEST_F(DynamicPlan, AlignmentDependentReplacementIsDeclinedNamingTheSizes) {
   // Declared in multiples of 8, the same GEMM serves the range.
   const json aligned = make_plan(request(contraction_document(8), "aligned")).plan;
   EXPECT_EQ(aligned["replacements"][0]["status"], "planned") << aligned["replacements"][0]["reason"];
+}
+
+// One kernel class must serve the whole range: at odd seq the GEMM's D rows are unaligned and
+// only the direct-store class runs it, so a range planned at an aligned hint is declined
+// naming the class; declared in multiples of 8, one class serves every size.
+TEST_F(DynamicPlan, AKernelClassThatChangesInsideTheRangeIsDeclined) {
+  const json plan = make_plan(request(scores_document(1), "plan")).plan;
+  ASSERT_FALSE(plan["replacements"].empty());
+  const json& replacement = plan["replacements"][0];
+  EXPECT_EQ(replacement["status"], "declined");
+  const std::string reason = replacement["reason"];
+  EXPECT_NE(reason.find("needs kernels of class"), std::string::npos) << reason;
+  const json aligned = make_plan(request(scores_document(8), "aligned")).plan;
+  ASSERT_EQ(aligned["replacements"][0]["status"], "planned") << aligned["replacements"][0]["reason"];
+  for (const auto& call : aligned["replacements"][0]["calls"]) EXPECT_FALSE(call.value("kernel_class", "").empty());
 }
 
 // x [seq, seq, 256] -> linear: the GEMM's M is seq*seq, of degree two in seq.
