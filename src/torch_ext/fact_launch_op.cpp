@@ -52,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "fact/core/fact_abi.h"
@@ -59,6 +60,32 @@
 
 namespace fact::torch_ext {
 namespace {
+
+// Error messages are assembled here, never by iostream: in some builds this extension carries its
+// own copy of libstdc++'s number formatting, whose locale facets were never set up, and
+// `stream << 42` inside it crashes the process (a segfault instead of the error; seen on the
+// GPU host with torch 2.11). TORCH_CHECK then only streams one finished std::string.
+void append(std::string& out, const std::string& text) { out += text; }
+void append(std::string& out, const char* text) { out += text; }
+void append(std::string& out, std::string_view text) { out.append(text.data(), text.size()); }
+void append(std::string& out, c10::ScalarType type) { out += c10::toString(type); }
+void append(std::string& out, const c10::Device& device) { out += device.str(); }
+void append(std::string& out, c10::IntArrayRef values) {
+  out += "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  out += "]";
+}
+template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+void append(std::string& out, T value) {
+  out += std::to_string(value);
+}
+template <class... Parts>
+std::string message(const Parts&... parts) {
+  std::string out;
+  (append(out, parts), ...);
+  return out;
+}
+
 
 // The value of the top-level string member `name` of the JSON object `text` ("" when absent).
 // fact_kernel_info() returns a JSON object whose "entry" member is a plain identifier; nested
@@ -104,11 +131,11 @@ int hex_value(char ch) {
 }
 
 std::vector<uint8_t> from_hex(std::string_view text) {
-  TORCH_CHECK(text.size() % 2 == 0, "fact_native::register_call: odd number of hex digits");
+  TORCH_CHECK(text.size() % 2 == 0, message("fact_native::register_call: odd number of hex digits"));
   std::vector<uint8_t> bytes(text.size() / 2);
   for (size_t i = 0; i < bytes.size(); ++i) {
     const int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
-    TORCH_CHECK(high >= 0 && low >= 0, "fact_native::register_call: image_hex is not hexadecimal");
+    TORCH_CHECK(high >= 0 && low >= 0, message("fact_native::register_call: image_hex is not hexadecimal"));
     bytes[i] = static_cast<uint8_t>(high * 16 + low);
   }
   return bytes;
@@ -206,20 +233,20 @@ class Registry {
       if (library.path == path && (entry.empty() || library.entry_name == entry)) return &library;
     }
     void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    TORCH_CHECK(dl != nullptr, "cannot load kernel library ", path, ": ", dlerror());
+    TORCH_CHECK(dl != nullptr, message("cannot load kernel library ", path, ": ", dlerror()));
     KernelLibrary library;
     library.path = path;
     library.entry_name = entry;
     if (library.entry_name.empty()) {
       auto info = reinterpret_cast<FactKernelInfo>(dlsym(dl, "fact_kernel_info"));
-      TORCH_CHECK(info != nullptr, path, " exports no fact_kernel_info and the plan names no entry");
+      TORCH_CHECK(info != nullptr, message(path, " exports no fact_kernel_info and the plan names no entry"));
       const char* info_text = info();
-      TORCH_CHECK(info_text != nullptr, "fact_kernel_info() of ", path, " returned NULL");
+      TORCH_CHECK(info_text != nullptr, message("fact_kernel_info() of ", path, " returned NULL"));
       library.entry_name = top_level_string(info_text, "entry");
-      TORCH_CHECK(!library.entry_name.empty(), path, ": fact_kernel_info has no \"entry\"");
+      TORCH_CHECK(!library.entry_name.empty(), message(path, ": fact_kernel_info has no \"entry\""));
     }
     library.entry = reinterpret_cast<FactEntry>(dlsym(dl, library.entry_name.c_str()));
-    TORCH_CHECK(library.entry != nullptr, path, " does not export ", library.entry_name);
+    TORCH_CHECK(library.entry != nullptr, message(path, " does not export ", library.entry_name));
     libraries_.push_back(std::move(library));  // the library stays loaded for the process
     return &libraries_.back();
   }
@@ -233,8 +260,7 @@ class Registry {
 
   Call& call(int64_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(calls_.size()), "fact::launch: no call ", id,
-                " (register it with fact.ops.register_call)");
+    TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(calls_.size()), message("fact::launch: no call ", id, " (register it with fact.ops.register_call)"));
     return *calls_[id];
   }
 
@@ -268,14 +294,11 @@ int64_t register_call(c10::string_view image_hex, c10::IntArrayRef slot_offsets,
   auto call = std::make_unique<Call>();
   call->label = std::string(label);
   call->image = from_hex(std::string_view(image_hex.data(), image_hex.size()));
-  TORCH_CHECK(call->image.size() >= sizeof(FactCallHeader),
-              "fact_native::register_call: the image is shorter than FactCallHeader");
+  TORCH_CHECK(call->image.size() >= sizeof(FactCallHeader), message("fact_native::register_call: the image is shorter than FactCallHeader"));
   const size_t slots = slot_offsets.size();
   TORCH_CHECK(slot_sources.size() == slots && slot_indices.size() == slots &&
-                  slot_element_offsets.size() == slots,
-              "fact_native::register_call: pointer slot arrays differ in length");
-  TORCH_CHECK(operand_layout_checked.size() == operands.size(),
-              "fact_native::register_call: one operand_layout_checked flag per operand");
+                  slot_element_offsets.size() == slots, message("fact_native::register_call: pointer slot arrays differ in length"));
+  TORCH_CHECK(operand_layout_checked.size() == operands.size(), message("fact_native::register_call: one operand_layout_checked flag per operand"));
   for (const auto& prototype : results) call->results.push_back(spec_of(prototype, true));
   for (size_t i = 0; i < operands.size(); ++i) {
     call->operands.push_back(spec_of(operands[i], operand_layout_checked[i] != 0));
@@ -283,12 +306,9 @@ int64_t register_call(c10::string_view image_hex, c10::IntArrayRef slot_offsets,
   for (size_t i = 0; i < slots; ++i) {
     PointerSlot slot{slot_offsets[i], slot_sources[i] != 0, slot_indices[i], slot_element_offsets[i]};
     TORCH_CHECK(slot.offset >= static_cast<int64_t>(sizeof(FactCallHeader)) &&
-                    slot.offset + 8 <= static_cast<int64_t>(call->image.size()),
-                "fact_native::register_call: pointer slot at ", slot.offset, " outside the image");
+                    slot.offset + 8 <= static_cast<int64_t>(call->image.size()), message("fact_native::register_call: pointer slot at ", slot.offset, " outside the image"));
     const size_t count = slot.from_result ? call->results.size() : call->operands.size();
-    TORCH_CHECK(slot.index >= 0 && slot.index < static_cast<int64_t>(count),
-                "fact_native::register_call: pointer slot at ", slot.offset, " names ",
-                slot.from_result ? "result " : "operand ", slot.index, " of ", count);
+    TORCH_CHECK(slot.index >= 0 && slot.index < static_cast<int64_t>(count), message("fact_native::register_call: pointer slot at ", slot.offset, " names ", slot.from_result ? "result " : "operand ", slot.index, " of ", count));
     call->slots.push_back(slot);
   }
   if (!library.empty()) {
@@ -308,23 +328,21 @@ void register_sizes(int64_t call_id, c10::IntArrayRef edges, c10::IntArrayRef ed
                     std::vector<std::string> bucket_entries) {
   Call& call = Registry::instance().call(call_id);
   const std::string what = "fact_native::register_sizes(" + describe(call) + "): ";
-  TORCH_CHECK(!call.symbolic, what, "the call is symbolic already");
+  TORCH_CHECK(!call.symbolic, message(what, "the call is symbolic already"));
   auto sizes = std::make_unique<SymbolicSizes>();
-  TORCH_CHECK(!edge_counts.empty() && edge_counts.size() <= kMaxSymbols, what, edge_counts.size(),
-              " symbols (1..", kMaxSymbols, ")");
+  TORCH_CHECK(!edge_counts.empty() && edge_counts.size() <= kMaxSymbols, message(what, edge_counts.size(), " symbols (1..", kMaxSymbols, ")"));
   size_t next = 0;
   int64_t buckets = 1;
   for (const int64_t count : edge_counts) {
-    TORCH_CHECK(count > 0 && next + static_cast<size_t>(count) <= edges.size(), what, "bad edge counts");
+    TORCH_CHECK(count > 0 && next + static_cast<size_t>(count) <= edges.size(), message(what, "bad edge counts"));
     std::vector<int64_t> values(edges.begin() + next, edges.begin() + next + count);
     TORCH_CHECK(std::is_sorted(values.begin(), values.end()) &&
-                    std::adjacent_find(values.begin(), values.end()) == values.end(),
-                what, "edges are not ascending");
+                    std::adjacent_find(values.begin(), values.end()) == values.end(), message(what, "edges are not ascending"));
     sizes->edges.push_back(std::move(values));
     next += static_cast<size_t>(count);
     buckets *= count;
   }
-  TORCH_CHECK(next == edges.size(), what, "edge counts do not cover the edges");
+  TORCH_CHECK(next == edges.size(), message(what, "edge counts do not cover the edges"));
   const size_t symbols = sizes->edges.size();
   sizes->term_starts.assign(term_starts.begin(), term_starts.end());
   sizes->coefficients.assign(coefficients.begin(), coefficients.end());
@@ -332,18 +350,17 @@ void register_sizes(int64_t call_id, c10::IntArrayRef edges, c10::IntArrayRef ed
   TORCH_CHECK(!term_starts.empty() && term_starts.front() == 0 &&
                   std::is_sorted(term_starts.begin(), term_starts.end()) &&
                   static_cast<size_t>(term_starts.back()) == coefficients.size() &&
-                  exponents.size() == coefficients.size() * symbols,
-              what, "inconsistent polynomial table");
+                  exponents.size() == coefficients.size() * symbols, message(what, "inconsistent polynomial table"));
   const int64_t polys = static_cast<int64_t>(term_starts.size()) - 1;
   auto poly_at = [&](c10::IntArrayRef table, size_t& position) {
-    TORCH_CHECK(position < table.size(), what, "polynomial index list too short");
+    TORCH_CHECK(position < table.size(), message(what, "polynomial index list too short"));
     const int64_t poly = table[position++];
-    TORCH_CHECK(poly >= 0 && poly < polys, what, "polynomial index ", poly, " out of range");
+    TORCH_CHECK(poly >= 0 && poly < polys, message(what, "polynomial index ", poly, " out of range"));
     return poly;
   };
   auto tensors = [&](c10::IntArrayRef ranks, c10::IntArrayRef table, size_t expected,
                      std::vector<TensorPolys>& out, const char* kind) {
-    TORCH_CHECK(ranks.size() == expected, what, ranks.size(), " ", kind, " ranks for ", expected, " ", kind, "s");
+    TORCH_CHECK(ranks.size() == expected, message(what, ranks.size(), " ", kind, " ranks for ", expected, " ", kind, "s"));
     size_t position = 0;
     for (const int64_t rank : ranks) {
       TensorPolys tensor;
@@ -352,36 +369,30 @@ void register_sizes(int64_t call_id, c10::IntArrayRef edges, c10::IntArrayRef ed
       for (int64_t d = 0; d < rank; ++d) tensor.stride.push_back(poly_at(table, position));
       out.push_back(std::move(tensor));
     }
-    TORCH_CHECK(position == table.size(), what, "unused ", kind, " polynomial indices");
+    TORCH_CHECK(position == table.size(), message(what, "unused ", kind, " polynomial indices"));
   };
   tensors(result_ranks, result_polys, call.results.size(), sizes->results, "result");
   tensors(operand_ranks, operand_polys, call.operands.size(), sizes->operands, "operand");
-  TORCH_CHECK(slot_polys.size() == call.slots.size(), what, "one element offset per pointer slot");
+  TORCH_CHECK(slot_polys.size() == call.slots.size(), message(what, "one element offset per pointer slot"));
   size_t position = 0;
   for (size_t i = 0; i < call.slots.size(); ++i) sizes->slot_polys.push_back(poly_at(slot_polys, position));
-  TORCH_CHECK(patch_offsets.size() == patch_bytes.size() && patch_polys.size() == patch_bytes.size(),
-              what, "patch arrays differ in length");
+  TORCH_CHECK(patch_offsets.size() == patch_bytes.size() && patch_polys.size() == patch_bytes.size(), message(what, "patch arrays differ in length"));
   position = 0;
   for (size_t i = 0; i < patch_offsets.size(); ++i) {
     Patch patch{patch_offsets[i], patch_bytes[i], poly_at(patch_polys, position)};
-    TORCH_CHECK(patch.bytes == 4 || patch.bytes == 8, what, "patch at ", patch.offset, ": ",
-                patch.bytes, " bytes (4 or 8)");
+    TORCH_CHECK(patch.bytes == 4 || patch.bytes == 8, message(what, "patch at ", patch.offset, ": ", patch.bytes, " bytes (4 or 8)"));
     TORCH_CHECK(patch.offset >= static_cast<int64_t>(sizeof(FactCallHeader)) &&
-                    patch.offset + patch.bytes <= static_cast<int64_t>(call.image.size()),
-                what, "patch at ", patch.offset, " outside the image");
+                    patch.offset + patch.bytes <= static_cast<int64_t>(call.image.size()), message(what, "patch at ", patch.offset, " outside the image"));
     sizes->patches.push_back(patch);
   }
   TORCH_CHECK(bucket_images.size() == bucket_libraries.size() &&
-                  bucket_entries.size() == bucket_libraries.size(),
-              what, "bucket arrays differ in length");
-  TORCH_CHECK(bucket_images.size() == 1 || static_cast<int64_t>(bucket_images.size()) == buckets,
-              what, bucket_images.size(), " buckets, the edges make ", buckets);
+                  bucket_entries.size() == bucket_libraries.size(), message(what, "bucket arrays differ in length"));
+  TORCH_CHECK(bucket_images.size() == 1 || static_cast<int64_t>(bucket_images.size()) == buckets, message(what, bucket_images.size(), " buckets, the edges make ", buckets));
   for (size_t i = 0; i < bucket_images.size(); ++i) {
     BucketKernel bucket;
     if (!bucket_images[i].empty()) {
       bucket.image = from_hex(bucket_images[i]);
-      TORCH_CHECK(bucket.image.size() == call.image.size(), what, "bucket ", i, "'s image has ",
-                  bucket.image.size(), " bytes, the call's ", call.image.size());
+      TORCH_CHECK(bucket.image.size() == call.image.size(), message(what, "bucket ", i, "'s image has ", bucket.image.size(), " bytes, the call's ", call.image.size()));
     }
     bucket.library = bucket_libraries[i].empty()
                          ? call.library
@@ -404,35 +415,25 @@ bool same_strides(const at::Tensor& t, const std::vector<int64_t>& stride) {
 }
 
 void check_operands(const Call& call, at::TensorList operands) {
-  TORCH_CHECK(operands.size() == call.operands.size(), describe(call), ": ", operands.size(),
-              " operands, the call has ", call.operands.size());
+  TORCH_CHECK(operands.size() == call.operands.size(), message(describe(call), ": ", operands.size(), " operands, the call has ", call.operands.size()));
   for (size_t i = 0; i < operands.size(); ++i) {
     const TensorSpec& spec = call.operands[i];
-    TORCH_CHECK(operands[i].defined(), describe(call), ": operand ", i, " is an undefined tensor");
-    TORCH_CHECK(operands[i].scalar_type() == spec.dtype, describe(call), ": operand ", i, " is ",
-                operands[i].scalar_type(), ", the call was planned for ", spec.dtype);
+    TORCH_CHECK(operands[i].defined(), message(describe(call), ": operand ", i, " is an undefined tensor"));
+    TORCH_CHECK(operands[i].scalar_type() == spec.dtype, message(describe(call), ": operand ", i, " is ", operands[i].scalar_type(), ", the call was planned for ", spec.dtype));
     TORCH_CHECK(!spec.check_layout ||
                     (operands[i].sizes() == c10::IntArrayRef(spec.shape) &&
-                     same_strides(operands[i], spec.stride)),
-                describe(call), ": operand ", i, " has shape ", operands[i].sizes(), " stride ",
-                operands[i].strides(), ", the call was planned for ", c10::IntArrayRef(spec.shape),
-                " stride ", c10::IntArrayRef(spec.stride));
+                     same_strides(operands[i], spec.stride)), message(describe(call), ": operand ", i, " has shape ", operands[i].sizes(), " stride ", operands[i].strides(), ", the call was planned for ", c10::IntArrayRef(spec.shape), " stride ", c10::IntArrayRef(spec.stride)));
   }
 }
 
 void check_results(const Call& call, at::TensorList results) {
-  TORCH_CHECK(results.size() == call.results.size(), describe(call), ": ", results.size(),
-              " results, the call has ", call.results.size());
+  TORCH_CHECK(results.size() == call.results.size(), message(describe(call), ": ", results.size(), " results, the call has ", call.results.size()));
   for (size_t i = 0; i < results.size(); ++i) {
     const TensorSpec& spec = call.results[i];
-    TORCH_CHECK(results[i].defined(), describe(call), ": result ", i, " is an undefined tensor");
+    TORCH_CHECK(results[i].defined(), message(describe(call), ": result ", i, " is an undefined tensor"));
     TORCH_CHECK(results[i].scalar_type() == spec.dtype &&
                     results[i].sizes() == c10::IntArrayRef(spec.shape) &&
-                    results[i].strides() == c10::IntArrayRef(spec.stride),
-                describe(call), ": result ", i, " is ", results[i].scalar_type(), " ",
-                results[i].sizes(), " stride ", results[i].strides(), ", the call writes ",
-                spec.dtype, " ", c10::IntArrayRef(spec.shape), " stride ",
-                c10::IntArrayRef(spec.stride));
+                    results[i].strides() == c10::IntArrayRef(spec.stride), message(describe(call), ": result ", i, " is ", results[i].scalar_type(), " ", results[i].sizes(), " stride ", results[i].strides(), ", the call writes ", spec.dtype, " ", c10::IntArrayRef(spec.shape), " stride ", c10::IntArrayRef(spec.stride)));
   }
 }
 
@@ -446,27 +447,23 @@ void check_slots(const Call& call, at::TensorList operands, at::TensorList resul
     const PointerSlot& slot = call.slots[i];
     const at::Tensor& t = slot.from_result ? results[slot.index] : operands[slot.index];
     const char* what = slot.from_result ? "result " : "operand ";
-    TORCH_CHECK(t.numel() > 0, describe(call), ": ", what, slot.index, " has no elements (shape ",
-                t.sizes(), ")");
-    TORCH_CHECK(t.has_storage(), describe(call), ": ", what, slot.index, " has no storage");
+    TORCH_CHECK(t.numel() > 0, message(describe(call), ": ", what, slot.index, " has no elements (shape ", t.sizes(), ")"));
+    TORCH_CHECK(t.has_storage(), message(describe(call), ": ", what, slot.index, " has no storage"));
     const int64_t item = static_cast<int64_t>(t.element_size());
     const int64_t capacity = static_cast<int64_t>(t.storage().nbytes()) / item;
     int64_t last = t.storage_offset();
     for (int64_t d = 0; d < t.dim(); ++d) {
-      TORCH_CHECK(t.stride(d) >= 0, describe(call), ": ", what, slot.index, " has a negative stride");
+      TORCH_CHECK(t.stride(d) >= 0, message(describe(call), ": ", what, slot.index, " has a negative stride"));
       last += (t.size(d) - 1) * t.stride(d);
     }
     const int64_t first = t.storage_offset() + element_offsets[i];
-    TORCH_CHECK(first >= 0 && first < capacity && last < capacity, describe(call), ": ", what,
-                slot.index, " (shape ", t.sizes(), " stride ", t.strides(), " storage offset ",
-                t.storage_offset(), ", pointer slot element offset ", element_offsets[i],
-                ") reaches outside its storage of ", capacity, " elements");
+    TORCH_CHECK(first >= 0 && first < capacity && last < capacity, message(describe(call), ": ", what, slot.index, " (shape ", t.sizes(), " stride ", t.strides(), " storage offset ", t.storage_offset(), ", pointer slot element offset ", element_offsets[i], ") reaches outside its storage of ", capacity, " elements"));
   }
 }
 
 c10::Device device_of(const Call& call, at::TensorList operands, at::TensorList results) {
   if (!operands.empty()) return operands[0].device();
-  TORCH_CHECK(!results.empty(), describe(call), ": a call with neither operands nor results");
+  TORCH_CHECK(!results.empty(), message(describe(call), ": a call with neither operands nor results"));
   return results[0].device();
 }
 
@@ -487,15 +484,12 @@ void write_little_endian(uint8_t* where, int64_t value, int64_t bytes) {
 // Fills the image in and calls the entry on the current stream of `device`.
 void run(Call& call, at::TensorList operands, at::TensorList results, c10::Device device,
          const LaunchSource& source) {
-  TORCH_CHECK(source.library != nullptr, describe(call),
-              ": no kernel library was registered for it (CUDA tensors need one)");
+  TORCH_CHECK(source.library != nullptr, message(describe(call), ": no kernel library was registered for it (CUDA tensors need one)"));
   for (const auto& tensor : operands) {
-    TORCH_CHECK(tensor.device() == device, describe(call), ": operands on ", tensor.device(),
-                " and ", device);
+    TORCH_CHECK(tensor.device() == device, message(describe(call), ": operands on ", tensor.device(), " and ", device));
   }
   for (const auto& tensor : results) {
-    TORCH_CHECK(tensor.device() == device, describe(call), ": results on ", tensor.device(),
-                " and operands on ", device);
+    TORCH_CHECK(tensor.device() == device, message(describe(call), ": results on ", tensor.device(), " and operands on ", device));
   }
   const SymbolicSizes* symbolic = source.sizes != nullptr ? call.symbolic.get() : nullptr;
   c10::SmallVector<int64_t, 16> element_offsets;
@@ -517,9 +511,7 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
   if (symbolic) {
     for (const Patch& patch : symbolic->patches) {
       const int64_t value = symbolic->value(patch.poly, source.sizes);
-      TORCH_CHECK(patch.bytes == 8 || (value >= INT32_MIN && value <= static_cast<int64_t>(UINT32_MAX)),
-                  describe(call), ": patch at offset ", patch.offset, " (", value,
-                  ") does not fit in 4 bytes");
+      TORCH_CHECK(patch.bytes == 8 || (value >= INT32_MIN && value <= static_cast<int64_t>(UINT32_MAX)), message(describe(call), ": patch at offset ", patch.offset, " (", value, ") does not fit in 4 bytes"));
       write_little_endian(image + patch.offset, value, patch.bytes);
     }
   }
@@ -537,8 +529,7 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
   if (workspace_size < 0) {
     size_t queried = 0;
     const int status = library.entry(header, nullptr, &queried, nullptr);
-    TORCH_CHECK(status == FACT_OK, describe(call), ": ", library.entry_name,
-                " workspace size query returned ", ::fact::core::status_name(status));
+    TORCH_CHECK(status == FACT_OK, message(describe(call), ": ", library.entry_name, " workspace size query returned ", ::fact::core::status_name(status)));
     workspace_size = static_cast<int64_t>(queried);
     if (!symbolic) call.workspace.store(workspace_size, std::memory_order_release);
   }
@@ -548,24 +539,21 @@ void run(Call& call, at::TensorList operands, at::TensorList results, c10::Devic
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const int status = library.entry(header, workspace.get(), nullptr, stream);
-  TORCH_CHECK(status == FACT_OK, describe(call), ": ", library.entry_name, " returned ",
-              ::fact::core::status_name(status));
+  TORCH_CHECK(status == FACT_OK, message(describe(call), ": ", library.entry_name, " returned ", ::fact::core::status_name(status)));
 }
 
 // A symbolic call's sizes (concrete ints), checked against the symbols' count and ranges;
 // returns the bucket the sizes fall into.
 const BucketKernel& bind_sizes(const Call& call, c10::IntArrayRef sizes, int64_t* values) {
   const SymbolicSizes& symbolic = *call.symbolic;
-  TORCH_CHECK(sizes.size() == symbolic.edges.size(), describe(call), ": ", sizes.size(),
-              " sizes, the call is planned over ", symbolic.edges.size(), " symbols");
+  TORCH_CHECK(sizes.size() == symbolic.edges.size(), message(describe(call), ": ", sizes.size(), " sizes, the call is planned over ", symbolic.edges.size(), " symbols"));
   int64_t row = 0;
   for (size_t s = 0; s < sizes.size(); ++s) {
     values[s] = sizes[s];
     const std::vector<int64_t>& edges = symbolic.edges[s];
-    TORCH_CHECK(values[s] >= 0, describe(call), ": negative size ", values[s], " for symbol ", s);
+    TORCH_CHECK(values[s] >= 0, message(describe(call), ": negative size ", values[s], " for symbol ", s));
     const auto edge = std::lower_bound(edges.begin(), edges.end(), values[s]);
-    TORCH_CHECK(edge != edges.end(), describe(call), ": size ", values[s], " of symbol ", s,
-                " is above its range (largest edge ", edges.back(), ")");
+    TORCH_CHECK(edge != edges.end(), message(describe(call), ": size ", values[s], " of symbol ", s, " is above its range (largest edge ", edges.back(), ")"));
     row = row * static_cast<int64_t>(edges.size()) + (edge - edges.begin());
   }
   return symbolic.buckets.size() == 1 ? symbolic.buckets.front()
@@ -574,13 +562,11 @@ const BucketKernel& bind_sizes(const Call& call, c10::IntArrayRef sizes, int64_t
 
 void check_operands_symbolic(const Call& call, at::TensorList operands, const int64_t* values) {
   const SymbolicSizes& symbolic = *call.symbolic;
-  TORCH_CHECK(operands.size() == call.operands.size(), describe(call), ": ", operands.size(),
-              " operands, the call has ", call.operands.size());
+  TORCH_CHECK(operands.size() == call.operands.size(), message(describe(call), ": ", operands.size(), " operands, the call has ", call.operands.size()));
   for (size_t i = 0; i < operands.size(); ++i) {
     const at::Tensor& t = operands[i];
-    TORCH_CHECK(t.defined(), describe(call), ": operand ", i, " is an undefined tensor");
-    TORCH_CHECK(t.scalar_type() == call.operands[i].dtype, describe(call), ": operand ", i, " is ",
-                t.scalar_type(), ", the call was planned for ", call.operands[i].dtype);
+    TORCH_CHECK(t.defined(), message(describe(call), ": operand ", i, " is an undefined tensor"));
+    TORCH_CHECK(t.scalar_type() == call.operands[i].dtype, message(describe(call), ": operand ", i, " is ", t.scalar_type(), ", the call was planned for ", call.operands[i].dtype));
     const TensorPolys& polys = symbolic.operands[i];
     if (polys.rank < 0) continue;
     bool same = t.dim() == polys.rank;
@@ -588,26 +574,23 @@ void check_operands_symbolic(const Call& call, at::TensorList operands, const in
       const int64_t size = symbolic.value(polys.shape[d], values);
       same = t.size(d) == size && (size == 1 || t.stride(d) == symbolic.value(polys.stride[d], values));
     }
-    TORCH_CHECK(same, describe(call), ": operand ", i, " has shape ", t.sizes(), " stride ",
-                t.strides(), ", not the planned layout at these sizes");
+    TORCH_CHECK(same, message(describe(call), ": operand ", i, " has shape ", t.sizes(), " stride ", t.strides(), ", not the planned layout at these sizes"));
   }
 }
 
 void check_results_symbolic(const Call& call, at::TensorList results, const int64_t* values) {
   const SymbolicSizes& symbolic = *call.symbolic;
-  TORCH_CHECK(results.size() == call.results.size(), describe(call), ": ", results.size(),
-              " results, the call has ", call.results.size());
+  TORCH_CHECK(results.size() == call.results.size(), message(describe(call), ": ", results.size(), " results, the call has ", call.results.size()));
   for (size_t i = 0; i < results.size(); ++i) {
     const at::Tensor& t = results[i];
     const TensorPolys& polys = symbolic.results[i];
-    TORCH_CHECK(t.defined(), describe(call), ": result ", i, " is an undefined tensor");
+    TORCH_CHECK(t.defined(), message(describe(call), ": result ", i, " is an undefined tensor"));
     bool same = t.scalar_type() == call.results[i].dtype && t.dim() == polys.rank;
     for (int64_t d = 0; same && d < polys.rank; ++d) {
       same = t.size(d) == symbolic.value(polys.shape[d], values) &&
              t.stride(d) == symbolic.value(polys.stride[d], values);
     }
-    TORCH_CHECK(same, describe(call), ": result ", i, " is ", t.scalar_type(), " ", t.sizes(),
-                " stride ", t.strides(), ", not what the call writes at these sizes");
+    TORCH_CHECK(same, message(describe(call), ": result ", i, " is ", t.scalar_type(), " ", t.sizes(), " stride ", t.strides(), ", not what the call writes at these sizes"));
   }
 }
 
@@ -618,7 +601,7 @@ std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id, c1
   std::vector<at::Tensor> results;
   results.reserve(call.results.size());
   if (!call.symbolic) {
-    TORCH_CHECK(sizes.empty(), describe(call), ": a static call takes no sizes");
+    TORCH_CHECK(sizes.empty(), message(describe(call), ": a static call takes no sizes"));
     check_operands(call, operands);
     for (const TensorSpec& spec : call.results) {
       results.push_back(at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype)));
@@ -649,7 +632,7 @@ void launch_out_cuda(at::TensorList operands, at::TensorList results, int64_t ca
   Call& call = Registry::instance().call(call_id);
   const c10::Device device = device_of(call, operands, results);
   if (!call.symbolic) {
-    TORCH_CHECK(sizes.empty(), describe(call), ": a static call takes no sizes");
+    TORCH_CHECK(sizes.empty(), message(describe(call), ": a static call takes no sizes"));
     check_operands(call, operands);
     check_results(call, results);
     run(call, operands, results, device, LaunchSource{&call.image, call.library, nullptr});
