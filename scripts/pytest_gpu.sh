@@ -20,6 +20,7 @@ start=$(date +%s)
 pytest_args=(-v -ra --durations=10 -p no:cacheprovider ${FACT_PYTEST_K:+-k "$FACT_PYTEST_K"})
 status=0
 stopped=0  # runs that ran out of time (timeout's 124): their unfinished tests are not counted
+crashed=()  # runs killed by a signal (a segfault in a kernel or the native op): the test they were in
 pids=()
 for ((i = 0; i < SHARDS; i++)); do
   gpu=${gpu_ids[$((i % ${#gpu_ids[@]}))]}
@@ -32,6 +33,12 @@ for i in "${!pids[@]}"; do
   # pytest's 5: this shard selected no test (fewer tests than shards, or -k chose none here)
   [ "$code" -eq 0 ] || [ "$code" -eq 5 ] || status=1
   [ "$code" -eq 124 ] && stopped=$((stopped + 1))
+  if [ "$code" -gt 128 ] && [ "$code" -ne 137 ]; then
+    # pytest -v prints a test's name before running it: the crash is in the last one named
+    # without a verdict.
+    test_name=$(grep -oE "^[^ ]+::[^ ]+" "$OUT/pytest_gpu-$i.log" | tail -1)
+    crashed+=("shard $i: ${test_name:-unknown test} (signal $((code - 128)))")
+  fi
   echo "shard $i/$SHARDS exit $code" >>"$OUT/pytest_gpu-$i.log"
 done
 left=$(( SECONDS_LEFT - ($(date +%s) - start) ))
@@ -46,5 +53,9 @@ grep -hE " PASSED| FAILED| ERROR| SKIPPED|^(FAILED|ERROR) |=====.*(passed|failed
 passed=$(grep -cE " PASSED" "$OUT/pytest_gpu.log"); failed=$(grep -cE " FAILED| ERROR" "$OUT/pytest_gpu.log")
 verdict=""
 [ "$stopped" -gt 0 ] && verdict=", $stopped run(s) STOPPED at the time limit (tests not run: see the logs)"
+if [ ${#crashed[@]} -gt 0 ]; then
+  failed=$((failed + ${#crashed[@]}))
+  verdict="$verdict, ${#crashed[@]} run(s) CRASHED (their later tests not run): $(IFS=';'; echo "${crashed[*]}")"
+fi
 echo "pytest -m gpu: $passed passed, $failed failed$verdict in $(( $(date +%s) - start )) s ($SHARDS shards on ${#gpu_ids[@]} GPU(s), then the timed tests)" | tee -a "$OUT/pytest_gpu.log"
 exit $status
