@@ -142,7 +142,8 @@ class ComposedModule(torch.nn.Module):
     def _outside_plan(self, signature: tuple, why: str, args: tuple, kwargs: dict):
         """A call the plan does not cover: ValueError when strict, else the original module
         (one warning per signature)."""
-        if self.strict:
+        # Nothing composed: there is no plan to be outside of, and the original serves any input.
+        if self.strict and self.graph_module is not None:
             raise ValueError(f"fact: inputs {_describe(signature)} are outside the plan: {why}")
         if self.graph_module is not None and signature not in self._warned:
             self._warned.add(signature)

@@ -72,6 +72,14 @@ def run_dynamic_check(model: torch.nn.Module, inputs: Sequence[torch.Tensor], pr
         return {"status": "skipped", "reason": why_not}, [], "skipped"
     declared = Range("batch", 1, RANGE_FACTOR * batch)
     entry: dict = {"range": declared.spec(), "sizes": batch_sizes(batch), "checks": []}
+    for index, size in enumerate(entry["sizes"]):
+        try:
+            with quiet_torch(), torch.no_grad():
+                model(*resized(inputs, size, seed=100 + index))
+        except Exception as error:  # noqa: BLE001 - the model's own limit, not FACT's
+            return ({**entry, "status": "skipped",
+                     "reason": f"the model itself does not run at batch {size}: {_first_line(error)}"},
+                    [], "skipped")
     started = time.perf_counter()
     try:
         with quiet_torch():
@@ -82,6 +90,14 @@ def run_dynamic_check(model: torch.nn.Module, inputs: Sequence[torch.Tensor], pr
         return entry, [f"fact.optimize with {declared.spec()} raised {_first_line(error)}",
                        traceback.format_exc(limit=-4)], "crash"
     report = composed.fact_report
+    constrained = [item.reason for item in report.left_to_pytorch
+                   if item.stage == "module" and "Constraints violated" in item.reason]
+    if constrained:
+        # torch.export proved the forward constrains the dimension (a divisibility or a
+        # specialization): the range cannot be declared for this model as written.
+        entry.update(status="skipped", reason=f"the model constrains its batch dimension: {constrained[0]}",
+                     seconds=time.perf_counter() - started)
+        return entry, [], "skipped"
     entry["composed"] = len(report.composed)
     entry["runs"] = report.runs
     entry["symbols"] = [s.get("name") for s in (getattr(report, "symbols", None) or [])]
