@@ -105,8 +105,14 @@ def build(name: str, max_seq: int, small: bool = False) -> tuple[nn.Module, torc
 
 
 def width_of(model: nn.Module) -> int:
-    first = next(m for m in model.modules() if isinstance(m, nn.Linear))
-    return first.in_features
+    """The model's input width: its first Linear's in_features, or its first transformers
+    Conv1D's (GPT-2 writes its projections as Conv1D, weight [in, out])."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            return module.in_features
+        if type(module).__name__ == "Conv1D":
+            return module.weight.shape[0]
+    raise ValueError(f"{type(model).__name__}: no Linear or Conv1D to read the width from")
 
 
 # ---------------------------------------------------------------------------------------------
