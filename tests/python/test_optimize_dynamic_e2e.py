@@ -71,3 +71,25 @@ def test_transformer_block_serves_every_size_in_the_ranges(tmp_path):
         x = torch.randn(batch, seq, 64)
         with pytest.warns(UserWarning, match=why):
             torch.testing.assert_close(composed(x), module(x))
+
+
+def test_every_bucket_edge_and_its_neighbours_are_served(tmp_path):
+    """Each bucket runs its own image and kernel up to its edge; the sizes at an edge and one
+    past it (the next bucket's first) are where a wrong bucket choice or a size fitted only
+    inside a bucket would show. Every edge of each symbol, its neighbours, and 1, crossed with
+    the other symbol's extremes."""
+    torch.manual_seed(0)
+    module = TinyMLP(32, 64).eval()
+    shapes = ({0: Range("batch", 1, 6), 1: Range("seq", 1, 24)},)
+    composed = _optimized(module, torch.randn(3, 8, 32), shapes, tmp_path, remainder="eager")
+    symbols = {s["name"]: s for s in composed.fact_report.symbols}
+    assert symbols["batch"]["edges"] == [1, 2, 4, 6] and symbols["seq"]["edges"] == [1, 2, 4, 8, 16, 24]
+
+    def around(name):
+        low, high = symbols[name]["min"], symbols[name]["max"]
+        return sorted({v for edge in symbols[name]["edges"] for v in (edge - 1, edge, edge + 1)
+                       if low <= v <= high} | {1})
+
+    sizes = [(b, s) for b in around("batch") for s in (1, symbols["seq"]["max"])]
+    sizes += [(b, s) for s in around("seq") for b in (1, symbols["batch"]["max"])]
+    _same_as_original(composed, module, sizes, 32)
