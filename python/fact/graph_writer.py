@@ -11,6 +11,8 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
+from fact.capture_errors import CaptureError  # noqa: F401  (re-exported: fact.graph_writer.CaptureError)
+
 SCHEMA = "fact.graph/1"
 
 # Ops that only check metadata at run time and produce nothing: not part of the computation.
@@ -36,8 +38,6 @@ def is_assertion(node: torch.fx.Node) -> bool:
 _INLINED_WRAPPERS = frozenset({"higher_order.wrap_with_set_grad_enabled"})
 
 
-class CaptureError(RuntimeError):
-    """Raised when a module (or a model file) cannot be captured."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import sympy
 import torch
 
-from fact.graph_writer import CaptureError
+from fact.capture_errors import CaptureError
 
 
 def _floor_div_types() -> tuple:
