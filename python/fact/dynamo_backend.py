@@ -2,6 +2,8 @@
 
     torch.compile(model, backend="fact")          # precision: the engine's choice from the dtype
     torch.compile(model, backend="fact", options={"precision": "tf32", "work_dir": "out/"})
+    torch.compile(model, backend="fact", dynamic=True,
+                  options={"dynamic": "batch=1..64,seq=16..512", "dims": "x:batch,seq,_"})
 
 Each dynamo graph (parameters arrive as graph inputs) is exported, discovered, realized and
 rewritten like a module given to fact.optimize; the rest of the graph runs eagerly (option
@@ -10,34 +12,57 @@ cannot be composed runs as dynamo captured it. The never-slower check (fact.opti
 speed_guard) is off inside the backend: it would compile the graph again from inside a
 compilation. The reports of every graph compiled by the
 backend are kept in `fact.dynamo_backend.reports` (newest last).
+
+A graph with symbolic sizes (`dynamic=True`, `torch._dynamo.mark_dynamic`) is planned over
+declared ranges (docs/dynamic_shapes.md): option "dynamic" is the range spec, "dims" names the
+input dimensions (`INPUT:DIM,DIM,...`, a string or a list; INPUT a forward argument name or a
+0-based position among the forward's tensor arguments); without "dims", range i binds dimension
+i of every tensor argument whose size there equals the first's. A symbolic dimension without a
+declared range takes dynamo's range when it is bounded, else the backend raises ValueError
+(fact.dynamo_dynamic). The callable returned takes dynamo's calling convention (the size ints
+are dropped). Dynamo specializes a size of 1 unless torch.fx.experimental._config's
+backed_size_oblivious is on. Static graphs are optimized at their sizes, as before.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
+import torch.fx.experimental._config as fx_config
 from torch._dynamo.backends.registry import register_backend
 
-from fact.compose import ComposedModule, FactReport, optimize
+from fact.compose import FactReport, optimize
+from fact.dynamo_dynamic import dynamic_graph
 
 reports: list[FactReport] = []
 
-OPTIONS = ("precision", "work_dir", "remainder", "patterns", "tune", "verify")
+OPTIONS = ("precision", "work_dir", "remainder", "patterns", "tune", "verify", "dynamic", "dims")
 
 
 @register_backend(name="fact")
 def fact_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                 options: dict | None = None, mode: str | None = None) -> ComposedModule:
+                 options: dict | None = None, mode: str | None = None) -> Callable:
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(f"backend 'fact': unknown option(s) {', '.join(unknown)} "
                          f"(known: {', '.join(OPTIONS)})")
-    composed = optimize(graph_module, tuple(example_inputs),
-                        precision=options.get("precision"),
-                        work_dir=options.get("work_dir"),
-                        remainder=options.get("remainder", "eager"),
-                        patterns=options.get("patterns"), tune=int(options.get("tune", 0)),
-                        verify=bool(options.get("verify", True)), speed_guard=False)
+    if options.get("dims") and not options.get("dynamic"):
+        raise ValueError("backend 'fact': 'dims' names dimensions of 'dynamic' ranges; give "
+                         "'dynamic' too")
+    graph = dynamic_graph(graph_module, example_inputs, options.get("dynamic"), options.get("dims"))
+    module, inputs = (graph.module, graph.examples) if graph else (graph_module, tuple(example_inputs))
+    # the export inside must not add guards to dynamo's frame nor see its size-oblivious sizes
+    with torch._guards.tracing(None), fx_config.patch(backed_size_oblivious=False):
+        composed = _optimize(module, inputs, options, graph.dynamic_shapes if graph else None)
     reports.append(composed.fact_report)
-    return composed
+    return graph.call(composed) if graph else composed
+
+
+def _optimize(module: torch.nn.Module, inputs: tuple, options: dict, dynamic_shapes: Any):
+    """fact.optimize with the backend's options (the never-slower check off)."""
+    return optimize(module, inputs, precision=options.get("precision"),
+                    work_dir=options.get("work_dir"), remainder=options.get("remainder", "eager"),
+                    patterns=options.get("patterns"), tune=int(options.get("tune", 0)),
+                    verify=bool(options.get("verify", True)), speed_guard=False,
+                    dynamic_shapes=dynamic_shapes)

@@ -1,0 +1,234 @@
+"""Declared ranges for a dynamo graph with symbolic sizes (`torch.compile(..., dynamic=True)`,
+`torch._dynamo.mark_dynamic`): which input dimensions are symbolic, the Range each one gets,
+real example inputs at dynamo's hint sizes, and a module that takes the graph's tensor inputs
+only (dynamo also passes the sizes as plain ints; they are read back from the tensors).
+
+    graph = dynamic_graph(graph_module, example_inputs, spec, dims)  # None for a static graph
+    composed = fact.optimize(graph.module, graph.examples, dynamic_shapes=graph.dynamic_shapes)
+    graph.call(composed)  # the callable dynamo runs with the graph's own calling convention
+
+A symbolic dimension gets the declared range bound to it (`spec`/`dims`, docs/dynamic_shapes.md;
+without `dims` the default binding over the graph's user tensor inputs), else dynamo's own range
+when it is bounded (`mark_dynamic(x, 0, min=1, max=64)`); otherwise ValueError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from fact.dynamic_ranges import Range, parse_dims, parse_ranges
+
+_UNBOUNDED = 2 ** 62
+
+
+def _meta(node: torch.fx.Node) -> Any:
+    value = node.meta.get("example_value")
+    return node.meta.get("val") if value is None else value
+
+
+def _symbol(size: Any) -> Any:
+    """The sympy symbol of a symbolic size, None for a static one."""
+    if not isinstance(size, torch.SymInt):
+        return None
+    expr = size.node.expr
+    if not expr.is_Symbol:
+        if expr.is_number:
+            return None
+        raise ValueError(f"backend 'fact': an input size is the expression {expr}; only plain "
+                         f"symbolic sizes can be declared")
+    return expr
+
+
+def _hint(size: Any) -> int:
+    if isinstance(size, torch.SymInt):
+        shape_env = size.node.shape_env
+        values = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") \
+            else shape_env.var_to_val
+        return int(values[size.node.expr])
+    return int(size)
+
+
+def _input_name(node: torch.fx.Node) -> str | None:
+    """The forward's argument name of a user input placeholder (None: a parameter, buffer or an
+    attribute of one)."""
+    grapharg = node.meta.get("grapharg")
+    source = getattr(grapharg, "source", None)
+    if source is None:
+        return node.name
+    local = getattr(source, "local_name", None)
+    return local if type(source).__name__ == "LocalSource" else None
+
+
+def _real_example(value: Any, example: Any) -> torch.Tensor:
+    """A real tensor of the hint size: dynamo's example itself when it is one."""
+    if isinstance(example, torch.Tensor) and not isinstance(example, torch._subclasses.FakeTensor):
+        return example
+    shape = [_hint(s) for s in value.shape]
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        return torch.randn(shape, dtype=value.dtype, device=value.device)
+    return torch.zeros(shape, dtype=value.dtype, device=value.device)
+
+
+def tensors_only(graph_module: torch.nn.Module, layout: list, count: int) -> torch.fx.GraphModule:
+    """The dynamo graph called with its `count` tensor inputs only (positional, as torch.export
+    wants them); each size input is read from the tensor dimension that carries it. layout, per
+    graph input: ("tensor", k), ("size", k, dim) or ("const", value)."""
+    root = torch.nn.Module()
+    root.graph_module = graph_module
+    graph = torch.fx.Graph()
+    tensors = [graph.placeholder(f"input_{k}") for k in range(count)]
+    args = []
+    for entry in layout:
+        if entry[0] == "tensor":
+            args.append(tensors[entry[1]])
+        elif entry[0] == "scalar":
+            args.append(graph.call_function(torch.tensor, (entry[1],), {"dtype": entry[2]}))
+        elif entry[0] == "size":
+            args.append(graph.call_method("size", (tensors[entry[1]], entry[2])))
+        else:
+            args.append(entry[1])
+    graph.output(graph.call_module("graph_module", tuple(args)))
+    return torch.fx.GraphModule(root, graph)
+
+
+@dataclass
+class DynamicGraph:
+    """What fact.optimize gets for a symbolic dynamo graph, and how dynamo calls the result."""
+    module: torch.fx.GraphModule   # the graph over its tensor inputs only
+    examples: tuple                # real tensors at the hint sizes, one per tensor input
+    dynamic_shapes: tuple          # {dim: Range} (or None) per tensor input
+    tensor_positions: list         # the graph input position of each tensor input
+    scalars: dict                  # graph input position -> the Python float planned as a constant
+    original: Callable             # the dynamo graph, for a call whose floats differ
+
+    def call(self, composed: Callable) -> Callable:
+        """The callable dynamo runs: takes every graph input (sizes included), passes the
+        tensors on; the sizes are dropped (dynamo's guards keep them equal to the tensors').
+        Python floats dynamo passes as tensors were planned as constants: another value runs
+        the graph as dynamo captured it."""
+        positions, scalars, original = self.tensor_positions, self.scalars, self.original
+
+        def run(*args: Any) -> Any:
+            if any(args[i].item() != value for i, value in scalars.items()):
+                return original(*args)
+            return composed(*[args[i] for i in positions])
+        run.fact_composed = composed
+        return run
+
+
+def _declared(spec: Any, dims: Any, inputs: list, values: list) -> dict:
+    """{(tensor input k, dim): Range} from the "dynamic"/"dims" options; inputs are
+    (k, name) of the user tensor inputs, values the example value per tensor input."""
+    ranges = parse_ranges(spec) if isinstance(spec, str) else list(spec)
+    by_name = {r.name: r for r in ranges}
+    bound: dict = {}
+    if dims:
+        parsed = parse_dims([dims] if isinstance(dims, str) else list(dims)) \
+            if not isinstance(dims, dict) else dims
+        for key, entries in parsed.items():
+            matches = [k for position, (k, name) in enumerate(inputs)
+                       if key == name or str(key) == str(position)]
+            if not matches:
+                raise ValueError(f"backend 'fact': dims names input '{key}', which is neither a "
+                                 f"forward argument ({', '.join(str(n) for _, n in inputs)}) nor "
+                                 f"a 0-based position")
+            k = matches[0]
+            if len(entries) != values[k].dim():
+                raise ValueError(f"backend 'fact': dims {key}: {len(entries)} dimensions named, "
+                                 f"the input has {values[k].dim()}")
+            for dim, name in enumerate(entries):
+                if name is None:
+                    continue
+                if name not in by_name:
+                    raise ValueError(f"backend 'fact': dims {key}: '{name}' is not a declared "
+                                     f"range ({', '.join(by_name) or 'none declared'})")
+                bound[(k, dim)] = by_name[name]
+        return bound
+    if not inputs:
+        raise ValueError("backend 'fact': the graph takes no tensor inputs to bind 'dynamic' to")
+    first = values[inputs[0][0]]
+    if len(ranges) > first.dim():
+        raise ValueError(f"backend 'fact': 'dynamic' declares {len(ranges)} ranges but the first "
+                         f"input has {first.dim()} dimensions; name them with 'dims'")
+    for k, _ in inputs:
+        for dim, declared in enumerate(ranges):
+            if dim < values[k].dim() and _hint(values[k].shape[dim]) == _hint(first.shape[dim]):
+                bound[(k, dim)] = declared
+    return bound
+
+
+def _dynamo_range(symbol: Any, size: torch.SymInt, where: str) -> Range:
+    bounds = size.node.shape_env.var_to_range.get(symbol)
+    upper = getattr(bounds, "upper", None)
+    try:
+        upper = int(upper)
+    except Exception:  # noqa: BLE001 - sympy's infinities
+        upper = None
+    if upper is None or upper >= _UNBOUNDED:
+        raise ValueError(f"backend 'fact': {where} is dynamic with no declared range; pass "
+                         f"options={{'dynamic': 'name=MIN..MAX'}} (and 'dims' to name the "
+                         f"dimension), or mark_dynamic(x, dim, min=..., max=...)")
+    return Range(str(symbol), max(int(bounds.lower), 1), upper)
+
+
+def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                  spec: Any = None, dims: Any = None) -> DynamicGraph | None:
+    """The declared ranges of a graph with symbolic input sizes, None for a static graph.
+    ValueError when a symbolic dimension has no bounded range or a size input is carried by no
+    tensor dimension."""
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    values = [_meta(n) for n in placeholders]
+    values = [v if v is not None else e for v, e in zip(values, example_inputs)]
+    symbolic = any(isinstance(v, torch.SymInt) for v in values) or any(
+        isinstance(v, torch.Tensor) and any(_symbol(s) is not None for s in v.shape) for v in values)
+    if not symbolic:
+        return None
+    scalars = {i: example_inputs[i] for i, n in enumerate(placeholders)
+               if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
+    tensor_positions = [i for i, v in enumerate(values)
+                        if isinstance(v, torch.Tensor) and i not in scalars]
+    tensors = [values[i] for i in tensor_positions]
+    carriers: dict = {}                       # symbol -> (k, dim, size)
+    for k, value in enumerate(tensors):
+        for dim, size in enumerate(value.shape):
+            symbol = _symbol(size)
+            if symbol is not None:
+                carriers.setdefault(symbol, (k, dim, size))
+    inputs = [(k, _input_name(placeholders[i])) for k, i in enumerate(tensor_positions)
+              if not isinstance(values[i], torch.nn.Parameter) and _input_name(placeholders[i])]
+    declared = _declared(spec, dims, inputs, tensors) if spec else {}
+    ranges: dict = {}                         # symbol -> Range
+    for (k, dim), declared_range in declared.items():
+        symbol = _symbol(tensors[k].shape[dim])
+        if symbol is None:
+            continue                          # dynamo made this dimension static
+        seen = ranges.setdefault(symbol, declared_range)
+        if seen != declared_range:
+            raise ValueError(f"backend 'fact': one dynamo size is declared as {seen.spec()} and "
+                             f"as {declared_range.spec()}")
+    for symbol, (k, dim, size) in carriers.items():
+        if symbol not in ranges:
+            name = dict(inputs).get(k, placeholders[tensor_positions[k]].name)
+            ranges[symbol] = _dynamo_range(symbol, size, f"dimension {dim} of input '{name}'")
+    layout = []
+    for i, value in enumerate(values):
+        if i in scalars:                      # a Python float dynamo passes as a tensor
+            layout.append(("scalar", scalars[i].item(), scalars[i].dtype))
+        elif isinstance(value, torch.Tensor):
+            layout.append(("tensor", tensor_positions.index(i)))
+        elif isinstance(value, torch.SymInt) and _symbol(value) is not None:
+            symbol = _symbol(value)
+            if symbol not in carriers:
+                raise ValueError(f"backend 'fact': the graph takes the size {symbol}, which no "
+                                 f"tensor input dimension carries")
+            layout.append(("size", carriers[symbol][0], carriers[symbol][1]))
+        else:
+            layout.append(("const", _hint(value) if isinstance(value, torch.SymInt) else value))
+    examples = tuple(_real_example(tensors[k], example_inputs[i])
+                     for k, i in enumerate(tensor_positions))
+    shapes = tuple({dim: ranges[_symbol(s)] for dim, s in enumerate(t.shape) if _symbol(s) is not None}
+                   or None for t in tensors)
+    return DynamicGraph(tensors_only(graph_module, layout, len(tensors)), examples, shapes,
+                        tensor_positions, {i: scalars[i].item() for i in scalars}, graph_module)
