@@ -132,51 +132,67 @@ def _input_index(key: Any, names: list[str], count: int, what: str) -> int:
     return index
 
 
-def dynamic_shapes_from_spec(spec: str | Sequence[Range], dims: Mapping[str, list] | Sequence[str] | None,
-                             module: torch.nn.Module, example_inputs: Sequence[Any]) -> tuple:
-    """The ranges bound to input dimensions, as one {dim index: Range} per input (None for an
-    input without dynamic dimensions). Without `dims`, symbol i binds dimension i of every
-    tensor input whose example size at that dimension equals the first tensor input's."""
+def bind_ranges(spec: str | Sequence[Range], dims: Mapping[str, list] | Sequence[str] | str | None,
+                inputs: Sequence[tuple[str, Sequence[int] | None]], *, dims_label: str = "--dims",
+                dynamic_label: str = "--dynamic", dims_flag: str = "--dims") -> dict:
+    """The one binding of declared ranges to input dimensions: {(input position, dim): Range}.
+    `inputs`: (name, example sizes, or None for an input that is not a tensor) per position.
+    `dims` names each input's dimensions (by name or 0-based position); without it, symbol i
+    binds dimension i of every tensor input whose example size there equals the first tensor
+    input's. The labels spell the front end's option names in the errors (ValueError)."""
     ranges = parse_ranges(spec) if isinstance(spec, str) else list(spec)
     by_name = {r.name: r for r in ranges}
+    if isinstance(dims, str):
+        dims = [dims]
     if isinstance(dims, (list, tuple)):
         dims = parse_dims(dims)
-    shapes: list[dict | None] = [None] * len(example_inputs)
+    bound: dict = {}
     if dims:
-        names = forward_parameter_names(module)
+        names = [name for name, _ in inputs]
         for key, entries in dims.items():
-            index = _input_index(key, names, len(example_inputs), f"--dims {key}")
-            tensor = example_inputs[index]
-            if not isinstance(tensor, torch.Tensor):
-                raise ValueError(f"--dims {key}: input {index} is not a tensor")
-            if len(entries) != tensor.dim():
-                raise ValueError(f"--dims {key}: {len(entries)} dimensions named, the input has "
-                                 f"{tensor.dim()} (shape {list(tensor.shape)})")
-            bound = {}
+            index = _input_index(key, names, len(inputs), f"{dims_label} {key}")
+            shape = inputs[index][1]
+            if shape is None:
+                raise ValueError(f"{dims_label} {key}: input {index} is not a tensor")
+            if len(entries) != len(shape):
+                raise ValueError(f"{dims_label} {key}: {len(entries)} dimensions named, the input has "
+                                 f"{len(shape)} (shape {list(shape)})")
             for dim, name in enumerate(entries):
                 if name is None:
                     continue
                 if name not in by_name:
-                    raise ValueError(f"--dims {key}: '{name}' is not a declared range "
+                    raise ValueError(f"{dims_label} {key}: '{name}' is not a declared range "
                                      f"({', '.join(by_name) or 'none declared'})")
-                bound[dim] = by_name[name]
-            shapes[index] = bound or None
+                bound[(index, dim)] = by_name[name]
     else:
-        tensors = [(i, t) for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
+        tensors = [(i, shape) for i, (_, shape) in enumerate(inputs) if shape is not None]
         if not tensors:
-            raise ValueError("--dynamic: the module takes no tensor inputs")
+            raise ValueError(f"{dynamic_label}: the module takes no tensor inputs")
         first = tensors[0][1]
-        if len(ranges) > first.dim():
-            raise ValueError(f"--dynamic declares {len(ranges)} ranges but the first input has "
-                             f"{first.dim()} dimensions; name them with --dims")
-        for index, tensor in tensors:
-            bound = {dim: r for dim, r in enumerate(ranges)
-                     if dim < tensor.dim() and tensor.shape[dim] == first.shape[dim]}
-            shapes[index] = bound or None
-    used = {r.name for shape in shapes if shape for r in shape.values()}
-    unused = [name for name in by_name if name not in used]
+        if len(ranges) > len(first):
+            raise ValueError(f"{dynamic_label} declares {len(ranges)} ranges but the first input has "
+                             f"{len(first)} dimensions; name them with {dims_flag}")
+        for index, shape in tensors:
+            for dim, declared in enumerate(ranges):
+                if dim < len(shape) and shape[dim] == first[dim]:
+                    bound[(index, dim)] = declared
+    unused = [name for name in by_name if name not in {r.name for r in bound.values()}]
     if unused:
-        raise ValueError(f"--dynamic: {', '.join(unused)} binds no input dimension")
+        raise ValueError(f"{dynamic_label}: {', '.join(unused)} binds no input dimension")
+    return bound
+
+
+def dynamic_shapes_from_spec(spec: str | Sequence[Range], dims: Mapping[str, list] | Sequence[str] | None,
+                             module: torch.nn.Module, example_inputs: Sequence[Any]) -> tuple:
+    """The ranges bound to input dimensions (bind_ranges), as one {dim index: Range} per input
+    (None for an input without dynamic dimensions)."""
+    names = forward_parameter_names(module)
+    inputs = [(names[i] if i < len(names) else str(i),
+               list(x.shape) if isinstance(x, torch.Tensor) else None)
+              for i, x in enumerate(example_inputs)]
+    shapes: list[dict | None] = [None] * len(example_inputs)
+    for (index, dim), declared in bind_ranges(spec, dims, inputs).items():
+        shapes[index] = {**(shapes[index] or {}), dim: declared}
     return tuple(shapes)
 
 

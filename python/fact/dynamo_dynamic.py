@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from fact.dynamic_ranges import Range, parse_dims, parse_ranges
+from fact.dynamic_ranges import Range, bind_ranges
 
 _UNBOUNDED = 2 ** 62
 
@@ -46,7 +46,8 @@ def _hint(size: Any) -> int:
         shape_env = size.node.shape_env
         values = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") \
             else shape_env.var_to_val
-        return int(values[size.node.expr])
+        expr = size.node.expr
+        return int(expr) if expr.is_number else int(expr.xreplace(values))
     return int(size)
 
 
@@ -119,44 +120,17 @@ class DynamicGraph:
 
 
 def _declared(spec: Any, dims: Any, inputs: list, values: list) -> dict:
-    """{(tensor input k, dim): Range} from the "dynamic"/"dims" options; inputs are
-    (k, name) of the user tensor inputs, values the example value per tensor input."""
-    ranges = parse_ranges(spec) if isinstance(spec, str) else list(spec)
-    by_name = {r.name: r for r in ranges}
-    bound: dict = {}
-    if dims:
-        parsed = parse_dims([dims] if isinstance(dims, str) else list(dims)) \
-            if not isinstance(dims, dict) else dims
-        for key, entries in parsed.items():
-            matches = [k for position, (k, name) in enumerate(inputs)
-                       if key == name or str(key) == str(position)]
-            if not matches:
-                raise ValueError(f"backend 'fact': dims names input '{key}', which is neither a "
-                                 f"forward argument ({', '.join(str(n) for _, n in inputs)}) nor "
-                                 f"a 0-based position")
-            k = matches[0]
-            if len(entries) != values[k].dim():
-                raise ValueError(f"backend 'fact': dims {key}: {len(entries)} dimensions named, "
-                                 f"the input has {values[k].dim()}")
-            for dim, name in enumerate(entries):
-                if name is None:
-                    continue
-                if name not in by_name:
-                    raise ValueError(f"backend 'fact': dims {key}: '{name}' is not a declared "
-                                     f"range ({', '.join(by_name) or 'none declared'})")
-                bound[(k, dim)] = by_name[name]
-        return bound
+    """{(tensor input k, dim): Range} from the "dynamic"/"dims" options (fact.dynamic_ranges.
+    bind_ranges over the user tensor inputs at their hint sizes); inputs are (k, name) of the
+    user tensor inputs, values the example value per tensor input."""
     if not inputs:
         raise ValueError("backend 'fact': the graph takes no tensor inputs to bind 'dynamic' to")
-    first = values[inputs[0][0]]
-    if len(ranges) > first.dim():
-        raise ValueError(f"backend 'fact': 'dynamic' declares {len(ranges)} ranges but the first "
-                         f"input has {first.dim()} dimensions; name them with 'dims'")
-    for k, _ in inputs:
-        for dim, declared in enumerate(ranges):
-            if dim < values[k].dim() and _hint(values[k].shape[dim]) == _hint(first.shape[dim]):
-                bound[(k, dim)] = declared
-    return bound
+    if isinstance(dims, dict):
+        dims = [f"{key}:{','.join(name or '_' for name in names)}" for key, names in dims.items()]
+    bound = bind_ranges(spec, dims, [(name, [_hint(size) for size in values[k].shape]) for k, name in inputs],
+                        dims_label="backend 'fact': dims", dynamic_label="backend 'fact': 'dynamic'",
+                        dims_flag="'dims'")
+    return {(inputs[position][0], dim): declared for (position, dim), declared in bound.items()}
 
 
 def _dynamo_range(symbol: Any, size: torch.SymInt, where: str) -> Range:
