@@ -192,18 +192,11 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
         if on_gpu:
             if not key:
                 raise _Decline(f"call {label}: no kernel was realized for it")
-            if kernel.get("status") not in USABLE_KERNEL_STATUSES:
-                why = f": {kernel['reason']}" if kernel.get("reason") else ""
-                raise _Decline(f"call {label}: kernel {kernel.get('name', key)} is "
-                               f"{kernel.get('status', 'not in the plan')}{why}")
-            path = Path(kernel.get("library", ""))
-            path = path if path.is_absolute() else library_root / path
-            if not kernel.get("library") or not path.is_file():
-                raise _Decline(f"call {label}: kernel library {path} does not exist")
-            library, entry = str(path), kernel.get("entry") or None
+            library, entry = _usable_library(f"call {label}: kernel", key, kernels, library_root)
         buckets = None
         if on_gpu and count and call.get("buckets"):
-            buckets = [_bucket_library(label, index, bucket.get("kernel") or key, kernels, library_root)
+            buckets = [_usable_library(f"call {label}: bucket {index}'s kernel",
+                                       bucket.get("kernel") or key, kernels, library_root)
                        for index, bucket in enumerate(call["buckets"])]
         planned.calls.append(_PlannedCall(call, label, operands, results,
                                           float(tolerance) if tolerance is not None else None,
@@ -216,16 +209,17 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
     return planned
 
 
-def _bucket_library(label: str, index: int, key: str, kernels: dict, library_root: Path) -> tuple:
-    """(library path, entry) of a bucket tuple's kernel; _Decline when it is not usable."""
+def _usable_library(what: str, key: str, kernels: dict, library_root: Path) -> tuple:
+    """(library path, entry) of the plan's kernel `key` (a call's, or a bucket tuple's);
+    _Decline naming `what` when it is not usable (not built, or its library is missing)."""
     kernel = kernels.get(key, {}) if key else {}
     if kernel.get("status") not in USABLE_KERNEL_STATUSES:
-        raise _Decline(f"call {label}: bucket {index}'s kernel {kernel.get('name', key)} is "
-                       f"{kernel.get('status', 'not in the plan')}")
+        why = f": {kernel['reason']}" if kernel.get("reason") else ""
+        raise _Decline(f"{what} {kernel.get('name', key)} is {kernel.get('status', 'not in the plan')}{why}")
     path = Path(kernel.get("library", ""))
     path = path if path.is_absolute() else library_root / path
     if not kernel.get("library") or not path.is_file():
-        raise _Decline(f"call {label}: bucket {index}'s kernel library {path} does not exist")
+        raise _Decline(f"{what} library {path} does not exist")
     return str(path), kernel.get("entry") or None
 
 
