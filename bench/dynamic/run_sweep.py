@@ -2,12 +2,14 @@
 """The serving sweep of a dynamic range: one module optimized once for a declared range
 (`fact.optimize(..., dynamic_shapes=...)`), then called at every shape of a batch × sequence
 grid, each shape timed against the original eagerly, `torch.compile(dynamic=True)` (compiled
-once) and, for the shapes `--per-shape-compile` names, `torch.compile` recompiled for that
-shape; each FACT output checked against the original in float64 on fresh inputs.
+once), `torch.compile(mode="reduce-overhead", dynamic=True)` (its CUDA graphs) and, for the
+shapes `--per-shape` names, `torch.compile` recompiled for that shape; each FACT output checked
+against the original in float64 on fresh inputs. With --cuda-graphs (default) the module is
+optimized with cuda_graphs=True (a graph per size tuple) and also timed with them bypassed.
 
 Also per model: the time to optimize the range against the time to optimize the hint's single
 shape with the same tuning depth, and the first call of a shape never seen before (inside the
-range) against a warm call, beside `torch.compile(dynamic=False)`'s recompile for the same event.
+range) and its second call (which captures its CUDA graph) against a warm call, beside `torch.compile(dynamic=False)`'s recompile for the same event.
 
 Models (--models): mingpt (bench/models/mingpt_block.py, bf16), llama (bench/models/
 llama_block.py at a 1B-class width, GQA, bf16), gpt2 (transformers' GPT2Block, bf16), mlp_f32
@@ -207,10 +209,13 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
                 os.environ["FACT_CACHE_DIR"] = previous
         return module, time.perf_counter() - start
 
-    _, result["optimize_single_s"] = optimized("single", speed_guard=False)
-    composed, result["optimize_range_s"] = optimized("range", dynamic_shapes=(dims,))
+    single, result["optimize_single_s"] = optimized("single", cuda_graphs=args.cuda_graphs)
+    result["optimize_single_stages_s"] = single.fact_report.stage_seconds
+    del single
+    composed, result["optimize_range_s"] = optimized("range", dynamic_shapes=(dims,), cuda_graphs=args.cuda_graphs)
     report = composed.fact_report
-    result["report"] = {"runs": report.runs, "composed": len(report.composed),
+    result["optimize_range_stages_s"] = report.stage_seconds
+    result["report"] = {"runs": report.runs, "composed": len(report.composed), "cuda_graphs": report.cuda_graphs,
                         "left": [{"what": x.what, "reason": x.reason, "stage": x.stage}
                                  for x in report.left_to_pytorch][:20],
                         "buckets": getattr(report, "buckets", None)}
@@ -218,6 +223,18 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
         f"{result['optimize_single_s']:.1f} s); {report.runs}")
 
     compiled_dynamic = torch.compile(model, dynamic=True)
+    # torch.compile's own CUDA graphs (cudagraph trees), the baseline a user who wants graphs picks
+    reduce_overhead = torch.compile(copy.deepcopy(model), mode="reduce-overhead", dynamic=True) \
+        if args.reduce_overhead and device.type == "cuda" else None
+
+    def without_graphs(x):
+        """The same module with its CUDA graphs bypassed (what they are worth)."""
+        graphs = composed.__dict__.get("_shape_graphs")
+        composed.__dict__["_shape_graphs"] = None
+        try:
+            return composed(x)
+        finally:
+            composed.__dict__["_shape_graphs"] = graphs
     for batch in batches:
         for seq in seqs:
             if time.perf_counter() - args.started > args.time_budget:
@@ -237,12 +254,19 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
                 case["fact_rel_err"] = rel_err(got, ref)
                 with torch.no_grad():
                     case["torch_rel_err"] = rel_err(model(x), ref)
-                times = medians_ms({"fact": lambda: composed(x), "eager": lambda: model(x),
-                                    "compile_dynamic": lambda: compiled_dynamic(x)}, args.iters, device)
+                candidates = {"fact": lambda: composed(x), "eager": lambda: model(x),
+                              "compile_dynamic": lambda: compiled_dynamic(x)}
+                if args.cuda_graphs:
+                    candidates["fact_no_graphs"] = lambda: without_graphs(x)
+                if reduce_overhead is not None:
+                    candidates["compile_reduce_overhead"] = lambda: reduce_overhead(x).clone()
+                times = medians_ms(candidates, args.iters, device)
                 case.update({f"{k}_ms": v for k, v in times.items()})
                 best = min(times["eager"], times["compile_dynamic"])
                 case["speedup_vs_compile_dynamic"] = times["compile_dynamic"] / times["fact"]
                 case["speedup_vs_best_of_eager_compile"] = best / times["fact"]
+                if "compile_reduce_overhead_ms" in case:
+                    case["speedup_vs_compile_reduce_overhead"] = times["compile_reduce_overhead"] / times["fact"]
                 if [batch, seq] in args.per_shape:
                     # A fresh module object: dynamo compiles it anew (no cache entry's guards
                     # match it), as a process that compiles for this one shape would.
@@ -267,9 +291,10 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
     if has_seq:
         fresh_batch, fresh_seq = max(1, max(batches) - 3), max(min(seqs), max(seqs) // 2 - 7)
     else:
-        fresh_batch, fresh_seq = max(batches) - 3, 0
+        fresh_batch, fresh_seq = max(min(batches), max(batches) - 3), 0
     x = make_input(fresh_batch, fresh_seq)
     first = first_call_ms(lambda: composed(x))
+    second = first_call_ms(lambda: composed(x))   # with CUDA graphs: this call captures
     warm = min(first_call_ms(lambda: composed(x)) for _ in range(5))
     static = torch.compile(copy.deepcopy(model), dynamic=False)
     with torch.no_grad():
@@ -277,6 +302,7 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
     recompile = first_call_ms(lambda: static(x))
     result["new_shape"] = {"input": list(x.shape), "fact_first_call_ms": first, "fact_warm_call_ms": warm,
                            "fact_first_call_extra_ms": first - warm,
+                           "fact_second_call_ms": second,
                            "compile_recompile_first_call_ms": recompile}
     ok = [c for c in result["shapes"] if "fact_ms" in c]
     result["geomean_vs_compile_dynamic"] = geomean([c["speedup_vs_compile_dynamic"] for c in ok])
@@ -284,6 +310,12 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
     result["shapes_fell_back"] = sum(1 for c in ok if c.get("fell_back"))
     result["shapes_slower_than_best"] = [[c["batch"], c["seq"]] for c in ok
                                          if c["speedup_vs_best_of_eager_compile"] < 0.98]
+    with_ro = [c["speedup_vs_compile_reduce_overhead"] for c in ok if "speedup_vs_compile_reduce_overhead" in c]
+    if with_ro:
+        result["geomean_vs_compile_reduce_overhead"] = geomean(with_ro)
+    if args.cuda_graphs:
+        result["geomean_no_graphs_vs_compile_dynamic"] = geomean(
+            [c["compile_dynamic_ms"] / c["fact_no_graphs_ms"] for c in ok if "fact_no_graphs_ms" in c])
     return result
 
 
@@ -296,6 +328,11 @@ def main() -> int:
     parser.add_argument("--per-shape", default="1x128,16x512,64x2048",
                         help="shapes BATCHxSEQ timed against torch.compile recompiled for them")
     parser.add_argument("--tune", type=int, default=0)
+    parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
+                        help="optimize with cuda_graphs=True (one graph per size tuple); the "
+                             "module is also timed with its graphs bypassed")
+    parser.add_argument("--reduce-overhead", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time torch.compile(mode='reduce-overhead', dynamic=True)")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--time-budget", type=float, default=400.0)
     parser.add_argument("--out-dir", default="bench/results")

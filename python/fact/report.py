@@ -62,6 +62,11 @@ class FactReport:
     notes: list[str] = field(default_factory=list)
     symbols: list = field(default_factory=list)   # a plan over declared ranges: its symbols
     buckets: list = field(default_factory=list)   # per bucket tuple: sizes, times, what runs it
+    # seconds spent per stage of optimizing (plan, verify, remainder compile, ...), in order
+    stage_seconds: dict = field(default_factory=dict)
+
+    def add_time(self, stage: str, seconds: float) -> None:
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + max(0.0, seconds)
 
     def leave(self, what: str, reason: str, replacement: Optional[int] = None,
               stage: str = "", subgraph_ms: Optional[float] = None) -> None:
@@ -83,6 +88,8 @@ class FactReport:
             "notes": list(self.notes),
             **({"symbols": list(self.symbols)} if self.symbols else {}),
             **({"buckets": list(self.buckets)} if self.buckets else {}),
+            **({"stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()}}
+               if self.stage_seconds else {}),
         }
 
     def __str__(self) -> str:
@@ -93,6 +100,9 @@ class FactReport:
                  + (f"; fact::launch: {self.op_implementation}" if self.op_implementation else "")]
         if self.runs:
             lines.append(f"  runs: {self.runs}")
+        if self.stage_seconds:
+            lines.append("  time to optimize: " + ", ".join(
+                f"{stage} {seconds:.1f} s" for stage, seconds in self.stage_seconds.items()))
         if self.symbols:
             lines.append("  declared ranges: " + ", ".join(
                 f"{s['name']}={s['min']}..{s['max']}" + (f":{s['multiple']}" if s.get("multiple", 1) > 1 else "")

@@ -190,10 +190,13 @@ def l2_flushed_medians_ms(fns: dict[str, Callable[[], Any]], warmup: int = 3,
         del flusher
 
 
-def capture_cuda_graph(fn: Callable[[], Any], warmup_calls: int = 3) -> tuple[torch.cuda.CUDAGraph, Any]:
+def capture_cuda_graph(fn: Callable[[], Any], warmup_calls: int = 3,
+                       pool: Any = None) -> tuple[torch.cuda.CUDAGraph, Any]:
     """(fn captured into a torch.cuda.CUDAGraph, what fn returned while captured: its tensors are
     the graph's static outputs). fn runs `warmup_calls` times on a side stream first (lazy
-    initialization, allocator pools), under no_grad throughout. Raises what capture raises."""
+    initialization, allocator pools), under no_grad throughout. `pool`: a memory pool shared
+    with other graphs (torch.cuda.graph_pool_handle()), else the graph's own. Raises what
+    capture raises."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side), torch.no_grad():
@@ -202,7 +205,7 @@ def capture_cuda_graph(fn: Callable[[], Any], warmup_calls: int = 3) -> tuple[to
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
+    with torch.no_grad(), torch.cuda.graph(graph, pool=pool):
         output = fn()
     torch.cuda.synchronize()
     return graph, output

@@ -3,7 +3,7 @@
 native op (or the ctypes path with FACT_NATIVE=0) at several sizes: buckets with their own
 images and libraries, patches, polynomial element offsets and result shapes, launch_out; and a
 plan over a symbol applied on the GPU (Inductor remainder warmed at the bucket edges, the
-never-slower check per bucket, CUDA graphs off)."""
+never-slower check per bucket, a CUDA graph per size tuple)."""
 import json
 import os
 import warnings
@@ -72,13 +72,32 @@ def test_a_plan_over_a_symbol_composes_on_the_gpu(tmp_path, cuda_kind_library):
     composed = fact.compose.apply_plan(Chain(), inputs, tmp_path, remainder="inductor", cuda_graphs=True)
     report = composed.fact_report
     assert [c.verified for c in report.composed] == [True], str(report)
-    assert report.cuda_graphs.startswith("off (asked for; a plan over declared ranges"), report.cuda_graphs
+    # the never-slower check timed each bucket edge as a graph replay: those four are captured
+    assert report.cuda_graphs.startswith("on, one per size tuple"), report.cuda_graphs
+    assert composed._shape_graphs.captured == 4, report.cuda_graphs
     assert report.remainder.startswith("inductor (symbolic shapes"), report.remainder
     assert [b["sizes"] for b in report.buckets] == ["batch=1", "batch=2", "batch=4", "batch=8"], report.buckets
     assert all(b.get("composed_ms", 0) > 0 for b in report.buckets), report.buckets
     print(report)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")
-        for batch in (1, 3, 4, 7, 8):
-            x, z = torch.randn(batch, 96, device="cuda"), torch.randn(batch, 96, device="cuda")
-            torch.testing.assert_close(composed(x, z), Chain()(x, z), rtol=1e-6, atol=1e-5)
+        # three calls per size: the first runs without a graph, the second captures, the third
+        # replays; fresh inputs each time (a stale static buffer would show)
+        kept = []
+        for batch in (1, 3, 4, 7, 8, 3):
+            for _ in range(3):
+                x, z = torch.randn(batch, 96, device="cuda"), torch.randn(batch, 96, device="cuda")
+                got = composed(x, z)
+                torch.testing.assert_close(got, Chain()(x, z), rtol=1e-6, atol=1e-5)
+                kept.append((got, Chain()(x, z)))
+        # outputs are copies: a later replay never overwrites a result the caller kept
+        for got, want in kept:
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
+    # a size whose bucket runs the composed module was captured on its second call; a bucket
+    # that runs torch.compile of the original (the never-slower check) never reaches the graphs
+    graphs = composed._shape_graphs
+    composed_rows = {b["row"] for b in report.buckets if b["runs"] == "composed"}
+    called = {(b,) for b in (3, 7) if composed._bucket_table.index((b,)) in composed_rows}
+    assert set(graphs.graphs) == {(1,), (2,), (4,), (8,)} | called, report.cuda_graphs
+    assert f"{4 + len(called)} captured" in report.cuda_graphs, report.cuda_graphs
+    assert "MiB reserved" in report.cuda_graphs, report.cuda_graphs

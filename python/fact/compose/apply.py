@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence, Union
 
@@ -15,7 +16,7 @@ from fact.compose.dynamic_checks import assignment_examples, check_at_assignment
 from fact.compose.dynamic_plan import SymbolBinding
 from fact.compose.range_guard import RangeGuard
 from fact.symbolic_sizes import BucketTable, evaluate, parse_size
-from fact.compose.guards import (SLOWER_BY, _capture_cuda_graph, _compile_remainder, _compiled_original,
+from fact.compose.guards import (SLOWER_BY, _capture_cuda_graph, _shape_cuda_graphs, _compile_remainder, _compiled_original,
                                  _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
                                  _host_kernel_timer, _module_timer, _never_slower, _replacement_timer,
                                  registry_speed_refusal)
@@ -222,6 +223,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
 
     # 2. Register the calls, verify each replacement against the subgraph it replaces, and
     #    leave those slower than it to PyTorch.
+    started = time.perf_counter()
     time_each, replacement_timer = _replacement_timer(replacement_guard, speed_guard, on_gpu)
     if binding is not None and time_each:
         time_each = False
@@ -298,6 +300,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
                 continue
             entry.verified = True
         accepted.append((planned, entry))
+    report.add_time("verify", time.perf_counter() - started)
+    started = time.perf_counter()
     if time_each:
         accepted = _faster_than_their_subgraphs(accepted, graph_module, examples, device,
                                                 replacement_timer, report)
@@ -315,6 +319,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         report.notes.append("replacement_guard off: the host kernels were not timed against the subgraphs "
                             "they replace (one slower than PyTorch may be composed)")
 
+    report.add_time("time replacements", time.perf_counter() - started)
     if not accepted:
         return unoptimized(None)
 
@@ -362,18 +367,26 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         table = BucketTable.from_symbols(symbols)
         composed.__dict__["_bucket_table"] = table
         buckets = edge_inputs(binding, table, example_inputs)
+    started = time.perf_counter()
     if remainder == "inductor":
         _compile_remainder(composed, example_inputs, [inputs for *_, inputs in buckets] if binding else None)
+        report.add_time("compile remainder", time.perf_counter() - started)
     else:
         report.remainder = "eager"
+    started = time.perf_counter()
     if cuda_graphs and binding is not None:
-        report.cuda_graphs = ("off (asked for; a plan over declared ranges would need a CUDA graph per "
-                              "bucket tuple, captured ahead of time; not done)")
+        if on_gpu:
+            _shape_cuda_graphs(composed)
+        else:
+            report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
     elif cuda_graphs:
         if on_gpu:
             _capture_cuda_graph(composed, example_inputs)
         else:
             report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
+    if cuda_graphs and on_gpu:
+        report.add_time("CUDA graphs", time.perf_counter() - started)
+    started = time.perf_counter()
     timer = _module_timer(speed_guard, on_gpu)
     if timer is not None and binding is not None:
         compiled, why_not = _compiled_original(module, example_inputs, [inputs for *_, inputs in buckets])
@@ -384,6 +397,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         _never_slower(composed, module, example_inputs, timer)
     elif not speed_guard:
         report.notes.append("speed_guard=False: not compared with torch.compile of the original")
+    if timer is not None:
+        report.add_time("never-slower check", time.perf_counter() - started)
     return done(composed)
 
 

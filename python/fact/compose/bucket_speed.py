@@ -1,5 +1,6 @@
 """Never slower, per bucket (docs/dynamic_shapes.md): a module planned over declared ranges is
-timed at each bucket tuple's edge sizes against torch.compile of the original (symbolic shapes)
+timed at each bucket tuple's edge sizes (as a CUDA graph replay when the module has CUDA
+graphs) against torch.compile of the original (symbolic shapes)
 and the original eagerly; a bucket where the composed module is slower than the faster of
 those by more than SLOWER_BY runs that one for the bucket only (ComposedModule looks the
 bucket up per call)."""
@@ -43,9 +44,12 @@ def never_slower_per_bucket(composed: ComposedModule, module: torch.nn.Module,
     report's `buckets`. A bucket that cannot be timed keeps the composed module, with a note."""
     report = composed.fact_report
     fallbacks: dict[int, Callable] = {}
+    graphs = composed._shape_graphs
     for row, sizes, inputs in buckets:
+        if graphs is not None:
+            graphs.capture(tuple(sizes), inputs)   # timed as it runs: replayed
         candidates: dict[str, Callable[[], Any]] = {
-            "composed": lambda inputs=inputs: composed._run_composed(inputs),
+            "composed": lambda inputs=inputs, sizes=tuple(sizes): composed._run_composed(inputs, sizes),
             "eager": lambda inputs=inputs: module(*inputs)}
         if compiled_original is not None:
             candidates["compiled"] = lambda inputs=inputs: compiled_original(*inputs)

@@ -67,6 +67,16 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
     composed.fact_report.cuda_graphs = "on"
 
 
+def _shape_cuda_graphs(composed: ComposedModule) -> None:
+    """CUDA graphs per size tuple for a plan over declared ranges (fact.compose.shape_graphs)."""
+    from fact.compose.shape_graphs import ShapeGraphs
+    report = composed.fact_report
+    graphs = ShapeGraphs(lambda *args: composed._run_uncaptured(args),
+                         on_change=lambda line: setattr(report, "cuda_graphs", line))
+    composed.__dict__["_shape_graphs"] = graphs
+    report.cuda_graphs = graphs.describe()
+
+
 def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
                   timer: CandidatesTimer) -> None:
     """Times the composed forward against torch.compile of the original and the original run

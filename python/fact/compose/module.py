@@ -20,10 +20,11 @@ class _CudaGraphRunner:
     tensors into the static input buffers, replays, and returns copies of the static outputs
     (so a later call never overwrites a result the caller kept)."""
 
-    def __init__(self, fn: Callable, example_args: Sequence[Any], warmup_calls: int = 3):
+    def __init__(self, fn: Callable, example_args: Sequence[Any], warmup_calls: int = 3,
+                 pool: Any = None):
         self.static_args = [_static_like(a) for a in example_args]
         self.graph, self.static_output = capture_cuda_graph(lambda: fn(*self.static_args),
-                                                            warmup_calls)
+                                                            warmup_calls, pool)
 
     def __call__(self, args: Sequence[Any]):
         for static, arg in zip(self.static_args, args):
@@ -63,8 +64,8 @@ class ComposedModule(torch.nn.Module):
     was composed), `original` the module it came from, `fact_report` what was done and why.
     For the planned signature it runs, in this order of preference: the fallback the report's
     `runs` names when one was chosen (torch.compile of the original: nothing composed, or the
-    composed graph was slower), the CUDA graph, the Inductor-compiled remainder, the graph
-    eagerly. Other signatures run the original module."""
+    composed graph was slower), the CUDA graph (of the size tuple, for a plan over declared
+    ranges), the Inductor-compiled remainder, the graph eagerly. Other signatures run the original module."""
 
     def __init__(self, original: torch.nn.Module, graph_module: torch.fx.GraphModule | None,
                  signature: tuple | None, report: FactReport, *, range_guard: Any = None,
@@ -87,6 +88,8 @@ class ComposedModule(torch.nn.Module):
         # Not submodules (their parameters are the original's): kept out of state_dict.
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
+        # A plan over declared ranges with CUDA graphs: fact.compose.shape_graphs.ShapeGraphs.
+        self.__dict__["_shape_graphs"] = None
         self.__dict__["_fallback"] = None
         self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
         # Derived operands (packed / folded weights) as buffers of graph_module: computed again
@@ -96,9 +99,18 @@ class ComposedModule(torch.nn.Module):
         # holds as buffers (fact.module_state.StateBinding): synced before and after each call.
         self.__dict__["_state"] = []
 
-    def _run_composed(self, args: tuple):
+    def _run_composed(self, args: tuple, sizes: tuple | None = None):
+        """The composed forward: its CUDA graph when there is one (per size tuple `sizes` of a
+        plan over declared ranges), else _run_uncaptured."""
         if self._cuda_graph is not None:
             return self._cuda_graph(args)
+        if sizes is not None and self._shape_graphs is not None:
+            return self._shape_graphs(sizes, args)
+        return self._run_uncaptured(args)
+
+    def _run_uncaptured(self, args: tuple):
+        """The composed forward without a CUDA graph: the Inductor-compiled remainder, else the
+        graph eagerly."""
         if self._compiled is not None:
             try:
                 return self._compiled(*args)
@@ -129,7 +141,7 @@ class ComposedModule(torch.nn.Module):
             buffer.refresh()
         for binding in self._state:
             binding.before_call()
-        out = self._run_composed(args)
+        out = self._run_composed(args, sizes)
         for binding in self._state:
             binding.after_call()
         return out

@@ -1,0 +1,89 @@
+"""CUDA graphs for a module planned over declared ranges (docs/dynamic_shapes.md, "CUDA graphs"):
+one graph per exact size tuple the module is called with, since a CUDA graph replays fixed
+shapes and addresses.
+
+    graphs = ShapeGraphs(fn)          # fn: the composed forward (Inductor remainder or eager)
+    out = graphs(sizes, args)         # sizes: RangeGuard.check's tuple for args
+
+A size tuple's first call runs `fn` as is (a new shape costs no capture); its second call
+captures it (one warm-up call on a side stream, then the capture) and every later call replays
+it: the inputs are copied into the graph's static buffers and the outputs returned as copies.
+All graphs share one memory pool: they run one at a time on one stream and each output is
+copied out right after its replay, so what one graph's replay overwrites is never read again.
+At most `limit` graphs are kept; beyond that the least recently used one is dropped (its memory
+goes back to the shared pool). A capture that fails turns the graphs off, with the reason.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import torch
+
+from fact.compose.module import _CudaGraphRunner
+from fact.compose.signature import _first_line
+
+DEFAULT_LIMIT = 64        # graphs kept at once
+CAPTURE_ON_CALL = 2       # the call of a size tuple that captures it
+
+
+class ShapeGraphs:
+    """See the module docstring."""
+
+    def __init__(self, fn: Callable, limit: int = DEFAULT_LIMIT,
+                 on_change: Callable[[str], None] | None = None):
+        """on_change: gets describe() after every capture, drop or failure (the report's line)."""
+        self.fn = fn
+        self.on_change = on_change
+        self.limit = max(1, int(limit))
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs: OrderedDict[tuple, _CudaGraphRunner] = OrderedDict()
+        self.calls: dict[tuple, int] = {}
+        self.captured = 0           # graphs captured so far (dropped ones included)
+        self.dropped = 0
+        self.pool_bytes = 0         # memory the shared pool and the static buffers reserved
+        self.failed = ""            # why capture is off ("" while on)
+
+    def __call__(self, sizes: tuple, args: Sequence[Any]):
+        runner = self.graphs.get(sizes)
+        if runner is not None:
+            self.graphs.move_to_end(sizes)
+            return runner(args)
+        calls = self.calls.get(sizes, 0) + 1
+        self.calls[sizes] = calls
+        if self.failed or calls < CAPTURE_ON_CALL:
+            return self.fn(*args)
+        runner = self.capture(sizes, args)
+        return runner(args) if runner is not None else self.fn(*args)
+
+    def capture(self, sizes: tuple, args: Sequence[Any]) -> _CudaGraphRunner | None:
+        """The graph of `sizes` captured now with `args` (kept; None when capture failed)."""
+        if sizes in self.graphs:
+            return self.graphs[sizes]
+        before = torch.cuda.memory_reserved()
+        try:
+            runner = _CudaGraphRunner(self.fn, args, warmup_calls=1, pool=self.pool)
+        except Exception as error:  # noqa: BLE001 - capture trouble: run without graphs
+            self.failed = f"capture failed at sizes {sizes}: {_first_line(error)}"
+            self._changed()
+            return None
+        self.pool_bytes += max(0, torch.cuda.memory_reserved() - before)
+        self.graphs[sizes] = runner
+        self.captured += 1
+        while len(self.graphs) > self.limit:
+            self.graphs.popitem(last=False)
+            self.dropped += 1
+        self._changed()
+        return runner
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.describe())
+
+    def describe(self) -> str:
+        """The report's `cuda_graphs` line."""
+        if self.failed:
+            return f"off ({self.failed})"
+        return (f"on, one per size tuple (captured at its call {CAPTURE_ON_CALL}; at most "
+                f"{self.limit} kept): {len(self.graphs)} kept, {self.captured} captured, "
+                f"{self.pool_bytes / 2**20:.1f} MiB reserved for them")
