@@ -128,9 +128,22 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def float64_output(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The model's output in float64; in halves of the leading dimension when it does not fit
+    in memory at once (every model here treats the rows of that dimension independently)."""
     from fact.measure import float64_in_place
     with torch.no_grad(), float64_in_place(model):
+        return _float64_rows(model, x)
+
+
+def _float64_rows(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    try:
         return model(x.double())
+    except torch.OutOfMemoryError:
+        if x.shape[0] == 1:
+            raise
+    torch.cuda.empty_cache()
+    half = x.shape[0] // 2
+    return torch.cat([_float64_rows(model, x[:half]), _float64_rows(model, x[half:])])
 
 
 def geomean(values: list[float]) -> float | None:

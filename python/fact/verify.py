@@ -195,10 +195,16 @@ class CallToCheck:
     sizes: tuple = ()            # the plan symbols' sizes (a call planned over symbols)
 
 
+def is_out_of_memory(error: BaseException) -> bool:
+    """A device (or host) allocation failed: the check does not fit, not a wrong result."""
+    return isinstance(error, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in str(error)
+
+
 @dataclass
 class Verdict:
     failure: str = ""                          # "" when the replacement passes
     errors: dict = field(default_factory=dict)  # output value -> [rel_err, tolerance]
+    out_of_memory: bool = False                # the float64 reference did not fit in memory
 
     @property
     def worst(self) -> tuple:
@@ -301,7 +307,8 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
     try:
         reference = float64_run(lifted.module, [given[node] for node in lifted.inputs])
     except Exception as error:  # noqa: BLE001 - the subgraph itself does not run lifted
-        return Verdict(f"the replaced subgraph does not run on its own in float64 ({_first_line(error)})")
+        return Verdict(f"the replaced subgraph does not run on its own in float64 ({_first_line(error)})",
+                       out_of_memory=is_out_of_memory(error))
     try:
         env = call_environment(values, given, derived)
     except InputError as error:

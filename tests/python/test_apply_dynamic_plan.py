@@ -23,14 +23,14 @@ class Chain(torch.nn.Module):
         return torch.relu(y) + x
 
 
-def _plan(tmp_path, call, result_shape=None):
+def _plan(tmp_path, call, result_shape=None, symbol=None):
     replacement = fake_kind.replacement(0, ["mul", "mul_1", "add"], ["x", "z"], ["add"], [call])
     if result_shape is not None:
         call["results"][0]["shape"] = result_shape
     folder = tmp_path / "plan"
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"schema": "fact.plan/2", "abi_version": 2, "precision": "strict", "device": "cpu",
-           "symbols": [fake_kind.batch_symbol(hint=4)],
+           "symbols": [symbol or fake_kind.batch_symbol(hint=4)],
            "inputs": [{"shape": [BATCH, 8], "dtype": "torch.float32"}] * 2,
            "status": "planned", "reason": "", "capture": "torch.export", "patterns": None,
            "kernels": {}, "replacements": [replacement], "notes": []}
@@ -42,7 +42,8 @@ def _apply(tmp_path, call=None, **options):
     call = call or fake_kind.symbolic_axpby_call("0", "x", "z", "add", 8, 2.0, 3.0)
     options.setdefault("remainder", "eager")
     inputs = (torch.randn(4, 8), torch.randn(4, 8))
-    return apply_plan(Chain(), inputs, _plan(tmp_path, call, options.pop("result_shape", None)), **options)
+    return apply_plan(Chain(), inputs, _plan(tmp_path, call, options.pop("result_shape", None),
+                                             options.pop("symbol", None)), **options)
 
 
 def test_every_size_in_the_range_runs_the_calls(tmp_path, reference):
@@ -155,3 +156,39 @@ def test_verification_assignments(reference):
     assert binding.assignments(on_gpu=False) == [
         ("hint", (16, 16)), ("all at their minimum", (1, 8)), ("not a multiple of 8", (15, 16))]
     assert binding.assignments(on_gpu=True)[-1] == ("all at their maximum", (64, 64))
+
+
+def test_a_maximum_too_large_for_the_float64_check_is_checked_at_the_largest_that_fits(
+        tmp_path, reference, monkeypatch):
+    """The float64 reference at the maximum runs out of memory: the symbol is checked at the
+    largest halving toward the hint that fits, and the report says so. A wrong result there
+    still fails."""
+    from fact import verify
+    from fact.compose.dynamic_plan import SymbolBinding
+    on_cpu = SymbolBinding.assignments
+    monkeypatch.setattr(SymbolBinding, "assignments", lambda self, on_gpu: on_cpu(self, True))
+    run = verify.float64_run
+    checked = []
+
+    def float64_run(module, inputs):
+        batch = inputs[0].shape[0]
+        if batch >= 32:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
+        checked.append(batch)
+        return run(module, inputs)
+    monkeypatch.setattr(verify, "float64_run", float64_run)
+    symbol = fake_kind.batch_symbol(high=64, hint=4, edges=(1, 2, 4, 8, 16, 32, 64))
+    edges = tuple(symbol["edges"])
+    composed = _apply(tmp_path, fake_kind.symbolic_axpby_call("0", "x", "z", "add", 8, 2.0, 3.0, edges=edges),
+                      symbol=symbol)
+    report = composed.fact_report
+    assert [c.verified for c in report.composed] == [True], report
+    assert 16 in checked and max(checked) == 16, checked
+    notes = "\n".join(report.notes)
+    assert "batch=64 (all at their maximum) does not fit in memory" in notes, notes
+    assert "checked at batch=16" in notes, notes
+    # a wrong result at the size that fits is still a failure
+    call = fake_kind.symbolic_axpby_call("0", "x", "z", "add", 8, 2.0, 3.0, edges=edges, bucket_a={4: 5.0})
+    composed = _apply(tmp_path / "wrong", call, symbol=symbol)
+    [left] = composed.fact_report.left_to_pytorch
+    assert left.stage == "verify" and "at batch=16" in left.reason, left

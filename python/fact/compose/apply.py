@@ -12,7 +12,7 @@ import torch.fx
 from fact import _engine, module_state, ops, transforms
 from fact import verify as checks
 from fact.compose.bucket_speed import edge_inputs, never_slower_per_bucket
-from fact.compose.dynamic_checks import assignment_examples, check_at_assignments, nodes_to_keep
+from fact.compose.dynamic_checks import SizedExamples, check_at_assignments, nodes_to_keep
 from fact.compose.dynamic_plan import SymbolBinding
 from fact.compose.range_guard import RangeGuard
 from fact.symbolic_sizes import BucketTable, evaluate, parse_size
@@ -230,13 +230,10 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         report.notes.append("a plan over declared ranges: replacements are not timed one by one; the "
                             "never-slower check runs per bucket tuple on the whole module")
     examples = {}
-    sized_examples: list = []
+    sized_examples: SizedExamples | None = None
     if binding is not None and verify and candidates:
-        try:
-            sized_examples = assignment_examples(graph_module, binding, example_inputs,
-                                                 nodes_to_keep(candidates), on_gpu)
-        except Exception as error:  # noqa: BLE001 - then those replacements cannot be checked
-            report.notes.append(f"example values for the checks at several sizes: {_first_line(error)}")
+        # the graph's values at each assignment are made when the first check reads them
+        sized_examples = SizedExamples(graph_module, binding, example_inputs, nodes_to_keep(candidates), on_gpu)
     elif (verify or time_each) and candidates:
         needed = set()
         for p in candidates:
@@ -284,9 +281,11 @@ are that program's; None exports here. `plan_document`: the plan itself, already
                 report.leave(planned.what, "the plan gives no tolerance to verify against", rid, "verify")
                 continue
             if binding is not None:
-                verdict = check_at_assignments(planned, graph_module, binding, sized_examples,
-                                               tolerances, device) if sized_examples else \
-                    checks.Verdict("no example values at the verification sizes")
+                try:
+                    verdict = check_at_assignments(planned, sized_examples, tolerances, device)
+                except Exception as error:  # noqa: BLE001 - the graph does not run at those sizes
+                    verdict = checks.Verdict(f"the graph's values at the verification sizes: "
+                                             f"{_first_line(error)}")
             else:
                 verdict = checks.check(
                     planned.lifted, graph_module, planned.values,
@@ -300,6 +299,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
                 continue
             entry.verified = True
         accepted.append((planned, entry))
+    if sized_examples is not None:
+        report.notes += sized_examples.notes
     report.add_time("verify", time.perf_counter() - started)
     started = time.perf_counter()
     if time_each:

@@ -80,6 +80,11 @@ class SymbolBinding:
         """Whether a program size (int / SymInt) equals a plan size (int / Poly) at check_points."""
         return all(self.concrete(value, point) == evaluate(planned, point) for point in self.check_points())
 
+    @property
+    def hint(self) -> tuple:
+        """The symbols' hint sizes (the example inputs' sizes)."""
+        return tuple(int(s.get("hint", s["min"])) for s in self.symbols)
+
     def assignments(self, on_gpu: bool) -> list[tuple[str, tuple]]:
         """Where each replacement is verified: the hint, every symbol at its minimum, sizes that
         are not multiples of 8 where the multiples allow, and on a GPU every symbol at its

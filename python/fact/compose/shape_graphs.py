@@ -5,9 +5,12 @@ shapes and addresses.
     graphs = ShapeGraphs(fn)          # fn: the composed forward (Inductor remainder or eager)
     out = graphs(sizes, args)         # sizes: RangeGuard.check's tuple for args
 
-A size tuple's first call runs `fn` as is (a new shape costs no capture); its second call
-captures it (one warm-up call on a side stream, then the capture) and every later call replays
-it: the inputs are copied into the graph's static buffers and the outputs returned as copies.
+A size tuple's first call runs `fn` as is (a new shape costs no capture) and is timed on the
+host and, with two CUDA events, on the device. Its second call decides: a call that the host's
+launches bound (device time under MAX_DEVICE_MS, or under twice the host time) is captured (one
+warm-up call on a side stream, then the capture) and every later call replays it, its inputs
+copied into the graph's static buffers and its outputs returned as copies; a call the device's
+work bounds keeps running `fn` (a graph would save nothing there and hold its activations).
 All graphs share one memory pool: they run one at a time on one stream and each output is
 copied out right after its replay, so what one graph's replay overwrites is never read again.
 At most `limit` graphs are kept; beyond that the least recently used one is dropped (its memory
@@ -15,6 +18,7 @@ goes back to the shared pool). A capture that fails turns the graphs off, with t
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -25,6 +29,7 @@ from fact.compose.signature import _first_line
 
 DEFAULT_LIMIT = 64        # graphs kept at once
 CAPTURE_ON_CALL = 2       # the call of a size tuple that captures it
+MAX_DEVICE_MS = 2.0       # a first call shorter than this on the device is always captured
 
 
 class ShapeGraphs:
@@ -39,6 +44,8 @@ class ShapeGraphs:
         self.pool = torch.cuda.graph_pool_handle()
         self.graphs: OrderedDict[tuple, _CudaGraphRunner] = OrderedDict()
         self.calls: dict[tuple, int] = {}
+        self.first_call: dict[tuple, tuple] = {}   # sizes -> (start event, end event, host ms)
+        self.uncaptured: set = set()               # size tuples bound by device work
         self.captured = 0           # graphs captured so far (dropped ones included)
         self.dropped = 0
         self.pool_bytes = 0         # memory the shared pool and the static buffers reserved
@@ -51,10 +58,36 @@ class ShapeGraphs:
             return runner(args)
         calls = self.calls.get(sizes, 0) + 1
         self.calls[sizes] = calls
-        if self.failed or calls < CAPTURE_ON_CALL:
+        if self.failed or sizes in self.uncaptured:
+            return self.fn(*args)
+        if calls < CAPTURE_ON_CALL:
+            return self._timed_first_call(sizes, args)
+        if not self._launch_bound(sizes):
+            self.uncaptured.add(sizes)
+            self._changed()
             return self.fn(*args)
         runner = self.capture(sizes, args)
         return runner(args) if runner is not None else self.fn(*args)
+
+    def _timed_first_call(self, sizes: tuple, args: Sequence[Any]):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        began = time.perf_counter()
+        out = self.fn(*args)
+        host_ms = (time.perf_counter() - began) * 1e3
+        end.record()
+        self.first_call[sizes] = (start, end, host_ms)
+        return out
+
+    def _launch_bound(self, sizes: tuple) -> bool:
+        """Whether the first call of `sizes` was bound by the host's launches (see above)."""
+        timed = self.first_call.pop(sizes, None)
+        if timed is None:
+            return True
+        start, end, host_ms = timed
+        end.synchronize()
+        device_ms = start.elapsed_time(end)
+        return device_ms < MAX_DEVICE_MS or device_ms < 2.0 * host_ms
 
     def capture(self, sizes: tuple, args: Sequence[Any]) -> _CudaGraphRunner | None:
         """The graph of `sizes` captured now with `args` (kept; None when capture failed)."""
@@ -84,6 +117,7 @@ class ShapeGraphs:
         """The report's `cuda_graphs` line."""
         if self.failed:
             return f"off ({self.failed})"
-        return (f"on, one per size tuple (captured at its call {CAPTURE_ON_CALL}; at most "
-                f"{self.limit} kept): {len(self.graphs)} kept, {self.captured} captured, "
-                f"{self.pool_bytes / 2**20:.1f} MiB reserved for them")
+        return (f"on, one per size tuple whose calls the host's launches bound (captured at its "
+                f"call {CAPTURE_ON_CALL}; at most {self.limit} kept): {len(self.graphs)} kept, "
+                f"{self.captured} captured, {len(self.uncaptured)} left uncaptured (bound by "
+                f"device work), {self.pool_bytes / 2**20:.1f} MiB reserved for them")
