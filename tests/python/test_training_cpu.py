@@ -361,3 +361,24 @@ def test_bf16_swiglu_trains_as_separate_gemms_without_derived_operands(tmp_path)
     loss_of(reference(x.double())).backward()
     for (name, got), (_, want) in zip(model.named_parameters(), reference.named_parameters()):
         assert rel_err(got.grad, want.grad) <= 3e-2, (name, rel_err(got.grad, want.grad))
+
+
+@needs_engine_plan
+def test_batchnorm_running_statistics_are_written_back_like_eager(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 16))
+    twin = copy.deepcopy(model)
+    x = torch.randn(16, 32)
+    composed = optimize_for_training(model, x, tmp_path)
+    assert composed.fact_report.backward.composed, str(composed.fact_report)
+    for _ in range(3):
+        loss_of(composed(x)).backward()
+        loss_of(twin(x)).backward()
+    norm, norm_twin = model[1], twin[1]
+    assert norm.num_batches_tracked.item() == norm_twin.num_batches_tracked.item() == 3
+    torch.testing.assert_close(norm.running_mean, norm_twin.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(norm.running_var, norm_twin.running_var, rtol=1e-5, atol=1e-6)
+    # the first Linear's bias gradient is zero up to rounding (BatchNorm removes the mean)
+    for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
