@@ -13,6 +13,12 @@ speed_guard) is off inside the backend: it would compile the graph again from in
 compilation. The reports of every graph compiled by the
 backend are kept in `fact.dynamo_backend.reports` (newest last).
 
+A graph that needs gradients (grad mode on and an input, the parameters included, requiring
+grad) goes through AOTAutograd (its default partitioner): its forward and its backward graph
+are each composed like an inference graph and verified the same way, and both reports are
+appended (`report.graph` says which; docs/compose.md, "Training"). Training a graph with
+symbolic sizes is not supported: it runs as dynamo captured it, with a report saying so.
+
 A graph with symbolic sizes (`dynamic=True`, `torch._dynamo.mark_dynamic`) is planned over
 declared ranges (docs/dynamic_shapes.md): option "dynamic" is the range spec, "dims" names the
 input dimensions (`INPUT:DIM,DIM,...`, a string or a list; INPUT a forward argument name or a
@@ -32,6 +38,9 @@ import torch.fx.experimental._config as fx_config
 from torch._dynamo.backends.registry import register_backend
 
 from fact.compose import FactReport, optimize
+from fact.compose.training import (GRAPHS, GraphCompilers, dynamo_aot_compile,
+                                   graph_needs_gradients, refuse_double_backward)
+from fact.compose.training_module import graph_work_dir
 from fact.dynamo_dynamic import dynamic_graph
 
 reports: list[FactReport] = []
@@ -50,6 +59,8 @@ def fact_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[An
     if options.get("dims") and not options.get("dynamic"):
         raise ValueError("backend 'fact': 'dims' names dimensions of 'dynamic' ranges; give "
                          "'dynamic' too")
+    if graph_needs_gradients(example_inputs):
+        return _train(graph_module, example_inputs, options)
     graph = dynamic_graph(graph_module, example_inputs, options.get("dynamic"), options.get("dims"))
     module, inputs = (graph.module, graph.examples) if graph else (graph_module, tuple(example_inputs))
     # the export inside must not add guards to dynamo's frame nor see its size-oblivious sizes
@@ -59,10 +70,36 @@ def fact_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[An
     return graph.call(composed) if graph else composed
 
 
-def _optimize(module: torch.nn.Module, inputs: tuple, options: dict, dynamic_shapes: Any):
-    """fact.optimize with the backend's options (the never-slower check off)."""
+def _optimize(module: torch.nn.Module, inputs: tuple, options: dict, dynamic_shapes: Any,
+              work_dir: Any = None):
+    """fact.optimize with the backend's options (the never-slower check off), for inference."""
     return optimize(module, inputs, precision=options.get("precision"),
-                    work_dir=options.get("work_dir"), remainder=options.get("remainder", "eager"),
+                    work_dir=work_dir or options.get("work_dir"), remainder=options.get("remainder", "eager"),
                     patterns=options.get("patterns"), tune=int(options.get("tune", 0)),
                     verify=bool(options.get("verify", True)), speed_guard=False,
-                    dynamic_shapes=dynamic_shapes)
+                    dynamic_shapes=dynamic_shapes, training=False)
+
+
+def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict) -> Callable:
+    """A graph that needs gradients: AOTAutograd's forward and backward graphs, each composed
+    like an inference graph; both reports go to `reports` (forward, then backward). A graph
+    with symbolic sizes runs as dynamo captured it (its report says why)."""
+    symbolic = any(isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
+        isinstance(s, torch.SymInt) for s in x.shape)) for x in example_inputs)
+    if symbolic:
+        report = FactReport(precision=options.get("precision") or "", device="")
+        report.leave("module", "training a graph with symbolic sizes is not supported; it runs as "
+                               "dynamo captured it (compile with dynamic=False to compose it)",
+                     stage="module")
+        report.runs = "the dynamo graph"
+        reports.append(report)
+        return graph_module
+    compilers = GraphCompilers(lambda graph, inputs, which: _optimize(
+        graph, inputs, options, None, graph_work_dir(options.get("work_dir"), which)))
+    compiled = dynamo_aot_compile(graph_module, example_inputs, compilers)
+    reports.extend(compilers.reports()[which] for which in GRAPHS if which in compilers.composed)
+
+    def run(*args: Any) -> Any:
+        return refuse_double_backward(compiled(*args))
+    run.fact_graphs = dict(compilers.composed)
+    return run

@@ -35,8 +35,10 @@ Implementations (per dispatch key; none knows a kind):
   (fact.native.reason() says why).
 - Meta (fake): allocates the results only, so the op traces under torch.compile / torch.export;
   for a symbolic call their shapes are the polynomials of the SymInt sizes.
-- Autograd: none (inference only): a result computed from tensors that require grad raises on
-  backward.
+- Autograd: none. A composed module that trains never differentiates the op: AOTAutograd
+  composes its forward and its backward graph separately (fact.compose.training). A result
+  computed from tensors that require grad in a graph composed for inference raises on
+  backward, saying how to get a module that trains.
 `describe_implementation(device_type)` says which implementation runs.
 """
 from __future__ import annotations
@@ -617,8 +619,11 @@ def _fake_launch_out(operands, results, call, sizes=()):
 
 
 def _no_backward(ctx, *grads):
-    raise RuntimeError("fact::launch has no backward: composed modules are for inference (run "
-                       "them under torch.no_grad() or torch.inference_mode())")
+    raise RuntimeError("fact::launch has no backward: this graph was composed for inference. Run it "
+                       "under torch.no_grad() or torch.inference_mode(), or compose a module that "
+                       "trains: fact.optimize(model.train(), inputs) with grad enabled, or "
+                       "torch.compile(model, backend=\"fact\") (AOTAutograd's forward and backward "
+                       "graphs are composed; docs/compose.md, \"Training\")")
 
 
 LAUNCH_SCHEMA = "launch(Tensor[] operands, int call, SymInt[] sizes=[]) -> Tensor[]"

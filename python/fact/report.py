@@ -42,7 +42,7 @@ class LeftToPyTorch:
     what: str      # "<label> <rule> at <nodes>" or "module"
     reason: str
     replacement: Optional[int] = None  # the plan's replacement id
-    stage: str = ""   # plan | selection | check | verify | speed | module
+    stage: str = ""   # plan | selection | check | verify | speed | module | random
     subgraph_ms: Optional[float] = None  # PyTorch's own run of the subgraph, when it was timed
 
 
@@ -64,6 +64,12 @@ class FactReport:
     buckets: list = field(default_factory=list)   # per bucket tuple: sizes, times, what runs it
     # seconds spent per stage of optimizing (plan, verify, remainder compile, ...), in order
     stage_seconds: dict = field(default_factory=dict)
+    # Training (docs/compose.md, "Training"): the graph a report is for ("forward" or
+    # "backward" of AOTAutograd; "" for an inference module), and a trainable module's report
+    # holds one report per graph.
+    graph: str = ""
+    forward: Optional["FactReport"] = None
+    backward: Optional["FactReport"] = None
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + max(0.0, seconds)
@@ -90,11 +96,19 @@ class FactReport:
             **({"buckets": list(self.buckets)} if self.buckets else {}),
             **({"stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()}}
                if self.stage_seconds else {}),
+            **({"graph": self.graph} if self.graph else {}),
+            **({"forward": self.forward.to_json()} if self.forward is not None else {}),
+            **({"backward": self.backward.to_json()} if self.backward is not None else {}),
         }
 
     def __str__(self) -> str:
-        lines = [f"FACT composition ({self.precision}, {self.device}): "
-                 f"{len(self.composed)} replacement(s) composed, "
+        graphs = [(name, graph) for name, graph in (("forward", self.forward), ("backward", self.backward))
+                  if graph is not None]
+        counted = (", ".join(f"{len(graph.composed)} replacement(s) composed in the {name} graph"
+                             for name, graph in graphs) + ", ") if graphs else ""
+        lines = [f"FACT composition ({self.precision}, {self.device}"
+                 + (f", {self.graph} graph" if self.graph else "") + "): " + counted +
+                 ("" if graphs else f"{len(self.composed)} replacement(s) composed, ") +
                  f"{len(self.left_to_pytorch)} item(s) left to PyTorch; remainder {self.remainder}, "
                  f"CUDA graphs {self.cuda_graphs}"
                  + (f"; fact::launch: {self.op_implementation}" if self.op_implementation else "")]
@@ -127,4 +141,6 @@ class FactReport:
             lines.append(f"  left to PyTorch: {item.what}: {item.reason}")
         for note in self.notes:
             lines.append(f"  note: {note}")
+        for name, graph in graphs:
+            lines.append(f"  {name} graph: " + str(graph).replace("\n", "\n    "))
         return "\n".join(lines)

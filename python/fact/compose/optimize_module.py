@@ -13,6 +13,8 @@ from fact.compose.inputs import _device_of, _normalize_inputs
 from fact.compose.module import ComposedModule
 from fact import engine_tables, module_state
 from fact.compose.planning import plan_and_export
+from fact.compose.training import needs_gradients
+from fact.compose.training_module import graph_work_dir, optimize_for_training
 from fact.report import FactReport
 from fact.timing import Timer
 
@@ -25,7 +27,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              verify: bool = True, speed_guard: Union[bool, Timer] = True,
              replacement_guard: Union[bool, Timer, None] = None,
              tuning_db: str | Path | None = None, compile_jobs: int = 0,
-             dynamic_shapes: Any = None, strict: bool = False) -> ComposedModule:
+             dynamic_shapes: Any = None, strict: bool = False,
+             training: bool | None = None) -> ComposedModule:
     """Returns `module` with the engine's planned replacements composed as `fact::launch`
     calls: `plan` (engine) then `apply_plan` (see both, and docs/compose.md).
 
@@ -43,7 +46,11 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     multiple and typical sizes; fact.dynamic_ranges.dynamic_shapes_from_spec reads the CLI's
     spelling): one module for every size in the ranges (docs/dynamic_shapes.md). strict: a call
     outside the plan (its ranges, or the planned signature) raises ValueError instead of
-    running the original with a warning. Never raises for a module that runs (ValueError for
+    running the original with a warning. training: compose for training (the forward and the
+    backward graph of AOTAutograd, each planned and verified like this; docs/compose.md,
+    "Training"); None (default) follows fact.compose.training.needs_gradients: grad mode on
+    and an example input requiring grad, or the module in training mode with a parameter
+    requiring grad. False: the inference composition (fact::launch has no backward). Never raises for a module that runs (ValueError for
     an unknown precision or remainder, or a malformed declaration); the report is
     `.fact_report`, also written to `<work_dir>/report.json`."""
     if precision is not None and precision not in engine_tables.precisions():
@@ -59,6 +66,14 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
                                "host reference)", stage="module")
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
+    if training is None:
+        training = needs_gradients(module, example_inputs)
+    if training:
+        return _optimize_for_training(module, example_inputs, precision, work_dir=work_dir, remainder=remainder,
+                                      cuda_graphs=cuda_graphs, patterns=patterns, tune=tune, verify=verify,
+                                      speed_guard=speed_guard, replacement_guard=replacement_guard,
+                                      tuning_db=tuning_db, compile_jobs=compile_jobs,
+                                      dynamic_shapes=dynamic_shapes, strict=strict)
     started = time.perf_counter()
     folder, exported = plan_and_export(module, example_inputs, precision, work_dir=work_dir, patterns=patterns,
                                        tune=tune, tuning_db=tuning_db, compile_jobs=compile_jobs,
@@ -72,4 +87,35 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     # capture + the engine's plan (discovery, kernel builds, tuning) first, then apply's stages
     report.stage_seconds = {"capture and plan": planned, **report.stage_seconds}
     (folder / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    return composed
+
+
+def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, precision: str | None, *,
+                           work_dir: str | Path | None, remainder: str, cuda_graphs: bool,
+                           patterns: Any, tune: int, verify: bool, speed_guard: Union[bool, Timer],
+                           replacement_guard: Union[bool, Timer, None], tuning_db: Any,
+                           compile_jobs: int, dynamic_shapes: Any, strict: bool) -> ComposedModule:
+    """optimize's training path: each AOTAutograd graph through optimize's inference path,
+    into `<work_dir>/forward` and `<work_dir>/backward`. The whole-module never-slower check
+    does not run on the graphs (it would compile a graph from inside AOTAutograd's
+    compilation); each replacement's own speed check does (replacement_guard)."""
+    device = _device_of(example_inputs)
+    if dynamic_shapes is not None:
+        report = FactReport(precision=precision or "", device=str(device))
+        report.leave("module", "training over declared dynamic ranges is not supported: compose for "
+                               "training without dynamic_shapes, or for inference (training=False)",
+                     stage="module")
+        report.runs = "the original eagerly"
+        return ComposedModule(module, None, None, report)
+    per_replacement = bool(speed_guard) if replacement_guard is None else replacement_guard
+
+    def compose_graph(graph: torch.fx.GraphModule, inputs: tuple, which: str) -> ComposedModule:
+        return optimize(graph, inputs, precision, work_dir=graph_work_dir(work_dir, which),
+                        remainder=remainder, patterns=patterns, tune=tune, verify=verify,
+                        speed_guard=False, replacement_guard=per_replacement, tuning_db=tuning_db,
+                        compile_jobs=compile_jobs, training=False)
+
+    composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict)
+    if cuda_graphs:
+        composed.fact_report.cuda_graphs = "off (asked for; not for modules composed for training)"
     return composed

@@ -1,0 +1,100 @@
+"""`fact.optimize` of a module that trains (fact.compose.training.needs_gradients): the module
+through AOTAutograd, its forward and backward graphs composed, and `TrainingComposedModule`,
+which runs them for the traced signature and the original module for anything else."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from fact.compose.module import ComposedModule
+from fact.compose.signature import _describe, _first_line, _signature
+from fact.compose.training import (GraphCompilers, aot_compile, refuse_double_backward,
+                                   training_report)
+from fact.report import FactReport
+
+
+class _FlatOutputs(torch.nn.Module):
+    """The module with its outputs flattened to a tuple (AOTAutograd's contract); `spec` is
+    their structure, recorded when traced. Its parameters are the module's own."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+        self.spec = None
+
+    def forward(self, *args: Any) -> tuple:
+        flat, self.spec = pytree.tree_flatten(self.module(*args))
+        return tuple(flat)
+
+
+def autograd_state(module: torch.nn.Module, args: tuple) -> tuple:
+    """What the traced graphs assume beyond the signature: which inputs require grad, each
+    parameter (the same object) and whether it requires grad, each submodule's training flag."""
+    return (tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args),
+            tuple((name, id(p), p.requires_grad) for name, p in module.named_parameters()),
+            tuple(m.training for m in module.modules()))
+
+
+class TrainingComposedModule(ComposedModule):
+    """A composed module that trains. For inputs with the traced signature, and while
+    `autograd_state` is as traced, it runs AOTAutograd's function, whose forward and backward
+    are the composed graphs (`graphs["forward"]`, `graphs["backward"]`: ComposedModules of
+    the inference path); the parameters are the original module's, so an optimizer built on
+    `original.parameters()` trains what it runs. Anything else (other shapes, eval mode, a
+    parameter frozen or replaced since) runs the original module, with one warning per reason
+    (strict: ValueError for another signature)."""
+
+    def __init__(self, original: torch.nn.Module, trainable: Callable, spec: Any, signature: tuple,
+                 state: tuple, report: FactReport, graphs: dict, *, strict: bool = False):
+        super().__init__(original, None, signature, report, strict=strict)
+        self.__dict__["_trainable"] = trainable
+        self.__dict__["graphs"] = graphs
+        self._spec = spec
+        self._traced_state = state
+
+    def forward(self, *args, **kwargs):
+        signature = _signature(args)
+        if kwargs or signature != self.planned_signature:
+            why = "keyword arguments" if kwargs else f"traced for {_describe(self.planned_signature)}"
+            if self.strict:
+                raise ValueError(f"fact: inputs {_describe(signature)} are outside the plan: {why}")
+            self._warn_once(signature, f"inputs {_describe(signature)} are outside the plan ({why}); "
+                                       f"running the original module for them")
+            return self.original(*args, **kwargs)
+        if autograd_state(self.original, args) != self._traced_state:
+            self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
+                            "require grad) or which inputs require grad differ from when it was "
+                            "traced for training; running the original module")
+            return self.original(*args)
+        outputs = refuse_double_backward(self._trainable(*args))
+        return pytree.tree_unflatten(list(outputs), self._spec)
+
+
+def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compose_graph: Callable,
+                          *, strict: bool = False) -> ComposedModule:
+    """The module through AOTAutograd with `compose_graph(graph, inputs, which)` composing each
+    graph. A module AOTAutograd cannot trace comes back with nothing composed (the original
+    runs, and trains) and the reason."""
+    device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
+    flat = _FlatOutputs(module)
+    compilers = GraphCompilers(compose_graph)
+    try:
+        trainable = aot_compile(flat, example_inputs, compilers)
+    except Exception as error:  # noqa: BLE001 - any tracing failure: the original trains
+        report = FactReport(precision="", device=device, capture="AOTAutograd")
+        report.leave("module", f"cannot be exported for training (AOTAutograd: {_first_line(error)})",
+                     stage="module")
+        report.runs = "the original eagerly"
+        return ComposedModule(module, None, None, report)
+    report = training_report(compilers.reports(), device)
+    return TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
+                                  autograd_state(module, example_inputs), report,
+                                  dict(compilers.composed), strict=strict)
+
+
+def graph_work_dir(work_dir: str | Path | None, which: str) -> Path | None:
+    """Where a graph's plan goes: `<work_dir>/<forward|backward>`, or a fresh folder (None)."""
+    return Path(work_dir) / which if work_dir is not None else None
