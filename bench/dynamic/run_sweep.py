@@ -12,7 +12,8 @@ shape with the same tuning depth, and the first call of a shape never seen befor
 range) and its second call (which captures its CUDA graph) against a warm call, beside `torch.compile(dynamic=False)`'s recompile for the same event.
 
 Models (--models): mingpt (bench/models/mingpt_block.py, bf16), llama (bench/models/
-llama_block.py at a 1B-class width, GQA, bf16), gpt2 (transformers' GPT2Block, bf16), mlp_f32
+llama_block.py at a 1B-class width, GQA, bf16), llama_hf (transformers' LlamaDecoderLayer from
+corpus/hf_llama_decoder.py at the same width, bf16), gpt2 (transformers' GPT2Block, bf16), mlp_f32
 (a KernelBench-style float32 MLP in `strict`; its sequence dimension is static).
 
 Writes <out-dir>/dynamic-<device slug>-<date>.json (device, versions, precision per model, each
@@ -88,6 +89,34 @@ class GPT2BlockOnly(nn.Module):
         return out[0] if isinstance(out, tuple) else out
 
 
+def hf_llama_block(max_seq: int, small: bool) -> nn.Module:
+    """The corpus' transformers LlamaDecoderLayer (corpus/hf_llama_decoder.py) at a 1B-class
+    width (hidden 2048, 16 query / 4 KV heads of 128, intermediate 5632)."""
+    import importlib
+    if str(REPO_ROOT / "corpus") not in sys.path:
+        sys.path.append(str(REPO_ROOT / "corpus"))
+    module = importlib.import_module("hf_llama_decoder")
+    sizes = dict(module.CPU_TEST_SIZES) if small else dict(
+        HIDDEN_SIZE=2048, INTERMEDIATE_SIZE=5632, NUM_HEADS=16, NUM_KV_HEADS=4)
+    sizes["MAX_POSITIONS"] = max(max_seq, int(sizes.get("MAX_POSITIONS", 0)))
+    for key, value in sizes.items():
+        if key not in ("BATCH", "SEQ_LEN"):
+            setattr(module, key, value)
+    return module.Model()
+
+
+class FirstOutput(nn.Module):
+    """A module returning its inner module's first output when that is a tuple."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        out = self.inner(x)
+        return out[0] if isinstance(out, tuple) else out
+
+
 def build(name: str, max_seq: int, small: bool = False) -> tuple[nn.Module, torch.dtype, str, bool]:
     """(model, dtype, precision, has a sequence dimension); `small`: narrow widths (smoke runs)."""
     torch.manual_seed(0)
@@ -100,6 +129,8 @@ def build(name: str, max_seq: int, small: bool = False) -> tuple[nn.Module, torc
         widths = (dict(hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128) if small else
                   dict(hidden=2048, heads=16, kv_heads=4, head_dim=128, intermediate=5632))
         return LlamaDecoderBlock(**widths, max_seq_len=max_seq), torch.bfloat16, "native", True
+    if name == "llama_hf":
+        return FirstOutput(hf_llama_block(max_seq, small)), torch.bfloat16, "native", True
     if name == "gpt2":
         return GPT2BlockOnly(), torch.bfloat16, "native", True
     if name == "mlp_f32":
@@ -175,7 +206,9 @@ def medians_ms(fns: dict, iters: int, device: torch.device) -> dict:
         return {name: time_cpu(fn, 1, iters).median_ms for name, fn in fns.items()}
 
 
-def sweep_model(name: str, args, device: torch.device, log) -> dict:
+def sweep_model(name: str, args, device: torch.device, log, save: Callable[[dict], None]) -> dict:
+    """One model's sweep; `save(result so far)` after each shape (partial results survive a
+    time limit)."""
     batches = [int(b) for b in args.batches.split(",")]
     seqs = [int(s) for s in args.seqs.split(",")]
     # Tables sliced to the sequence length are made longer than the range: torch.export guards
@@ -299,6 +332,7 @@ def sweep_model(name: str, args, device: torch.device, log) -> dict:
                 case["error"] = f"{type(error).__name__}: {error}"
                 traceback.print_exc()
             result["shapes"].append(case)
+            save(result)
             log(f"  {name} batch {batch} seq {seq}: " + ", ".join(
                 f"{k} {v:.4g}" for k, v in case.items() if isinstance(v, float)))
 
@@ -371,9 +405,13 @@ def main() -> int:
     def log(text: str) -> None:
         print(f"[dynamic {time.perf_counter() - args.started:6.1f}s] {text}", flush=True)
 
+    def save(partial: dict) -> None:
+        out.write_text(json.dumps({**document, "models": [*document["models"], {**partial, "partial": True}]},
+                                  indent=1))
+
     for model in args.models.split(","):
         try:
-            document["models"].append(sweep_model(model, args, device, log))
+            document["models"].append(sweep_model(model, args, device, log, save))
         except Exception as error:  # noqa: BLE001 - recorded, next model
             traceback.print_exc()
             document["models"].append({"model": model, "error": f"{type(error).__name__}: {error}"})
