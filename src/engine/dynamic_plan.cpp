@@ -10,6 +10,9 @@
 #include <stdexcept>
 
 #include "fact/engine/size_fit.hpp"
+#include "fact/realize/build_driver.hpp"
+#include "fact/realize/compile_command.hpp"
+#include "fact/realize/kernel_cache.hpp"
 #include "fact/util/atomic_file.hpp"
 
 namespace fact::engine {
@@ -325,6 +328,60 @@ size_t bucket_index(const std::vector<std::vector<int64_t>>& edges, const std::v
   return index;
 }
 
+namespace {
+
+// The bucket tuples of the symbols' edges, in row-major order (the last symbol fastest).
+std::vector<Assignment> edge_tuples(const std::vector<graph::SymbolRange>& symbols,
+                                    const std::vector<std::vector<int64_t>>& edges) {
+  size_t tuples = 1;
+  for (const auto& e : edges) tuples *= e.size();
+  std::vector<Assignment> made;
+  for (size_t t = 0; t < tuples; ++t) {
+    Assignment at;
+    for (size_t i = symbols.size(), rest = t; i-- > 0;) {
+      at[symbols[i].name] = edges[i][rest % edges[i].size()];
+      rest /= edges[i].size();
+    }
+    made.push_back(std::move(at));
+  }
+  return made;
+}
+
+// Compiles, in one parallel build into the kernel cache, every kernel the hint's plan and the
+// bucket tuples' plans will ask for: each static plan then finds its kernels cached, instead of
+// each bucket compiling its own few kernels one build after another. The kernels are found by
+// planning each assignment without compiling (discovery and rendering only). Nothing is done
+// when the request does not compile, or tunes (tuning picks the configurations while it plans).
+void prebuild_kernels(const PlanRequest& request, const json& document, const std::vector<Assignment>& at,
+                      const fs::path& scratch, const std::function<void(const std::string&)>& say) {
+  if (!request.compile || request.tune > 0) return;
+  const realize::CompileOptions options = realize::default_compile_options();
+  if (realize::compile_unavailable_reason(options)) return;
+  PlanRequest render_only = request;
+  render_only.compile = false;
+  render_only.progress = false;
+  std::vector<realize::BuildJob> jobs;
+  std::set<std::string> keys;
+  for (size_t k = 0; k < at.size(); ++k) {
+    PlanResult r = make_plan(static_request(render_only, document, at[k], scratch / ("render_" + std::to_string(k))));
+    for (const auto& kernel : r.realized.kernels) {
+      if (kernel.ok() && keys.insert(kernel.kernel.key).second) jobs.push_back(realize::build_job(kernel.kernel, options));
+    }
+  }
+  if (jobs.empty()) return;
+  say("planning the range: compiling the " + std::to_string(jobs.size()) + " kernel(s) of the hint and " +
+      std::to_string(at.size() - 1) + " bucket tuple(s) in one build");
+  realize::KernelCache cache(realize::default_kernel_cache_dir());
+  realize::BuildOptions build;
+  build.jobs = request.jobs;
+  build.show_progress = request.progress;
+  build.console = request.console;
+  build.title = "range";
+  realize::BuildDriver(cache, build).build(jobs);  // failures are found again, and reported, by each plan
+}
+
+}  // namespace
+
 PlanResult make_dynamic_plan(const PlanRequest& request, const json& document, const DiscoveredHook& on_discovered) {
   const std::vector<graph::SymbolRange> symbols = graph::graph_symbols(document);
   if (symbols.empty()) throw std::invalid_argument("make_dynamic_plan: the graph declares no symbols");
@@ -341,6 +398,12 @@ PlanResult make_dynamic_plan(const PlanRequest& request, const json& document, c
   // 1. The hint's plan, with the request's settings: discovery.json, the hook, the report's.
   Assignment hint;
   for (const auto& s : symbols) hint[s.name] = s.hint;
+  std::vector<std::vector<int64_t>> edges;
+  for (const auto& s : symbols) edges.push_back(bucket_edges(s));
+  const std::vector<Assignment> bucket_tuples = edge_tuples(symbols, edges);
+  std::vector<Assignment> to_build{hint};
+  to_build.insert(to_build.end(), bucket_tuples.begin(), bucket_tuples.end());
+  prebuild_kernels(request, document, to_build, scratch.path, say);
   say("planning the range: the hint " + progress_text(hint, names));
   PlanResult result = make_plan(static_request(request, document, hint, request.out_dir), on_discovered);
 
@@ -423,20 +486,11 @@ PlanResult make_dynamic_plan(const PlanRequest& request, const json& document, c
   }
 
   // 4. Buckets: the graph at every edge tuple, with the request's settings.
-  std::vector<std::vector<int64_t>> edges;
-  size_t tuples = 1;
-  for (const auto& s : symbols) {
-    edges.push_back(bucket_edges(s));
-    tuples *= edges.back().size();
-  }
+  const size_t tuples = bucket_tuples.size();
   for (size_t r : dynamic)
     for (auto& call : plan["replacements"][r]["calls"]) call["buckets"] = json::array();
   for (size_t t = 0; t < tuples; ++t) {
-    Assignment at;
-    for (size_t i = symbols.size(), rest = t; i-- > 0;) {
-      at[names[i]] = edges[i][rest % edges[i].size()];
-      rest /= edges[i].size();
-    }
+    const Assignment& at = bucket_tuples[t];
     say("planning the range: bucket " + std::to_string(t + 1) + "/" + std::to_string(tuples) + " " +
         progress_text(at, names));
     const fs::path dir = scratch.path / ("bucket_" + std::to_string(t));

@@ -4,8 +4,12 @@
 // offsets) equals the call a static plan of the graph at those sizes writes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "fact/core/size_expr.hpp"
@@ -328,6 +332,63 @@ TEST_F(DynamicPlan, MlpImagesEqualStaticPlansAtSizesNeitherSampledNorEdges) {
   for (const auto& sizes : std::vector<std::vector<int64_t>>{{13, 37}, {1, 1}, {16, 64}, {6, 23}, {2, 8}}) {
     expect_matches_static_plan(plan, doc, sizes, r, dir_ / "static");
   }
+}
+
+// Sets an environment variable for a scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (saved_) ::setenv(name_, saved_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+TEST_F(DynamicPlan, TheRangesKernelsCompileInOneBuildBeforeAnyPlan) {
+  // A stand-in compiler: writes an empty library and records what it built.
+  const fs::path log = dir_ / "compiles.log";
+  const fs::path fake = dir_ / "fake_nvcc";
+  fs::create_directories(dir_);
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\n"
+              "if [ \"$1\" = --version ]; then echo 'fake nvcc 1'; exit 0; fi\n"
+              "out=; prev=\n"
+              "for a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; prev=$a; done\n"
+              "echo \"$out\" >> '" << log.string() << "'\n"
+              ": > \"$out\"\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  const ScopedEnv nvcc("FACT_NVCC", fake.string());
+  const ScopedEnv cache("FACT_CACHE_DIR", (dir_ / "cache").string());
+  PlanRequest r = request(mlp_document(), "plan");
+  r.compile = true;
+  r.device = "cuda";
+  const json plan = make_plan(r).plan;
+
+  std::set<std::string> keys;
+  for (const auto& [key, kernel] : plan.at("kernels").items()) {
+    keys.insert(key);
+    // every static plan found its kernels in the cache: the one build made them all
+    EXPECT_EQ(kernel.value("status", std::string()), "cached") << kernel.dump();
+  }
+  ASSERT_FALSE(keys.empty()) << plan.dump(1).substr(0, 2000);
+  std::ifstream compiled(log);
+  size_t compiles = 0;
+  for (std::string line; std::getline(compiled, line);) ++compiles;
+  EXPECT_EQ(compiles, keys.size());  // each kernel compiled once
+  bool one_build = false;
+  for (const auto& line : console_.lines_seen)
+    one_build |= line.rfind("planning the range: compiling the " + std::to_string(keys.size()) +
+                                " kernel(s) of the hint and 40 bucket tuple(s) in one build", 0) == 0;
+  EXPECT_TRUE(one_build);
 }
 
 TEST_F(DynamicPlan, InputsGetSymbolicShapes) {
