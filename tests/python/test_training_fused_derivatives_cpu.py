@@ -17,7 +17,8 @@ from test_training_cpu import STRICT, assert_gradients_match_float64, loss_of, o
 
 # activation module, the fused rule of the dgrad GEMM, the backward op it absorbs
 ACTIVATIONS = {
-    "gelu_tanh": (lambda: torch.nn.GELU(approximate="tanh"), "gemm_gelu_tanh_grad", torch.ops.aten.gelu_backward.default),
+    "gelu_tanh": (lambda: torch.nn.GELU(approximate="tanh"), "gemm_gelu_tanh_grad",
+                  torch.ops.aten.gelu_backward.default),
     "gelu_erf": (torch.nn.GELU, "gemm_gelu_erf_grad", torch.ops.aten.gelu_backward.default),
     "relu": (torch.nn.ReLU, "gemm_relu_grad", torch.ops.aten.threshold_backward.default),
     "silu": (torch.nn.SiLU, "gemm_silu_grad", torch.ops.aten.silu_backward.default),

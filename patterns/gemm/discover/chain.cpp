@@ -256,9 +256,11 @@ const std::vector<StepRule>& step_rules() {
                    if (op == nullptr || op->operand != OperandShape::MATRIX || saved == b.values.at("acc"))
                      return false;
                    const auto& acc = desc_of(g, chain.output);
-                   if (desc_of(g, node.outputs.front()).shape != acc.shape) return false;  // no broadcast of the result
+                   // the result keeps the output's shape (the operand does not broadcast it)
+                   if (desc_of(g, node.outputs.front()).shape != acc.shape) return false;
                    const bool full = is_full_operand(desc_of(g, saved), acc);
-                   const auto broadcast = full ? std::nullopt : broadcast_matrix(chain, acc, desc_of(g, saved));
+                   const auto broadcast =
+                       full ? std::nullopt : broadcast_matrix(chain, acc, desc_of(g, saved));
                    if (!full && !broadcast) return false;
                    EpilogueStep step;
                    step.kind = op->kind;

@@ -63,7 +63,8 @@ graph::Graph backward_graph(const std::string& target, json extra_args, json kwa
     nodes.push_back(node("view_4", "aten.view.default", {tensor("saved"), constant({2, 8, 64})}));
     saved = "view_4";
   }
-  json args = acc_first ? json::array({tensor("view_5"), tensor(saved)}) : json::array({tensor(saved), tensor("view_5")});
+  json args = acc_first ? json::array({tensor("view_5"), tensor(saved)})
+                        : json::array({tensor(saved), tensor("view_5")});
   for (const json& a : extra_args) args.push_back(a);
   nodes.push_back(node("grad", target, args, std::move(kwargs)));
   json doc = {{"schema", "fact.graph/1"},
