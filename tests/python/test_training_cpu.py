@@ -104,11 +104,13 @@ def test_tiny_mlp_composes_both_graphs_and_its_gradients_match_float64(tmp_path)
     assert isinstance(composed, TrainingComposedModule)
     report = composed.fact_report
     # forward: fc GEMM + bias (its output is saved for gelu's backward) and proj + bias + residual;
-    # backward: the dgrad GEMM (grad @ W) and the two wgrad GEMMs (grad^T @ activation)
+    # backward: the dgrad GEMM (grad @ W) with gelu's derivative over the saved pre-activation in
+    # its epilogue, and the two wgrad GEMMs (grad^T @ activation)
     assert report.forward.graph == "forward" and report.backward.graph == "backward"
     assert len(report.forward.composed) == 2 and all(c.verified for c in report.forward.composed), str(report)
     assert len(report.backward.composed) == 3 and all(c.verified for c in report.backward.composed), str(report)
     assert gemms(report.backward) == ["gemm"] * 3, str(report)
+    assert sorted(c.rule for c in report.backward.composed) == ["gemm", "gemm", "gemm_gelu_tanh_grad"], str(report)
     assert all(c.rel_err <= STRICT for c in report.backward.composed), str(report)
     assert (tmp_path / "forward" / "plan.json").exists() and (tmp_path / "backward" / "plan.json").exists()
     launches = [n for n in composed.graphs["backward"].graph_module.graph.nodes

@@ -8,6 +8,7 @@
 #include "fact/discover/graph_rewrite.hpp"
 #include "fact/discover/rule.hpp"
 #include "fact/discover/strided_view.hpp"
+#include "patterns/gemm/discover/step_spellings.hpp"
 
 namespace fact::gemm {
 
@@ -242,6 +243,36 @@ const std::vector<StepRule>& step_rules() {
                    step.operand_dtype = desc_of(g, other).dtype;
                    set_full_operand(step, chain);
                    chain.roles[next_role(chain, "multiplier")] = other;
+                   chain.problem.epilogue.push_back(step);
+                   return true;
+                 }});
+    // A step the op table spells in aten (step_spellings.hpp): an activation's backward op over
+    // a dgrad GEMM's result, its second tensor the step's M×N operand (the saved forward tensor,
+    // read in place like a residual).
+    r.push_back({"spelled", Pattern::op(spelled_step_targets(), {acc, operand}),
+                 [](const Graph& g, const Node& node, const Binding& b, GemmChain& chain, const EpilogueOptions&) {
+                   const StepOp* op = spelled_step(node);
+                   const ValueId& saved = b.values.at("operand");
+                   if (op == nullptr || op->operand != OperandShape::MATRIX || saved == b.values.at("acc"))
+                     return false;
+                   const auto& acc = desc_of(g, chain.output);
+                   // the result keeps the output's shape (the operand does not broadcast it)
+                   if (desc_of(g, node.outputs.front()).shape != acc.shape) return false;
+                   const bool full = is_full_operand(desc_of(g, saved), acc);
+                   const auto broadcast =
+                       full ? std::nullopt : broadcast_matrix(chain, acc, desc_of(g, saved));
+                   if (!full && !broadcast) return false;
+                   EpilogueStep step;
+                   step.kind = op->kind;
+                   step.operand = saved;
+                   step.operand_dtype = desc_of(g, saved).dtype;
+                   set_full_operand(step, chain);
+                   if (broadcast) {
+                     step.operand_ld = broadcast->ld;
+                     step.operand_batch_stride = broadcast->batch_stride;
+                     step.operand_outer_batch_stride = broadcast->outer_batch_stride;
+                   }
+                   chain.roles[next_role(chain, "saved")] = saved;
                    chain.problem.epilogue.push_back(step);
                    return true;
                  }});
