@@ -22,9 +22,10 @@
 #                model optimized for a batch x sequence range, timed at every shape of a grid
 #                against eager and torch.compile; results dynamic-<device>-<date>.json, log
 #                dynamic.log
-#   training     bench/training/run_training.py (FACT_TRAINING_ARGS: its arguments): training
-#                steps through FACT (forward and backward graphs composed) against eager and
-#                torch.compile; results training-<device>-<date>.json, log training.log
+#   training     bench/training/run_training.py (FACT_TRAINING_ARGS: its arguments): full training
+#                steps (forward, backward, AdamW) of modules composed for training against eager
+#                and torch.compile, gradients against float64, losses after --steps steps;
+#                results training-<device>-<date>.json, log training.log
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -146,11 +147,12 @@ done
 [ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
+[ -f "$OUT/training.log" ] && grep -vE "^\s*$" "$OUT/training.log" | tail -40
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)

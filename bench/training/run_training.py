@@ -1,36 +1,39 @@
 #!/usr/bin/env python3
-"""Training steps through FACT: one model per case composed for training (`fact.optimize` of
-the module in train mode: AOTAutograd's forward and backward graphs, docs/compose.md
-"Training"), against the original eagerly and `torch.compile` of it, each with its own AdamW.
+"""The training benchmark: full training steps (zero_grad, forward, loss, backward, AdamW step)
+of a module composed for training by FACT (`fact.optimize(model.train(), ...)`: AOTAutograd's
+forward and backward graphs each composed; docs/compose.md, "Training") against the original
+eagerly and torch.compile of the original, each variant with its own copy of the same initial
+weights and its own AdamW.
 
-Per case:
-- step time (zero_grad, forward, loss, backward, optimizer step) of FACT, eager and
-  torch.compile, timed interleaved round by round with CUDA events (medians; no L2 flush: a
-  step's own traffic is far larger than the L2), and the ratios;
-- parameter gradients of FACT's first step against float64 autograd of the original on the
-  same inputs (relative error per parameter, the worst reported);
-- the loss after --steps AdamW steps from the same initial weights and the same data, FACT
-  against eager; for autocast cases also eager against eager on a second data order (the
-  spread a run-to-run difference has);
-- peak memory of one step per variant (torch.cuda.max_memory_allocated);
-- time to optimize, and what FACT composed in each graph.
+Per model (--models; bench/training/models.py):
+  - the time to optimize, and what FACT composed in the forward and the backward graph;
+  - the first step's parameter gradients on inputs the module was not traced with, FACT's and
+    eager's, against float64 autograd of the original (float32 cases: FACT within
+    --grad-rtol, 1e-5 = `strict`'s bound);
+  - the median time of a full step, the variants timed interleaved (CUDA events, no L2 flush:
+    bench/training/steps.py says why), and the speedups (variant's time / FACT's);
+  - the peak memory of a step (torch.cuda.max_memory_allocated), FACT's against eager's;
+  - --steps AdamW steps from the initial weights over a fixed pool of batches, then the trained
+    weights' mean loss over the pool (run eagerly by each variant's plain module: the final loss
+    judged): float32 cases at the first data-order seed, FACT's against eager's (within
+    --loss-rtol, 1e-4); bf16-autocast cases at every seed of --seeds, FACT's against eager's at
+    the same seed, judged by eager's own spread across the seeds (the largest difference
+    between its final losses). torch.compile trains at the first seed too (its difference is
+    reported). Each run's per-step losses are kept, sampled.
 
-Cases (--models): mlp_f32 and mingpt_f32 (float32, precision strict, TF32 off as PyTorch's
-float32 default), mingpt_bf16 and llama_bf16 (float32 weights under torch.autocast bfloat16).
+float32 runs with TF32 off (torch.backends.cuda.matmul.allow_tf32 = False, PyTorch's default).
 Writes <out-dir>/training-<device slug>-<date>[-tag].json (schema fact.bench.training/1) after
-every case. `--device cpu --small`: a smoke run on narrow models (host reference; its times are
-no performance figures).
+every model and every phase of one, so a timeout keeps what was measured.
 
-Usage (device): PYTHONPATH=python python3 bench/training/run_training.py [--models ...]
-    [--steps 200] [--iters 20] [--time-budget 500]
+Usage (device): PYTHONPATH=python python3 bench/training/run_training.py
+    [--models mlp_f32,mingpt_f32,mingpt_bf16,llama_bf16] [--steps 200] [--time-budget 500]
+Smoke (CPU, host reference, narrow models): ... --device cpu --small
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -41,271 +44,334 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
-for extra in (REPO_ROOT / "bench" / "models", REPO_ROOT / "python"):
+for extra in (HERE, REPO_ROOT / "python"):
     if str(extra) not in sys.path:
         sys.path.append(str(extra))
 
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
 
 import fact  # noqa: E402
+from fact.compose.training_module import TrainingComposedModule  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
+from models import Case, build  # noqa: E402
+from steps import (Data, Trainer, autocast_context, float64_gradients, gradients,  # noqa: E402
+                   loss_of, peak_step_mib, rel_errors, reset, step_times_ms, synchronize)
+
+FELL_BACK = "running the original"
 
 
-# ---------------------------------------------------------------------------------------------
-# Cases
-
-
-class DeepMLP(nn.Module):
-    """KernelBench-style deep MLP: Linear + ReLU layers."""
-
-    def __init__(self, width: int = 4096, depth: int = 3, out: int = 1024):
-        super().__init__()
-        layers: list[nn.Module] = []
-        for _ in range(depth):
-            layers += [nn.Linear(width, width), nn.ReLU()]
-        layers.append(nn.Linear(width, out))
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def build(name: str, small: bool) -> tuple[nn.Module, tuple, str | None, bool]:
-    """(float32 model, input shape, FACT precision, autocast bf16)."""
-    torch.manual_seed(0)
-    if name == "mlp_f32":
-        return (DeepMLP(64, 2, 32) if small else DeepMLP()), ((64, 64) if small else (8192, 4096)), "strict", False
-    if name in ("mingpt_f32", "mingpt_bf16"):
-        from mingpt_block import MinGPTBlock
-        model = MinGPTBlock(embed=64, heads=4, max_seq_len=64) if small else MinGPTBlock(max_seq_len=1024)
-        shape = (2, 16, 64) if small else (8, 512, 768)
-        return (model, shape, "strict", False) if name == "mingpt_f32" else (model, shape, None, True)
-    if name == "llama_bf16":
-        from llama_block import LlamaDecoderBlock
-        widths = (dict(hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128) if small else
-                  dict(hidden=2048, heads=16, kv_heads=4, head_dim=128, intermediate=5632))
-        shape = (2, 16, 64) if small else (4, 1024, 2048)
-        return LlamaDecoderBlock(**widths, max_seq_len=shape[1]), shape, None, True
-    raise SystemExit(f"unknown model {name}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Steps
-
-
-def data(shape: tuple, out_shape: torch.Size, seed: int, device: torch.device) -> tuple:
-    generator = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=generator).to(device),
-            torch.randn(tuple(out_shape), generator=generator).to(device))
-
-
-def make_step(module: nn.Module, params, autocast: bool, device: torch.device) -> tuple[Callable, Any]:
-    """(step(x, y) -> loss, the optimizer): zero_grad, forward, MSE loss, backward, AdamW."""
-    optimizer = torch.optim.AdamW(params, lr=1e-4)
-    context = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
-
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=True)
-        with context():
-            out = module(x)
-        loss = (out.float() - y).square().mean()
-        loss.backward()
-        optimizer.step()
-        return loss
-    return step, optimizer
-
-
-def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
-    return float((got.double() - want).norm() / want.norm().clamp_min(1e-300))
-
-
-def float64_gradients(model: nn.Module, x, y) -> dict:
-    reference = copy.deepcopy(model).double()
-    loss = (reference(x.double()) - y.double()).square().mean()
-    loss.backward()
-    return {name: p.grad.detach() for name, p in reference.named_parameters() if p.grad is not None}
-
-
-def median_step_ms(steps: dict, x, y, iters: int, device: torch.device) -> dict:
-    """Median ms per step of each variant, interleaved round by round."""
-    times: dict[str, list] = {name: [] for name in steps}
-    for _ in range(3):
-        for step in steps.values():
-            step(x, y)
-    for _ in range(iters):
-        for name, step in steps.items():
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                start.record()
-                step(x, y)
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
-            else:
-                began = time.perf_counter()
-                step(x, y)
-                times[name].append((time.perf_counter() - began) * 1e3)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
-def peak_memory(step: Callable, x, y, device: torch.device) -> int | None:
-    if device.type != "cuda":
+def graph_summary(report) -> dict | None:
+    """What one graph (forward or backward) composed and left to PyTorch."""
+    if report is None:
         return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    step(x, y)
-    torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated())
+    return {"composed": [{"label": c.label, "kinds": [call.kind for call in c.calls], "nodes": c.nodes,
+                          "rel_err": c.rel_err, "tolerance": c.tolerance, "verified": c.verified,
+                          "calls_ms": c.calls_ms, "subgraph_ms": c.subgraph_ms} for c in report.composed],
+            "kinds": sorted(call.kind for c in report.composed for call in c.calls),
+            "left": [{"what": x.what, "reason": x.reason, "stage": x.stage} for x in report.left_to_pytorch][:30],
+            "runs": report.runs, "remainder": report.remainder, "notes": report.notes[:10],
+            "stage_seconds": report.stage_seconds}
 
 
-def composed_list(report) -> list:
-    return [{"label": c.label, "rule": c.rule, "verified": c.verified} for c in report.composed] if report else []
+def summarize_run(losses: list[float]) -> dict:
+    every = max(1, len(losses) // 20)
+    return {"first": losses[0], "final": losses[-1], "min": min(losses), "every": every,
+            "sampled": losses[::every]}
 
 
-def final_loss(make: Callable[[], tuple], autocast: bool, shape, out_shape, steps: int, seed: int,
-               device) -> float:
-    """The loss after `steps` steps of a fresh module (make() -> (module, params)) on the data
-    of `seed` (step k draws seed * 100003 + k)."""
-    module, params = make()
-    step, _ = make_step(module, params, autocast, device)
-    loss = None
-    for k in range(steps):
-        x, y = data(shape, out_shape, seed * 100003 + k, device)
-        loss = step(x, y)
-    return float(loss)
+def rel_diff(got: float, want: float) -> float:
+    return abs(got - want) / max(abs(want), 1e-30)
 
 
-def run_case(name: str, args, device: torch.device, log) -> dict:
-    model, shape, precision, autocast = build(name, args.small)
-    model = model.to(device).train()
-    result: dict[str, Any] = {"model": name, "precision": precision or "engine's choice",
-                              "autocast": "bfloat16" if autocast else None, "input": list(shape),
-                              "parameters": sum(p.numel() for p in model.parameters())}
-    x0 = torch.randn(shape, device=device)
-    with torch.no_grad():
-        out_shape = model(x0).shape
-    x, y = data(shape, out_shape, 1, device)
+class ModelRun:
+    """One model through every phase; `result` is its part of the results document, saved
+    (by `save`) after every phase."""
 
-    def fact_module(source: nn.Module):
-        context = torch.autocast(device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-        with context, warnings.catch_warnings():
+    def __init__(self, name: str, args, device: torch.device, log: Callable, save: Callable):
+        self.args, self.device, self.log, self.save = args, device, log, save
+        tokens = int(name.split("-")[1]) if name.startswith("mlp_f32-") else args.mlp_tokens[0]
+        self.case: Case = build(name, small=args.small, mlp_tokens=tokens, batch=args.batch, seq=args.seq)
+        self.result: dict[str, Any] = {"model": name, "dtype": self.case.dtype_label,
+                                       "precision": self.case.precision, "input": list(self.case.input_shape),
+                                       "skipped": []}
+
+    def over_budget(self, phase: str) -> bool:
+        if time.perf_counter() - self.args.started > self.args.time_budget:
+            self.result["skipped"].append(phase)
+            self.log(f"{self.case.name}: time budget spent, skipping {phase}")
+            return True
+        return False
+
+    def run(self) -> dict:
+        args, device, case = self.args, self.device, self.case
+        model = case.model.to(device).train()
+        self.initial = copy.deepcopy(model.state_dict())
+        self.data = Data(case.input_shape, args.pool, device)
+        check_x, check_target = Data(case.input_shape, 1, device, seed=99).batches[0]
+
+        # FACT: composed for training (inside the autocast the steps run under: the traced graphs
+        # hold its casts)
+        fact_model = copy.deepcopy(model)
+        start = time.perf_counter()
+        with warnings.catch_warnings(), autocast_context(device, case.autocast):
             warnings.simplefilter("ignore")
-            return fact.optimize(source, (x,), precision, tune=args.tune,
-                                 work_dir=Path(args.work_dir) / name)
+            composed = fact.optimize(fact_model, (self.data.batches[0][0],), case.precision,
+                                     work_dir=Path(args.work_dir) / case.name, remainder=args.remainder,
+                                     tune=args.tune, speed_guard=args.speed_guard, strict=True)
+        self.result["optimize_s"] = time.perf_counter() - start
+        report = composed.fact_report
+        self.result["trains_composed"] = isinstance(composed, TrainingComposedModule)
+        self.result["report"] = {"runs": report.runs, "forward": graph_summary(report.forward),
+                                 "backward": graph_summary(report.backward),
+                                 "left": [{"what": x.what, "reason": x.reason} for x in report.left_to_pytorch]}
+        self.log(f"{case.name}: optimized for training in {self.result['optimize_s']:.1f} s; "
+                 f"forward {self._kinds('forward')}, backward {self._kinds('backward')}")
+        self.save()
 
-    # FACT: optimize (timed), the report, the first step's gradients against float64.
-    fact_model = copy.deepcopy(model)
-    started = time.perf_counter()
-    composed = fact_module(fact_model)
-    result["optimize_s"] = time.perf_counter() - started
-    report = composed.fact_report
-    result["composed"] = {"forward": composed_list(report.forward), "backward": composed_list(report.backward)}
-    result["left_to_pytorch"] = {which: [{"what": item.what, "reason": item.reason[:300]}
-                                         for item in (getattr(report, which).left_to_pytorch if getattr(report, which) else [])]
-                                 for which in ("forward", "backward")}
-    log(f"{name}: optimized for training in {result['optimize_s']:.1f} s; forward "
-        f"{len(result['composed']['forward'])}, backward {len(result['composed']['backward'])} composed")
-    want = float64_gradients(model, x, y)
-    step, _ = make_step(composed, fact_model.parameters(), autocast, device)
-    step(x, y)
-    errors = {n: rel_err(p.grad, want[n]) for n, p in fact_model.named_parameters() if p.grad is not None}
-    eager_model = copy.deepcopy(model)
-    eager_step, _ = make_step(eager_model, eager_model.parameters(), autocast, device)
-    eager_step(x, y)
-    eager_errors = {n: rel_err(p.grad, want[n]) for n, p in eager_model.named_parameters() if p.grad is not None}
-    result["grad_rel_err_max"] = max(errors.values()) if errors else None
-    result["eager_grad_rel_err_max"] = max(eager_errors.values()) if eager_errors else None
+        self.variants = {"fact": Trainer(composed, fact_model.parameters(), device, case.autocast, args.lr)}
+        self.modules = {"fact": fact_model}
+        eager = copy.deepcopy(model)
+        self.variants["eager"] = Trainer(eager, eager.parameters(), device, case.autocast, args.lr)
+        self.modules["eager"] = eager
+        for label, module in [("compile", copy.deepcopy(model)), *case.baselines.items()]:
+            module = module.to(device).train()
+            self.variants[label] = Trainer(torch.compile(module), module.parameters(), device,
+                                           case.autocast, args.lr)
+            self.modules[label] = module
 
-    # Step times and peak memory: FACT, eager, torch.compile, each from the initial weights.
-    fact_timed, eager_timed, compiled_source = copy.deepcopy(model), copy.deepcopy(model), copy.deepcopy(model)
-    steps = {"fact": make_step(fact_module(fact_timed), fact_timed.parameters(), autocast, device)[0],
-             "eager": make_step(eager_timed, eager_timed.parameters(), autocast, device)[0]}
-    try:
-        compiled = torch.compile(compiled_source)
-        steps["compile"] = make_step(compiled, compiled_source.parameters(), autocast, device)[0]
-    except Exception as error:  # noqa: BLE001 - recorded, FACT and eager still timed
-        result["compile_error"] = f"{type(error).__name__}: {error}"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        times = median_step_ms(steps, x, y, args.iters, device)
-    result["step_ms"] = times
-    result["peak_memory_bytes"] = {n: peak_memory(s, x, y, device) for n, s in steps.items()}
-    result["speedup_vs_eager"] = times["eager"] / times["fact"]
-    if "compile" in times:
-        result["speedup_vs_compile"] = times["compile"] / times["fact"]
-    result["speedup_vs_best"] = min(v for k, v in times.items() if k != "fact") / times["fact"]
-    log(f"{name}: step fact {times['fact']:.3f} ms, " + ", ".join(
-        f"{k} {v:.3f} ms" for k, v in times.items() if k != "fact") +
-        f"; grads vs float64 {result['grad_rel_err_max']:.3g} (eager {result['eager_grad_rel_err_max']:.3g})")
+        self.check_gradients(model, check_x, check_target)
+        del model
+        for phase in (self.first_steps, self.time_steps, self.measure_memory, self.train_runs):
+            if self.over_budget(phase.__name__):
+                break
+            phase()
+            self.save()
+        return self.result
 
-    # Loss after --steps AdamW steps, FACT against eager on the same data (and eager on another
-    # data order for autocast: the spread of a run).
-    def fresh_fact():
-        source = copy.deepcopy(model)
-        return fact_module(source), source.parameters()
+    def _kinds(self, which: str) -> str:
+        summary = self.result["report"][which]
+        if not summary:
+            return "no graph"
+        kinds = summary["kinds"]
+        return ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "nothing"
 
-    def fresh_eager():
-        source = copy.deepcopy(model)
-        return source, source.parameters()
-    if time.perf_counter() - args.started < args.time_budget:
-        losses = {"fact": final_loss(fresh_fact, autocast, shape, out_shape, args.steps, 7, device),
-                  "eager": final_loss(fresh_eager, autocast, shape, out_shape, args.steps, 7, device)}
-        if autocast:
-            losses["eager_again"] = final_loss(fresh_eager, autocast, shape, out_shape, args.steps, 7, device)
-        result["final_loss"] = losses
-        result["final_loss_rel_diff"] = abs(losses["fact"] - losses["eager"]) / abs(losses["eager"])
-        if autocast:
-            result["eager_run_to_run_rel_diff"] = abs(losses["eager_again"] - losses["eager"]) / abs(losses["eager"])
-        log(f"{name}: loss after {args.steps} steps fact {losses['fact']:.6g}, eager {losses['eager']:.6g} "
-            f"(rel diff {result['final_loss_rel_diff']:.3g})")
-    else:
-        result["final_loss"] = "skipped: time budget"
-    return result
+    def check_gradients(self, model, x, target) -> None:
+        """The first step's gradients on fresh inputs: FACT's and eager's against float64."""
+        case, device = self.case, self.device
+        reference = float64_gradients(model, x, target)
+        errors = {}
+        for label in ("fact", "eager"):
+            got = gradients(self.variants[label].forward, self.modules[label], x, target, device, case.autocast)
+            errors[label] = rel_errors(got, reference)
+        del reference
+        worst = {label: max(e.values()) for label, e in errors.items()}
+        self.result["grad_rel_err"] = {"per_parameter": errors, "max": worst,
+                                       "bound": None if case.autocast else self.args.grad_rtol}
+        if case.autocast is None:
+            self.result["grad_within_bound"] = worst["fact"] <= self.args.grad_rtol
+        self.log(f"{case.name}: gradients vs float64, largest rel err FACT {worst['fact']:.3g}, "
+                 f"eager {worst['eager']:.3g}")
+
+    def first_steps(self) -> None:
+        """Each variant's first step (torch.compile compiles here), timed apart."""
+        x, target = self.data.batches[0]
+        first = {}
+        for label, trainer in self.variants.items():
+            synchronize(self.device)
+            start = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                trainer.step(x, target)
+                synchronize(self.device)
+            first[label] = time.perf_counter() - start
+            if label == "fact":
+                self.result["fact_fell_back"] = any(FELL_BACK in str(w.message) for w in caught)
+        self.result["first_step_s"] = first
+
+    def time_steps(self) -> None:
+        x, target = self.data.batches[0]
+        steps = {label: (lambda t=trainer: t.step(x, target)) for label, trainer in self.variants.items()}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            times = step_times_ms(steps, self.device, self.args.warmup, self.args.iters)
+        if any(FELL_BACK in str(w.message) for w in caught):
+            self.result["fact_fell_back"] = True
+        self.result["step_ms"] = {label: t["median_ms"] for label, t in times.items()}
+        self.result["step_spread_ms"] = {label: [t["p10_ms"], t["p90_ms"]] for label, t in times.items()}
+        self.result["timer"] = times["fact"]["timer"]
+        fact_ms = times["fact"]["median_ms"]
+        baselines = {label: t["median_ms"] for label, t in times.items() if label != "fact"}
+        self.result["speedup"] = {f"vs_{label}": ms / fact_ms for label, ms in baselines.items()}
+        self.result["speedup"]["vs_best"] = min(baselines.values()) / fact_ms
+        self.log(f"{self.case.name}: step ms " + ", ".join(f"{k} {v:.4g}" for k, v in self.result["step_ms"].items())
+                 + "; speedup " + ", ".join(f"{k} {v:.3f}" for k, v in self.result["speedup"].items()))
+
+    def measure_memory(self) -> None:
+        x, target = self.data.batches[0]
+        memory = {label: peak_step_mib(lambda t=trainer: t.step(x, target), self.device)
+                  for label, trainer in self.variants.items()}
+        if memory["fact"] is None:
+            self.result["memory"] = None
+            return
+        self.result["memory"] = memory
+        self.result["memory_step_ratio_vs_eager"] = (memory["fact"]["step_mib"]
+                                                     / max(memory["eager"]["step_mib"], 1e-9))
+        self.log(f"{self.case.name}: step memory MiB "
+                 + ", ".join(f"{k} {v['step_mib']:.0f}" for k, v in memory.items()))
+
+    def train_runs(self) -> None:
+        """--steps AdamW steps from the initial weights per (variant, seed)."""
+        args, case = self.args, self.case
+        seeds = args.seeds if case.autocast is not None else args.seeds[:1]
+        plan = [(label, seed) for seed in seeds for label in ("eager", "fact")]
+        plan += [(label, seeds[0]) for label in self.variants if label not in ("eager", "fact")]
+        runs = self.result.setdefault("runs", [])
+        for label, seed in plan:
+            if self.over_budget(f"train {label} seed {seed}"):
+                break
+            reset(self.modules[label], self.initial)
+            trainer = self.variants[label]
+            trainer.new_optimizer()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                losses = trainer.losses(self.data, self.data.order(seed, args.steps))
+            if label == "fact" and any(FELL_BACK in str(w.message) for w in caught):
+                self.result["fact_fell_back"] = True
+            evaluated = self.evaluate(self.modules[label])
+            runs.append({"variant": label, "seed": seed, "steps": len(losses), "eval": evaluated,
+                         **summarize_run(losses)})
+            self.log(f"{case.name}: {label} seed {seed}: loss {losses[0]:.6g} -> {losses[-1]:.6g}, "
+                     f"eval {evaluated:.6g}")
+            self.save()
+        self.result["loss"] = self.judge_losses(runs, seeds)
+
+    def evaluate(self, module) -> float:
+        """The trained weights' mean loss over the whole data pool, run by the plain module
+        (eagerly, under the case's autocast, no grad): the same code for every variant, and
+        no dependence on which batch a run's last step drew."""
+        with torch.no_grad(), autocast_context(self.device, self.case.autocast):
+            losses = [loss_of(module(x), target) for x, target in self.data.batches]
+        return float(torch.stack(losses).mean())
+
+    def judge_losses(self, runs: list[dict], seeds: list[int]) -> dict:
+        """The evaluated losses after the runs (`evaluate`): FACT's against eager's at each
+        seed, against --loss-rtol (float32) or eager's spread across the seeds (autocast)."""
+        final = {(r["variant"], r["seed"]): r["eval"] for r in runs}
+        last = {(r["variant"], r["seed"]): r["final"] for r in runs}
+        verdict: dict[str, Any] = {}
+        pairs = [s for s in seeds if ("fact", s) in final and ("eager", s) in final]
+        verdict["last_step_fact_vs_eager_rel"] = {str(s): rel_diff(last[("fact", s)], last[("eager", s)])
+                                                  for s in pairs}
+        verdict["fact_vs_eager_rel"] = {str(s): rel_diff(final[("fact", s)], final[("eager", s)]) for s in pairs}
+        for label in self.variants:
+            if label not in ("fact", "eager") and (label, seeds[0]) in final and ("eager", seeds[0]) in final:
+                verdict[f"{label}_vs_eager_rel"] = rel_diff(final[(label, seeds[0])], final[("eager", seeds[0])])
+        if self.case.autocast is None:
+            verdict["bound_rel"] = self.args.loss_rtol
+            verdict["within_bound"] = bool(pairs) and all(v <= self.args.loss_rtol
+                                                          for v in verdict["fact_vs_eager_rel"].values())
+        else:
+            eager_finals = [final[("eager", s)] for s in seeds if ("eager", s) in final]
+            spread = max(eager_finals) - min(eager_finals) if len(eager_finals) > 1 else None
+            verdict["eager_spread_abs"] = spread
+            verdict["fact_vs_eager_abs"] = {str(s): abs(final[("fact", s)] - final[("eager", s)]) for s in pairs}
+            verdict["within_eager_spread"] = (spread is not None and bool(pairs) and
+                                              all(v <= spread for v in verdict["fact_vs_eager_abs"].values()))
+        return verdict
 
 
-def main() -> int:
+def expand_models(models: str, mlp_tokens: list[int]) -> list[str]:
+    """`mlp_f32` becomes one entry per --mlp-tokens value (mlp_f32-4096, ...)."""
+    names = []
+    for name in models.split(","):
+        names += [f"mlp_f32-{t}" for t in mlp_tokens] if name == "mlp_f32" else [name]
+    return names
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp_f32,mingpt_f32,mingpt_bf16,llama_bf16")
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--mlp-tokens", default=None, help="rows per batch of mlp_f32, comma-separated "
+                                                           "(default 4096,8192; --small: 64)")
+    parser.add_argument("--batch", type=int, default=None, help="the blocks' batch (default per model)")
+    parser.add_argument("--seq", type=int, default=None, help="the blocks' sequence length (default per model)")
+    parser.add_argument("--steps", type=int, default=None, help="AdamW steps per run (default 200; --small: 5)")
+    parser.add_argument("--seeds", default="0,1,2", help="data-order seeds (bf16 autocast cases: all)")
+    parser.add_argument("--pool", type=int, default=8, help="batches in the data pool")
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--grad-rtol", type=float, default=1e-5)
+    parser.add_argument("--loss-rtol", type=float, default=1e-4)
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up steps per variant (default 3; --small: 1)")
+    parser.add_argument("--iters", type=int, default=None, help="timed steps per variant (default 20; --small: 3)")
     parser.add_argument("--tune", type=int, default=0)
+    parser.add_argument("--remainder", default=None, choices=["inductor", "eager"],
+                        help="how each graph's PyTorch remainder runs (default inductor; --small: "
+                             "eager, which keeps the CPU smoke run short)")
+    parser.add_argument("--speed-guard", action=argparse.BooleanOptionalAction, default=None,
+                        help="each replacement timed against the subgraph it replaces (default: on "
+                             "CUDA, off on the CPU)")
     parser.add_argument("--time-budget", type=float, default=500.0)
     parser.add_argument("--out-dir", default="bench/results")
     parser.add_argument("--work-dir", default="out/training")
     parser.add_argument("--tag", default="")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--small", action="store_true", help="narrow models (smoke runs)")
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run (host reference)")
+    parser.add_argument("--small", action="store_true", help="narrow models, few steps (smoke runs)")
     args = parser.parse_args()
+    small = args.small
+    args.mlp_tokens = [int(t) for t in (args.mlp_tokens or ("64" if small else "4096,8192")).split(",")]
+    args.steps = args.steps or (5 if small else 200)
+    args.warmup = args.warmup if args.warmup is not None else (1 if small else 3)
+    args.iters = args.iters or (3 if small else 20)
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.remainder = args.remainder or ("eager" if small else "inductor")
+    if args.speed_guard is None:
+        args.speed_guard = args.device.startswith("cuda")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     args.started = time.perf_counter()
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's float32 default
-        torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     slug = name.lower().replace(" ", "-")
     out = Path(args.out_dir) / f"training-{slug}-{date.today().isoformat()}{'-' + args.tag if args.tag else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in vars(args).items() if k != "started"}
+    settings["allow_tf32"] = {"matmul": torch.backends.cuda.matmul.allow_tf32,
+                              "cudnn": torch.backends.cudnn.allow_tf32}
     document = {"schema": "fact.bench.training/1", "device": name, "versions": collect_versions(device),
-                "settings": {k: v for k, v in vars(args).items() if k != "started"},
-                "timing": "median of interleaved full steps (CUDA events), no L2 flush", "cases": []}
+                "settings": settings, "models": []}
 
     def log(text: str) -> None:
         print(f"[training {time.perf_counter() - args.started:6.1f}s] {text}", flush=True)
 
-    for case in args.models.split(","):
-        if time.perf_counter() - args.started > args.time_budget:
-            document["cases"].append({"model": case, "skipped": "time budget"})
-            continue
-        try:
-            document["cases"].append(run_case(case, args, device, log))
-        except Exception as error:  # noqa: BLE001 - recorded, next case
-            traceback.print_exc()
-            document["cases"].append({"model": case, "error": f"{type(error).__name__}: {error}"})
+    def save() -> None:
         out.write_text(json.dumps(document, indent=1))
+
+    for model_name in expand_models(args.models, args.mlp_tokens):
+        if time.perf_counter() - args.started > args.time_budget:
+            document["models"].append({"model": model_name, "skipped": ["all (time budget)"]})
+            continue
+        run = None
+        try:
+            run = ModelRun(model_name, args, device, log, save)
+            document["models"].append(run.result)
+            run.run()
+        except Exception as error:  # noqa: BLE001 - recorded, next model
+            traceback.print_exc()
+            entry = run.result if run is not None else {"model": model_name}
+            if run is None:
+                document["models"].append(entry)
+            entry["error"] = f"{type(error).__name__}: {error}"
+        save()
+        del run
         torch._dynamo.reset()
-    out.write_text(json.dumps(document, indent=1))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    save()
     log(f"wrote {out}")
     return 0
 
