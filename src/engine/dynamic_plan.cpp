@@ -365,7 +365,9 @@ void prebuild_kernels(const PlanRequest& request, const json& document, const st
   for (size_t k = 0; k < at.size(); ++k) {
     PlanResult r = make_plan(static_request(render_only, document, at[k], scratch / ("render_" + std::to_string(k))));
     for (const auto& kernel : r.realized.kernels) {
-      if (kernel.ok() && keys.insert(kernel.kernel.key).second) jobs.push_back(realize::build_job(kernel.kernel, options));
+      // rendered templates only: a registry entry's source is built by the registry's path
+      if (kernel.ok() && !kernel.kernel.source.empty() && keys.insert(kernel.kernel.key).second)
+        jobs.push_back(realize::build_job(kernel.kernel, options));
     }
   }
   if (jobs.empty()) return;

@@ -151,13 +151,17 @@ class ComposedModule(torch.nn.Module):
             self._warned.add(key)
             warnings.warn(f"fact: {message}", stacklevel=4)
 
+    def _has_plan(self) -> bool:
+        """Whether something was composed (else there is no plan to be outside of, and the
+        original serves any input)."""
+        return self.graph_module is not None
+
     def _outside_plan(self, signature: tuple, why: str, args: tuple, kwargs: dict):
         """A call the plan does not cover: ValueError when strict, else the original module
         (one warning per signature)."""
-        # Nothing composed: there is no plan to be outside of, and the original serves any input.
-        if self.strict and self.graph_module is not None:
+        if self.strict and self._has_plan():
             raise ValueError(f"fact: inputs {_describe(signature)} are outside the plan: {why}")
-        if self.graph_module is not None and signature not in self._warned:
+        if self._has_plan() and signature not in self._warned:
             self._warned.add(signature)
             warnings.warn(f"fact: inputs {_describe(signature)} are outside the plan ({why}); "
                           f"running the original module for them", stacklevel=3)

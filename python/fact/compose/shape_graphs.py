@@ -28,8 +28,9 @@ from fact.compose.module import _CudaGraphRunner
 from fact.compose.signature import _first_line
 
 DEFAULT_LIMIT = 64        # graphs kept at once
-CAPTURE_ON_CALL = 2       # the call of a size tuple that captures it
 MAX_DEVICE_MS = 2.0       # a first call shorter than this on the device is always captured
+SEEN_LIMIT = 4096         # size tuples remembered between their first and second call, or as
+                          # bound by device work (least recently seen forgotten first)
 
 
 class ShapeGraphs:
@@ -43,9 +44,9 @@ class ShapeGraphs:
         self.limit = max(1, int(limit))
         self.pool = torch.cuda.graph_pool_handle()
         self.graphs: OrderedDict[tuple, _CudaGraphRunner] = OrderedDict()
-        self.calls: dict[tuple, int] = {}
-        self.first_call: dict[tuple, tuple] = {}   # sizes -> (start event, end event, host ms)
-        self.uncaptured: set = set()               # size tuples bound by device work
+        # sizes called once -> (start event, end event, host ms) of that call
+        self.first_call: OrderedDict[tuple, tuple] = OrderedDict()
+        self.uncaptured: OrderedDict[tuple, None] = OrderedDict()   # sizes bound by device work
         self.captured = 0           # graphs captured so far (dropped ones included)
         self.dropped = 0
         self.pool_bytes = 0         # memory the shared pool and the static buffers reserved
@@ -56,14 +57,13 @@ class ShapeGraphs:
         if runner is not None:
             self.graphs.move_to_end(sizes)
             return runner(args)
-        calls = self.calls.get(sizes, 0) + 1
-        self.calls[sizes] = calls
         if self.failed or sizes in self.uncaptured:
             return self.fn(*args)
-        if calls < CAPTURE_ON_CALL:
+        timed = self.first_call.pop(sizes, None)
+        if timed is None:
             return self._timed_first_call(sizes, args)
-        if not self._launch_bound(sizes):
-            self.uncaptured.add(sizes)
+        if not _launch_bound(*timed):
+            _remember(self.uncaptured, sizes, None)
             self._changed()
             return self.fn(*args)
         runner = self.capture(sizes, args)
@@ -76,18 +76,8 @@ class ShapeGraphs:
         out = self.fn(*args)
         host_ms = (time.perf_counter() - began) * 1e3
         end.record()
-        self.first_call[sizes] = (start, end, host_ms)
+        _remember(self.first_call, sizes, (start, end, host_ms))
         return out
-
-    def _launch_bound(self, sizes: tuple) -> bool:
-        """Whether the first call of `sizes` was bound by the host's launches (see above)."""
-        timed = self.first_call.pop(sizes, None)
-        if timed is None:
-            return True
-        start, end, host_ms = timed
-        end.synchronize()
-        device_ms = start.elapsed_time(end)
-        return device_ms < MAX_DEVICE_MS or device_ms < 2.0 * host_ms
 
     def capture(self, sizes: tuple, args: Sequence[Any]) -> _CudaGraphRunner | None:
         """The graph of `sizes` captured now with `args` (kept; None when capture failed)."""
@@ -118,6 +108,21 @@ class ShapeGraphs:
         if self.failed:
             return f"off ({self.failed})"
         return (f"on, one per size tuple whose calls the host's launches bound (captured at its "
-                f"call {CAPTURE_ON_CALL}; at most {self.limit} kept): {len(self.graphs)} kept, "
+                f"second call; at most {self.limit} kept): {len(self.graphs)} kept, "
                 f"{self.captured} captured, {len(self.uncaptured)} left uncaptured (bound by "
                 f"device work), {self.pool_bytes / 2**20:.1f} MiB reserved for them")
+
+
+def _launch_bound(start: torch.cuda.Event, end: torch.cuda.Event, host_ms: float) -> bool:
+    """Whether a call timed by these events and this host time was bound by the host's
+    launches (see the module docstring)."""
+    end.synchronize()
+    device_ms = start.elapsed_time(end)
+    return device_ms < MAX_DEVICE_MS or device_ms < 2.0 * host_ms
+
+
+def _remember(seen: OrderedDict, sizes: tuple, value: Any) -> None:
+    """Adds `sizes` to `seen`, forgetting the oldest beyond SEEN_LIMIT."""
+    seen[sizes] = value
+    while len(seen) > SEEN_LIMIT:
+        seen.popitem(last=False)

@@ -60,15 +60,14 @@ class TrainingComposedModule(ComposedModule):
         self._spec = spec
         self._traced_state = state
 
+    def _has_plan(self) -> bool:
+        return True   # the composed graphs are in `graphs`, not in graph_module
+
     def forward(self, *args, **kwargs):
         signature = _signature(args)
         if kwargs or signature != self.planned_signature:
             why = "keyword arguments" if kwargs else f"traced for {_describe(self.planned_signature)}"
-            if self.strict:
-                raise ValueError(f"fact: inputs {_describe(signature)} are outside the plan: {why}")
-            self._warn_once(signature, f"inputs {_describe(signature)} are outside the plan ({why}); "
-                                       f"running the original module for them")
-            return self.original(*args, **kwargs)
+            return self._outside_plan(signature, why, args, kwargs)
         if autograd_state(self.original, args) != self._traced_state:
             self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
                             "require grad), which inputs require grad or the autocast state differ "
