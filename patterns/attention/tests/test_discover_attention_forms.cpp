@@ -265,6 +265,35 @@ TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
   EXPECT_EQ(g.nodes().size(), 1u);
 }
 
+// transformers' create_causal_mask while exported (no is_causal shortcut): kv_idx <= q_idx over
+// broadcast aranges, expanded over the batch, handed to SDPA as a bool mask (logical_not'ed
+// once more by a caller that fills where True). At 17 x 1025 x 1025 the expanded mask has more
+// elements than the evaluator materializes; the batch it only broadcasts is evaluated once.
+TEST(AttentionForms, ExpandedBatchOfAnArangeCausalMaskIsReadOnce) {
+  constexpr int64_t kBatch = 17, kSeq = 1025;
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {kBatch, 2, kSeq, 64});
+  auto k = b.input("k", {kBatch, 2, kSeq, 64});
+  auto v = b.input("v", {kBatch, 2, kSeq, 64});
+  OpOptions int64;
+  int64.dtype = DType::Int64;
+  auto positions = b.op("aten.arange.default", {C(kSeq)}, {kSeq}, int64);
+  auto rows = b.op("aten.unsqueeze.default", {T(positions), C(1)}, {kSeq, 1}, named("rows", V{1, 1}));
+  auto q_idx = b.op("aten.view.default", {T(rows), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1}, named("q_idx", V{kSeq, kSeq, 1, 1}));
+  auto kv_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, 1, kSeq})}, {1, 1, 1, kSeq}, named("kv_idx", V{kSeq, kSeq, kSeq, 1}));
+  auto causal = b.op("aten.le.Tensor", {T(kv_idx), T(q_idx)}, {1, 1, kSeq, kSeq}, OpOptions{.dtype = DType::Bool});
+  auto expanded = b.op("aten.expand.default", {T(causal), C(V{kBatch, -1, kSeq, kSeq})}, {kBatch, 1, kSeq, kSeq},
+                       named("expanded", V{0, kSeq * kSeq, kSeq, 1}));
+  auto hidden = b.op("aten.logical_not.default", {T(expanded)}, {kBatch, 1, kSeq, kSeq}, OpOptions{.dtype = DType::Bool});
+  auto visible = b.op("aten.logical_not.default", {T(hidden)}, {kBatch, 1, kSeq, kSeq}, OpOptions{.dtype = DType::Bool});
+  OpOptions options;
+  options.kwargs["attn_mask"] = T(visible);
+  auto y = b.op("aten.scaled_dot_product_attention.default", {T(q), T(k), T(v)}, {kBatch, 2, kSeq, 64}, options);
+  const auto a = attrs_of(canonicalize(b.finish({y})));
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(a["unsupported"], "");
+}
+
 // lucidrains-style: einsum("bhqd,bhkd->bhqk") * scale, masked_fill_(triu(ones, 1)), softmax,
 // einsum("bhqk,bhkd->bhqd").
 TEST(AttentionForms, EinsumProducts) {
