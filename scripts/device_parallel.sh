@@ -22,6 +22,10 @@
 #                model optimized for a batch x sequence range, timed at every shape of a grid
 #                against eager and torch.compile; results dynamic-<device>-<date>.json, log
 #                dynamic.log
+#   training     bench/training/run_training.py (FACT_TRAINING_ARGS: its arguments): full training
+#                steps (forward, backward, AdamW) of modules composed for training against eager
+#                and torch.compile, gradients against float64, losses after --steps steps;
+#                results training-<device>-<date>.json, log training.log
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -99,6 +103,11 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/dynamic/run_sweep.py \
         --out-dir "$OUT/dynamic" --work-dir /tmp/fact-dynamic --time-budget $(( $(left) - 60 )) \
         ${FACT_DYNAMIC_ARGS:-} >"$OUT/dynamic.log" 2>&1 ;;
+    training)
+      mkdir -p "$OUT/training"
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/training/run_training.py \
+        --out-dir "$OUT/training" --work-dir /tmp/fact-training --time-budget $(( $(left) - 60 )) \
+        ${FACT_TRAINING_ARGS:-} >"$OUT/training.log" 2>&1 ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -112,7 +121,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -138,11 +147,12 @@ done
 [ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
+[ -f "$OUT/training.log" ] && grep -vE "^\s*$" "$OUT/training.log" | tail -40
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)

@@ -83,7 +83,7 @@ def test_an_agent_drives_capture_to_build_over_stdio(agent_env, tmp_path):
             assert verdict["passed"] and verdict["timing"]["baseline_ms"] > 0
             stored = await call("register_kernel", candidate=good["candidate"], graph=graph, match=label,
                                 author="mcp test agent", model="test-model")
-            assert stored["registered"]
+            assert stored["registered"], stored  # the gates say why a kernel was refused
             again = await call("discover", graph=graph, arch="host")
             assert {m["rule"]: m for m in again["matches"]}["attention_causal"]["classification"] == "REUSE"
             entries = await call("search_registry", query="attention", include_builtin=False)

@@ -268,8 +268,8 @@ def test_the_gemm_folder_check_catches_steps_in_any_spelling(tmp_path):
     folder = tmp_path / "patterns" / "fancy"
     folder.mkdir()
     (folder / "epilogue_steps.def").write_text(
-        'FACT_GEMM_STEP(ROW_SHIFT, RowShift, 11, "row_shift", "rowshift", fact::gemm::epilogue::RowShift, '
-        'ROW_VECTOR, NONE, 0, fact::gemm::ops::RowShiftStep, 1.0, "")\n')
+        'FACT_GEMM_STEP(ROW_SHIFT, RowShift, 14, "row_shift", "rowshift", fact::gemm::epilogue::RowShift, '
+        'ROW_VECTOR, NONE, 0, fact::gemm::ops::RowShiftStep, 1.0, "", "", "")\n')
     built = patterns_built_on_gemm(tmp_path)
     assert built == {"fancy": {"fancy", "row_shift", "rowshift"}}
     bad = tmp_path / "patterns" / "gemm" / "bad.cuh"

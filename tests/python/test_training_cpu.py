@@ -104,11 +104,13 @@ def test_tiny_mlp_composes_both_graphs_and_its_gradients_match_float64(tmp_path)
     assert isinstance(composed, TrainingComposedModule)
     report = composed.fact_report
     # forward: fc GEMM + bias (its output is saved for gelu's backward) and proj + bias + residual;
-    # backward: the dgrad GEMM (grad @ W) and the two wgrad GEMMs (grad^T @ activation)
+    # backward: the dgrad GEMM (grad @ W) with gelu's derivative over the saved pre-activation in
+    # its epilogue, and the two wgrad GEMMs (grad^T @ activation)
     assert report.forward.graph == "forward" and report.backward.graph == "backward"
     assert len(report.forward.composed) == 2 and all(c.verified for c in report.forward.composed), str(report)
     assert len(report.backward.composed) == 3 and all(c.verified for c in report.backward.composed), str(report)
     assert gemms(report.backward) == ["gemm"] * 3, str(report)
+    assert sorted(c.rule for c in report.backward.composed) == ["gemm", "gemm", "gemm_gelu_tanh_grad"], str(report)
     assert all(c.rel_err <= STRICT for c in report.backward.composed), str(report)
     assert (tmp_path / "forward" / "plan.json").exists() and (tmp_path / "backward" / "plan.json").exists()
     launches = [n for n in composed.graphs["backward"].graph_module.graph.nodes
@@ -382,3 +384,44 @@ def test_batchnorm_running_statistics_are_written_back_like_eager(tmp_path):
     # the first Linear's bias gradient is zero up to rounding (BatchNorm removes the mean)
     for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@needs_engine_plan
+def test_bf16_autocast_composes_bf16_gemms_over_float32_master_weights(tmp_path):
+    """Composed under torch.autocast (float32 parameters): the traced graphs hold autocast's
+    casts, so both graphs compose bf16 GEMMs; the gradients (float32, on the float32
+    parameters) are as close to float64 as eager autocast's, AdamW steps follow eager autocast's,
+    and a call outside autocast runs the original (the graphs assume it), with a warning."""
+    model, x = tiny_mlp()
+    twin, original = copy.deepcopy(model), copy.deepcopy(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        composed = fact.optimize(model.train(), (x,), "native", work_dir=tmp_path, remainder="eager",
+                                 speed_guard=False)
+    report = composed.fact_report
+    assert isinstance(composed, TrainingComposedModule)
+    for graph in (report.forward, report.backward):
+        assert graph.composed and all(c.verified for c in graph.composed), str(report)
+        assert all("bfloat16" in call.summary for c in graph.composed for call in c.calls), str(report)
+    with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss_of(composed(x)).backward()
+        loss_of(twin(x)).backward()
+    reference = copy.deepcopy(original).double()
+    loss_of(reference(x.double())).backward()
+    for (name, got), (_, eager), (_, want) in zip(model.named_parameters(), twin.named_parameters(),
+                                                  reference.named_parameters()):
+        assert got.grad.dtype == torch.float32, name
+        assert rel_err(got.grad, want.grad) <= 2 * rel_err(eager.grad, want.grad) + 1e-3, name
+    model.zero_grad(), twin.zero_grad()
+
+    def under_autocast(module):  # autocast around the forward only, as its documentation asks
+        def forward(inputs):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return module(inputs)
+        return forward
+    got = train(under_autocast(composed), model.parameters(), x, steps=4)
+    want = train(under_autocast(twin), twin.parameters(), x, steps=4)
+    assert got[-1] < got[0], got
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=0)
+    with pytest.warns(UserWarning, match="autocast state"), torch.no_grad():
+        torch.testing.assert_close(composed(x), model(x), rtol=0, atol=0)

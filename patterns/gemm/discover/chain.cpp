@@ -8,6 +8,7 @@
 #include "fact/discover/graph_rewrite.hpp"
 #include "fact/discover/rule.hpp"
 #include "fact/discover/strided_view.hpp"
+#include "patterns/gemm/discover/step_spellings.hpp"
 
 namespace fact::gemm {
 
@@ -122,6 +123,33 @@ void set_full_operand(EpilogueStep& step, const GemmChain& chain) {
   step.operand_outer_batch_stride = chain.problem.d.outer_batch_stride;
 }
 
+// How an M×N step operand is read: like D (a contiguous tensor of the output's shape), or in
+// place with its own leading dimension and broadcast batch strides (broadcast_matrix); nullopt
+// when neither. `full` is then true for the first.
+struct MatrixLayout {
+  bool full = false;
+  MatrixOperand broadcast;
+};
+std::optional<MatrixLayout> matrix_layout(const Graph& g, const GemmChain& chain, const ValueId& operand) {
+  const auto& acc = desc_of(g, chain.output);
+  if (is_full_operand(desc_of(g, operand), acc)) return MatrixLayout{true, {}};
+  if (auto broadcast = broadcast_matrix(chain, acc, desc_of(g, operand))) return MatrixLayout{false, *broadcast};
+  return std::nullopt;
+}
+
+// Makes `step` read `operand` with `layout` (matrix_layout's).
+void set_matrix_operand(EpilogueStep& step, const GemmChain& chain, const Graph& g, const ValueId& operand,
+                        const MatrixLayout& layout) {
+  step.operand = operand;
+  step.operand_dtype = desc_of(g, operand).dtype;
+  set_full_operand(step, chain);
+  if (!layout.full) {
+    step.operand_ld = layout.broadcast.ld;
+    step.operand_batch_stride = layout.broadcast.batch_stride;
+    step.operand_outer_batch_stride = layout.broadcast.outer_batch_stride;
+  }
+}
+
 // One kind of epilogue step: a pattern rooted at the reader of the accumulator (role "acc",
 // pre-bound) and how it becomes a step. `build` returns false when the match is not that step.
 struct StepRule {
@@ -195,11 +223,8 @@ const std::vector<StepRule>& step_rules() {
                  [](const Graph& g, const Node& node, const Binding& b, GemmChain& chain, const EpilogueOptions&) {
                    const ValueId& residual = b.values.at("operand");
                    if (residual == b.values.at("acc")) return false;
-                   const auto& acc = desc_of(g, chain.output);
-                   const bool full = is_full_operand(desc_of(g, residual), acc);
-                   const auto broadcast =
-                       full ? std::nullopt : broadcast_matrix(chain, acc, desc_of(g, residual));
-                   if (!full && !broadcast) return false;
+                   const std::optional<MatrixLayout> layout = matrix_layout(g, chain, residual);
+                   if (!layout) return false;
                    auto alpha = alpha_of(g, node);
                    if (!alpha) return false;
                    const bool acc_first = tensor_args(node).front() == b.values.at("acc");
@@ -219,14 +244,7 @@ const std::vector<StepRule>& step_rules() {
                    EpilogueStep step;
                    step.kind = EpilogueStep::Kind::Residual;
                    step.value = value;
-                   step.operand = residual;
-                   step.operand_dtype = desc_of(g, residual).dtype;
-                   set_full_operand(step, chain);
-                   if (broadcast) {
-                     step.operand_ld = broadcast->ld;
-                     step.operand_batch_stride = broadcast->batch_stride;
-                     step.operand_outer_batch_stride = broadcast->outer_batch_stride;
-                   }
+                   set_matrix_operand(step, chain, g, residual, *layout);
                    chain.roles[next_role(chain, "residual")] = residual;
                    chain.problem.epilogue.push_back(step);
                    return true;
@@ -242,6 +260,26 @@ const std::vector<StepRule>& step_rules() {
                    step.operand_dtype = desc_of(g, other).dtype;
                    set_full_operand(step, chain);
                    chain.roles[next_role(chain, "multiplier")] = other;
+                   chain.problem.epilogue.push_back(step);
+                   return true;
+                 }});
+    // A step the op table spells in aten (step_spellings.hpp): an activation's backward op over
+    // a dgrad GEMM's result, its second tensor the step's M×N operand (the saved forward tensor,
+    // read in place like a residual).
+    r.push_back({"spelled", Pattern::op(spelled_step_targets(), {acc, operand}),
+                 [](const Graph& g, const Node& node, const Binding& b, GemmChain& chain, const EpilogueOptions&) {
+                   const StepOp* op = spelled_step(node);
+                   const ValueId& saved = b.values.at("operand");
+                   if (op == nullptr || op->operand != OperandShape::MATRIX || saved == b.values.at("acc"))
+                     return false;
+                   // the result keeps the output's shape (the operand does not broadcast it)
+                   if (desc_of(g, node.outputs.front()).shape != desc_of(g, chain.output).shape) return false;
+                   const std::optional<MatrixLayout> layout = matrix_layout(g, chain, saved);
+                   if (!layout) return false;
+                   EpilogueStep step;
+                   step.kind = op->kind;
+                   set_matrix_operand(step, chain, g, saved, *layout);
+                   chain.roles[next_role(chain, "saved")] = saved;
                    chain.problem.epilogue.push_back(step);
                    return true;
                  }});

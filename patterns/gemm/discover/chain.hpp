@@ -40,8 +40,8 @@ struct GemmChain {
   GemmProblem problem;
   std::vector<graph::NodeId> nodes;  // canonical nodes: the fact.gemm, then the absorbed steps
   graph::ValueId output;             // the value the chain ends in (problem.d.value)
-  // input, weight, output, and per operand step bias / residual / multiplier (a second one of a
-  // kind gets "_2", ...).
+  // input, weight, output, and per operand step bias / residual / multiplier / saved (a second
+  // one of a kind gets "_2", ...).
   std::map<std::string, graph::ValueId> roles;
   std::string unsupported;           // fact.gemm attrs.unsupported (layout), empty when readable
   BatchDims batch_dims;              // fact.gemm attrs.batch_dims: per-batch epilogue operands
@@ -65,9 +65,12 @@ struct EpilogueOptions {
 // fact.gelu_erf), residual add or subtract (a contiguous tensor of the output's shape, or an M×N
 // matrix with a leading dimension whose batch dims broadcast to the product's: an additive mask
 // [1, 1, M, N]; on either side), scale (fact.scale), add of a constant
-// (fact.add_scalar), and multiply by a tensor of the output's shape; in any order, each as
-// often as it occurs, up to options.max_steps, never a node in options.claimed. Updates
-// problem.epilogue, problem.d, nodes, output and roles.
+// (fact.add_scalar), multiply by a tensor of the output's shape, and a step the op table
+// spells in aten (step_spellings.hpp: an activation's backward op — gelu_backward,
+// threshold_backward at 0, silu_backward — with the chain's output as its first tensor and an
+// M×N operand read like a residual as its second, role "saved"); in any order, each as often as
+// it occurs, up to options.max_steps, never a node in options.claimed. Updates problem.epilogue,
+// problem.d, nodes, output and roles.
 void absorb_epilogue(const graph::Graph& g, GemmChain& chain, const EpilogueOptions& options = {});
 
 // Why this GEMM cannot be realized, or nullopt: the operand layout (from canonicalization),

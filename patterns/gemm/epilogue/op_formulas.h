@@ -134,6 +134,35 @@ struct GeluTanhGradStep {
   }
 };
 
+// The erf-form GELU's derivative step (aten.gelu_backward without approximate):
+// x · gelu_erf'(u) = x · (Φ(u) + u·φ(u)), Φ and φ the standard normal's distribution and density.
+struct GeluErfGradStep {
+  template <class T> FACT_HD static T apply(T x, T u, const StepConstants<T>&) {
+    constexpr T kInvSqrt2 = T(0.70710678118654752440);
+    constexpr T kInvSqrt2Pi = T(0.39894228040143267794);
+    const T cdf = T(0.5) * (T(1) + ::erf(u * kInvSqrt2));
+    return x * (cdf + u * kInvSqrt2Pi * ::exp(T(-0.5) * u * u));
+  }
+};
+
+// ReLU's derivative step (aten.threshold_backward at threshold 0): x where u > 0, else 0, with
+// u the forward ReLU's output or input. A select, not a product, as PyTorch's (u <= 0 gives 0
+// whatever x is; a NaN u passes x).
+struct ReluGradStep {
+  template <class T> FACT_HD static T apply(T x, T u, const StepConstants<T>&) {
+    return u <= T(0) ? T(0) : x;
+  }
+};
+
+// SiLU's derivative step (aten.silu_backward): x · silu'(u) = x · s·(1 + u·(1 − s)),
+// s = sigmoid(u), u the forward input.
+struct SiluGradStep {
+  template <class T> FACT_HD static T apply(T x, T u, const StepConstants<T>&) {
+    const T s = T(1) / (T(1) + ::exp(-u));
+    return x * (s * (T(1) + u * (T(1) - s)));
+  }
+};
+
 }  // namespace fact::gemm::ops
 
 #define FACT_GEMM_STEP_FORMULAS

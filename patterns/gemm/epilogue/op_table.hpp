@@ -1,7 +1,7 @@
 // The host's view of ops.def: one descriptor per step kind and per activation, in ops.def's
 // order, for every table the engine keeps (JSON names, ABI ids, kernel tokens, CUTLASS
-// spellings, float64 references, CLI defaults, discovery's aten targets). Look-ups go through
-// step_op() / activation_op(); nothing else spells an op.
+// spellings, float64 references, CLI defaults, discovery's aten targets of activations and
+// steps). Look-ups go through step_op() / activation_op(); nothing else spells an op.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -41,6 +41,8 @@ struct StepOp {
   bool halves_columns;             // it stores D with N/2 columns (two product columns each)
   double cli_value;                // `value` of a step made from its CLI token
   std::string_view derivative;     // the backward op's name ("": none yet)
+  std::string_view aten_targets;   // space-separated aten ops that are this step after a GEMM
+  std::string_view aten_arguments; // space-separated name=value ([name=value]: or absent)
   // The float64 reference of one element: x after the step, given the operand element.
   double (*reference)(double x, double operand, const ops::StepConstants<double>& constants);
 };
@@ -60,10 +62,10 @@ struct ActivationOp {
 };
 
 #define FACT_GEMM_STEP(C_NAME, CPP, ID, NAME, TOKEN, LINK, OPERAND, CONSTANTS, STORES_D, FORMULA, \
-                       CLI_VALUE, DERIVATIVE)                                                      \
+                       CLI_VALUE, DERIVATIVE, ATEN, ATEN_ARGUMENTS)                                \
   StepOp{EpilogueStep::Kind::CPP, ID, NAME, TOKEN, #LINK, OperandShape::OPERAND,                  \
          StepConstantsRead::CONSTANTS, STORES_D != 0, STORES_D == 2, CLI_VALUE, DERIVATIVE,        \
-         &FORMULA::apply<double>},
+         ATEN, ATEN_ARGUMENTS, &FORMULA::apply<double>},
 inline constexpr std::array kStepOps{
 #include "patterns/gemm/epilogue/ops.def"
 };

@@ -32,10 +32,15 @@ class _FlatOutputs(torch.nn.Module):
 
 def autograd_state(module: torch.nn.Module, args: tuple) -> tuple:
     """What the traced graphs assume beyond the signature: which inputs require grad, each
-    parameter (the same object) and whether it requires grad, each submodule's training flag."""
+    parameter (the same object) and whether it requires grad, each submodule's training flag,
+    and the autocast state of the inputs' device types (AOTAutograd traces under the autocast
+    active when composing and writes its casts into the graphs: a module composed under
+    `torch.autocast` runs its bf16 GEMMs whether or not the call is under it)."""
+    device_types = sorted({a.device.type for a in args if isinstance(a, torch.Tensor)})
     return (tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args),
             tuple((name, id(p), p.requires_grad) for name, p in module.named_parameters()),
-            tuple(m.training for m in module.modules()))
+            tuple(m.training for m in module.modules()),
+            tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in device_types))
 
 
 class TrainingComposedModule(ComposedModule):
@@ -44,8 +49,8 @@ class TrainingComposedModule(ComposedModule):
     are the composed graphs (`graphs["forward"]`, `graphs["backward"]`: ComposedModules of
     the inference path); the parameters are the original module's, so an optimizer built on
     `original.parameters()` trains what it runs. Anything else (other shapes, eval mode, a
-    parameter frozen or replaced since) runs the original module, with one warning per reason
-    (strict: ValueError for another signature)."""
+    parameter frozen or replaced since, autocast switched on or off) runs the original module,
+    with one warning per reason (strict: ValueError for another signature)."""
 
     def __init__(self, original: torch.nn.Module, trainable: Callable, spec: Any, signature: tuple,
                  state: tuple, report: FactReport, graphs: dict, *, strict: bool = False):
@@ -66,8 +71,8 @@ class TrainingComposedModule(ComposedModule):
             return self.original(*args, **kwargs)
         if autograd_state(self.original, args) != self._traced_state:
             self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
-                            "require grad) or which inputs require grad differ from when it was "
-                            "traced for training; running the original module")
+                            "require grad), which inputs require grad or the autocast state differ "
+                            "from when it was traced for training; running the original module")
             return self.original(*args)
         outputs = refuse_double_backward(self._trainable(*args))
         return pytree.tree_unflatten(list(outputs), self._spec)
