@@ -73,7 +73,7 @@ def test_a_plan_over_a_symbol_composes_on_the_gpu(tmp_path, cuda_kind_library):
     report = composed.fact_report
     assert [c.verified for c in report.composed] == [True], str(report)
     # the never-slower check timed each bucket edge as a graph replay: those four are captured
-    assert report.cuda_graphs.startswith("on, one per size tuple"), report.cuda_graphs
+    assert report.cuda_graphs.startswith("on, one per signature or size tuple"), report.cuda_graphs
     assert composed._shape_graphs.captured == 4, report.cuda_graphs
     assert report.remainder.startswith("inductor (symbolic shapes"), report.remainder
     assert [b["sizes"] for b in report.buckets] == ["batch=1", "batch=2", "batch=4", "batch=8"], report.buckets

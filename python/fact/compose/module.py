@@ -88,7 +88,8 @@ class ComposedModule(torch.nn.Module):
         # Not submodules (their parameters are the original's): kept out of state_dict.
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
-        # A plan over declared ranges with CUDA graphs: fact.compose.shape_graphs.ShapeGraphs.
+        # CUDA graphs captured on the calls (fact.compose.shape_graphs.ShapeGraphs): per size
+        # tuple of a plan over declared ranges, or the planned signature's (key ()).
         self.__dict__["_shape_graphs"] = None
         self.__dict__["_fallback"] = None
         self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
@@ -104,8 +105,9 @@ class ComposedModule(torch.nn.Module):
         plan over declared ranges), else _run_uncaptured."""
         if self._cuda_graph is not None:
             return self._cuda_graph(args)
-        if sizes is not None and self._shape_graphs is not None:
-            return self._shape_graphs(sizes, args)
+        if self._shape_graphs is not None:
+            # the planned signature is the one size tuple () of a static plan
+            return self._shape_graphs(sizes if sizes is not None else (), args)
         return self._run_uncaptured(args)
 
     def _run_uncaptured(self, args: tuple):

@@ -113,8 +113,8 @@ class ShapeGraphs:
         """The report's `cuda_graphs` line."""
         if self.failed:
             return f"off ({self.failed})"
-        return (f"on, one per size tuple whose calls the host's launches bound (captured at its "
-                f"third call; at most {self.limit} kept): {len(self.graphs)} kept, "
+        return (f"on, one per signature or size tuple whose calls the host's launches bound (captured "
+                f"at its third call; at most {self.limit} kept): {len(self.graphs)} kept, "
                 f"{self.captured} captured, {len(self.uncaptured)} left uncaptured (bound by "
                 f"device work), {self.pool_bytes / 2**20:.1f} MiB reserved for them")
 
