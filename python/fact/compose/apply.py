@@ -362,6 +362,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     composed.__dict__["_derived"] = refresh
     composed.__dict__["_state"] = module_state.state_bindings(module, graph_module)
     for state in composed._state:
+        if state.kind != "written attribute":
+            continue
         report.notes.append(f"state: the forward writes the tensor attribute '{state.qualified}'; "
                             f"the composed module writes it back after each call")
     report.runs = "composed"
