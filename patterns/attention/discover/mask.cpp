@@ -147,6 +147,28 @@ std::optional<Dense> elementwise(const std::vector<const Dense*>& inputs,
   return broadcast_to(out, *shape);
 }
 
+// `t` with every dimension along which its values do not change seen as broadcast (stride 0).
+// A mask computed per batch entry from inputs every entry shares (transformers' packed-sequence
+// ids: a cumsum over position ids expanded over the batch, then indexed by a batch arange)
+// then broadcasts its batch again, and element-wise ops over it stay S x S (elementwise()).
+Dense broadcast_uniform_dims(Dense t) {
+  constexpr int64_t kMaxChecked = int64_t(1) << 22;
+  if (t.numel() > kMaxChecked) return t;
+  for (size_t d = 0; d < t.rank(); ++d) {
+    if (t.shape[d] < 2 || t.stride[d] == 0) continue;
+    bool uniform = true;
+    std::vector<int64_t> first;
+    for_each_index(t.shape, [&](const std::vector<int64_t>& index, int64_t) {
+      if (!uniform || index[d] == 0) return;
+      first = index;
+      first[d] = 0;
+      uniform = t.at(index) == t.at(first);
+    });
+    if (uniform) t.stride[d] = 0;
+  }
+  return t;
+}
+
 std::optional<int64_t> int_arg(const Node& node, size_t index, const char* name) {
   const Arg* arg = discover::detail::argument(node, index, name);
   if (arg == nullptr || arg->kind != Arg::Kind::Constant || !arg->constant.is_number_integer()) return std::nullopt;
@@ -186,6 +208,7 @@ class Evaluator {
     }
     std::optional<Dense> result = compute(id);
     --depth_;
+    if (result) result = broadcast_uniform_dims(std::move(*result));
     if (result) memo_[id] = *result;
     return result;
   }
@@ -467,7 +490,7 @@ class Evaluator {
       if (!t) return t;
       auto dim = wrap(int_arg(*node, 1, "dim").value_or(-1), t->rank());
       if (!dim) return fail("cumsum with a dim FACT does not read");
-      auto r = elementwise({&*t}, [](const std::vector<float>& x) { return x[0]; }, why_);
+      auto r = elementwise({&*t}, [](const std::vector<float>& x) { return x[0]; }, why_, /*dense=*/true);
       if (!r) return r;
       for_each_index(r->shape, [&](const std::vector<int64_t>& index, int64_t n) {
         if (index[*dim] > 0) (*r->data)[size_t(n)] += (*r->data)[size_t(n - r->stride[*dim])];
