@@ -175,19 +175,6 @@ std::optional<int64_t> int_arg(const Node& node, size_t index, const char* name)
   return arg->constant.get<int64_t>();
 }
 
-std::optional<std::vector<int64_t>> int_list_arg(const Node& node, size_t index, const char* name) {
-  const Arg* arg = discover::detail::argument(node, index, name);
-  if (arg == nullptr || arg->kind != Arg::Kind::Constant) return std::nullopt;
-  if (arg->constant.is_number_integer()) return std::vector<int64_t>{arg->constant.get<int64_t>()};
-  if (!arg->constant.is_array()) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const auto& e : arg->constant) {
-    if (!e.is_number_integer()) return std::nullopt;
-    out.push_back(e.get<int64_t>());
-  }
-  return out;
-}
-
 std::optional<size_t> wrap(int64_t dim, size_t rank) {
   const int64_t r = static_cast<int64_t>(rank);
   if (dim < 0) dim += r;
