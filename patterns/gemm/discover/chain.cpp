@@ -93,9 +93,7 @@ std::optional<MatrixOperand> broadcast_matrix(const GemmChain& chain, const grap
   if (r < 2 || !graph::is_floating(d.dtype)) return std::nullopt;
   if (d.shape[r - 2] != p.m || d.shape[r - 1] != p.n) return std::nullopt;
   if (d.stride[r - 1] != 1 && p.n != 1) return std::nullopt;
-  // One row keeps its view's stride when that is a leading dimension (a range over M fits one
-  // polynomial through M = 1), as canonicalize.cpp's leading_dimension.
-  const int64_t ld = p.m == 1 && d.stride[r - 2] < p.n ? p.n : d.stride[r - 2];
+  const int64_t ld = leading_dimension(p.m, p.n, d.stride[r - 2]);
   if (ld < p.n) return std::nullopt;
   auto strides = operand_batch_strides(chain, acc, d);
   if (!strides) return std::nullopt;
@@ -128,20 +126,20 @@ void set_full_operand(EpilogueStep& step, const GemmChain& chain) {
 // How an M×N step operand is read: like D (a contiguous tensor of the output's shape), or in
 // place with its own leading dimension and broadcast batch strides (broadcast_matrix); nullopt
 // when neither. `full` is then true for the first.
-struct MatrixLayout {
+struct StepOperandLayout {
   bool full = false;
   MatrixOperand broadcast;
 };
-std::optional<MatrixLayout> matrix_layout(const Graph& g, const GemmChain& chain, const ValueId& operand) {
+std::optional<StepOperandLayout> step_operand_layout(const Graph& g, const GemmChain& chain, const ValueId& operand) {
   const auto& acc = desc_of(g, chain.output);
-  if (is_full_operand(desc_of(g, operand), acc)) return MatrixLayout{true, {}};
-  if (auto broadcast = broadcast_matrix(chain, acc, desc_of(g, operand))) return MatrixLayout{false, *broadcast};
+  if (is_full_operand(desc_of(g, operand), acc)) return StepOperandLayout{true, {}};
+  if (auto broadcast = broadcast_matrix(chain, acc, desc_of(g, operand))) return StepOperandLayout{false, *broadcast};
   return std::nullopt;
 }
 
-// Makes `step` read `operand` with `layout` (matrix_layout's).
+// Makes `step` read `operand` with `layout` (step_operand_layout's).
 void set_matrix_operand(EpilogueStep& step, const GemmChain& chain, const Graph& g, const ValueId& operand,
-                        const MatrixLayout& layout) {
+                        const StepOperandLayout& layout) {
   step.operand = operand;
   step.operand_dtype = desc_of(g, operand).dtype;
   set_full_operand(step, chain);
@@ -225,7 +223,7 @@ const std::vector<StepRule>& step_rules() {
                  [](const Graph& g, const Node& node, const Binding& b, GemmChain& chain, const EpilogueOptions&) {
                    const ValueId& residual = b.values.at("operand");
                    if (residual == b.values.at("acc")) return false;
-                   const std::optional<MatrixLayout> layout = matrix_layout(g, chain, residual);
+                   const std::optional<StepOperandLayout> layout = step_operand_layout(g, chain, residual);
                    if (!layout) return false;
                    auto alpha = alpha_of(g, node);
                    if (!alpha) return false;
@@ -276,7 +274,7 @@ const std::vector<StepRule>& step_rules() {
                      return false;
                    // the result keeps the output's shape (the operand does not broadcast it)
                    if (desc_of(g, node.outputs.front()).shape != desc_of(g, chain.output).shape) return false;
-                   const std::optional<MatrixLayout> layout = matrix_layout(g, chain, saved);
+                   const std::optional<StepOperandLayout> layout = step_operand_layout(g, chain, saved);
                    if (!layout) return false;
                    EpilogueStep step;
                    step.kind = op->kind;
@@ -298,6 +296,11 @@ void set_output(const Graph& g, GemmChain& chain, const ValueId& out) {
 }
 
 }  // namespace
+
+int64_t leading_dimension(int64_t outer, int64_t inner, int64_t outer_stride) {
+  if (outer != 1) return outer_stride;
+  return outer_stride >= inner ? outer_stride : inner;
+}
 
 BatchDims batch_dims_of(const Node& gemm) {
   BatchDims dims;

@@ -47,6 +47,12 @@ struct GemmChain {
   BatchDims batch_dims;              // fact.gemm attrs.batch_dims: per-batch epilogue operands
 };
 
+// The leading dimension of a matrix whose outer extent may be 1: its stride when that is one
+// (a single row of a strided view keeps its view's stride: x[:, 0] of [B, S, H] at B = 1 has
+// S·H, as at every other B, so a plan over a range of B fits one polynomial), else the inner
+// extent (the stride of an extent-1 dim says nothing).
+int64_t leading_dimension(int64_t outer, int64_t inner, int64_t outer_stride);
+
 // The problem a fact.gemm node describes: operands, layouts, leading dims, batch strides,
 // alpha; a linear/addmm bias becomes the first epilogue step (Bias for a length-N vector,
 // Residual with value = beta for a full matrix). Throws std::invalid_argument for a node that
