@@ -270,12 +270,6 @@ def forward_writes(module: torch.nn.Module, run: Callable[[], Any]) -> ForwardWr
     return writes
 
 
-def attributes_the_forward_writes(module: torch.nn.Module, run: Callable[[], Any]) -> list[str]:
-    """Qualified names of the plain tensor attributes that `run()` (a forward) reassigns or
-    writes in place (forward_writes); the module's state is put back afterwards."""
-    return forward_writes(module, run).attributes
-
-
 @contextlib.contextmanager
 def tensor_attributes_as_buffers(module: torch.nn.Module, names: list[str]) -> Iterator[None]:
     """The named plain tensor attributes registered as non-persistent buffers for the body (so
@@ -311,10 +305,6 @@ class StateBinding:
     def __init__(self, owner: torch.nn.Module, name: str, tensor: torch.Tensor, qualified: str,
                  kind: str = "written attribute"):
         self.owner, self.name, self.tensor, self.qualified, self.kind = owner, name, tensor, qualified, kind
-
-    @property
-    def buffer(self) -> torch.Tensor:
-        return self.tensor
 
     def _now(self) -> Any:
         if self.kind == "buffer":

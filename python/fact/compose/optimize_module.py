@@ -35,7 +35,7 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     precision: "strict" | "tf32" | "native", or None (the engine's choice from the graph's
     dtype). remainder: "inductor" (torch.compile of the rewritten graph, eager on failure) or
     "eager". cuda_graphs: None (default): on CUDA, a CUDA graph of the composed forward per
-    signature or size tuple whose calls the host's launches bound, captured on its second call;
+    signature or size tuple whose calls the host's launches bound, captured on its third call;
     True: the planned signature's forward captured now (per size tuple for declared ranges);
     False: none. patterns: None = all, else rule or pattern names to compose. tune: 0 = the
     engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N

@@ -7,10 +7,10 @@ shapes and addresses.
 
 A size tuple's first two calls run `fn` as is (a new shape costs no capture); the second is
 timed on the host and, with two CUDA events, on the device (the first is not: a new size's
-first call can hold the host far longer than later ones, which made a call bound by device work
-look bound by the host). The third call decides: a call that the host's launches bound (device time
-under MAX_DEVICE_MS, or under twice the host time) is captured (one warm-up call on a side
-stream, then the capture) and every later call replays it, its inputs
+first call can hold the host far longer than later ones, which made a call bound by device
+work look bound by the host). The third call decides: a call that the host's launches bound
+(device time under MAX_DEVICE_MS, or under twice the host time) is captured (one warm-up call
+on a side stream, then the capture) and every later call replays it, its inputs
 copied into the graph's static buffers and its outputs returned as copies; a call the device's
 work bounds keeps running `fn` (a graph would save nothing there and hold its activations).
 All graphs share one memory pool: they run one at a time on one stream and each output is
