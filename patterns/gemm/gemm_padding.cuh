@@ -1,0 +1,93 @@
+// The entries' side of zero padding (gemm_padding.h): run_padded() wraps a GEMM entry so that a
+// call whose rows are not 16-byte aligned runs padded — the staging copies on the call's stream
+// into the workspace, the kernel on the padded call, D copied back — and an aligned call runs
+// the entry unchanged. Every GEMM entry FACT renders goes through it (gemm_entry.cuh's run,
+// patterns/gemm_f32_strict's sm90 and sm80 entries).
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/gemm_padding.h"
+
+namespace fact::gemm::padding {
+
+// One thread per destination element (grid-stride); element type by size.
+template <class T>
+__global__ void copy_padded_kernel(Copy2D c) {
+  const int64_t total = copy_elements(c);
+  const int64_t cols = c.dst_cols, rows = c.dst_rows;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t col = i % cols;
+    int64_t rest = i / cols;
+    const int64_t r = rest % rows;
+    rest /= rows;
+    const int64_t l = rest % c.batch;
+    const int64_t o = rest / c.batch;
+    static_cast<T*>(c.dst)[o * c.dst_outer_stride + l * c.dst_batch_stride + r * c.dst_ld + col] =
+        copied_element<T>(c, o, l, r, col);
+  }
+}
+
+// Launches one copy on `stream`; FACT_OK or FACT_ERR_LAUNCH.
+inline int launch_copy(const Copy2D& c, cudaStream_t stream) {
+  const int64_t total = copy_elements(c);
+  if (total <= 0) return FACT_OK;
+  constexpr int kThreads = 256;
+  const int64_t wanted = (total + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 8 ? wanted : 65535 * 8);
+  switch (c.bytes) {
+    case 2: copy_padded_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(c); break;
+    case 4: copy_padded_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(c); break;
+    case 8: copy_padded_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(c); break;
+    default: return FACT_ERR_INVALID_ARGS;
+  }
+  if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
+  return FACT_OK;
+}
+
+// The FACT C ABI (fact_abi.h) of `entry` with padding: `entry(header, workspace, workspace_size,
+// stream)` is the kernel's own entry, `d_direct` whether it writes D element by element (the
+// direct-store variant). A size query returns the staging bytes plus the kernel's workspace
+// for the padded call; a call stages, runs the kernel on the padded call with the rest of the
+// workspace, and copies D back. A header that is not a GEMM call's goes to `entry` as it is
+// (which refuses it). Never throws.
+template <class Entry>
+int run_padded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+               cudaStream_t stream, bool d_direct, Entry entry) noexcept {
+  if (header == nullptr || header->abi_version != FACT_ABI_VERSION ||
+      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs)) {
+    return entry(header, workspace, workspace_size, stream);
+  }
+  const FactGemmArgs& call = *reinterpret_cast<const FactGemmArgs*>(header);
+  if (call.m <= 0 || call.n <= 0 || call.k <= 0 || call.batch <= 0 ||
+      fact_gemm_dtype_bytes(call.a_type) == 0 || fact_gemm_dtype_bytes(call.b_type) == 0 ||
+      fact_gemm_dtype_bytes(call.d_type) == 0) {
+    return entry(header, workspace, workspace_size, stream);
+  }
+  const bool size_query = workspace_size != nullptr;
+  Plan plan = padding::plan(call, d_direct, size_query ? nullptr : static_cast<char*>(workspace));
+  if (plan.status != FACT_OK) return plan.status;
+  if (plan.identity()) return entry(header, workspace, workspace_size, stream);
+  if (size_query) {
+    size_t inner = 0;
+    if (int status = entry(&plan.args.header, nullptr, &inner, stream); status != FACT_OK) return status;
+    *workspace_size = plan.staging_bytes + inner;
+    return FACT_OK;
+  }
+  if (workspace == nullptr) return FACT_ERR_WORKSPACE;
+  for (int i = 0; i < plan.num_copies_in; ++i) {
+    if (plan.copies_in[i].src == nullptr) return FACT_ERR_INVALID_ARGS;
+    if (int status = launch_copy(plan.copies_in[i], stream); status != FACT_OK) return status;
+  }
+  void* rest = static_cast<char*>(workspace) + plan.staging_bytes;
+  if (int status = entry(&plan.args.header, rest, nullptr, stream); status != FACT_OK) return status;
+  if (plan.copy_out) {
+    if (plan.out.dst == nullptr) return FACT_ERR_INVALID_ARGS;
+    if (int status = launch_copy(plan.out, stream); status != FACT_OK) return status;
+  }
+  return FACT_OK;
+}
+
+}  // namespace fact::gemm::padding
