@@ -43,6 +43,7 @@ padding::Extents padded_extents(const GemmProblem& p) { return gemm_padding(p).p
 
 std::string padding_summary(const GemmProblem& p) {
   const GemmPadding pad = gemm_padding(p);
+  if (pad.plan.status != FACT_OK) return "";
   if (!pad.any()) return "";
   std::ostringstream s;
   const char* sep = "";
@@ -57,10 +58,17 @@ std::string padding_summary(const GemmProblem& p) {
   const bool extents_padded =
       pad.plan.extents.k != p.k || pad.plan.extents.n != p.n || pad.plan.extents.m != p.m;
   if (!extents_padded) {
-    // Only strides: name what is copied.
-    if (pad.staged_a()) { s << sep << "A staged (lda=" << p.a.ld << ")"; sep = ", "; }
-    if (pad.staged_b()) { s << sep << "B staged (ldb=" << p.b.ld << ")"; sep = ", "; }
-    if (pad.staged_d()) { s << sep << "D staged (ldd=" << p.d.ld << ")"; sep = ", "; }
+    // Only strides: name what is copied and its strides.
+    auto staged = [&](const char* name, const char* ld, const GemmOperand& o) {
+      s << sep << name << " staged (" << ld << '=' << o.ld;
+      if (p.batch > 1) s << ", batch stride " << o.batch_stride;
+      if (p.outer_batch > 1) s << ", outer batch stride " << o.outer_batch_stride;
+      s << ')';
+      sep = ", ";
+    };
+    if (pad.staged_a()) staged("A", "lda", p.a);
+    if (pad.staged_b()) staged("B", "ldb", p.b);
+    if (pad.staged_d()) staged("D", "ldd", p.d);
     if (std::string(sep).empty()) s << "epilogue operands staged (unaligned strides)";
   }
   return s.str();
