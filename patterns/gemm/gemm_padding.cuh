@@ -51,8 +51,10 @@ inline int launch_copy(const Copy2D& c, cudaStream_t stream) {
 // stream)` is the kernel's own entry, `d_direct` whether it writes D element by element (the
 // direct-store variant). A size query returns the staging bytes plus the kernel's workspace
 // for the padded call; a call stages, runs the kernel on the padded call with the rest of the
-// workspace, and copies D back. A header that is not a GEMM call's goes to `entry` as it is
-// (which refuses it). Never throws.
+// workspace, and copies D back (a call that needs staging and has no workspace:
+// FACT_ERR_WORKSPACE, before anything touches the device). A header that is not a GEMM call's,
+// or a malformed call (padding::malformed), goes to `entry` as it is (which refuses it); the
+// kernel checks everything else (dtypes, layouts, steps) on the padded call. Never throws.
 template <class Entry>
 int run_padded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                cudaStream_t stream, bool d_direct, Entry entry) noexcept {
@@ -61,8 +63,7 @@ int run_padded(const FactCallHeader* header, void* workspace, size_t* workspace_
     return entry(header, workspace, workspace_size, stream);
   }
   const FactGemmArgs& call = *reinterpret_cast<const FactGemmArgs*>(header);
-  if (call.m <= 0 || call.n <= 0 || call.k <= 0 || call.batch <= 0 ||
-      fact_gemm_dtype_bytes(call.a_type) == 0 || fact_gemm_dtype_bytes(call.b_type) == 0 ||
+  if (malformed(call) || fact_gemm_dtype_bytes(call.a_type) == 0 || fact_gemm_dtype_bytes(call.b_type) == 0 ||
       fact_gemm_dtype_bytes(call.d_type) == 0) {
     return entry(header, workspace, workspace_size, stream);
   }

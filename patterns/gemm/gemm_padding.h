@@ -26,6 +26,12 @@
 
 #include "patterns/gemm/gemm_abi.h"
 
+#if defined(__CUDACC__)
+#define FACT_PADDING_HD __host__ __device__
+#else
+#define FACT_PADDING_HD
+#endif
+
 namespace fact::gemm::padding {
 
 inline constexpr int64_t kAlignBytes = 16;     // TMA's row alignment
@@ -113,13 +119,13 @@ struct Copy2D {
 
 // The value of destination element (o, l, r, c) of `c` (the copy kernel and host tests).
 template <class T>
-inline T copied_element(const Copy2D& c, int64_t o, int64_t l, int64_t r, int64_t col) {
+FACT_PADDING_HD inline T copied_element(const Copy2D& c, int64_t o, int64_t l, int64_t r, int64_t col) {
   if (r >= c.rows || col >= c.cols) return T(0);
   const T* src = static_cast<const T*>(c.src);
   return src[o * c.src_outer_stride + l * c.src_batch_stride + r * c.src_ld + col];
 }
 
-inline int64_t copy_elements(const Copy2D& c) { return c.outer * c.batch * c.dst_rows * c.dst_cols; }
+FACT_PADDING_HD inline int64_t copy_elements(const Copy2D& c) { return c.outer * c.batch * c.dst_rows * c.dst_cols; }
 
 // What the entry runs for one call: the padded call the kernel sees, the copies into the
 // workspace before it (`copies_in`), the copy of D back after it, and the staging bytes (at
@@ -182,6 +188,27 @@ inline bool strides_aligned(int64_t ld, int64_t batch, int64_t batch_stride, int
 }
 
 }  // namespace detail
+
+// True when `call` is malformed in a way padding must not paper over: a negative count or
+// stride, a leading dimension shorter than the row it holds, a step count out of range. The
+// entries hand such a call to the kernel's own checks unpadded (they refuse it).
+inline bool malformed(const FactGemmArgs& call) {
+  if (call.m <= 0 || call.n <= 0 || call.k <= 0 || call.batch <= 0 || call.outer_batch < 0) return true;
+  if (call.num_steps < 0 || call.num_steps > FACT_GEMM_MAX_STEPS) return true;
+  if (call.stride_a < 0 || call.stride_b < 0 || call.stride_d < 0 || call.outer_stride_a < 0 ||
+      call.outer_stride_b < 0 || call.outer_stride_d < 0)
+    return true;
+  const bool a_row = call.a_layout == FACT_ROW_MAJOR, b_row = call.b_layout == FACT_ROW_MAJOR;
+  if (call.lda < (a_row ? call.k : call.m) || call.ldb < (b_row ? call.n : call.k)) return true;
+  const int64_t halve = fact_gemm_last_step_stores_d(&call) == 2 ? 2 : 1;
+  if (call.ldd < call.n / halve) return true;
+  for (int32_t i = 0; i < call.num_steps; ++i) {
+    const FactGemmStep& step = call.steps[i];
+    if (step.batch_stride < 0 || step.outer_batch_stride < 0 || step.ld < 0) return true;
+    if (step_operand(step.kind) == StepOperand::Matrix && step.ld < call.n) return true;
+  }
+  return false;
+}
 
 // The plan for `call` (sizes, layouts and dtypes as the entry checks them: positive sizes,
 // known dtypes). `base` is the workspace's start (null for a size query: the plan's pointers

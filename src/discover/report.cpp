@@ -188,6 +188,11 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
   }
   for (size_t i = 0; i < d.matches.size(); ++i) {
     const Match& m = d.matches[i];
+    if (m.status != MatchStatus::Accepted || !m.extra.contains("note") || !m.extra["note"].is_string()) continue;
+    out << "note #" << (i + 1) << " " << m.rule << ": " << m.extra["note"].get<std::string>() << "\n";
+  }
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
     if (m.status != MatchStatus::Declined) continue;
     out << "declined #" << (i + 1) << " " << m.rule << " [" << nodes_cell(m) << "]: " << m.reason
         << "\n";

@@ -165,7 +165,7 @@ RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmCh
   if (m.status == MatchStatus::Accepted && !padding.empty()) {
     std::string joined;
     for (const auto& s : padding) joined += (joined.empty() ? "" : "; ") + s;
-    m.extra["padding"] = joined;
+    m.extra["note"] = joined;
   } else {
     m.derived.clear();
   }

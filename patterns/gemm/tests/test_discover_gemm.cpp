@@ -207,7 +207,7 @@ TEST(GemmRule, UnalignedRowsRunPadded) {
   Match m = only_match(discover(odd_k.b.finish({odd_k.y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   EXPECT_EQ(m.rule, "gemm_bias");
-  EXPECT_EQ(m.extra["padding"], "K padded 770\u2192776");
+  EXPECT_EQ(m.extra["note"], "K padded 770\u2192776");
   GemmProblem p = gemms(m).at(0);
   EXPECT_EQ(p.k, 770);  // the call keeps its extents; the entry pads
   EXPECT_EQ(p.a.ld, 770);
@@ -230,13 +230,13 @@ TEST(GemmRule, UnalignedRowsRunPadded) {
   LinearGraph odd_n(DType::Float32, /*k=*/256, /*n=*/514);
   m = only_match(discover(odd_n.b.finish({odd_n.y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "N padded 514\u2192516");
+  EXPECT_EQ(m.extra["note"], "N padded 514\u2192516");
   ASSERT_EQ(m.derived.size(), 1u);
   EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{516, 256}));
   LinearGraph aligned(DType::Float32, /*k=*/260, /*n=*/516);  // multiples of 4 suffice for fp32
   m = only_match(discover(aligned.b.finish({aligned.y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted);
-  EXPECT_FALSE(m.extra.contains("padding"));
+  EXPECT_FALSE(m.extra.contains("note"));
   EXPECT_TRUE(m.derived.empty());
   EXPECT_FALSE(gemm_problem_to_json(gemms(m).at(0)).contains("padding"));
 
@@ -247,7 +247,7 @@ TEST(GemmRule, UnalignedRowsRunPadded) {
   auto y = b.op("aten.mm.default", {T(x), T(w2)}, {64, 64});
   m = only_match(discover(b.finish({y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "A staged (lda=132)");
+  EXPECT_EQ(m.extra["note"], "A staged (lda=132)");
   EXPECT_TRUE(m.derived.empty());  // w is an input, not a parameter
 }
 
@@ -262,7 +262,7 @@ TEST(GemmRule, Float32StrictProductWithOddExtentsRunsPadded) {
   const Match& m = only_match(discover(b.finish({y}), o));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   EXPECT_EQ(m.extra["math"], "3xtf32");
-  EXPECT_EQ(m.extra["padding"], "K padded 5921\u21925924, N padded 2949\u21922952");
+  EXPECT_EQ(m.extra["note"], "K padded 5921\u21925924, N padded 2949\u21922952");
   ASSERT_EQ(m.derived.size(), 1u);
   EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{2952, 5924}));
   ASSERT_EQ(m.derived[0].ops.size(), 2u);  // pad N (dim 0), then K (dim 1)
@@ -298,7 +298,7 @@ TEST(GemmRule, PaddingCoversRowMajorWeightsSmallKAndBatches) {
   LinearGraph tiny_k(DType::BFloat16, /*k=*/3);
   m = only_match(discover(tiny_k.b.finish({tiny_k.y})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "K padded 3\u21928");
+  EXPECT_EQ(m.extra["note"], "K padded 3\u21928");
 
   GraphBuilder bb(DType::BFloat16, "cuda:0");
   auto a3 = bb.input("a", {4, 64, 770});
@@ -353,7 +353,7 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   EXPECT_EQ(m.rule, "gemm_bias_relu");
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
 
-  EXPECT_FALSE(m.extra.contains("padding"));  // the direct store writes D as it is
+  EXPECT_FALSE(m.extra.contains("note"));  // the direct store writes D as it is
 
   // An M×N epilogue operand with the same unaligned rows: N is padded (the operand staged into
   // aligned rows, D written into the workspace and copied back) instead.
@@ -362,7 +362,7 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   auto sum = residual.b.op("aten.add.Tensor", {T(residual.y), T(r)}, {4, 16, 1001});
   m = only_match(discover(residual.b.finish({sum})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "N padded 1001\u21921008");
+  EXPECT_EQ(m.extra["note"], "N padded 1001\u21921008");
 
   GraphBuilder row_b(DType::BFloat16, "cuda:0");  // x @ W with W [K, N]: B's rows unaligned
   auto x3 = row_b.input("x", {64, 256});
@@ -370,7 +370,7 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   auto y3 = row_b.op("aten.mm.default", {T(x3), T(w3)}, {64, 1001});
   m = only_match(discover(row_b.finish({y3})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "N padded 1001\u21921008");
+  EXPECT_EQ(m.extra["note"], "N padded 1001\u21921008");
 }
 
 TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {
@@ -443,7 +443,7 @@ TEST(GemmRule, TwoModeStridesThatAreUnalignedRunPadded) {
   ScoresGraph s(/*head_dim=*/12);  // the heads 12 bf16 elements apart: 24 bytes
   const Match& m = only_match(discover(s.b.finish({s.scores})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
-  EXPECT_EQ(m.extra["padding"], "K padded 12\u219216");
+  EXPECT_EQ(m.extra["note"], "K padded 12\u219216");
   const GemmPadding pad = gemm_padding(gemms(m).at(0));
   EXPECT_EQ(pad.plan.args.outer_batch, 2);
   EXPECT_EQ(pad.plan.args.lda, 16);
@@ -455,7 +455,7 @@ TEST(GemmRule, TwoModeStridesThatAreUnalignedRunPadded) {
   auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
   const Match& odd = only_match(discover(b.finish({y})));
   EXPECT_EQ(odd.status, MatchStatus::Accepted) << odd.reason;
-  EXPECT_EQ(odd.extra["padding"], "A staged (lda=192, batch stride 16, outer batch stride 3076)");
+  EXPECT_EQ(odd.extra["note"], "A staged (lda=192, batch stride 16, outer batch stride 3076)");
 }
 
 TEST(GemmRule, AddmmVectorBiasWithBetaIsABiasStepWithThatMultiplier) {

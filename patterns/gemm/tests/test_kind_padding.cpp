@@ -2,7 +2,7 @@
 // (copied_element, the function the CUDA copy kernel runs), the float64 host reference computes
 // the padded call, and D must equal the unpadded call's D bit for bit — zeros along K add
 // nothing, rows and columns past M and N are dropped. The GPU side (the same plan, CUDA copies,
-// real kernels) is checked by tests/python/test_padding_gpu.py.
+// real kernels) is checked by patterns/gemm/tests/test_gemm_padding_gpu.py.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -91,7 +91,7 @@ TEST(MlpRule, AnUnalignedHiddenWidthRunsPadded) {
   EXPECT_EQ(m.pattern, "mlp");
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   EXPECT_EQ(m.problems.size(), 2u);
-  EXPECT_EQ(m.extra["padding"], "K padded 1002\u21921008");
+  EXPECT_EQ(m.extra["note"], "K padded 1002\u21921008");
   ASSERT_EQ(m.derived.size(), 1u);
   EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{256, 1008}));
 }
