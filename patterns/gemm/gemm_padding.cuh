@@ -12,35 +12,38 @@
 
 namespace fact::gemm::padding {
 
-// One thread per destination element (grid-stride); element type by size.
+// One block per destination row (grid-stride over the rows of every batch), its threads over
+// the row's columns: coalesced reads and writes, one index split per row. Element (o, l, r, col)
+// is copied_element(c, o, l, r, col) (gemm_padding.h); element type by size.
 template <class T>
 __global__ void copy_padded_kernel(Copy2D c) {
-  const int64_t total = copy_elements(c);
-  const int64_t cols = c.dst_cols, rows = c.dst_rows;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t col = i % cols;
-    int64_t rest = i / cols;
-    const int64_t r = rest % rows;
-    rest /= rows;
+  const int64_t lines = c.outer * c.batch * c.dst_rows;
+  for (int64_t line = blockIdx.x; line < lines; line += gridDim.x) {
+    const int64_t r = line % c.dst_rows;
+    const int64_t rest = line / c.dst_rows;
     const int64_t l = rest % c.batch;
     const int64_t o = rest / c.batch;
-    static_cast<T*>(c.dst)[o * c.dst_outer_stride + l * c.dst_batch_stride + r * c.dst_ld + col] =
-        copied_element<T>(c, o, l, r, col);
+    T* dst = static_cast<T*>(c.dst) + o * c.dst_outer_stride + l * c.dst_batch_stride + r * c.dst_ld;
+    const T* src = r < c.rows ? static_cast<const T*>(c.src) + o * c.src_outer_stride +
+                                    l * c.src_batch_stride + r * c.src_ld
+                              : nullptr;
+    const int64_t cols = src ? c.cols : 0;
+    for (int64_t col = threadIdx.x; col < c.dst_cols; col += blockDim.x) {
+      dst[col] = col < cols ? src[col] : T(0);
+    }
   }
 }
 
 // Launches one copy on `stream`; FACT_OK or FACT_ERR_LAUNCH.
 inline int launch_copy(const Copy2D& c, cudaStream_t stream) {
-  const int64_t total = copy_elements(c);
-  if (total <= 0) return FACT_OK;
-  constexpr int kThreads = 256;
-  const int64_t wanted = (total + kThreads - 1) / kThreads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 8 ? wanted : 65535 * 8);
+  if (copy_elements(c) <= 0) return FACT_OK;
+  const int64_t lines = c.outer * c.batch * c.dst_rows;
+  const int threads = c.dst_cols >= 256 ? 256 : c.dst_cols >= 128 ? 128 : 64;
+  const unsigned blocks = static_cast<unsigned>(lines < 65535 * 16 ? lines : 65535 * 16);
   switch (c.bytes) {
-    case 2: copy_padded_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(c); break;
-    case 4: copy_padded_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(c); break;
-    case 8: copy_padded_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(c); break;
+    case 2: copy_padded_kernel<uint16_t><<<blocks, threads, 0, stream>>>(c); break;
+    case 4: copy_padded_kernel<uint32_t><<<blocks, threads, 0, stream>>>(c); break;
+    case 8: copy_padded_kernel<uint64_t><<<blocks, threads, 0, stream>>>(c); break;
     default: return FACT_ERR_INVALID_ARGS;
   }
   if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
