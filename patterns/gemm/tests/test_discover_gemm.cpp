@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fact/discover/discover.hpp"
+#include "fact/discover/report.hpp"
 #include "fact/problem/operand_transform.hpp"
 #include "patterns/gemm/kind/padding.hpp"
 #include "tests/cpp/discover/discover_test_util.hpp"
@@ -249,6 +250,17 @@ TEST(GemmRule, UnalignedRowsRunPadded) {
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   EXPECT_EQ(m.extra["note"], "A staged (lda=132)");
   EXPECT_TRUE(m.derived.empty());  // w is an input, not a parameter
+}
+
+// The discovery tables say how a padded match runs.
+TEST(GemmRule, TheDiscoveryTablesNoteThePadding) {
+  LinearGraph odd_k(DType::BFloat16, /*k=*/770);
+  const graph::Graph g = odd_k.b.finish({odd_k.y});
+  const auto d = discover(g);
+  EXPECT_NE(discover::discovery_markdown(d).find("- #1 gemm_bias: K padded 770\u2192776"), std::string::npos)
+      << discover::discovery_markdown(d);
+  EXPECT_NE(discover::discovery_table(d, g, DiscoverOptions{}).find("note #1 gemm_bias: K padded 770\u2192776"),
+            std::string::npos);
 }
 
 // The float32 `strict` product the padding was made for: 8205 x 2949 x 5921, every extent odd.
