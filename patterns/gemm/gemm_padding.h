@@ -151,7 +151,7 @@ namespace detail {
 // null, as in a size query: never dereferenced then).
 inline char* reserve(char* base, size_t& used, size_t bytes) {
   used = (used + kRegionAlign - 1) / kRegionAlign * kRegionAlign;
-  char* p = base + used;
+  char* p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + used);
   used += bytes;
   return p;
 }
