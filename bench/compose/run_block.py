@@ -230,6 +230,7 @@ class BlockBenchmark:
 
     def fact_options(self, **options) -> dict:
         options.setdefault("tune", self.args.tune)
+        options.setdefault("cuda_graphs", False)  # the variant fact_cuda_graphs names them
         options.setdefault("speed_guard", False)  # the raw composed module is what is measured
         return options
 

@@ -196,6 +196,26 @@ def first_call_ms(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def profile_first_call(fn: Callable[[], Any], log: Callable[[str], None]) -> None:
+    """Logs where the host spends a first call of a new size (cProfile: top 25 by cumulative
+    time, top 15 by own time): what the first-call overhead is made of."""
+    import cProfile
+    import io
+    import pstats
+    synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    with torch.no_grad():
+        fn()
+    synchronize()
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("tottime").print_stats(15)   # the leaves: which op or call holds the time
+    log("first call of a new size, host profile:\n" + text.getvalue())
+
+
 def medians_ms(fns: dict, iters: int, device: torch.device) -> dict:
     """Interleaved, L2-flushed medians on CUDA (the never-slower check's timer); on the CPU (a
     smoke run of this script) plain medians."""
@@ -343,16 +363,29 @@ def sweep_model(name: str, args, device: torch.device, log, save: Callable[[dict
         fresh_batch, fresh_seq = max(min(batches), max(batches) - 3), 0
     x = make_input(fresh_batch, fresh_seq)
     first = first_call_ms(lambda: composed(x))
-    second = first_call_ms(lambda: composed(x))   # with CUDA graphs: this call captures
+    second = first_call_ms(lambda: composed(x))
+    third = first_call_ms(lambda: composed(x))    # with CUDA graphs: this call may capture
     warm = min(first_call_ms(lambda: composed(x)) for _ in range(5))
+    # What a new size costs PyTorch itself (the allocator's new blocks, cuBLAS's first call of a
+    # shape): eager's first call of another size never seen, against its warm call.
+    y = make_input(max(1, fresh_batch - 1), max(0, fresh_seq - 2) if has_seq else 0)
+    eager_first = first_call_ms(lambda: model(y))
+    eager_warm = min(first_call_ms(lambda: model(y)) for _ in range(5))
+    if args.profile_new_shape:
+        profile_first_call(lambda: composed(make_input(max(1, fresh_batch - 2),
+                                                        max(0, fresh_seq - 4) if has_seq else 0)), log)
     static = torch.compile(copy.deepcopy(model), dynamic=False)
     with torch.no_grad():
         static(make_input(hint_batch, hint_seq))
     recompile = first_call_ms(lambda: static(x))
     result["new_shape"] = {"input": list(x.shape), "fact_first_call_ms": first, "fact_warm_call_ms": warm,
                            "fact_first_call_extra_ms": first - warm,
-                           "fact_second_call_ms": second,
+                           "fact_second_call_ms": second, "fact_third_call_ms": third,
+                           "eager_input": list(y.shape), "eager_first_call_ms": eager_first,
+                           "eager_warm_call_ms": eager_warm, "eager_first_call_extra_ms": eager_first - eager_warm,
                            "compile_recompile_first_call_ms": recompile}
+    log(f"{name} new shape: " + ", ".join(f"{k} {v:.4g}" for k, v in result["new_shape"].items()
+                                          if isinstance(v, float)))
     ok = [c for c in result["shapes"] if "fact_ms" in c]
     result["geomean_vs_compile_dynamic"] = geomean([c["speedup_vs_compile_dynamic"] for c in ok])
     result["geomean_vs_best_of_eager_compile"] = geomean([c["speedup_vs_best_of_eager_compile"] for c in ok])
@@ -384,6 +417,8 @@ def main() -> int:
                         help="also optimize the hint's single shape (the planning time compared)")
     parser.add_argument("--reduce-overhead", action=argparse.BooleanOptionalAction, default=True,
                         help="also time torch.compile(mode='reduce-overhead', dynamic=True)")
+    parser.add_argument("--profile-new-shape", action="store_true",
+                        help="log a host profile (cProfile) of a first call of a new size")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--time-budget", type=float, default=400.0)
     parser.add_argument("--out-dir", default="bench/results")

@@ -77,7 +77,8 @@ def _optimize(module: torch.nn.Module, inputs: tuple, options: dict, dynamic_sha
                     work_dir=work_dir or options.get("work_dir"), remainder=options.get("remainder", "eager"),
                     patterns=options.get("patterns"), tune=int(options.get("tune", 0)),
                     verify=bool(options.get("verify", True)), speed_guard=False,
-                    dynamic_shapes=dynamic_shapes, training=False)
+                    dynamic_shapes=dynamic_shapes, training=False,
+                    cuda_graphs=False)  # inside dynamo: torch.compile's mode="reduce-overhead" does that
 
 
 def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict) -> Callable:

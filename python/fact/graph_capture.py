@@ -84,7 +84,7 @@ def _export_over_ranges(module: torch.nn.Module, example_inputs: tuple, export_s
         if "Constraints violated" not in str(error):
             raise
         refusal = error
-    ep, state_attributes = module_state.export_keeping_state(
+    ep, writes = module_state.export_keeping_state(
         module, example_inputs, dynamic_shapes=export_shapes, strict=False,
         prefer_deferred_runtime_asserts_over_guards=True)
     names, _ = declared_symbols(ep, declared, example_inputs)
@@ -94,7 +94,7 @@ def _export_over_ranges(module: torch.nn.Module, example_inputs: tuple, export_s
     if failing:
         raise CaptureError(f"{_first_line_of(refusal)}; the guard fails inside the declared range "
                            f"at {failing[0]}") from refusal
-    return ep, state_attributes
+    return ep, writes
 
 
 def range_check_sizes(declared_range: Any, hint: int | None = None) -> list[int]:
@@ -292,6 +292,15 @@ def _capture_with_dynamo(module: torch.nn.Module, example_inputs: Sequence[Any]
     return writer, inputs, outputs, len(calls)
 
 
+def _record_state(source: dict, writes: module_state.ForwardWrites) -> None:
+    """The state the forward writes, in the document's source: the plain tensor attributes
+    exported as buffers, and the state the graph cannot keep (fact.compose declines then)."""
+    if writes.attributes:
+        source["state_attributes"] = writes.attributes
+    if writes.not_kept:
+        source["state_not_kept"] = writes.not_kept
+
+
 # --------------------------------------------------------------------------------------------
 # Public API
 
@@ -348,8 +357,7 @@ def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | An
     export_stderr = io.StringIO()  # on failure torch prints the partial graph there
     try:
         with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
-            ep, state_attributes = module_state.export_keeping_state(module, example_inputs,
-                                                                     strict=False)
+            ep, writes = module_state.export_keeping_state(module, example_inputs, strict=False)
     except Exception as export_error:  # noqa: BLE001 - any failure triggers the fallback
         message = f"{type(export_error).__name__}: {export_error}".strip()
         warnings.warn(f"torch.export failed for {type(module).__name__}; falling back to "
@@ -372,8 +380,7 @@ def capture_exported(module: torch.nn.Module, example_inputs: Sequence[Any] | An
         writer, inputs, outputs, mutations = _from_exported_program(ep)
         if mutations:
             source["buffer_mutations"] = mutations
-        if state_attributes:
-            source["state_attributes"] = state_attributes
+        _record_state(source, writes)
     doc = {
         "schema": SCHEMA,
         "source": source,
@@ -396,7 +403,7 @@ def _capture_dynamic(module: torch.nn.Module, example_inputs: tuple, path: str |
     export_stderr = io.StringIO()
     try:
         with _quiet_symbolic_shape_warnings(), contextlib.redirect_stderr(export_stderr):
-            ep, state_attributes = _export_over_ranges(module, example_inputs, export_shapes, declared)
+            ep, writes = _export_over_ranges(module, example_inputs, export_shapes, declared)
     except Exception as error:  # noqa: BLE001 - reported with the declaration
         first = (f"{type(error).__name__}: {error}".strip().splitlines() or [""])[0]
         raise CaptureError(f"cannot export {type(module).__name__} with the declared dynamic "
@@ -407,8 +414,7 @@ def _capture_dynamic(module: torch.nn.Module, example_inputs: tuple, path: str |
                               "export_error": None, "torch": torch.__version__.split("+")[0]}
     if mutations:
         source["buffer_mutations"] = mutations
-    if state_attributes:
-        source["state_attributes"] = state_attributes
+    _record_state(source, writes)
     doc = {"schema": SCHEMA, "source": source, "symbols": symbols, "values": writer.values,
            "nodes": writer.nodes, "inputs": inputs, "outputs": outputs}
     if path is not None:

@@ -3,9 +3,10 @@
 
 On a CUDA GPU, in one process and on the same inputs:
   - verification: the composed module and the original module against the original run in
-    float64 on fresh random inputs (a new seed, full size): ‖out − ref‖ / ‖ref‖ for both. The
-    float64 run converts the module's own parameters and buffers in place and restores them
-    (a copy would miss weights a forward reaches through Python closures, e.g. minGPT's
+    float64 on fresh random inputs (a new seed, full size): ‖out − ref‖ / ‖ref‖ for both, each
+    run from the same module state. The float64 run converts the module's own parameters,
+    buffers and tensor attributes in place and restores them (a copy would miss weights a
+    forward reaches through Python closures, e.g. minGPT's
     `self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))`);
   - timing (fact.timing.time_cuda: CUDA events, warm-up, L2 flushed before each run, median and
     p10–p90): the original module in eager mode, under torch.compile (default) and
@@ -32,6 +33,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from fact.console import RunLog, default_log_path, verbose_from_environment
+from fact.module_state import other_state_attributes, preserved_state
 from fact.timing import L2Flusher, TimingStats, time_cuda
 from fact.versions import collect_versions
 
@@ -55,42 +57,60 @@ def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 @contextlib.contextmanager
 def float64_in_place(module: torch.nn.Module):
-    """The module with its floating parameters, buffers and plain tensor attributes converted
-    to float64 in place; on exit (also when the body raises) every one is the tensor it was before,
-    with its dtype and storage. Submodules reached only through Python closures are converted
-    too, since they are the module's own submodules."""
+    """The module with every floating tensor its forward reads converted to float64 in place:
+    parameters, buffers, plain tensor attributes (an RNN's `self.h0`) and tensors held in list,
+    tuple and dict attributes (`self.hidden = (h0, c0)`), through every submodule. On exit
+    (also when the body raises) the module holds what it held before: the same tensors, with
+    their dtype, storage and values, and the same containers — also when the forward writes
+    its state (a running buffer, a call counter; fact.module_state.preserved_state). Submodules
+    reached only through Python closures are converted too, since they are the module's own
+    submodules."""
     parameters: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     buffers: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
-    attributes: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
+    attributes: list[tuple[torch.nn.Module, str, Any]] = []
     seen: set[int] = set()
-    try:
-        with torch.no_grad():
-            for owner in module.modules():
-                for parameter in owner._parameters.values():
-                    if parameter is None or id(parameter) in seen or not parameter.is_floating_point():
-                        continue
-                    seen.add(id(parameter))
-                    parameters.append((parameter, parameter.data))
-                    parameter.data = parameter.data.to(torch.float64)
-                for name, buffer in list(owner._buffers.items()):
-                    if buffer is None or not buffer.is_floating_point():
-                        continue
-                    buffers.append((owner, name, buffer))
-                    owner._buffers[name] = buffer.to(torch.float64)
-                for name, value in list(vars(owner).items()):
-                    # Plain tensor attributes (an RNN's initial hidden state kept as self.h0).
-                    if (isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)
-                            and value.is_floating_point()):
+
+    def wide(value: Any) -> Any:
+        if (isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)
+                and value.is_floating_point() and value.dtype != torch.float64):
+            return value.to(torch.float64)
+        return value
+
+    with preserved_state(module):
+        try:
+            with torch.no_grad():
+                for owner in module.modules():
+                    for parameter in owner._parameters.values():
+                        if parameter is None or id(parameter) in seen or not parameter.is_floating_point():
+                            continue
+                        seen.add(id(parameter))
+                        parameters.append((parameter, parameter.data))
+                        parameter.data = parameter.data.to(torch.float64)
+                    for name, buffer in list(owner._buffers.items()):
+                        if buffer is None or not buffer.is_floating_point():
+                            continue
+                        buffers.append((owner, name, buffer))
+                        owner._buffers[name] = buffer.to(torch.float64)
+                    for name, value in list(vars(owner).items()):
+                        # Plain tensor attributes (an RNN's initial hidden state kept as self.h0).
+                        if isinstance(value, torch.Tensor) and wide(value) is not value:
+                            attributes.append((owner, name, value))
+                            owner.__dict__[name] = wide(value)
+                for _, owner, name in other_state_attributes(module):
+                    # Tensors in containers: new containers, the user's are left as they are.
+                    value = vars(owner)[name]
+                    leaves = torch.utils._pytree.tree_leaves(value)
+                    if any(wide(leaf) is not leaf for leaf in leaves):
                         attributes.append((owner, name, value))
-                        owner.__dict__[name] = value.to(torch.float64)
-        yield module
-    finally:
-        for parameter, data in parameters:
-            parameter.data = data
-        for owner, name, buffer in buffers:
-            owner._buffers[name] = buffer
-        for owner, name, value in attributes:
-            owner.__dict__[name] = value
+                        owner.__dict__[name] = torch.utils._pytree.tree_map(wide, value)
+            yield module
+        finally:
+            for parameter, data in parameters:
+                parameter.data = data
+            for owner, name, buffer in buffers:
+                owner._buffers[name] = buffer
+            for owner, name, value in attributes:
+                owner.__dict__[name] = value
 
 
 def verify(model: torch.nn.Module, composed: torch.nn.Module, inputs: Sequence[Any],
@@ -99,11 +119,15 @@ def verify(model: torch.nn.Module, composed: torch.nn.Module, inputs: Sequence[A
     fresh = _fresh_like(inputs, seed)
     wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                  for x in fresh)
+    # Each run starts from the module's state as it is now and leaves it so (a module that
+    # updates its state in forward would otherwise be compared at three different states).
     with torch.no_grad():
         with float64_in_place(model):
             ref = model(*wide)
-        composed_error = _relative_error(composed(*fresh), ref)
-        torch_error = _relative_error(model(*fresh), ref)
+        with preserved_state(model):
+            composed_error = _relative_error(composed(*fresh), ref)
+        with preserved_state(model):
+            torch_error = _relative_error(model(*fresh), ref)
     return {"seed": seed, "fact_rel_err": composed_error, "torch_rel_err": torch_error}
 
 

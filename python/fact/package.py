@@ -219,7 +219,7 @@ def build_packaged_model(package_dir: str | Path, device: str = "cpu"
 
 def load_package(package_dir: str | Path, device: str = "cuda", *,
                  inputs: Sequence[Any] | None = None, remainder: str | None = None,
-                 cuda_graphs: bool = False, patterns: Iterable[str] | str | None = None,
+                 cuda_graphs: bool | None = None, patterns: Iterable[str] | str | None = None,
                  verify: bool = True, speed_guard: bool = True,
                  replacement_guard: bool | None = None) -> ComposedModule:
     """The packaged module composed on `device` from the package's plan and kernel libraries

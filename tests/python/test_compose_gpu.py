@@ -90,6 +90,56 @@ def _assert_same(composed, module, seeds=(1, 2)):
             torch.testing.assert_close(composed(x, z), module(x, z), rtol=1e-6, atol=1e-5)
 
 
+class WritesItsInput(torch.nn.Module):
+    """Chain's two replacements, then an in-place write to its input."""
+
+    def forward(self, x, z):
+        y = 2.0 * x + 3.0 * z
+        w = 0.5 * y + -1.0 * z
+        x.view(-1).add_(1.0)
+        return torch.relu(w) + y
+
+
+def test_by_default_a_launch_bound_signature_runs_as_a_cuda_graph(tmp_path, cuda_kind_library):
+    """cuda_graphs=None (the default): the planned signature is captured on its third call when
+    its second was bound by the host's launches (this tiny chain is); later calls replay with
+    fresh inputs copied in, and the outputs are copies a later call never overwrites."""
+    module = Chain()
+    composed = fact.compose.apply_plan(module, _inputs(), _plan(tmp_path / "plan", cuda_kind_library),
+                                       remainder="eager")
+    report = composed.fact_report
+    assert report.composed and composed._shape_graphs is not None, str(report)
+    kept = []
+    with torch.no_grad():
+        for seed in range(4, 10):
+            x, z = _inputs(seed)
+            kept.append((composed(x, z), module(x, z)))
+    assert composed._shape_graphs.captured == 1 and () in composed._shape_graphs.graphs, report.cuda_graphs
+    assert report.cuda_graphs.startswith("on,") and "1 captured" in report.cuda_graphs, report.cuda_graphs
+    for got, want in kept:
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
+    off = fact.compose.apply_plan(module, _inputs(), _plan(tmp_path / "off", cuda_kind_library),
+                                  remainder="eager", cuda_graphs=False)
+    assert off._shape_graphs is None and off.fact_report.cuda_graphs == "off", off.fact_report.cuda_graphs
+
+
+def test_a_forward_that_writes_its_input_gets_no_cuda_graph(tmp_path, cuda_kind_library):
+    module = WritesItsInput()
+    composed = fact.compose.apply_plan(module, _inputs(), _plan(tmp_path / "plan", cuda_kind_library),
+                                       remainder="eager")
+    report = composed.fact_report
+    assert report.composed and composed._shape_graphs is None, str(report)
+    assert report.cuda_graphs.startswith("off (the forward writes its input(s) x"), report.cuda_graphs
+    with torch.no_grad():
+        for seed in (11, 12, 13):
+            x, z = _inputs(seed)
+            x_twin = x.clone()
+            got = composed(x, z)
+            want = module(x_twin, z)
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
+            torch.testing.assert_close(x, x_twin)  # the caller's input was written, as eagerly
+
+
 def test_the_native_op_runs_verified_kernels_with_inductor_and_cuda_graphs(tmp_path, cuda_kind_library):
     module = Chain()
     composed = fact.compose.apply_plan(module, _inputs(), _plan(tmp_path / "plan", cuda_kind_library),

@@ -73,7 +73,7 @@ def test_a_plan_over_a_symbol_composes_on_the_gpu(tmp_path, cuda_kind_library):
     report = composed.fact_report
     assert [c.verified for c in report.composed] == [True], str(report)
     # the never-slower check timed each bucket edge as a graph replay: those four are captured
-    assert report.cuda_graphs.startswith("on, one per size tuple"), report.cuda_graphs
+    assert report.cuda_graphs.startswith("on, one per signature or size tuple"), report.cuda_graphs
     assert composed._shape_graphs.captured == 4, report.cuda_graphs
     assert report.remainder.startswith("inductor (symbolic shapes"), report.remainder
     assert [b["sizes"] for b in report.buckets] == ["batch=1", "batch=2", "batch=4", "batch=8"], report.buckets
@@ -81,11 +81,11 @@ def test_a_plan_over_a_symbol_composes_on_the_gpu(tmp_path, cuda_kind_library):
     print(report)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")
-        # three calls per size: the first runs without a graph, the second captures, the third
-        # replays; fresh inputs each time (a stale static buffer would show)
+        # four calls per size: the first two run without a graph (the second timed), the third
+        # captures, the fourth replays; fresh inputs each time (a stale static buffer would show)
         kept = []
         for batch in (1, 3, 4, 7, 8, 3):
-            for _ in range(3):
+            for _ in range(4):
                 x, z = torch.randn(batch, 96, device="cuda"), torch.randn(batch, 96, device="cuda")
                 got = composed(x, z)
                 torch.testing.assert_close(got, Chain()(x, z), rtol=1e-6, atol=1e-5)
@@ -93,7 +93,7 @@ def test_a_plan_over_a_symbol_composes_on_the_gpu(tmp_path, cuda_kind_library):
         # outputs are copies: a later replay never overwrites a result the caller kept
         for got, want in kept:
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
-    # a size whose bucket runs the composed module was captured on its second call; a bucket
+    # a size whose bucket runs the composed module was captured on its third call; a bucket
     # that runs torch.compile of the original (the never-slower check) never reaches the graphs
     graphs = composed._shape_graphs
     composed_rows = {b["row"] for b in report.buckets if b["runs"] == "composed"}

@@ -111,27 +111,62 @@ Dense broadcast_to(const Dense& t, const std::vector<int64_t>& shape) {
   return out;
 }
 
+// `f` applied element by element to `inputs` broadcast together. A dimension that every input
+// broadcasts (stride 0: an expanded batch or head) is computed once and kept broadcast in the
+// result, so an expanded [B, 1, S, S] mask costs S x S elements, not B x S x S; `dense` asks
+// for a contiguous result instead (a copy a reshape or a triangle then indexes linearly).
 std::optional<Dense> elementwise(const std::vector<const Dense*>& inputs,
-                                 const std::function<float(const std::vector<float>&)>& f, std::string& why) {
+                                 const std::function<float(const std::vector<float>&)>& f, std::string& why,
+                                 bool dense = false) {
   auto shape = broadcast_shape(inputs);
   if (!shape) {
     why = "operands do not broadcast";
     return std::nullopt;
   }
-  Dense out = contiguous_of(*shape);
-  if (out.numel() > kMaxElements) {
-    why = "a mask tensor of " + std::to_string(out.numel()) + " elements (evaluated up to " +
+  std::vector<Dense> seen;
+  for (const Dense* t : inputs) seen.push_back(broadcast_to(*t, *shape));
+  std::vector<int64_t> computed = *shape;
+  for (size_t d = 0; d < computed.size(); ++d) {
+    bool broadcast = true;
+    for (const Dense& t : seen) broadcast = broadcast && t.stride[d] == 0;
+    if (broadcast && !dense) computed[d] = std::min<int64_t>(computed[d], 1);
+  }
+  int64_t elements = 1;
+  for (int64_t d : computed) elements *= d;
+  if (elements > kMaxElements) {
+    why = "a mask tensor of " + std::to_string(elements) + " elements (evaluated up to " +
           std::to_string(kMaxElements) + ")";
     return std::nullopt;
   }
-  std::vector<Dense> seen;
-  for (const Dense* t : inputs) seen.push_back(broadcast_to(*t, *shape));
+  Dense out = contiguous_of(computed);
   std::vector<float> values(inputs.size());
-  for_each_index(*shape, [&](const std::vector<int64_t>& index, int64_t n) {
+  for_each_index(computed, [&](const std::vector<int64_t>& index, int64_t n) {
     for (size_t i = 0; i < seen.size(); ++i) values[i] = seen[i].at(index);
     (*out.data)[static_cast<size_t>(n)] = f(values);
   });
-  return out;
+  return broadcast_to(out, *shape);
+}
+
+// `t` with every dimension along which its values do not change seen as broadcast (stride 0).
+// A mask computed per batch entry from inputs every entry shares (transformers' packed-sequence
+// ids: a cumsum over position ids expanded over the batch, then indexed by a batch arange)
+// then broadcasts its batch again, and element-wise ops over it stay S x S (elementwise()).
+Dense broadcast_uniform_dims(Dense t) {
+  constexpr int64_t kMaxChecked = int64_t(1) << 22;
+  if (t.numel() > kMaxChecked) return t;
+  for (size_t d = 0; d < t.rank(); ++d) {
+    if (t.shape[d] < 2 || t.stride[d] == 0) continue;
+    bool uniform = true;
+    std::vector<int64_t> first;
+    for_each_index(t.shape, [&](const std::vector<int64_t>& index, int64_t) {
+      if (!uniform || index[d] == 0) return;
+      first = index;
+      first[d] = 0;
+      uniform = t.at(index) == t.at(first);
+    });
+    if (uniform) t.stride[d] = 0;
+  }
+  return t;
 }
 
 std::optional<int64_t> int_arg(const Node& node, size_t index, const char* name) {
@@ -173,6 +208,7 @@ class Evaluator {
     }
     std::optional<Dense> result = compute(id);
     --depth_;
+    if (result) result = broadcast_uniform_dims(std::move(*result));
     if (result) memo_[id] = *result;
     return result;
   }
@@ -327,7 +363,7 @@ class Evaluator {
       auto out = discover::apply_view_like(*node, in);
       if (!out && discover::is_reshape(*node)) {  // a reshape that copies: make it contiguous first
         std::vector<const Dense*> one{&*t};
-        auto dense = elementwise(one, [](const std::vector<float>& x) { return x[0]; }, why_);
+        auto dense = elementwise(one, [](const std::vector<float>& x) { return x[0]; }, why_, /*dense=*/true);
         if (!dense) return dense;
         t = dense;
         out = discover::apply_view_like(*node, discover::StridedView{t->shape, t->stride});
@@ -377,7 +413,7 @@ class Evaluator {
       const int64_t diagonal = int_arg(*node, 1, "diagonal").value_or(0);
       const bool lower = target_in(*node, {"aten.tril", "aten.tril_"});
       Dense src = *t;
-      auto r = elementwise({&src}, [](const std::vector<float>& x) { return x[0]; }, why_);
+      auto r = elementwise({&src}, [](const std::vector<float>& x) { return x[0]; }, why_, /*dense=*/true);
       if (!r) return r;
       const size_t rank = r->rank();
       for_each_index(r->shape, [&](const std::vector<int64_t>& index, int64_t n) {
@@ -454,7 +490,7 @@ class Evaluator {
       if (!t) return t;
       auto dim = wrap(int_arg(*node, 1, "dim").value_or(-1), t->rank());
       if (!dim) return fail("cumsum with a dim FACT does not read");
-      auto r = elementwise({&*t}, [](const std::vector<float>& x) { return x[0]; }, why_);
+      auto r = elementwise({&*t}, [](const std::vector<float>& x) { return x[0]; }, why_, /*dense=*/true);
       if (!r) return r;
       for_each_index(r->shape, [&](const std::vector<int64_t>& index, int64_t n) {
         if (index[*dim] > 0) (*r->data)[size_t(n)] += (*r->data)[size_t(n - r->stride[*dim])];

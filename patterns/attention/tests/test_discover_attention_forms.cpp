@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "fact/discover/canonicalize.hpp"
@@ -18,6 +19,7 @@ using graph::DType;
 using graph::GraphBuilder;
 using graph::OpOptions;
 using graph::T;
+using graph::TL;
 using graph::TensorDesc;
 using graph::ValueId;
 using testing::find_target;
@@ -263,6 +265,80 @@ TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
   EXPECT_EQ(a["out"]["value"], merged);
   EXPECT_EQ(a["out"]["stride"], (V{16384, 128, 1024, 1}));
   EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+// The attrs of SDPA over [batch, 2, seq, 64] q/k/v inputs with the bool `attn_mask` that
+// `mask_of` adds to the graph.
+nlohmann::json sdpa_with_bool_mask(int64_t batch, int64_t seq,
+                                   const std::function<ValueId(GraphBuilder&)>& mask_of) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {batch, 2, seq, 64});
+  auto k = b.input("k", {batch, 2, seq, 64});
+  auto v = b.input("v", {batch, 2, seq, 64});
+  OpOptions options;
+  options.kwargs["attn_mask"] = T(mask_of(b));
+  auto y = b.op("aten.scaled_dot_product_attention.default", {T(q), T(k), T(v)}, {batch, 2, seq, 64}, options);
+  return attrs_of(canonicalize(b.finish({y})));
+}
+
+// transformers' create_causal_mask while exported (no is_causal shortcut): kv_idx <= q_idx over
+// broadcast aranges, expanded over the batch, handed to SDPA as a bool mask (logical_not'ed
+// once more by a caller that fills where True). At 17 x 1025 x 1025 the expanded mask has more
+// elements than the evaluator materializes; the batch it only broadcasts is evaluated once.
+TEST(AttentionForms, ExpandedBatchOfAnArangeCausalMaskIsReadOnce) {
+  constexpr int64_t kBatch = 17, kSeq = 1025;
+  const auto a = sdpa_with_bool_mask(kBatch, kSeq, [&](GraphBuilder& b) {
+    OpOptions int64;
+    int64.dtype = DType::Int64;
+    const OpOptions boolean{.dtype = DType::Bool};
+    auto positions = b.op("aten.arange.default", {C(kSeq)}, {kSeq}, int64);
+    auto rows = b.op("aten.unsqueeze.default", {T(positions), C(1)}, {kSeq, 1}, named("rows", V{1, 1}));
+    auto q_idx = b.op("aten.view.default", {T(rows), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1}, named("q_idx", V{kSeq, kSeq, 1, 1}));
+    auto kv_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, 1, kSeq})}, {1, 1, 1, kSeq}, named("kv_idx", V{kSeq, kSeq, kSeq, 1}));
+    auto causal = b.op("aten.le.Tensor", {T(kv_idx), T(q_idx)}, {1, 1, kSeq, kSeq}, boolean);
+    auto expanded = b.op("aten.expand.default", {T(causal), C(V{kBatch, -1, kSeq, kSeq})}, {kBatch, 1, kSeq, kSeq},
+                         named("expanded", V{0, kSeq * kSeq, kSeq, 1}));
+    auto hidden = b.op("aten.logical_not.default", {T(expanded)}, {kBatch, 1, kSeq, kSeq}, boolean);
+    return b.op("aten.logical_not.default", {T(hidden)}, {kBatch, 1, kSeq, kSeq}, boolean);
+  });
+  EXPECT_EQ(a["mask_kind"], "causal_top_left");
+  EXPECT_EQ(a["unsupported"], "");
+}
+
+// transformers' create_causal_mask given position ids while exported: the packed-sequence ids
+// (cumsum of diff(position_ids) != 1) indexed by a batch arange and compared per batch entry,
+// and-ed with kv_idx <= q_idx: a [B, 1, S, S] mask computed per batch entry from ids every entry
+// shares. At 17 x 1025 it reads as causal, its batch seen as broadcast.
+TEST(AttentionForms, PackedSequenceIdsOfSharedPositionsReadAsCausal) {
+  constexpr int64_t kBatch = 17, kSeq = 1025;
+  const auto a = sdpa_with_bool_mask(kBatch, kSeq, [&](GraphBuilder& b) {
+    OpOptions int64;
+    int64.dtype = DType::Int64;
+    const OpOptions boolean{.dtype = DType::Bool};
+    auto arange = [&](int64_t n) { return b.op("aten.arange.start_step", {C(0), C(n)}, {n}, int64); };
+    auto positions = b.op("aten.unsqueeze.default", {T(arange(kSeq)), C(0)}, {1, kSeq}, int64);
+    auto position_ids = b.op("aten.expand.default", {T(positions), C(V{kBatch, -1})}, {kBatch, kSeq},
+                             OpOptions{.stride = V{0, 1}, .dtype = DType::Int64});
+    auto first = b.op("aten.slice.Tensor", {T(position_ids), C(1), C(0), C(1)}, {kBatch, 1},
+                      OpOptions{.stride = V{0, 1}, .dtype = DType::Int64});
+    auto dummy = b.op("aten.sub.Tensor", {T(first), C(1)}, {kBatch, 1}, int64);
+    auto diff = b.op("aten.diff.default", {T(position_ids), C(1), C(-1), T(dummy)}, {kBatch, kSeq}, int64);
+    auto starts = b.op("aten.ne.Scalar", {T(diff), C(1)}, {kBatch, kSeq}, boolean);
+    auto ids = b.op("aten.cumsum.default", {T(starts), C(-1)}, {kBatch, kSeq}, int64);
+    auto batch_idx = b.op("aten.view.default", {T(arange(kBatch)), C(V{kBatch, 1, 1, 1})}, {kBatch, 1, 1, 1}, int64);
+    auto q_idx = b.op("aten.view.default", {T(arange(kSeq)), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1}, int64);
+    auto kv_idx = b.op("aten.view.default", {T(arange(kSeq)), C(V{1, 1, 1, kSeq})}, {1, 1, 1, kSeq}, int64);
+    auto everything = b.op("aten.full.default", {C(V{}), C(true)}, {}, boolean);
+    auto causal = b.op("aten.le.Tensor", {T(kv_idx), T(q_idx)}, {1, 1, kSeq, kSeq}, boolean);
+    auto causal_all = b.op("aten.bitwise_and.Tensor", {T(everything), T(causal)}, {1, 1, kSeq, kSeq}, boolean);
+    auto q_ids = b.op("aten.index.Tensor", {T(ids), TL({batch_idx, q_idx})}, {kBatch, 1, kSeq, 1}, int64);
+    auto kv_ids = b.op("aten.index.Tensor", {T(ids), TL({batch_idx, kv_idx})}, {kBatch, 1, 1, kSeq}, int64);
+    auto same = b.op("aten.eq.Tensor", {T(q_ids), T(kv_ids)}, {kBatch, 1, kSeq, kSeq}, boolean);
+    auto mask = b.op("aten.bitwise_and.Tensor", {T(causal_all), T(same)}, {kBatch, 1, kSeq, kSeq}, boolean);
+    return b.op("aten.expand.default", {T(mask), C(V{kBatch, -1, kSeq, kSeq})}, {kBatch, 1, kSeq, kSeq}, boolean);
+  });
+  EXPECT_EQ(a["mask_kind"], "causal_top_left") << a.dump();
+  EXPECT_EQ(a["unsupported"], "");
 }
 
 // lucidrains-style: einsum("bhqd,bhkd->bhqk") * scale, masked_fill_(triu(ones, 1)), softmax,

@@ -206,16 +206,25 @@ struct MatrixLayout {
   int64_t ld;
 };
 
+// The leading dimension of a matrix whose outer extent may be 1: its stride when that is one
+// (a single row of a strided view keeps its view's stride: x[:, 0] of [B, S, H] at B = 1 has
+// S·H, as at every other B, so a plan over a range of B fits one polynomial), else the inner
+// extent (the stride of an extent-1 dim says nothing).
+int64_t leading_dimension(int64_t outer, int64_t inner, int64_t outer_stride) {
+  if (outer != 1) return outer_stride;
+  return outer_stride >= inner ? outer_stride : inner;
+}
+
 // How a rows×cols matrix with these strides is read: row-major (cols contiguous) or
 // column-major (rows contiguous), with its leading dimension.
 std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t row_stride,
                                           int64_t col_stride) {
   if (col_stride == 1 || cols == 1) {
-    const int64_t ld = rows == 1 ? cols : row_stride;
+    const int64_t ld = leading_dimension(rows, cols, row_stride);
     if (ld >= cols && ld > 0) return MatrixLayout{Layout::RowMajor, ld};
   }
   if (row_stride == 1 || rows == 1) {
-    const int64_t ld = cols == 1 ? rows : col_stride;
+    const int64_t ld = leading_dimension(cols, rows, col_stride);
     if (ld >= rows && ld > 0) return MatrixLayout{Layout::ColumnMajor, ld};
   }
   return std::nullopt;

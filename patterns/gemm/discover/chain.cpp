@@ -93,7 +93,9 @@ std::optional<MatrixOperand> broadcast_matrix(const GemmChain& chain, const grap
   if (r < 2 || !graph::is_floating(d.dtype)) return std::nullopt;
   if (d.shape[r - 2] != p.m || d.shape[r - 1] != p.n) return std::nullopt;
   if (d.stride[r - 1] != 1 && p.n != 1) return std::nullopt;
-  const int64_t ld = p.m == 1 ? p.n : d.stride[r - 2];
+  // One row keeps its view's stride when that is a leading dimension (a range over M fits one
+  // polynomial through M = 1), as canonicalize.cpp's leading_dimension.
+  const int64_t ld = p.m == 1 && d.stride[r - 2] < p.n ? p.n : d.stride[r - 2];
   if (ld < p.n) return std::nullopt;
   auto strides = operand_batch_strides(chain, acc, d);
   if (!strides) return std::nullopt;

@@ -57,6 +57,32 @@ TEST(CanonicalizeGemm, LinearOnThreeDimActivationsFoldsBatchIntoM) {
   EXPECT_EQ(gemm.outputs, Ids{y});
 }
 
+// A pooler's head on the first token, x[:, 0] of [B, S, H]: one row at B = 1 keeps the view's
+// row stride S·H as its leading dimension, as at every other B (a plan over a range of B fits
+// one polynomial through B = 1); a contiguous single row keeps ld = K.
+TEST(CanonicalizeGemm, OneRowOfAStridedViewKeepsItsRowStride) {
+  for (int64_t batch : {1, 3}) {
+    GraphBuilder b(DType::BFloat16);
+    auto x = b.input("x", {batch, 16, 64});
+    OpOptions first_token;
+    first_token.stride = V{16 * 64, 1};
+    auto cls = b.op("aten.select.int", {T(x), C(1), C(0)}, {batch, 64}, first_token);
+    auto w = b.parameter("w", {128, 64});
+    auto bias = b.parameter("bias", {128});
+    auto y = testing::linear(b, cls, w, bias);
+    const auto g = canonicalize(b.finish({y}));
+    const auto& a = only_gemm(g).attrs;
+    EXPECT_EQ(a["m"], batch);
+    EXPECT_EQ(a["a"]["layout"], "row");
+    EXPECT_EQ(a["a"]["ld"], 16 * 64) << "batch " << batch;
+  }
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {1, 64});
+  auto y = testing::linear(b, x, b.parameter("w", {128, 64}), b.parameter("bias", {128}));
+  const auto g = canonicalize(b.finish({y}));
+  EXPECT_EQ(only_gemm(g).attrs["a"]["ld"], 64);
+}
+
 TEST(CanonicalizeGemm, DecomposedAddmmAbsorbsViewsAndWeightPermute) {
   GraphBuilder b(DType::Float32);
   auto x = b.input("x", {4, 8, 64});

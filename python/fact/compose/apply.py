@@ -16,7 +16,7 @@ from fact.compose.dynamic_checks import SizedExamples, check_at_assignments, nod
 from fact.compose.dynamic_plan import SymbolBinding
 from fact.compose.range_guard import RangeGuard
 from fact.symbolic_sizes import BucketTable, evaluate, parse_size
-from fact.compose.guards import (SLOWER_BY, _capture_cuda_graph, _shape_cuda_graphs, _compile_remainder, _compiled_original,
+from fact.compose.guards import (SLOWER_BY, _capture_cuda_graph, _shape_cuda_graphs, graphs_unsafe, _compile_remainder, _compiled_original,
                                  _faster_of_compiled_and_eager, _faster_than_their_subgraphs,
                                  _host_kernel_timer, _module_timer, _never_slower, _replacement_timer,
                                  registry_speed_refusal)
@@ -35,7 +35,7 @@ REMAINDERS = ("inductor", "eager")
 
 @module_state.leaves_module_state_alone
 def apply_plan(module: torch.nn.Module, example_inputs: Sequence[Any] | Any, plan_dir: str | Path,
-               *, remainder: str = "inductor", cuda_graphs: bool = False,
+               *, remainder: str = "inductor", cuda_graphs: bool | None = None,
                patterns: Iterable[str] | str | None = None, verify: bool = True,
                kernel_dir: str | Path | None = None, report_path: str | Path | None = None,
                speed_guard: Union[bool, Timer] = True,
@@ -83,6 +83,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
                         work_dir=str(folder), notes=list(doc.get("notes", [])))
     if cuda_graphs:
         report.cuda_graphs = "off (asked for; not reached: nothing composed)"
+    elif cuda_graphs is None:
+        report.cuda_graphs = "off (nothing composed)"
     signature = _signature(example_inputs)
     symbols = list(doc.get("symbols") or [])
     guard = None
@@ -360,6 +362,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     composed.__dict__["_derived"] = refresh
     composed.__dict__["_state"] = module_state.state_bindings(module, graph_module)
     for state in composed._state:
+        if state.kind != "written attribute":
+            continue
         report.notes.append(f"state: the forward writes the tensor attribute '{state.qualified}'; "
                             f"the composed module writes it back after each call")
     report.runs = "composed"
@@ -375,7 +379,18 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     else:
         report.remainder = "eager"
     started = time.perf_counter()
-    if cuda_graphs and binding is not None:
+    why_not_graphs = graphs_unsafe(exported)
+    if cuda_graphs is None:
+        # the default: graphs where the calls are bound by the host's launches (shape_graphs)
+        if not on_gpu:
+            report.cuda_graphs = f"off (CUDA graphs need CUDA inputs, these are on {device.type})"
+        elif why_not_graphs:
+            report.cuda_graphs = f"off ({why_not_graphs})"
+        else:
+            _shape_cuda_graphs(composed)
+    elif cuda_graphs and why_not_graphs:
+        report.cuda_graphs = f"off (asked for; {why_not_graphs})"
+    elif cuda_graphs and binding is not None:
         if on_gpu:
             _shape_cuda_graphs(composed)
         else:
@@ -385,7 +400,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             _capture_cuda_graph(composed, example_inputs)
         else:
             report.cuda_graphs = f"off (asked for; CUDA graphs need CUDA inputs, these are on {device.type})"
-    if cuda_graphs and on_gpu:
+    if cuda_graphs and on_gpu and not why_not_graphs:
         report.add_time("CUDA graphs", time.perf_counter() - started)
     started = time.perf_counter()
     timer = _module_timer(speed_guard, on_gpu)

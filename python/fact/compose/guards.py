@@ -67,6 +67,41 @@ def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None
     composed.fact_report.cuda_graphs = "on"
 
 
+def graphs_unsafe(exported: torch.export.ExportedProgram) -> str:
+    """Why the composed forward must not run as a CUDA graph ("" when it may): a graph reads
+    its inputs from static copies, so a forward that writes its inputs (a functionalized
+    mutation, or an in-place op on an input or a view of one) would write the copies."""
+    mutated = set(exported.graph_signature.user_inputs_to_mutate.values())
+    user_inputs = set(exported.graph_signature.user_inputs)
+    for node in exported.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        for argument, value in zip(schema.arguments, node.args):
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                root = _aliased_root(value)
+                if root is not None and root.name in user_inputs:
+                    mutated.add(root.name)
+    if mutated:
+        return (f"the forward writes its input(s) {', '.join(sorted(mutated))}; a CUDA graph would "
+                f"write copies")
+    return ""
+
+
+def _aliased_root(value) -> torch.fx.Node | None:
+    """The placeholder `value` is a view of (through ops whose output aliases their first
+    input), or None."""
+    while isinstance(value, torch.fx.Node):
+        if value.op == "placeholder":
+            return value
+        schema = getattr(value.target, "_schema", None)
+        returns = schema.returns if schema is not None else []
+        if value.op != "call_function" or not returns or returns[0].alias_info is None or not value.args:
+            return None
+        value = value.args[0]
+    return None
+
+
 def _shape_cuda_graphs(composed: ComposedModule) -> None:
     """CUDA graphs per size tuple for a plan over declared ranges (fact.compose.shape_graphs)."""
     from fact.compose.shape_graphs import ShapeGraphs

@@ -88,15 +88,17 @@ class ComposedModule(torch.nn.Module):
         # Not submodules (their parameters are the original's): kept out of state_dict.
         self.__dict__["_compiled"] = None
         self.__dict__["_cuda_graph"] = None
-        # A plan over declared ranges with CUDA graphs: fact.compose.shape_graphs.ShapeGraphs.
+        # CUDA graphs captured on the calls (fact.compose.shape_graphs.ShapeGraphs): per size
+        # tuple of a plan over declared ranges, or the planned signature's (key ()).
         self.__dict__["_shape_graphs"] = None
         self.__dict__["_fallback"] = None
         self.__dict__["replacements"] = []  # ReplacedSubgraph per composed replacement
         # Derived operands (packed / folded weights) as buffers of graph_module: computed again
         # before a call when a parameter they come from changed.
         self.__dict__["_derived"] = []
-        # Plain tensor attributes of the original that the forward writes and the composed graph
-        # holds as buffers (fact.module_state.StateBinding): synced before and after each call.
+        # Buffers and plain tensor attributes of the original that the composed graph holds
+        # (fact.module_state.StateBinding: synced before and after each call), and tensors in
+        # container attributes it holds as constants (fact.module_state.HeldConstant).
         self.__dict__["_state"] = []
 
     def _run_composed(self, args: tuple, sizes: tuple | None = None):
@@ -104,8 +106,9 @@ class ComposedModule(torch.nn.Module):
         plan over declared ranges), else _run_uncaptured."""
         if self._cuda_graph is not None:
             return self._cuda_graph(args)
-        if sizes is not None and self._shape_graphs is not None:
-            return self._shape_graphs(sizes, args)
+        if self._shape_graphs is not None:
+            # the planned signature is the one size tuple () of a static plan
+            return self._shape_graphs(sizes if sizes is not None else (), args)
         return self._run_uncaptured(args)
 
     def _run_uncaptured(self, args: tuple):
@@ -133,18 +136,27 @@ class ComposedModule(torch.nn.Module):
                 return faster(*args)
         if self.graph_module is None:
             return self.original(*args)
-        if not all(binding.fits() for binding in self._state):
-            self._warn_once(("state",), "a tensor attribute the forward writes no longer has the "
-                            "planned shape or dtype; running the original module")
+        changed = next((binding for binding in self._state if not binding.fits()), None)
+        if changed is not None:
+            self._warn_once(("state", changed.qualified), self._state_changed(changed))
             return self.original(*args)
+        for binding in self._state:  # first: a derived operand may come from a bound tensor
+            binding.before_call()
         for buffer in self._derived:
             buffer.refresh()
-        for binding in self._state:
-            binding.before_call()
         out = self._run_composed(args, sizes)
         for binding in self._state:
             binding.after_call()
         return out
+
+    @staticmethod
+    def _state_changed(binding: Any) -> str:
+        if binding.kind == "held constant":
+            return (f"a tensor held in the attribute '{binding.qualified}' was replaced or changed "
+                    f"since composing (the composed graph holds its value as a constant); running "
+                    f"the original module")
+        return (f"the tensor '{binding.qualified}' ({binding.kind}) no longer has the planned shape, "
+                f"dtype or device; running the original module")
 
     def _warn_once(self, key: tuple, message: str) -> None:
         if key not in self._warned:

@@ -22,7 +22,7 @@ from fact.timing import Timer
 @module_state.leaves_module_state_alone
 def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
              precision: str | None = None, *, work_dir: str | Path | None = None,
-             remainder: str = "inductor", cuda_graphs: bool = False,
+             remainder: str = "inductor", cuda_graphs: bool | None = None,
              patterns: Iterable[str] | str | None = None, tune: int = 0,
              verify: bool = True, speed_guard: Union[bool, Timer] = True,
              replacement_guard: Union[bool, Timer, None] = None,
@@ -34,8 +34,10 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
 
     precision: "strict" | "tf32" | "native", or None (the engine's choice from the graph's
     dtype). remainder: "inductor" (torch.compile of the rewritten graph, eager on failure) or
-    "eager". cuda_graphs: capture the planned signature's forward into a CUDA graph (CUDA
-    inputs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
+    "eager". cuda_graphs: None (default): on CUDA, a CUDA graph of the composed forward per
+    signature or size tuple whose calls the host's launches bound, captured on its second call;
+    True: the planned signature's forward captured now (per size tuple for declared ranges);
+    False: none. patterns: None = all, else rule or pattern names to compose. tune: 0 = the
     engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
     configurations on the GPU first. verify: check every replacement against the subgraph it
     replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
@@ -91,7 +93,7 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
 
 
 def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, precision: str | None, *,
-                           work_dir: str | Path | None, remainder: str, cuda_graphs: bool,
+                           work_dir: str | Path | None, remainder: str, cuda_graphs: bool | None,
                            patterns: Any, tune: int, verify: bool, speed_guard: Union[bool, Timer],
                            replacement_guard: Union[bool, Timer, None], tuning_db: Any,
                            compile_jobs: int, dynamic_shapes: Any, strict: bool) -> ComposedModule:
@@ -113,9 +115,11 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
         return optimize(graph, inputs, precision, work_dir=graph_work_dir(work_dir, which),
                         remainder=remainder, patterns=patterns, tune=tune, verify=verify,
                         speed_guard=False, replacement_guard=per_replacement, tuning_db=tuning_db,
-                        compile_jobs=compile_jobs, training=False)
+                        compile_jobs=compile_jobs, training=False, cuda_graphs=False)
 
     composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict)
     if cuda_graphs:
         composed.fact_report.cuda_graphs = "off (asked for; not for modules composed for training)"
+    elif cuda_graphs is None:
+        composed.fact_report.cuda_graphs = "off (not for modules composed for training)"
     return composed

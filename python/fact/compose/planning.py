@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from fact import _engine, engine_tables
+from fact import _engine, engine_tables, module_state
 from fact.compose.inputs import _device_of, _input_specs, _normalize_inputs, _normalize_patterns
 from fact.compose.plan_file import PLAN_FILE, PLAN_SCHEMA
 from fact.compose.signature import _first_line
@@ -92,6 +92,10 @@ def plan_and_export(module: torch.nn.Module, example_inputs: Sequence[Any] | Any
         export_error = (graph["source"].get("export_error") or "").splitlines()[:1] or [""]
         return unplanned(f"cannot be exported with torch.export ({export_error[0]}); composition "
                          f"needs one exported graph", capture_name)
+    if graph["source"].get("state_not_kept"):
+        # The exported graph holds that state as constants (fact.module_state.forward_writes).
+        return unplanned(module_state.ForwardWrites(not_kept=graph["source"]["state_not_kept"]).reason(),
+                         capture_name)
     request = {"graph_json": json.dumps(graph), "out_dir": str(folder), "precision": precision or "",
                "compile": compile_kernels, "tune": int(tune), "patterns": selected,
                "tuning_db": str(tuning_db) if tuning_db is not None else None,

@@ -5,10 +5,12 @@ shapes and addresses.
     graphs = ShapeGraphs(fn)          # fn: the composed forward (Inductor remainder or eager)
     out = graphs(sizes, args)         # sizes: RangeGuard.check's tuple for args
 
-A size tuple's first call runs `fn` as is (a new shape costs no capture) and is timed on the
-host and, with two CUDA events, on the device. Its second call decides: a call that the host's
-launches bound (device time under MAX_DEVICE_MS, or under twice the host time) is captured (one
-warm-up call on a side stream, then the capture) and every later call replays it, its inputs
+A size tuple's first two calls run `fn` as is (a new shape costs no capture); the second is
+timed on the host and, with two CUDA events, on the device (the first is not: a new size's
+first call can hold the host far longer than later ones, which made a call bound by device work
+look bound by the host). The third call decides: a call that the host's launches bound (device time
+under MAX_DEVICE_MS, or under twice the host time) is captured (one warm-up call on a side
+stream, then the capture) and every later call replays it, its inputs
 copied into the graph's static buffers and its outputs returned as copies; a call the device's
 work bounds keeps running `fn` (a graph would save nothing there and hold its activations).
 All graphs share one memory pool: they run one at a time on one stream and each output is
@@ -28,8 +30,8 @@ from fact.compose.module import _CudaGraphRunner
 from fact.compose.signature import _first_line
 
 DEFAULT_LIMIT = 64        # graphs kept at once
-MAX_DEVICE_MS = 2.0       # a first call shorter than this on the device is always captured
-SEEN_LIMIT = 4096         # size tuples remembered between their first and second call, or as
+MAX_DEVICE_MS = 2.0       # a timed call shorter than this on the device is always captured
+SEEN_LIMIT = 4096         # size tuples remembered between their first and third call, or as
                           # bound by device work (least recently seen forgotten first)
 
 
@@ -44,8 +46,9 @@ class ShapeGraphs:
         self.limit = max(1, int(limit))
         self.pool = torch.cuda.graph_pool_handle()
         self.graphs: OrderedDict[tuple, _CudaGraphRunner] = OrderedDict()
-        # sizes called once -> (start event, end event, host ms) of that call
-        self.first_call: OrderedDict[tuple, tuple] = OrderedDict()
+        # sizes called once -> None; called twice -> (start event, end event, host ms) of the
+        # second call
+        self.first_calls: OrderedDict[tuple, tuple | None] = OrderedDict()
         self.uncaptured: OrderedDict[tuple, None] = OrderedDict()   # sizes bound by device work
         self.captured = 0           # graphs captured so far (dropped ones included)
         self.dropped = 0
@@ -59,9 +62,12 @@ class ShapeGraphs:
             return runner(args)
         if self.failed or sizes in self.uncaptured:
             return self.fn(*args)
-        timed = self.first_call.pop(sizes, None)
+        if sizes not in self.first_calls:
+            _remember(self.first_calls, sizes, None)
+            return self.fn(*args)
+        timed = self.first_calls.pop(sizes)
         if timed is None:
-            return self._timed_first_call(sizes, args)
+            return self._timed_call(sizes, args)
         if not _launch_bound(*timed):
             _remember(self.uncaptured, sizes, None)
             self._changed()
@@ -69,14 +75,14 @@ class ShapeGraphs:
         runner = self.capture(sizes, args)
         return runner(args) if runner is not None else self.fn(*args)
 
-    def _timed_first_call(self, sizes: tuple, args: Sequence[Any]):
+    def _timed_call(self, sizes: tuple, args: Sequence[Any]):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         began = time.perf_counter()
         out = self.fn(*args)
         host_ms = (time.perf_counter() - began) * 1e3
         end.record()
-        _remember(self.first_call, sizes, (start, end, host_ms))
+        _remember(self.first_calls, sizes, (start, end, host_ms))
         return out
 
     def capture(self, sizes: tuple, args: Sequence[Any]) -> _CudaGraphRunner | None:
@@ -107,8 +113,8 @@ class ShapeGraphs:
         """The report's `cuda_graphs` line."""
         if self.failed:
             return f"off ({self.failed})"
-        return (f"on, one per size tuple whose calls the host's launches bound (captured at its "
-                f"second call; at most {self.limit} kept): {len(self.graphs)} kept, "
+        return (f"on, one per signature or size tuple whose calls the host's launches bound (captured "
+                f"at its third call; at most {self.limit} kept): {len(self.graphs)} kept, "
                 f"{self.captured} captured, {len(self.uncaptured)} left uncaptured (bound by "
                 f"device work), {self.pool_bytes / 2**20:.1f} MiB reserved for them")
 

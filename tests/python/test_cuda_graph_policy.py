@@ -1,0 +1,47 @@
+"""When the composed forward may run as a CUDA graph (fact.compose.guards.graphs_unsafe): never
+when the forward writes one of its inputs (a graph would write the static copies instead), by
+an in-place op on the input or on a view of it; writes to its own intermediates are fine. And
+on the CPU the default reports graphs off with the reason."""
+import torch
+
+import fact
+from fact.compose.guards import graphs_unsafe
+
+
+class WritesAViewOfItsInput(torch.nn.Module):
+    def forward(self, x, z):
+        y = 2.0 * x + 3.0 * z
+        x.view(-1).add_(1.0)
+        return torch.relu(y)
+
+
+class WritesItsInput(torch.nn.Module):
+    def forward(self, x, z):
+        z.mul_(2.0)
+        return x + z
+
+
+class WritesItsIntermediate(torch.nn.Module):
+    def forward(self, x, z):
+        y = 2.0 * x + 3.0 * z
+        y.add_(1.0)
+        return torch.relu(y)
+
+
+def _exported(module):
+    return torch.export.export(module, (torch.randn(4, 4), torch.randn(4, 4)))
+
+
+def test_a_forward_writing_its_input_or_a_view_of_it_is_unsafe():
+    assert graphs_unsafe(_exported(WritesAViewOfItsInput())).startswith("the forward writes its input(s) x;")
+    assert graphs_unsafe(_exported(WritesItsInput())).startswith("the forward writes its input(s) z;")
+
+
+def test_writes_to_intermediates_are_safe():
+    assert graphs_unsafe(_exported(WritesItsIntermediate())) == ""
+
+
+def test_a_functionalized_input_mutation_is_unsafe():
+    exported = _exported(WritesItsInput()).run_decompositions()
+    assert exported.graph_signature.user_inputs_to_mutate, exported.graph_signature
+    assert graphs_unsafe(exported).startswith("the forward writes its input(s) z;")
