@@ -190,7 +190,8 @@ inline bool strides_aligned(int64_t ld, int64_t batch, int64_t batch_stride, int
 }  // namespace detail
 
 // True when `call` is malformed in a way padding must not paper over: a negative count or
-// stride, a leading dimension shorter than the row it holds, a step count out of range. The
+// stride, a leading dimension shorter than the row it holds, a step count out of range, an odd
+// N under a step that pairs columns (a GLU store halves N: an odd N pairs no columns). The
 // entries hand such a call to the kernel's own checks unpadded (they refuse it).
 inline bool malformed(const FactGemmArgs& call) {
   if (call.m <= 0 || call.n <= 0 || call.k <= 0 || call.batch <= 0 || call.outer_batch < 0) return true;
@@ -201,6 +202,7 @@ inline bool malformed(const FactGemmArgs& call) {
   const bool a_row = call.a_layout == FACT_ROW_MAJOR, b_row = call.b_layout == FACT_ROW_MAJOR;
   if (call.lda < (a_row ? call.k : call.m) || call.ldb < (b_row ? call.n : call.k)) return true;
   const int64_t halve = fact_gemm_last_step_stores_d(&call) == 2 ? 2 : 1;
+  if (call.n % halve != 0) return true;
   if (call.ldd < call.n / halve) return true;
   for (int32_t i = 0; i < call.num_steps; ++i) {
     const FactGemmStep& step = call.steps[i];
