@@ -27,6 +27,14 @@ extern "C" {
 #define FACT_GEMM_KIND_NAME "gemm"
 #define FACT_GEMM_MAX_STEPS 8
 
+/* Operands the plan padded once (weights): the entry reads them in place instead of staging
+ * them (gemm_padding.h). A flagged operand's leading dimension and batch strides are 16-byte
+ * aligned and it holds zeros from the call's extents up to the padded ones. */
+typedef enum FactGemmPadded {
+  FACT_GEMM_PADDED_A = 1,
+  FACT_GEMM_PADDED_B = 2,
+} FactGemmPadded;
+
 typedef enum FactLayout {
   FACT_ROW_MAJOR = 0,     /* the second mode is contiguous (A: K, B: N) */
   FACT_COLUMN_MAJOR = 1,  /* the first mode is contiguous (A: M, B: K) */
@@ -86,7 +94,8 @@ typedef struct FactGemmArgs {
   int64_t outer_batch;             /* the second batch mode (>= 1; 0 reads as 1) */
   int32_t a_type, b_type, d_type;  /* FactDType of A, B, D (a kernel checks them against its build) */
   int32_t a_layout, b_layout;      /* FactLayout of A (M×K) and B (K×N); D is row-major */
-  int32_t reserved;                /* 0 */
+  int32_t padded;                  /* FactGemmPadded bits: operands that already hold zeros up to
+                                      the extents the kernel runs (gemm_padding.h); 0: none */
   const void* a; int64_t lda, stride_a, outer_stride_a;
   const void* b; int64_t ldb, stride_b, outer_stride_b;
   void* d;       int64_t ldd, stride_d, outer_stride_d;

@@ -25,7 +25,8 @@
 //
 // run<Kernel>() implements the FACT C ABI v2 (fact_abi.h, gemm_abi.h): header, dtype, layout and
 // epilogue-step checks against the build, size query, can_implement, launch; it returns a
-// FactStatus and never throws. A call with two batch modes (outer_batch > 1) runs as
+// FactStatus and never throws. A call whose rows are not 16-byte aligned (an unaligned K, lda,
+// ldb, ...) runs zero-padded through the workspace (gemm_padding.h, gemm_padding.cuh). A call with two batch modes (outer_batch > 1) runs as
 // outer_batch launches of the kernel on the stream, launch o on fact_gemm_outer_slice(args, o)
 // (the kernel's own batch mode L is `batch`); they share the workspace, which the stream
 // orders.
@@ -56,6 +57,7 @@
 
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_direct_store.cuh"
+#include "patterns/gemm/gemm_padding.cuh"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 #define FACT_EXPORT __attribute__((visibility("default")))
@@ -283,10 +285,11 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
   return arguments;
 }
 
-// The FACT C ABI for one Kernel (fact_abi.h, gemm_abi.h).
+// The FACT C ABI for one Kernel (fact_abi.h, gemm_abi.h) on a call the kernel can address
+// (16-byte aligned rows; run() pads the others).
 template <class Kernel>
-int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
-        cudaStream_t stream) noexcept {
+int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+                 cudaStream_t stream) noexcept {
   using Gemm = typename Kernel::Gemm;
   using GemmKernel = typename Gemm::GemmKernel;
   try {
@@ -327,6 +330,15 @@ int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
   } catch (...) {
     return FACT_ERR_INTERNAL;
   }
+}
+
+// The FACT C ABI for one Kernel: run_unpadded behind gemm_padding.cuh's run_padded, so a call
+// whose rows are not 16-byte aligned runs zero-padded (gemm_padding.h).
+template <class Kernel>
+int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+        cudaStream_t stream) noexcept {
+  return padding::run_padded(header, workspace, workspace_size, stream,
+                             detail::direct_store<Kernel>::value, &run_unpadded<Kernel>);
 }
 
 // ------------------------------------------------------------------------------------------

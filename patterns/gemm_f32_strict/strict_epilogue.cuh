@@ -26,6 +26,7 @@
 #include "cutlass/array.h"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_epilogue.cuh"
+#include "patterns/gemm/gemm_padding.cuh"
 
 namespace fact::strict {
 

@@ -161,8 +161,16 @@ struct Sm80StrictGemm {
         args->ldd);
   }
 
+  // The C ABI: run_unpadded behind the GEMM pattern's zero padding (a call whose rows are not
+  // 16-byte aligned runs padded through the workspace: patterns/gemm/gemm_padding.h).
   static int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) noexcept {
+    return fact::gemm::padding::run_padded(header, workspace, workspace_size, stream, false,
+                                           &run_unpadded);
+  }
+
+  static int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+                          cudaStream_t stream) noexcept {
     try {
     bool size_query = workspace_size != nullptr;
     const FactGemmArgs* args = nullptr;

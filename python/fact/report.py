@@ -35,6 +35,7 @@ class ComposedReplacement:
     calls_ms: Optional[float] = None     # its calls, timed against the subgraph it replaces
     subgraph_ms: Optional[float] = None  # that subgraph run eagerly by PyTorch (fact.replacement_speed)
     timing: str = ""                     # how both were timed ("" when not timed)
+    note: str = ""                       # the plan's note on how it runs (e.g. "K padded 770→776")
 
 
 @dataclass
@@ -135,6 +136,8 @@ class FactReport:
             for call in c.calls:
                 config = f" [{call.config} ({call.config_source})]" if call.config else ""
                 lines.append(f"    {call.label}: {call.summary}{config}")
+            if c.note:
+                lines.append(f"    {c.note}")
             for derived in c.derived:
                 lines.append(f"    operand {derived} (computed once from the weights)")
         for item in self.left_to_pytorch:

@@ -30,6 +30,17 @@ def _slice(args, attrs):
     return args[0].narrow(int(attrs["dim"]), start, end - start)
 
 
+def _pad(args, attrs):
+    x, dim, size = args[0], int(attrs["dim"]), int(attrs["size"])
+    dim = dim % x.dim()
+    extra = size - x.shape[dim]
+    if extra < 0:
+        raise TransformError(f"pad of a dim of size {x.shape[dim]} to {size}")
+    shape = list(x.shape)
+    shape[dim] = extra
+    return torch.cat([x, x.new_zeros(shape)], dim=dim)
+
+
 def _repeat(args, attrs):
     return args[0].repeat([int(v) for v in attrs["repeats"]])
 
@@ -58,7 +69,7 @@ def _to(args, attrs):
 
 
 OPS: dict[str, Callable[[Sequence[torch.Tensor], dict], torch.Tensor]] = {
-    "reshape": _reshape, "permute": _permute, "slice": _slice, "repeat": _repeat,
+    "reshape": _reshape, "permute": _permute, "slice": _slice, "pad": _pad, "repeat": _repeat,
     "stack": _stack, "cat": _cat, "mul": _mul, "add_scalar": _add_scalar, "to": _to,
 }
 

@@ -140,6 +140,9 @@ json make_plan(const graph::Graph& captured, const discover::Discovery& discover
               {"est_before_us", m.est_before_us},
               {"est_after_us", m.est_after_us},
               {"calls", json::array()}};
+    // What the pattern wants a reader to know about how the match runs (e.g. "K padded
+    // 5921→5924").
+    if (m.extra.contains("note") && m.extra["note"].is_string()) r["note"] = m.extra["note"];
     if (m.status == discover::MatchStatus::Accepted && !selected(m, context.patterns)) {
       r["status"] = "declined";
       r["reason"] = "not selected (patterns given)";

@@ -126,6 +126,14 @@ std::string discovery_markdown(const Discovery& d) {
       << format_fixed(t.before - t.after, 1) << " µs";
   if (t.after > 0) out << ", " << format_fixed(t.before / t.after, 2) << "x on the covered nodes";
   out << ").\n";
+  bool first_note = true;
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
+    if (m.status != MatchStatus::Accepted || !m.extra.contains("note") || !m.extra["note"].is_string()) continue;
+    out << (first_note ? "\n" : "") << "- #" << (i + 1) << " " << m.rule << ": "
+        << m.extra["note"].get<std::string>() << "\n";
+    first_note = false;
+  }
   return out.str();
 }
 
@@ -185,6 +193,11 @@ std::string discovery_table(const Discovery& d, const graph::Graph& captured,
         << "roofline (nothing is fused that PyTorch does not fuse already). Accepted so that a measurement "
         << "decides: on a GPU, tuning times FACT's kernel against cuBLAS/cuBLASLt in the same run, and the "
         << "composed module falls back to torch.compile of the original unless it is faster.\n";
+  }
+  for (size_t i = 0; i < d.matches.size(); ++i) {
+    const Match& m = d.matches[i];
+    if (m.status != MatchStatus::Accepted || !m.extra.contains("note") || !m.extra["note"].is_string()) continue;
+    out << "note #" << (i + 1) << " " << m.rule << ": " << m.extra["note"].get<std::string>() << "\n";
   }
   for (size_t i = 0; i < d.matches.size(); ++i) {
     const Match& m = d.matches[i];

@@ -102,6 +102,18 @@ Meta infer(const TransformOp& op, const std::vector<Meta>& in, const std::string
     out.shape[static_cast<size_t>(dim)] = end - start;
     return out;
   }
+  if (op.op == "pad") {
+    arity(1);
+    const int64_t dim = wrap_dim(int_attr(op.attrs, "dim", where), in[0].shape.size(), where);
+    const int64_t size = int_attr(op.attrs, "size", where);
+    const int64_t have = in[0].shape[static_cast<size_t>(dim)];
+    if (size < have)
+      throw std::invalid_argument(where + ": pad of a dim of size " + std::to_string(have) + " to " +
+                                  std::to_string(size));
+    Meta out = in[0];
+    out.shape[static_cast<size_t>(dim)] = size;
+    return out;
+  }
   if (op.op == "repeat") {
     arity(1);
     const auto repeats = int_list(op.attrs, "repeats", where);
@@ -277,6 +289,9 @@ std::string ProgramBuilder::permute(const std::string& x, std::vector<int64_t> d
 }
 std::string ProgramBuilder::slice(const std::string& x, int64_t dim, int64_t start, int64_t end) {
   return add("slice", {x}, {{"dim", dim}, {"start", start}, {"end", end}});
+}
+std::string ProgramBuilder::pad(const std::string& x, int64_t dim, int64_t size) {
+  return add("pad", {x}, {{"dim", dim}, {"size", size}});
 }
 std::string ProgramBuilder::repeat(const std::string& x, std::vector<int64_t> repeats) {
   return add("repeat", {x}, {{"repeats", repeats}});

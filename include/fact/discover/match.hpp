@@ -40,7 +40,9 @@ struct Match {
   std::vector<DerivedOperand> derived;
   std::vector<graph::ValueId> outputs;              // values it hands to the rest of the graph
   graph::DType dtype = graph::DType::Unknown;       // the match's compute dtype
-  nlohmann::json extra = nlohmann::json::object();  // pattern-specific facts for reports
+  // Pattern-specific facts for reports; "note" (a string): how an accepted match runs, printed
+  // under the discovery table and copied into its plan replacement (e.g. "K padded 5921→5924").
+  nlohmann::json extra = nlohmann::json::object();
   // Roofline estimates on the device profile (microseconds).
   double est_before_us = 0.0;  // as PyTorch runs it (separate kernels, intermediates in memory)
   double est_after_us = 0.0;   // as one fused kernel per problem

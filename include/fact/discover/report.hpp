@@ -12,7 +12,9 @@ namespace fact::discover {
 // (#, match, pattern, nodes covered, shape (the kind's: MxNxK for a GEMM), dtype, est. before / after /
 // saved in µs, classification, status) with one sub-row per kernel when a match has several,
 // a totals line, the legend (discovery_legend), a note naming accepted matches that save no
-// estimated time and why they stay accepted, then one line per declined match with its reason.
+// estimated time and why they stay accepted, one line per accepted match with a note (its
+// Match::extra "note": "note #3 gemm_bias: K padded 770→776"), then one line per declined match
+// with its reason.
 std::string discovery_table(const Discovery& discovery, const graph::Graph& captured,
                             const DiscoverOptions& options);
 
@@ -27,8 +29,9 @@ std::string discovery_legend(const DiscoverOptions& options);
 std::string classification_legend(const DiscoverOptions& options);
 
 // The discovery table as Markdown for a report: one row per match (the columns of
-// discovery_table, a sub-row per kernel call) and the totals line. Reasons are not repeated
-// here: a declined or pending match's status points at the report's "Left to PyTorch" table.
+// discovery_table, a sub-row per kernel call), the totals line and a bullet per accepted match
+// with a note. Reasons are not repeated here: a declined or pending match's status points at
+// the report's "Left to PyTorch" table.
 std::string discovery_markdown(const Discovery& discovery);
 
 // {"schema": "fact.discovery/1", "source": captured.source, "precision", "device": {profile},

@@ -14,6 +14,7 @@
 //   reshape    {shape}            torch.reshape (a copy when the input is not viewable)
 //   permute    {dims}             Tensor.permute
 //   slice      {dim, start, end}  x.narrow(dim, start, end - start)
+//   pad        {dim, size}        zeros appended along dim up to `size` (>= its size)
 //   repeat     {repeats}          Tensor.repeat
 //   stack      {dim}              torch.stack of its args
 //   cat        {dim}              torch.cat of its args
@@ -76,6 +77,7 @@ struct ProgramBuilder {
   std::string reshape(const std::string& x, std::vector<int64_t> shape);
   std::string permute(const std::string& x, std::vector<int64_t> dims);
   std::string slice(const std::string& x, int64_t dim, int64_t start, int64_t end);
+  std::string pad(const std::string& x, int64_t dim, int64_t size);
   std::string repeat(const std::string& x, std::vector<int64_t> repeats);
   std::string stack(std::vector<std::string> xs, int64_t dim);
   std::string cat(std::vector<std::string> xs, int64_t dim);

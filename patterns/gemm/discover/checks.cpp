@@ -5,6 +5,7 @@
 #include "patterns/gemm/discover/chain.hpp"
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/gemm_abi.h"
+#include "patterns/gemm/kind/padding.hpp"
 
 namespace fact::gemm {
 
@@ -15,102 +16,68 @@ using discover::MatchStatus;
 
 using graph::DType;
 
-constexpr int kTmaAlignmentBytes = 16;
-
 bool device_is_usable(const std::string& device) {
   return device.empty() || device == "cpu" || device == "meta" || device.rfind("cuda", 0) == 0;
 }
 
-std::optional<std::string> misaligned(const char* what, int64_t value, int64_t align, DType dtype) {
-  if (value % align == 0) return std::nullopt;
-  std::ostringstream reason;
-  reason << what << '=' << value << " not a multiple of " << align << " for " << dtype_label(dtype)
-         << " (TMA needs 16-byte aligned rows)";
-  return reason.str();
-}
-
-// Why the direct-store variant (an unaligned row-major D written without TMA) cannot run `p`,
-// or nullopt when it can: bf16/fp16 operands (the native sm90 template; float32 runs on other
-// kernels), no step that stores D itself or reads tables (the variant computes the chain per
-// element), and one batch mode (the outer mode's launches move D's pointer by an unaligned
-// stride, which the entry refuses). Epilogue operands are checked after this, as ever.
-std::optional<std::string> direct_store_obstacle(const GemmProblem& p) {
-  if (p.a.dtype != DType::BFloat16 && p.a.dtype != DType::Float16) {
-    return std::string("an unaligned D is stored without TMA only by bf16/fp16 GEMMs");
-  }
-  for (const auto& step : kernel_epilogue(p).steps) {
-    const StepOp& descriptor = step_op(step.kind);
-    if (descriptor.stores_d || descriptor.operand == OperandShape::TABLES) {
-      return "an unaligned D is stored without TMA only by a chain computed per element, not "
-             "with a " + std::string(descriptor.name) + " step";
-    }
-  }
-  if (p.outer_batch > 1) {
-    return std::string("an unaligned D is stored without TMA only by a GEMM with one batch mode");
-  }
-  return std::nullopt;
-}
-
+// Alignment declines nothing any more: a GEMM whose rows are not 16-byte aligned (an unaligned
+// K, lda / ldb, batch strides, N or M where an operand is contiguous along them, an epilogue
+// operand's ld) runs zero-padded (kind/padding.hpp, gemm_padding.h), an unaligned D of a bf16 /
+// fp16 GEMM by the direct-store variant where it can. What padding cannot change: a step that
+// reads tables by row and column over padded rows or columns.
 std::optional<std::string> check_alignment(const GemmProblem& p) {
-  const int bytes = graph::dtype_bytes(p.a.dtype);
-  if (bytes == 0) return std::nullopt;
-  const int64_t align = kTmaAlignmentBytes / bytes;
-  const DType t = p.a.dtype;
-  // Contiguous extents: K first (the usual culprit), then N, then M.
-  if (p.a.layout == Layout::RowMajor || p.b.layout == Layout::ColumnMajor) {
-    if (auto r = misaligned("K", p.k, align, t)) return r;
-  }
-  if (p.b.layout == Layout::RowMajor) {
-    if (auto r = misaligned("N", p.n, align, t)) return r;
-  }
-  if (p.d.layout == Layout::RowMajor) {
-    // Only D's rows are unaligned (A and B stay TMA-read: TMA needs aligned strides, not
-    // extents): the direct-store variant writes such a D without TMA (space.hpp,
-    // stores_d_directly), when nothing else stands in its way.
-    if (auto r = misaligned("N", p.n, align, t)) {
-      if (auto why = direct_store_obstacle(p)) {
-        r->pop_back();  // the closing parenthesis: the obstacle joins the explanation
-        return *r + "; " + *why + ")";
-      }
-    }
-  }
-  if (p.a.layout == Layout::ColumnMajor) {
-    if (auto r = misaligned("M", p.m, align, t)) return r;
-  }
-  if (auto r = misaligned("lda", p.a.ld, align, t)) return r;
-  if (auto r = misaligned("ldb", p.b.ld, align, t)) return r;
-  if (p.batch > 1) {
-    if (auto r = misaligned("batch stride of A", p.a.batch_stride, align, t)) return r;
-    if (auto r = misaligned("batch stride of B", p.b.batch_stride, align, t)) return r;
-  }
-  if (p.outer_batch > 1) {
-    if (auto r = misaligned("outer batch stride of A", p.a.outer_batch_stride, align, t)) return r;
-    if (auto r = misaligned("outer batch stride of B", p.b.outer_batch_stride, align, t)) return r;
-  }
-  // Epilogue operands: biases are read in 16-byte vectors per batch, further M×N operands
-  // straight into registers with 16-byte vectors (gemm_epilogue.cuh).
-  for (const auto& step : p.epilogue) {
-    const int operand_bytes = graph::dtype_bytes(step.operand_dtype);
-    if (!reads_operand(step.kind) || operand_bytes == 0) continue;
-    const int64_t v = kTmaAlignmentBytes / operand_bytes;
-    const std::string what = std::string(epilogue_kind_name(step.kind)) + " operand";
-    const DType ot = step.operand_dtype;
-    // Only an M×N operand has a leading dimension to align (vectors have none; tables are read
-    // element by element).
-    if (step_op(step.kind).operand == OperandShape::MATRIX) {
-      if (auto r = misaligned((what + " ld").c_str(), step.operand_ld, v, ot)) return r;
-    }
-    if (p.batch > 1) {
-      if (auto r = misaligned((what + " batch stride").c_str(), step.operand_batch_stride, v, ot))
-        return r;
-    }
-    if (p.outer_batch > 1) {
-      if (auto r = misaligned((what + " outer batch stride").c_str(),
-                              step.operand_outer_batch_stride, v, ot))
-        return r;
-    }
+  if (graph::dtype_bytes(p.a.dtype) == 0) return std::nullopt;
+  if (auto why = padding_obstacle(p)) {
+    const padding::Extents e = padded_extents(p);
+    std::ostringstream reason;
+    reason << "alignment: " << (e.n != p.n ? "N=" + std::to_string(p.n) : "M=" + std::to_string(p.m))
+           << " would be padded for TMA's 16-byte rows, but " << *why;
+    return reason.str();
   }
   return std::nullopt;
+}
+
+// A weight B the plan pads once (a derived operand, operand_transform.hpp's `pad`) instead of
+// the entry staging it on every call: B a parameter, buffer or constant read whole (a 2-D
+// contiguous value, shared by every batch), whose call would stage it. `p` then reads the
+// padded value in place (GemmOperand::padded). nullopt when B stays as it is.
+std::optional<DerivedOperand> pad_weight_once(const graph::Graph& g, const graph::ValueId& output,
+                                              GemmProblem& p) {
+  const GemmPadding pad = gemm_padding(p);
+  if (!pad.staged_b() || is_derived_value(p.b.value) || !g.has_value(p.b.value)) return std::nullopt;
+  const graph::Value& v = g.value(p.b.value);
+  if (v.kind != graph::ValueKind::Parameter && v.kind != graph::ValueKind::Buffer &&
+      v.kind != graph::ValueKind::Constant)
+    return std::nullopt;
+  const bool col = p.b.layout == Layout::ColumnMajor;  // [N, K] (a Linear's weight) or [K, N]
+  const std::vector<int64_t> shape = col ? std::vector<int64_t>{p.n, p.k} : std::vector<int64_t>{p.k, p.n};
+  if (v.desc.shape != shape || !v.desc.is_contiguous() || p.b.offset != 0 || p.b.ld != shape[1] ||
+      (p.batch > 1 && p.b.batch_stride != 0) || (p.outer_batch > 1 && p.b.outer_batch_stride != 0))
+    return std::nullopt;
+  const padding::Extents e = pad.plan.extents;
+  const std::vector<int64_t> padded = col ? std::vector<int64_t>{e.n, e.k} : std::vector<int64_t>{e.k, e.n};
+  DerivedOperand d;
+  d.value = std::string(kDerivedPrefix) + output + ".padded_weight";
+  d.from = {p.b.value};
+  ProgramBuilder program;
+  std::string x = source_ref(0);
+  for (int dim = 0; dim < 2; ++dim) {
+    if (padded[dim] != shape[dim]) x = program.pad(x, dim, padded[dim]);
+  }
+  d.ops = std::move(program.ops);
+  d.dtype = v.desc.dtype;
+  d.shape = padded;
+  std::ostringstream purpose;
+  purpose << "weight " << p.b.value << " zero-padded once from [" << shape[0] << ", " << shape[1]
+          << "] to [" << padded[0] << ", " << padded[1] << "] (" << padding_summary(p) << ")";
+  d.purpose = purpose.str();
+  GemmProblem q = p;
+  q.b.value = d.value;
+  q.b.ld = padded[1];
+  q.b.padded = true;
+  if (gemm_padding(q).staged_b()) return std::nullopt;
+  p = std::move(q);
+  return d;
 }
 
 }  // namespace
@@ -175,15 +142,32 @@ RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmCh
   m.rule = std::move(rule);
   m.pattern = std::move(pattern);
   m.status = MatchStatus::Accepted;
+  std::vector<std::string> padding;
   for (const auto& chain : chains) {
-    m.problems.push_back(to_problem(chain.problem));
+    GemmProblem problem = chain.problem;
     result.claims.insert(result.claims.end(), chain.nodes.begin(), chain.nodes.end());
     if (m.status == MatchStatus::Accepted) {
       if (auto reason = check_gemm(context.graph, chain, context.options)) {
         m.status = MatchStatus::Declined;
         m.reason = *reason;
+      } else {
+        // Rows that are not 16-byte aligned run zero-padded: weights padded once here.
+        if (auto weight = pad_weight_once(context.graph, chain.output, problem)) {
+          m.derived.push_back(std::move(*weight));
+        }
+        if (std::string summary = padding_summary(problem); !summary.empty()) {
+          padding.push_back(std::move(summary));
+        }
       }
     }
+    m.problems.push_back(to_problem(problem));
+  }
+  if (m.status == MatchStatus::Accepted && !padding.empty()) {
+    std::string joined;
+    for (const auto& s : padding) joined += (joined.empty() ? "" : "; ") + s;
+    m.extra["note"] = joined;
+  } else {
+    m.derived.clear();
   }
   if (!chains.empty()) {
     result.outputs = {chains.back().output};

@@ -38,7 +38,7 @@ void put_int_fields(ArgImage& image, const FactGemmArgs& args) {
   FACT_PUT_FIELD(d_type);
   FACT_PUT_FIELD(a_layout);
   FACT_PUT_FIELD(b_layout);
-  FACT_PUT_FIELD(reserved);
+  FACT_PUT_FIELD(padded);
   FACT_PUT_FIELD(lda);
   FACT_PUT_FIELD(stride_a);
   FACT_PUT_FIELD(outer_stride_a);
@@ -88,6 +88,7 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
   args.d_type = abi_dtype(p.d.dtype);
   args.a_layout = abi_layout(p.a.layout);
   args.b_layout = abi_layout(p.b.layout);
+  args.padded = (p.a.padded ? FACT_GEMM_PADDED_A : 0) | (p.b.padded ? FACT_GEMM_PADDED_B : 0);
   args.lda = p.a.ld;
   args.stride_a = p.a.batch_stride;
   args.outer_stride_a = p.a.outer_batch_stride;

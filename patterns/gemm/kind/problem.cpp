@@ -1,4 +1,5 @@
 #include "patterns/gemm/kind/problem.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 
 #include <array>
 #include <sstream>
@@ -40,6 +41,7 @@ json operand_to_json(const GemmOperand& o, bool two_modes) {
             {"batch_stride", o.batch_stride},
             {"offset", o.offset}};
   if (two_modes) j["outer_batch_stride"] = o.outer_batch_stride;
+  if (o.padded) j["padded"] = true;
   return j;
 }
 
@@ -56,6 +58,7 @@ GemmOperand operand_from_json(const json& j, const std::string& where) {
   o.outer_batch_stride =
       j.contains("outer_batch_stride") ? int_field(j, "outer_batch_stride", where) : 0;
   o.offset = j.contains("offset") ? int_field(j, "offset", where) : 0;
+  o.padded = j.value("padded", false);
   return o;
 }
 
@@ -192,6 +195,7 @@ json gemm_problem_to_json(const GemmProblem& p) {
             {"d", operand_to_json(p.d, two_modes)},
             {"epilogue", std::move(epilogue)}};
   if (two_modes) j["outer_batch"] = p.outer_batch;
+  if (const std::string padding = padding_summary(p); !padding.empty()) j["padding"] = padding;
   return j;
 }
 

@@ -35,6 +35,9 @@ struct GemmOperand {
   int64_t batch_stride = 0;  // elements between batches; 0 = broadcast over the batch
   int64_t offset = 0;        // elements from the value's first element to the operand's
   int64_t outer_batch_stride = 0;  // elements between outer batches (the second batch mode)
+  // A or B only: the value already holds zeros up to the extents the kernel runs (a weight the
+  // plan padded once: kind/padding.hpp), so the kernel reads it in place (FactGemmArgs::padded).
+  bool padded = false;
 };
 
 // Activations and step kinds: one entry each in patterns/gemm/epilogue/ops.def, declared in its
@@ -120,7 +123,8 @@ KernelEpilogue kernel_epilogue(const GemmProblem& p);
 // "d":.., "epilogue":[{"kind","activation","value","p0","p1","operand","operand_dtype",
 // "operand_ld","operand_batch_stride"}]} (a TABLES step also "operand2", "period",
 // "period_stride", "group", "interleaved"), operand = {"value","dtype","layout":"row"|"col","ld",
-// "batch_stride","offset"}. With two batch modes (outer_batch > 1) also "outer_batch", each
+// "batch_stride","offset"} ("padded": true for an operand the plan padded), and "padding" (e.g.
+// "K padded 770→776": kind/padding.hpp) when the call runs padded. With two batch modes (outer_batch > 1) also "outer_batch", each
 // operand's "outer_batch_stride" and each operand step's "operand_outer_batch_stride" (absent:
 // 1 and 0). Non-finite numbers (clamp bounds) are written as the strings "inf" /
 // "-inf" / "nan". from_json throws std::invalid_argument naming the field when one is missing

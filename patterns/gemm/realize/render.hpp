@@ -23,7 +23,8 @@ const std::vector<std::string>& gemm_template_headers();
 
 // The headers of the epilogue chain (gemm_epilogue.cuh and what it includes: the step table,
 // the formulas, and the files of the steps pattern folders register, CMake's
-// kGemmEpilogueStepFiles), for every template that renders a chain.
+// kGemmEpilogueStepFiles) and of the entries' zero padding (gemm_padding.h, .cuh), for every
+// template that renders a chain.
 const std::vector<std::string>& gemm_epilogue_headers();
 
 }  // namespace fact::gemm

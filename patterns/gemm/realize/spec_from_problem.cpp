@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "patterns/gemm/kind/padding.hpp"
 #include "patterns/gemm/realize/cutlass_names.hpp"
 #include "patterns/gemm/realize/space.hpp"
 
@@ -39,6 +40,25 @@ int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols,
   return alignment;
 }
 
+GemmProblem kernel_view(const GemmProblem& problem) {
+  const GemmPadding pad = gemm_padding(problem);
+  if (!pad.any()) return problem;
+  const FactGemmArgs& a = pad.plan.args;
+  GemmProblem view = problem;
+  view.m = a.m;
+  view.n = a.n;
+  view.k = a.k;
+  auto set = [](GemmOperand& o, int64_t ld, int64_t batch_stride, int64_t outer_stride) {
+    o.ld = ld;
+    o.batch_stride = batch_stride;
+    o.outer_batch_stride = outer_stride;
+  };
+  set(view.a, a.lda, a.stride_a, a.outer_stride_a);
+  set(view.b, a.ldb, a.stride_b, a.outer_stride_b);
+  set(view.d, a.ldd, a.stride_d, a.outer_stride_d);
+  return view;
+}
+
 GemmSpec spec_from_problem(const GemmProblem& problem, core::PrecisionMode precision) {
   GemmSpec spec;
   spec.pattern = "gemm";
@@ -58,9 +78,12 @@ GemmSpec spec_from_problem(const GemmProblem& problem, core::PrecisionMode preci
   spec.batched = problem.batch > 1;
   // The outer batch mode runs as launches whose pointers move by the outer strides: those must
   // keep each operand's alignment too.
-  spec.align_a = operand_alignment(problem.a, problem.m, problem.k, problem.batch, problem.outer_batch);
-  spec.align_b = operand_alignment(problem.b, problem.k, problem.n, problem.batch, problem.outer_batch);
-  spec.align_d = operand_alignment(problem.d, problem.m, problem.d_cols(), problem.batch, problem.outer_batch);
+  // The alignments of the call the kernel runs: a call whose rows are not 16-byte aligned runs
+  // zero-padded (kind/padding.hpp), its staged operands compact and aligned.
+  const GemmProblem view = kernel_view(problem);
+  spec.align_a = operand_alignment(view.a, view.m, view.k, view.batch, view.outer_batch);
+  spec.align_b = operand_alignment(view.b, view.k, view.n, view.batch, view.outer_batch);
+  spec.align_d = operand_alignment(view.d, view.m, view.d_cols(), view.batch, view.outer_batch);
 
   for (const auto& step : kernel_epilogue(problem).steps) {
     EpilogueOpSpec op;

@@ -19,8 +19,13 @@ MathMode math_mode_for(DType operand_dtype, core::PrecisionMode precision);
 int operand_alignment(const GemmOperand& operand, int64_t rows, int64_t cols, int64_t batch,
                       int64_t outer_batch = 1);
 
+// `problem` as its kernel runs it: padded extents and the staged operands' compact strides
+// when its rows are not 16-byte aligned (kind/padding.hpp, gemm_padding.h); `problem` itself
+// otherwise.
+GemmProblem kernel_view(const GemmProblem& problem);
+
 // The GEMM problem class of `problem` under `precision`: dtypes,
-// layouts, alignments, batching, math mode, and the epilogue as kernel_epilogue() runs it
+// layouts, alignments (of kernel_view(problem)), batching, math mode, and the epilogue as kernel_epilogue() runs it
 // (leading scales in alpha, identity activations dropped: the call's argument image is made
 // from the same function); the tuning fields hold the GEMM pattern's default configuration
 // for its sizes. The pattern field is "gemm"; patterns/gemm_f32_strict re-targets float32

@@ -4,6 +4,9 @@
 #include <cmath>
 
 #include "fact/discover/discover.hpp"
+#include "fact/discover/report.hpp"
+#include "fact/problem/operand_transform.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 #include "tests/cpp/discover/discover_test_util.hpp"
 
 namespace fact::discover {
@@ -198,25 +201,134 @@ TEST(GemmRule, OuterProductsDeclineAsSuch) {
   }
 }
 
-TEST(GemmRule, MisalignedDimensionsDecline) {
+// Rows that are not 16-byte aligned decline nothing: the call runs zero-padded (kind/padding.hpp,
+// gemm_padding.h), the match says how, and a weight read whole is padded once by the plan.
+TEST(GemmRule, UnalignedRowsRunPadded) {
   LinearGraph odd_k(DType::BFloat16, /*k=*/770);
   Match m = only_match(discover(odd_k.b.finish({odd_k.y})));
-  EXPECT_EQ(m.status, MatchStatus::Declined);
-  EXPECT_EQ(m.reason, "K=770 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.rule, "gemm_bias");
+  EXPECT_EQ(m.extra["note"], "K padded 770\u2192776");
+  GemmProblem p = gemms(m).at(0);
+  EXPECT_EQ(p.k, 770);  // the call keeps its extents; the entry pads
+  EXPECT_EQ(p.a.ld, 770);
+  EXPECT_FALSE(p.a.padded);
+  // The weight [512, 770] is padded once to [512, 776] (a derived operand) and read in place.
+  ASSERT_EQ(m.derived.size(), 1u);
+  const DerivedOperand& w = m.derived[0];
+  EXPECT_EQ(w.from, std::vector<ValueId>{odd_k.w});
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{512, 776}));
+  ASSERT_EQ(w.ops.size(), 1u);
+  EXPECT_EQ(w.ops[0].op, "pad");
+  EXPECT_EQ(w.ops[0].attrs["dim"], 1);
+  EXPECT_EQ(w.ops[0].attrs["size"], 776);
+  EXPECT_EQ(p.b.value, w.value);
+  EXPECT_EQ(p.b.ld, 776);
+  EXPECT_TRUE(p.b.padded);
+  EXPECT_EQ(gemm_problem_to_json(p)["padding"], "K padded 770\u2192776");
+
+  // float32 (strict): K and N padded; D is written into the workspace and copied back.
   LinearGraph odd_n(DType::Float32, /*k=*/256, /*n=*/514);
   m = only_match(discover(odd_n.b.finish({odd_n.y})));
-  EXPECT_EQ(m.reason,
-            "N=514 not a multiple of 4 for fp32 (TMA needs 16-byte aligned rows; an unaligned D is "
-            "stored without TMA only by bf16/fp16 GEMMs)");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "N padded 514\u2192516");
+  ASSERT_EQ(m.derived.size(), 1u);
+  EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{516, 256}));
   LinearGraph aligned(DType::Float32, /*k=*/260, /*n=*/516);  // multiples of 4 suffice for fp32
-  EXPECT_EQ(only_match(discover(aligned.b.finish({aligned.y}))).status, MatchStatus::Accepted);
-  // A padded leading dimension must be aligned too.
+  m = only_match(discover(aligned.b.finish({aligned.y})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted);
+  EXPECT_FALSE(m.extra.contains("note"));
+  EXPECT_TRUE(m.derived.empty());
+  EXPECT_FALSE(gemm_problem_to_json(gemms(m).at(0)).contains("padding"));
+
+  // An unaligned leading dimension alone: A is copied to aligned rows per call.
   GraphBuilder b(DType::BFloat16);
   auto x = b.input("x", {64, 128}, std::vector<int64_t>{132, 1});
-  auto w = b.input("w", {128, 64});
-  auto y = b.op("aten.mm.default", {T(x), T(w)}, {64, 64});
+  auto w2 = b.input("w", {128, 64});
+  auto y = b.op("aten.mm.default", {T(x), T(w2)}, {64, 64});
   m = only_match(discover(b.finish({y})));
-  EXPECT_EQ(m.reason, "lda=132 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "A staged (lda=132)");
+  EXPECT_TRUE(m.derived.empty());  // w is an input, not a parameter
+}
+
+// The discovery tables say how a padded match runs.
+TEST(GemmRule, TheDiscoveryTablesNoteThePadding) {
+  LinearGraph odd_k(DType::BFloat16, /*k=*/770);
+  const graph::Graph g = odd_k.b.finish({odd_k.y});
+  const auto d = discover(g);
+  EXPECT_NE(discover::discovery_markdown(d).find("- #1 gemm_bias: K padded 770\u2192776"), std::string::npos)
+      << discover::discovery_markdown(d);
+  EXPECT_NE(discover::discovery_table(d, g, DiscoverOptions{}).find("note #1 gemm_bias: K padded 770\u2192776"),
+            std::string::npos);
+}
+
+// The float32 `strict` product the padding was made for: 8205 x 2949 x 5921, every extent odd.
+TEST(GemmRule, Float32StrictProductWithOddExtentsRunsPadded) {
+  GraphBuilder b(DType::Float32, "cuda:0");
+  auto x = b.input("x", {8205, 5921});
+  auto w = b.parameter("w", {2949, 5921});
+  auto y = linear(b, x, w);
+  DiscoverOptions o;
+  o.precision = core::PrecisionMode::Strict;
+  const Match& m = only_match(discover(b.finish({y}), o));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["math"], "3xtf32");
+  EXPECT_EQ(m.extra["note"], "K padded 5921\u21925924, N padded 2949\u21922952");
+  ASSERT_EQ(m.derived.size(), 1u);
+  EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{2952, 5924}));
+  ASSERT_EQ(m.derived[0].ops.size(), 2u);  // pad N (dim 0), then K (dim 1)
+  const GemmProblem p = gemms(m).at(0);
+  EXPECT_EQ(p.m, 8205);
+  EXPECT_EQ(p.n, 2949);
+  EXPECT_EQ(p.k, 5921);
+  EXPECT_TRUE(p.b.padded);
+  const padding::Extents e = padded_extents(p);
+  EXPECT_EQ(e.m, 8205);  // A row-major: M is no contiguous extent
+  EXPECT_EQ(e.n, 2952);
+  EXPECT_EQ(e.k, 5924);
+  const GemmPadding pad = gemm_padding(p);
+  EXPECT_TRUE(pad.staged_a());
+  EXPECT_FALSE(pad.staged_b());  // padded once, by the plan
+  EXPECT_TRUE(pad.staged_d());
+}
+
+// x @ W with W [K, N] row-major: B is padded along K (its rows); small K; batched products of
+// two activations stage both operands; K = 1 stays an outer product.
+TEST(GemmRule, PaddingCoversRowMajorWeightsSmallKAndBatches) {
+  GraphBuilder rb(DType::BFloat16, "cuda:0");
+  auto x = rb.input("x", {64, 770});
+  auto w = rb.parameter("w", {770, 64});
+  auto y = rb.op("aten.mm.default", {T(x), T(w)}, {64, 64});
+  Match m = only_match(discover(rb.finish({y})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  ASSERT_EQ(m.derived.size(), 1u);
+  EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{776, 64}));
+  EXPECT_EQ(gemms(m).at(0).b.ld, 64);
+  EXPECT_EQ(gemms(m).at(0).b.layout, Layout::RowMajor);
+
+  LinearGraph tiny_k(DType::BFloat16, /*k=*/3);
+  m = only_match(discover(tiny_k.b.finish({tiny_k.y})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "K padded 3\u21928");
+
+  GraphBuilder bb(DType::BFloat16, "cuda:0");
+  auto a3 = bb.input("a", {4, 64, 770});
+  auto b3 = bb.input("b", {4, 770, 96});
+  auto y3 = bb.op("aten.bmm.default", {T(a3), T(b3)}, {4, 64, 96});
+  m = only_match(discover(bb.finish({y3})));
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.rule, "bgemm");
+  EXPECT_TRUE(m.derived.empty());
+  const GemmProblem p = gemms(m).at(0);
+  EXPECT_EQ(p.batch, 4);
+  const GemmPadding pad = gemm_padding(p);
+  EXPECT_TRUE(pad.staged_a());
+  EXPECT_TRUE(pad.staged_b());  // row-major B: its K rows padded with zero rows
+  EXPECT_FALSE(pad.staged_d());
+  EXPECT_EQ(pad.plan.args.k, 776);
+  EXPECT_EQ(pad.plan.args.stride_a, 64 * 776);
+  EXPECT_EQ(pad.plan.args.stride_b, 776 * 96);
 }
 
 // A language model's LM head: F.linear(h, W) with W [V, C] and GPT-2's vocabulary V = 50257.
@@ -253,20 +365,24 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   EXPECT_EQ(m.rule, "gemm_bias_relu");
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
 
-  // An M×N epilogue operand with the same unaligned rows keeps its own alignment reason.
+  EXPECT_FALSE(m.extra.contains("note"));  // the direct store writes D as it is
+
+  // An M×N epilogue operand with the same unaligned rows: N is padded (the operand staged into
+  // aligned rows, D written into the workspace and copied back) instead.
   LinearGraph residual(DType::BFloat16, /*k=*/256, /*n=*/1001);
   auto r = residual.b.input("r", {4, 16, 1001});
   auto sum = residual.b.op("aten.add.Tensor", {T(residual.y), T(r)}, {4, 16, 1001});
   m = only_match(discover(residual.b.finish({sum})));
-  EXPECT_EQ(m.status, MatchStatus::Declined);
-  EXPECT_EQ(m.reason.rfind("residual operand ld=1001 not a multiple of 8 for bf16", 0), 0u) << m.reason;
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "N padded 1001\u21921008");
 
   GraphBuilder row_b(DType::BFloat16, "cuda:0");  // x @ W with W [K, N]: B's rows unaligned
   auto x3 = row_b.input("x", {64, 256});
   auto w3 = row_b.parameter("w", {256, 1001});
   auto y3 = row_b.op("aten.mm.default", {T(x3), T(w3)}, {64, 1001});
   m = only_match(discover(row_b.finish({y3})));
-  EXPECT_EQ(m.reason, "N=1001 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "N padded 1001\u21921008");
 }
 
 TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {
@@ -333,18 +449,25 @@ TEST(GemmRule, MasksThatDoNotBroadcastPerBatchStayOutside) {
   EXPECT_EQ(m.rule, "bgemm");
 }
 
-TEST(GemmRule, TwoModeStridesMustKeep16ByteAlignment) {
+// Two batch modes whose strides are not 16-byte aligned run padded: the operands are staged
+// compact, [outer][batch][rows][padded columns].
+TEST(GemmRule, TwoModeStridesThatAreUnalignedRunPadded) {
   ScoresGraph s(/*head_dim=*/12);  // the heads 12 bf16 elements apart: 24 bytes
   const Match& m = only_match(discover(s.b.finish({s.scores})));
-  EXPECT_EQ(m.status, MatchStatus::Declined);
-  EXPECT_EQ(m.reason, "K=12 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+  EXPECT_EQ(m.extra["note"], "K padded 12\u219216");
+  const GemmPadding pad = gemm_padding(gemms(m).at(0));
+  EXPECT_EQ(pad.plan.args.outer_batch, 2);
+  EXPECT_EQ(pad.plan.args.lda, 16);
+  EXPECT_EQ(pad.plan.args.stride_a, 32 * 16);
+  EXPECT_EQ(pad.plan.args.outer_stride_a, 4 * 32 * 16);
   GraphBuilder b(DType::BFloat16, "cuda:0");
   auto q = b.input("q", {2, 4, 16, 16}, std::vector<int64_t>{3076, 16, 192, 1});
   auto k = b.input("k", {2, 4, 16, 16});
   auto y = b.op("aten.matmul.default", {T(q), T(k)}, {2, 4, 16, 16});
   const Match& odd = only_match(discover(b.finish({y})));
-  EXPECT_EQ(odd.reason,
-            "outer batch stride of A=3076 not a multiple of 8 for bf16 (TMA needs 16-byte aligned rows)");
+  EXPECT_EQ(odd.status, MatchStatus::Accepted) << odd.reason;
+  EXPECT_EQ(odd.extra["note"], "A staged (lda=192, batch stride 16, outer batch stride 3076)");
 }
 
 TEST(GemmRule, AddmmVectorBiasWithBetaIsABiasStepWithThatMultiplier) {

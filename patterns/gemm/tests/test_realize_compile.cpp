@@ -24,6 +24,7 @@
 #include "patterns/gemm/kind/abi_names.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/space.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
 #include "patterns/gemm/tests/host_check.hpp"
 
@@ -210,9 +211,9 @@ TEST_F(GemmCompile, Bf16ChainBiasScaleHardtanhGeluErf) {
 // strides): a batched bf16 kernel whose entry runs the outer batch mode as launches, with the
 // epilogue of masked attention scores (scale folded into alpha, the additive mask a residual
 // shared by the heads, a key-padding bias per batch scaled by its step's value). Beyond the ABI
-// checks every library gets: a real (non-size-query) call whose outer strides would move a
-// pointer off 16-byte alignment is refused whole (FACT_ERR_CANNOT_IMPLEMENT) before anything
-// touches the device, and its size query is answered.
+// checks every library gets: a call whose outer strides would move a pointer off 16-byte
+// alignment runs padded (its size query asks for the staging; without a workspace it is
+// refused before anything touches the device), a malformed one is refused.
 TEST_F(GemmCompile, Bf16TwoBatchModesMaskedScores) {
   GemmSpec s = bf16_gemm();
   s.batched = true;
@@ -255,12 +256,21 @@ TEST_F(GemmCompile, Bf16TwoBatchModesMaskedScores) {
   call.a = call.b = fake;
   call.d = fake;
   call.steps[0].operand = call.steps[1].operand = fake;
+  // Outer strides that would move a pointer off 16-byte alignment run padded (gemm_padding.h):
+  // D written into the workspace and copied back, the bias staged. The size query asks for the
+  // staging, and the call without a workspace is refused before anything touches the device.
+  size_t aligned_bytes = 0, padded_bytes = 0;
+  ASSERT_EQ(entry(&call.header, nullptr, &aligned_bytes, nullptr) == FACT_ERR_INVALID_ARGS, false);
   FactGemmArgs odd = call;
   odd.outer_stride_d += 4;  // 8 bytes: the second launch's D would be misaligned
-  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT);
+  const int queried = entry(&odd.header, nullptr, &padded_bytes, nullptr);
+  if (queried == FACT_OK) EXPECT_GE(padded_bytes, aligned_bytes + 2 * 4 * 128 * 128 * 2);
+  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_WORKSPACE);
   odd = call;
   odd.steps[1].outer_batch_stride = 130;
-  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_CANNOT_IMPLEMENT);
+  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_WORKSPACE);
+  odd.steps[1].outer_batch_stride = -1;  // malformed: refused, not padded
+  EXPECT_EQ(entry(&odd.header, nullptr, nullptr, nullptr), FACT_ERR_INVALID_ARGS);
   // (The well-formed call itself is not made: on a GPU it would launch on these addresses.)
   size_t workspace = 0;
   EXPECT_EQ(entry(&call.header, nullptr, &workspace, nullptr) == FACT_ERR_INVALID_ARGS, false);
@@ -393,6 +403,12 @@ TEST_F(GemmCompile, DirectStoreBiasGeluResidualFp16) {
   residual.operand_ld = 1001;
   p.epilogue = {bias, gelu, residual};
   GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
+  // The problem itself runs padded (the residual's rows of 1001 are unaligned too: N padded to
+  // 1008, D through the workspace, a TMA epilogue); the direct-store kernel of the same chain
+  // still has to build.
+  EXPECT_EQ(padding_summary(p), "N padded 1001\u21921008");
+  EXPECT_FALSE(stores_d_directly(s));
+  s.align_d = 1;
   s.tile = {64, 128, 64};
   s.cluster = {1, 1, 1};
   s.mainloop = MainloopSchedule::Pingpong;

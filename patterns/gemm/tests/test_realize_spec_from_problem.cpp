@@ -8,6 +8,7 @@
 #include "fact/realize/render.hpp"
 #include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 
 namespace fact::gemm {
 namespace {
@@ -120,8 +121,9 @@ TEST(SpecFromProblem, TwoBatchModesAreOneBatchedKernel) {
                         one.outer_batch = 1;
                         return one;
                       }(), core::PrecisionMode::Native).name());
-  p.a.outer_batch_stride += 4;  // 8-byte steps between outer batches
-  EXPECT_EQ(spec_from_problem(p, core::PrecisionMode::Native).align_a, 4);
+  p.a.outer_batch_stride += 4;  // 8-byte steps between outer batches: A staged compact per call
+  EXPECT_EQ(spec_from_problem(p, core::PrecisionMode::Native).align_a, 8);
+  EXPECT_EQ(kernel_view(p).a.outer_batch_stride, 8 * 128 * 64);
 }
 
 TEST(SpecFromProblem, Bf16LinearWithBiasAndGelu) {
@@ -261,11 +263,42 @@ TEST(SpecFromProblem, KeepsEveryChainTheAbiCarries) {
   EXPECT_THROW(spec_from_problem(mixed, core::PrecisionMode::Strict), std::invalid_argument);
 }
 
-TEST(SpecFromProblem, UnalignedOperandsAreRecordedAndRefusedByTheTemplate) {
+// A problem whose rows are not 16-byte aligned runs zero-padded (kind/padding.hpp): its spec
+// takes the alignments of the padded call, so the usual TMA kernels serve it. A spec that asks
+// for a smaller alignment itself is still refused by the template.
+TEST(SpecFromProblem, UnalignedRowsGetTheAlignmentsOfThePaddedCall) {
   GemmProblem p = linear(512, 512, 510, DType::BFloat16);  // K = 510: rows of A 4-byte aligned
-  const GemmSpec s = spec_from_problem(p, core::PrecisionMode::Strict);
-  EXPECT_EQ(s.align_a, 2);
+  const GemmProblem view = kernel_view(p);
+  EXPECT_EQ(view.k, 512);
+  EXPECT_EQ(view.a.ld, 512);
+  EXPECT_EQ(view.b.ld, 512);
+  GemmSpec s = spec_from_problem(p, core::PrecisionMode::Native);
+  EXPECT_EQ(s.align_a, 8);
+  EXPECT_EQ(s.align_b, 8);
+  EXPECT_EQ(s.align_d, 8);
+  EXPECT_NO_THROW(render(s));
+  s.align_a = 2;
   EXPECT_THROW(render(s), RenderError);
+
+  // The float32 strict product 8205 x 2949 x 5921: K and N padded, D through the workspace, so
+  // the strict pattern's 16-byte kernels (no direct store for float32).
+  const GemmProblem strict = linear(8205, 2949, 5921, DType::Float32);
+  const GemmSpec f = realized_class(strict, core::PrecisionMode::Strict);
+  EXPECT_EQ(f.pattern, "gemm_f32_strict");
+  EXPECT_EQ(f.align_a, 4);
+  EXPECT_EQ(f.align_b, 4);
+  EXPECT_EQ(f.align_d, 4);
+  EXPECT_FALSE(stores_d_directly(f));
+  const padding::Extents e = padded_extents(strict);
+  EXPECT_EQ(e.k, 5924);
+  EXPECT_EQ(e.n, 2952);
+  EXPECT_EQ(padding_summary(strict), "K padded 5921\u21925924, N padded 2949\u21922952");
+
+  // bf16 with K = 770 and the LM head's N: K padded, D still written directly.
+  const GemmSpec lm = realized_class(linear(8192, 50257, 770, DType::BFloat16), core::PrecisionMode::Native);
+  EXPECT_EQ(lm.align_a, 8);
+  EXPECT_EQ(lm.align_d, 1);
+  EXPECT_TRUE(stores_d_directly(lm));
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 //   (g) the direct-store variant (D's rows not 16-byte aligned, written element-wise without
 //       TMA): a GPT-2 LM head (N = 50257), small odd N with ragged last tiles, and a
 //       bias -> tanh-GELU -> scale -> add chain
+//   (h) zero padding (rows not 16-byte aligned: gemm_padding.h): bf16 K = 770 with a bias, and
+//       the strict 3xTF32 kernel on a batched float32 product with K = 5921 and N = 301 (K and N
+//       padded, D written into the workspace and copied back); the verifier's operands are
+//       compact and unaligned, so the entry stages them
 // (The kernels of steps pattern folders register are tested in those folders' tests/.)
 // GPU tests: they skip (before compiling anything) without a CUDA device, and need a Hopper GPU
 // (sm_90a) to run the kernels; each compiles one kernel (30-60 s of nvcc).
@@ -23,6 +27,7 @@
 #include <limits>
 
 #include "fact/realize/compile_command.hpp"
+#include "fact/realize/realizer.hpp"
 #include "fact/realize/render.hpp"
 #include "fact/runtime/cuda_check.hpp"
 #include "fact/runtime/kernel_library.hpp"
@@ -31,6 +36,7 @@
 #include "fact/runtime/cuda_backend.hpp"
 #include "fact/runtime/verifier.hpp"
 #include "patterns/gemm/runtime/gemm_verify_case.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
@@ -303,6 +309,34 @@ TEST_F(GpuEpilogueKernels, DirectStoreBiasGeluChainBf16) {
   ASSERT_EQ(s.epilogue.size(), 4u);
   const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_chain");
   std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
+}
+
+// Zero padding: K = 770 in bf16 (A and B staged into the workspace with K = 776, zeros past
+// K), checked against the float64 reference of the unpadded product.
+TEST_F(GpuEpilogueKernels, PaddedKBf16K770WithBias) {
+  GemmProblem p = make_gemm_problem({1000, 768, 770, 1}, DType::BFloat16, "", "tn");
+  p.epilogue = {step(Kind::Bias, 1.0, Activation::Identity, 0, 0, DType::BFloat16)};
+  ASSERT_EQ(padding_summary(p), "K padded 770\u2192776");
+  const GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+  ASSERT_EQ(s.align_a, 8);
+  ASSERT_EQ(s.align_b, 8);
+  const RunReport r = run(s, p, PrecisionMode::Native, "padded_k770");
+  std::cout << "[ padded ] " << s.name() << " " << rel_err_text(r) << "\n";
+}
+
+// The strict kernel on every extent odd, batched: K 5921 -> 5924, N 301 -> 304, D through the
+// workspace; the class the strict realizer makes for it.
+TEST_F(GpuEpilogueKernels, PaddedStrictFloat32OddExtentsBatched) {
+  GemmProblem p = make_gemm_problem({1029, 301, 5921, 2}, DType::Float32, "", "tn");
+  ASSERT_EQ(padding_summary(p), "K padded 5921\u21925924, N padded 301\u2192304");
+  const Problem problem = to_problem(p);
+  const realize::Realizer& realizer =
+      realize::RealizerRegistry::global().for_problem(problem, PrecisionMode::Strict);
+  const GemmSpec s = GemmSpec::of(realizer.problem_class(problem, PrecisionMode::Strict));
+  ASSERT_EQ(s.pattern, "gemm_f32_strict");
+  ASSERT_EQ(s.align_d, 4);
+  const RunReport r = run(s, p, PrecisionMode::Strict, "padded_strict");
+  std::cout << "[ padded ] " << s.name() << " " << rel_err_text(r) << "\n";
 }
 
 }  // namespace

@@ -451,7 +451,7 @@ std::optional<RuleResult> match_rope(const RuleContext& context, const graph::No
   if (result.match.status != MatchStatus::Accepted) {
     return report(g, rule, result.match.reason, output, out_dtype, recognized({split->gemm->id}));
   }
-  result.match.derived = std::move(derived);
+  result.match.derived.insert(result.match.derived.begin(), derived.begin(), derived.end());
   result.match.extra["rope"] = form;
   result.match.extra["heads"] = split->heads;
   result.match.extra["head_dim"] = hd;

@@ -157,7 +157,7 @@ std::optional<RuleResult> match_swiglu(const RuleContext& context, const graph::
     gated_roles["gate_up_weight"] = weight.value;
     auto result = gemm_rule_result(context, chains, name, "swiglu", gated_roles);
     if (result.match.status == MatchStatus::Accepted) {
-      result.match.derived = {weight};
+      result.match.derived.insert(result.match.derived.begin(), weight);
       return result;
     }
     declined = result.match.reason;
@@ -300,7 +300,7 @@ std::optional<RuleResult> match_swiglu_chunked(const RuleContext& context, const
   if (auto down = down_projection(context, product, roles, name)) chains.push_back(*down);
   auto result = gemm_rule_result(context, chains, name, "swiglu", roles);
   if (result.match.status != MatchStatus::Accepted) return std::nullopt;
-  result.match.derived = std::move(derived);
+  result.match.derived.insert(result.match.derived.begin(), derived.begin(), derived.end());
   return result;
 }
 

@@ -268,7 +268,7 @@ are that program's; None exports here. `plan_document`: the plan itself, already
         entry = ComposedReplacement(
             id=rid if rid is not None else index, label=str(planned.doc.get("label", rid)),
             rule=str(planned.doc.get("rule", "")), pattern=str(planned.doc.get("pattern", "")),
-            nodes=list(planned.doc.get("nodes", [])),
+            nodes=list(planned.doc.get("nodes", [])), note=str(planned.doc.get("note", "")),
             implementation="kernels" if on_gpu else ("host kernels" if all(c.library for c in planned.calls)
                                                      else "host reference"),
             calls=[ComposedCall(label=c.label, kind=str(c.doc.get("kind", "")),

@@ -55,11 +55,19 @@ std::vector<Match> sample_matches() {
   gelu.kind = Kind::Activation;
   gelu.activation = Activation::GeluTanh;
   fc1.epilogue = {bias, gelu};
-  GemmProblem unaligned = linear(512, 512, 510);  // 2-element rows: no TMA
+  // Nine steps: more than a kernel's chain holds (rows that are not 16-byte aligned no longer
+  // fail: the entry pads them).
+  GemmProblem unrealizable = linear(512, 512, 512);
+  for (int i = 0; i < 9; ++i) {
+    EpilogueStep relu;
+    relu.kind = Kind::Activation;
+    relu.activation = Activation::ReLU;
+    unrealizable.epilogue.push_back(relu);
+  }
   return {match("gemm_bias_gelu_tanh", {fc1}),
           match("gemm", {linear(1024, 1024, 1024), linear(1024, 1024, 1024)}),  // one kernel
           match("gemm", {linear(64, 64, 64)}, MatchStatus::Declined),
-          match("gemm", {unaligned})};
+          match("gemm", {unrealizable})};
 }
 
 fs::path scratch(const std::string& name) {
@@ -91,7 +99,7 @@ TEST(RealizeMatches, EmitsOneSourcePerDistinctKernelAndAManifest) {
   ASSERT_EQ(result.kernels.size(), 2u);
   EXPECT_EQ(result.calls[1].kernel_key, result.calls[2].kernel_key);
   EXPECT_TRUE(result.calls[3].kernel_key.empty());
-  EXPECT_NE(result.calls[3].error.find("16 bytes"), std::string::npos) << result.calls[3].error;
+  EXPECT_FALSE(result.calls[3].error.empty());
   EXPECT_EQ(result.calls[3].match, 3u);
 
   for (const auto& k : result.kernels) {
