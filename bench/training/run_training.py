@@ -13,6 +13,9 @@ Per model (--models; bench/training/models.py):
   - the median time of a full step, the variants timed interleaved (CUDA events, no L2 flush:
     bench/training/steps.py says why), and the speedups (variant's time / FACT's);
   - the peak memory of a step (torch.cuda.max_memory_allocated), FACT's against eager's;
+  - with --profile (the default; CUDA only), one step of each variant under torch.profiler:
+    its kernels' device time split by who wrote them (FACT, the vendor GEMM and attention
+    libraries, Triton, the optimizer; fact.kernel_profile) and the largest kernels named;
   - --steps AdamW steps from the initial weights over a fixed pool of batches, then the trained
     weights' mean loss over the pool (run eagerly by each variant's plain module: the final loss
     judged): float32 cases at the first data-order seed, FACT's against eager's (within
@@ -52,6 +55,7 @@ import torch  # noqa: E402
 
 import fact  # noqa: E402
 from fact.compose.training_module import TrainingComposedModule  # noqa: E402
+from fact.kernel_profile import kernel_profile  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
 from models import Case, build  # noqa: E402
 from steps import (Data, Trainer, autocast_context, float64_gradients, gradients,  # noqa: E402
@@ -141,7 +145,10 @@ class ModelRun:
 
         self.check_gradients(model, check_x, check_target)
         del model
-        for phase in (self.first_steps, self.time_steps, self.measure_memory, self.train_runs):
+        phases = [self.first_steps, self.time_steps, self.measure_memory]
+        if args.profile and device.type == "cuda":
+            phases.append(self.profile_steps)
+        for phase in (*phases, self.train_runs):
             if self.over_budget(phase.__name__):
                 break
             phase()
@@ -218,6 +225,24 @@ class ModelRun:
                                                      / max(memory["eager"]["step_mib"], 1e-9))
         self.log(f"{self.case.name}: step memory MiB "
                  + ", ".join(f"{k} {v['step_mib']:.0f}" for k, v in memory.items()))
+
+    def profile_steps(self) -> None:
+        """Where a step's GPU time goes, per variant: its kernels under torch.profiler
+        (fact.kernel_profile), split by who wrote them (FACT, the vendor GEMM / attention
+        libraries, Triton, the optimizer) with the largest kernels named."""
+        x, target = self.data.batches[0]
+        profiles = {}
+        for label, trainer in self.variants.items():
+            try:
+                profiles[label] = kernel_profile(lambda t=trainer: t.step(x, target), self.device,
+                                                 grad=True, top=15)
+            except Exception as error:  # noqa: BLE001 - a profile is extra
+                profiles[label] = {"error": str(error).splitlines()[0][:300]}
+        self.result["profile"] = profiles
+        for label, profile in profiles.items():
+            if "by_source" in profile:
+                self.log(f"{self.case.name}: {label} step kernels {profile['total_ms']:.3f} ms: "
+                         + ", ".join(f"{k} {v:.3f}" for k, v in profile["by_source"].items()))
 
     def train_runs(self) -> None:
         """--steps AdamW steps from the initial weights per (variant, seed)."""
@@ -310,6 +335,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--speed-guard", action=argparse.BooleanOptionalAction, default=None,
                         help="each replacement timed against the subgraph it replaces (default: on "
                              "CUDA, off on the CPU)")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="profile one step of each variant's kernels (CUDA only)")
     parser.add_argument("--time-budget", type=float, default=500.0)
     parser.add_argument("--out-dir", default="bench/results")
     parser.add_argument("--work-dir", default="out/training")

@@ -71,6 +71,7 @@ from typing import Callable
 
 import torch
 
+from fact.kernel_profile import kernel_profile
 from fact.measure import _fresh_like, _relative_error, float64_in_place
 from fact.package import build_packaged_model, load_package
 from fact.timing import L2Flusher, TimingStats, summarize, time_cuda_interleaved
@@ -92,7 +93,6 @@ EXPECTED_SECONDS = {"torch_eager": 15, "fact": 60, "torch_compile": 30, "torch_c
 # plus these are left.
 TIMING_SECONDS = 15
 PROFILED = ("fact", "fact_cuda_graphs", "torch_compile", "torch_compile_sdpa", "torch_compile_max_autotune")
-PROFILE_RUNS = 3
 
 
 def slug(text: str) -> str:
@@ -106,34 +106,6 @@ def first_line(error: BaseException) -> str:
 def sdpa_twin_of(model):
     """The model file's `sdpa_twin` (the block with SDPA attention, same weights), or None."""
     return getattr(sys.modules.get(type(model).__module__), "sdpa_twin", None)
-
-
-def kernel_profile(fn, device: torch.device, runs: int = PROFILE_RUNS, top: int = 12) -> dict:
-    """Where the time of `fn()` goes on the GPU: `runs` calls under torch.profiler after one
-    warm-up, each CUDA kernel's (and copy's) device time per call, the `top` largest and the
-    rest summed. Device time, not wall time: gaps between kernels show as total_ms below the
-    measured median."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad():
-        fn()
-        torch.cuda.synchronize(device)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(runs):
-                fn()
-            torch.cuda.synchronize(device)
-    kernels: dict[str, list[float]] = {}
-    for event in prof.events():
-        if getattr(event, "device_type", None) != torch.autograd.DeviceType.CUDA:
-            continue
-        entry = kernels.setdefault(event.name, [0.0, 0])
-        entry[0] += event.device_time_total / 1000.0 / runs  # us -> ms, per call
-        entry[1] += 1
-    rows = sorted(({"kernel": name[:160], "ms": round(ms, 4), "calls": round(count / runs, 2)}
-                   for name, (ms, count) in kernels.items()), key=lambda r: -r["ms"])
-    rest = sum(r["ms"] for r in rows[top:])
-    return {"runs": runs, "total_ms": round(sum(r["ms"] for r in rows), 4), "kernels": rows[:top],
-            "other_ms": round(rest, 4), "other_kernels": max(0, len(rows) - top)}
 
 
 class Run:

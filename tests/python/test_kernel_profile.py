@@ -1,0 +1,22 @@
+"""fact.kernel_profile.kernel_source: who wrote a kernel, from the names the profiler reports
+(FACT's entry namespaces, cuBLAS / cuDNN / FlashAttention kernels, Inductor's Triton kernels,
+the fused optimizer). The profile itself needs a GPU (the benchmarks run it there)."""
+import pytest
+
+from fact.kernel_profile import kernel_source
+
+
+@pytest.mark.parametrize("name, source", [
+    ("void cutlass::device_kernel<fact_gemm_bias_bf16_tn_128x256x64_kernel::Kernel>(...)", "fact"),
+    ("void fact::attention::fmha_kernel<fact::attention::Kernel<128, 128>>(...)", "fact"),
+    ("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "vendor_gemm"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "vendor_gemm"),
+    ("void cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_void_bf16_128x128x64_2x1x1_0_tnn_align8_warpspecialized_cooperative_epi_tma<...>", "vendor_gemm"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1", "vendor_attention"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>(...)", "vendor_attention"),
+    ("triton_per_fused_add_mean_mul_pow_rsqrt_0", "triton"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...FusedAdamMathFunctor...>", "optimizer"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>", "other"),
+])
+def test_kernel_source_names_who_wrote_a_kernel(name, source):
+    assert kernel_source(name) == source
