@@ -26,6 +26,12 @@
 #                steps (forward, backward, AdamW) of modules composed for training against eager
 #                and torch.compile, gradients against float64, losses after --steps steps;
 #                results training-<device>-<date>.json, log training.log
+#   models       bench/whole_models/run_whole_models.py (FACT_MODELS_ARGS: its arguments): whole
+#                models (GPT-2 124M, a 4-layer 1B-class Llama, BERT-base, ViT-B/16) in bf16,
+#                fact.optimize against eager, torch.compile and max-autotune; results
+#                models-<device>-<date>.json (its .md table in details.tgz), log models.log.
+#                models=NAME[,NAME] runs those models only (tagged NAME), so several GPUs take
+#                one model each: `models=gpt2 models=llama models=bert models=vit`
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -34,6 +40,7 @@
 # Usage (device tool, carry [".deps", ".fact-git-sha"]):
 #   bash scripts/device_parallel.sh TOTAL_SECONDS JOB... [-- fact.conformance arguments...]
 # e.g. bash scripts/device_parallel.sh 580 tests blocks
+#      FACT_MODELS_ARGS="--models gpt2,vit" bash scripts/device_parallel.sh 540 models
 #      bash scripts/device_parallel.sh 580 ctest pytest conformance -- --quick
 set -uo pipefail
 OUT=${OUT:-$PWD/out/device}
@@ -108,6 +115,14 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/training/run_training.py \
         --out-dir "$OUT/training" --work-dir /tmp/fact-training --time-budget $(( $(left) - 60 )) \
         ${FACT_TRAINING_ARGS:-} >"$OUT/training.log" 2>&1 ;;
+    models|models=*)
+      local selected=${1#models} dir=models
+      if [ -n "$selected" ]; then selected=${selected#=}; dir=models-${selected//,/-}; fi
+      mkdir -p "$OUT/$dir"
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/whole_models/run_whole_models.py \
+        --out-dir "$OUT/$dir" --work-dir "/tmp/fact-$dir" --time-budget $(( $(left) - 90 )) \
+        ${selected:+--models "$selected" --tag "${selected//,/-}"} ${FACT_MODELS_ARGS:-} \
+        >"$OUT/$dir.log" 2>&1 ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -121,7 +136,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|models|models=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -148,11 +163,12 @@ done
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
 [ -f "$OUT/training.log" ] && grep -vE "^\s*$" "$OUT/training.log" | tail -40
+for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$log" | tail -30; done
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
