@@ -17,16 +17,22 @@ per-step profile); never by the engine's decisions.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Callable
 
 import torch
 
 PROFILE_RUNS = 3
 
-# Substrings of kernel names, checked in this order (lower case): FACT's kernels live in
-# namespaces named after their entry symbols (`fact_...`, `fact::attention`), so "fact" first.
+# FACT's kernels: its own (`fact::attention::...`, `fact::gemm::padding::...`) and the CUTLASS
+# kernels its libraries instantiate. A CUTLASS kernel's demangled name is its template,
+# `cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...>>` (3.x) or
+# `cutlass::Kernel2<...>` (2.x, the strict float32 fallback): the entry's namespace is not in it.
+# cuBLAS names its CUTLASS-built kernels (`cutlass3x_sm90_...`, `cutlass_80_...`) and PyTorch's
+# own CUTLASS kernels sit in `at::` types, so neither reads as FACT's.
+_FACT_TEMPLATE = re.compile(r"cutlass::(device_kernel|kernel2?)<")
+# Then substrings of the other kernels' names, checked in this order (lower case).
 _SOURCES = (
-    ("fact", ("fact",)),
     ("vendor_attention", ("flash", "fmha", "cudnn", "attention", "sdpa")),
     ("vendor_gemm", ("nvjet", "gemm", "xmma", "cutlass", "cublas", "sm90_", "sm80_")),
     ("optimizer", ("multi_tensor_apply", "adam", "foreach")),
@@ -37,6 +43,8 @@ _SOURCES = (
 def kernel_source(name: str) -> str:
     """Who wrote a CUDA kernel, from its (demangled) name."""
     lowered = name.lower()
+    if "fact::" in lowered or "fact_" in lowered or (_FACT_TEMPLATE.search(lowered) and "at::" not in lowered):
+        return "fact"
     for source, needles in _SOURCES:
         if any(needle in lowered for needle in needles):
             return source

@@ -9,6 +9,10 @@ from fact.kernel_profile import kernel_source
 @pytest.mark.parametrize("name, source", [
     ("void cutlass::device_kernel<fact_gemm_bias_bf16_tn_128x256x64_kernel::Kernel>(...)", "fact"),
     ("void fact::attention::fmha_kernel<fact::attention::Kernel<128, 128>>(...)", "fact"),
+    ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+     "cutlass::gemm::collective::CollectiveMma<...>>>(cutlass::gemm::kernel::GemmUniversal<...>::Params)", "fact"),
+    ("void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<...OpMultiplyAddFastF32...>>(...)", "fact"),
+    ("void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<...>>(...)", "vendor_gemm"),
     ("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "vendor_gemm"),
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "vendor_gemm"),
     ("void cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_void_bf16_128x128x64_2x1x1_0_tnn_align8_warpspecialized_cooperative_epi_tma<...>", "vendor_gemm"),
