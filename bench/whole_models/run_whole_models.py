@@ -36,6 +36,7 @@ Usage (device): PYTHONPATH=python python3 bench/whole_models/run_whole_models.py
     [--tune 2] [--no-max-autotune] [--time-budget 480] [--tag TAG] [--out-dir bench/results]
 CPU smoke run: ... --device cpu --small --models gpt2 --remainder eager --no-compile
 Redraw the table of a results file: ... --render bench/results/models-....json
+Merge the files of several runs (one model per GPU or per call): ... --merge A.json B.json ...
 """
 from __future__ import annotations
 
@@ -480,6 +481,53 @@ def _results(case: dict, state: dict) -> None:
 # Summary and table
 
 
+def runs_composed(case: dict) -> bool:
+    """Whether the module fact.optimize returned runs the composed module (its report's `runs`
+    starts "composed"), not the original eagerly or torch.compile of it (the never-slower check's
+    choice when the composed module was slower)."""
+    return str(case.get("runs", "")).startswith("composed")
+
+
+def merge_results(paths: Sequence[Path]) -> dict:
+    """One results document from several runs' files (e.g. one model per GPU or per device
+    call): their cases in order, the summary recomputed, each source's versions and settings
+    kept under `sources`. A case whose torch.compile baseline was not timed by the bench (skipped
+    for time) takes the one FACT's never-slower check timed in the same process
+    (`speed_guard.original_ms`, when that was torch.compile of the original), marked with its
+    source; its speedup is computed against the bench's FACT time."""
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    devices = {d.get("device") for d in docs}
+    if len(devices) != 1:
+        raise SystemExit(f"--merge: results of different devices ({', '.join(map(str, devices))})")
+    cases = []
+    for doc in docs:
+        for case in doc.get("cases", []):
+            case = json.loads(json.dumps(case))
+            guard = case.get("speed_guard") or {}
+            compiled = case.get("baselines", {}).get("torch_compile", {})
+            if (compiled and compiled.get("ms") is None and guard.get("original_ms")
+                    and guard.get("original") == "torch.compile of the original"):
+                compiled.update(ms=guard["original_ms"], source=(
+                    "timed by fact.optimize's never-slower check in the same process (the bench's "
+                    "own torch.compile baseline was skipped: " + str(compiled.get("error")) + ")"))
+                compiled.pop("error", None)
+                fact_ms = case.get("fact_ms")
+                if fact_ms:
+                    case["speedup"]["torch_compile"] = compiled["ms"] / fact_ms
+                    timed = {v: b["ms"] for v, b in case["baselines"].items() if b.get("ms")}
+                    best = min(timed, key=timed.get)
+                    case["best_baseline"] = {"name": best, "ms": timed[best],
+                                             "speedup": timed[best] / fact_ms}
+            cases.append(case)
+    first = docs[0]
+    return {"suite": SUITE, "schema": SCHEMA, "date": first.get("date"), "device": first.get("device"),
+            "versions": first.get("versions"), "settings": first.get("settings"),
+            "sources": [{"file": Path(p).name, "versions": d.get("versions"),
+                         "settings": d.get("settings"), "models": [c.get("name") for c in d.get("cases", [])]}
+                        for p, d in zip(paths, docs)],
+            "cases": cases, "summary": summarize(cases)}
+
+
 def summarize(cases: list[dict]) -> dict:
     measured = [c for c in cases if c.get("best_baseline")]
     by_status: dict[str, int] = {}
@@ -502,6 +550,9 @@ def summarize(cases: list[dict]) -> dict:
         "slower_than_best_baseline": [n for n, s in vs_best.items() if s < SLOWER],
         "gemm_flop_share": {c["name"]: c["coverage"]["share"] for c in cases if c.get("coverage")},
         "gemm_flop_share_all": (sum(cov["fact_flops"] for cov in covered) / total) if total else None,
+        # What runs: a model whose never-slower check chose the original runs no FACT kernel
+        "gemm_flop_share_running": {c["name"]: (c["coverage"]["share"] if runs_composed(c) else 0.0)
+                                    for c in cases if c.get("coverage")},
         "kernel_ratios": distribution(ratios),
     }
 
@@ -548,7 +599,7 @@ def render_markdown(doc: dict) -> str:
              "against the fastest baseline. Errors: the largest over the outputs of "
              "‖out − ref‖/‖ref‖ against the original in float64 on fresh inputs.", "",
              "| model | inputs | status | FACT | eager | torch.compile | max-autotune | "
-             "vs best | rel_err FACT / eager | GEMM-FLOP share | composed / matches | "
+             "vs best | rel_err FACT / eager | GEMM-FLOP share (running) | composed / matches | "
              "optimize s | compile s / max-autotune s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc.get("cases", []):
@@ -562,7 +613,8 @@ def render_markdown(doc: dict) -> str:
             f"| {c['status']} | {_ms(c.get('fact_ms'))} "
             + " ".join(f"| {_ms(b.get(v, {}).get('ms'))}" for v in BASELINES)
             + f" | {vs_best} | {_e(c.get('rel_err'))} / {_e(b.get('torch_eager', {}).get('rel_err'))} "
-            f"| {_share(cov.get('share'))} | {cov.get('composed', '-')} / {cov.get('matches', '-')} "
+            f"| {_share(cov.get('share'))} ({_share(cov.get('share') if runs_composed(c) else 0.0)}) "
+            f"| {cov.get('composed', '-')} / {cov.get('matches', '-')} "
             f"| {_seconds(c.get('optimize_s'))} | "
             + " / ".join(_seconds(b.get(v, {}).get("compile_s")) for v in BASELINES[1:]) + " |")
     summary = doc.get("summary", {})
@@ -572,6 +624,9 @@ def render_markdown(doc: dict) -> str:
                   f", min {_x(worst.get('speedup'))} ({worst.get('model', '-')}); geomean vs "
                   + ", ".join(f"{v} {_x(g)}" for v, g in summary.get("geomean_vs", {}).items())
                   + f"; GEMM-FLOP share over all models {_share(summary.get('gemm_flop_share_all'))}"
+                  f" (composed; running, where the never-slower check kept the composed module: "
+                  + ", ".join(f"{n} {_share(v)}" for n, v in summary.get("gemm_flop_share_running", {}).items())
+                  + ")"
                   f"; per-replacement kernel ratios (PyTorch's subgraph / FACT's calls) "
                   f"{_ratio_text(summary.get('kernel_ratios', {}))}."]
     lines += ["", "## Per model", ""]
@@ -581,6 +636,9 @@ def render_markdown(doc: dict) -> str:
             lines.append(f"- {c['status']}: {c['reason']}")
         if c.get("runs"):
             lines.append(f"- runs: {c['runs']}")
+        for v, b in c.get("baselines", {}).items():
+            if b.get("source"):
+                lines.append(f"- {v}: {b['source']}")
         ratios = c.get("kernel_ratios", {})
         if ratios:
             lines.append(f"- kernel ratios, composed {_ratio_text(ratios.get('composed_summary', {}))}; "
@@ -637,6 +695,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "out" / "models"))
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="only write the .md table of a results file beside it")
+    parser.add_argument("--merge", nargs="+", metavar="RESULTS_JSON",
+                        help="only merge these results files (same device) into "
+                             "<out-dir>/models-<device>-<their date>[-<tag>].json and its table")
     args = parser.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in args.models if m not in BENCH_MODELS]
@@ -658,6 +719,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(args.render)
         path.with_suffix(".md").write_text(render_markdown(json.loads(path.read_text())))
         print(f"wrote {path.with_suffix('.md')}")
+        return 0
+    if args.merge:
+        document = merge_results([Path(p) for p in args.merge])
+        out = (Path(args.out_dir) / f"{SUITE}-{device_slug(document['device'])}-{document['date']}"
+               f"{'-' + args.tag if args.tag else ''}.json")
+        out.write_text(json.dumps(document, indent=1, default=str))
+        out.with_suffix(".md").write_text(render_markdown(document))
+        print(f"wrote {out} and {out.with_suffix('.md').name}")
         return 0
     started = time.time()
     device = torch.device(args.device)

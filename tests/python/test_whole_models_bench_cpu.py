@@ -106,3 +106,44 @@ def test_sizes_override_rebuilds_the_model():
     assert full.batch == 4 and full.sizes["hidden_size"] == 2048 and full.sizes["seq"] == 2048
     with pytest.raises(ValueError):
         bench.model_spec("vit", small=True, sizes={"no_such_size": 1})
+
+
+def _case(name: str, fact_ms: float, runs: str, compile_ms: float | None, guard_compile_ms: float):
+    """A results file's case as the bench writes it (the fields merge and summary read)."""
+    compiled = {"ms": compile_ms, "rel_err": None}
+    if compile_ms is None:
+        compiled["error"] = "skipped: 10 s of the time budget left"
+    return {"name": name, "status": "ok", "fact_ms": fact_ms, "runs": runs,
+            "baselines": {"torch_eager": {"ms": 2 * fact_ms}, "torch_compile": compiled,
+                          "torch_compile_max_autotune": {"ms": None}},
+            "speedup": {"torch_eager": 2.0, **({"torch_compile": compile_ms / fact_ms} if compile_ms else {})},
+            "best_baseline": {"name": "torch_eager", "ms": 2 * fact_ms, "speedup": 2.0},
+            "speed_guard": {"original": "torch.compile of the original", "original_ms": guard_compile_ms},
+            "coverage": {"share": 0.8, "gemm_flops": 100.0, "fact_flops": 80.0}}
+
+
+def test_merge_takes_the_guards_compile_time_where_the_bench_skipped_it(tmp_path):
+    bench = _bench()
+    header = {"suite": "models", "date": "2026-11-28", "device": "GPU X", "versions": {"fact": "a"},
+              "settings": {}}
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps({**header, "cases": [_case("gpt2", 1.0, "torch.compile of the original", None, 0.99)]}))
+    second = tmp_path / "b.json"
+    second.write_text(json.dumps({**header, "cases": [_case("bert", 1.0, "composed (1 ms)", 1.2, 1.25)]}))
+    doc = bench.merge_results([first, second])
+    gpt2, bert = doc["cases"]
+    # skipped by the bench: the never-slower check's time, its source named, the best recomputed
+    assert gpt2["baselines"]["torch_compile"]["ms"] == 0.99 and "error" not in gpt2["baselines"]["torch_compile"]
+    assert "never-slower check" in gpt2["baselines"]["torch_compile"]["source"]
+    assert gpt2["best_baseline"] == {"name": "torch_compile", "ms": 0.99, "speedup": pytest.approx(0.99)}
+    # timed by the bench: kept as it was
+    assert bert["baselines"]["torch_compile"]["ms"] == 1.2 and "source" not in bert["baselines"]["torch_compile"]
+    summary = doc["summary"]
+    assert summary["models"] == 2 and summary["vs_best_baseline"]["gpt2"] == pytest.approx(0.99)
+    # the GEMM-FLOP share that runs: none where the check kept the original
+    assert summary["gemm_flop_share_running"] == {"gpt2": 0.0, "bert": 0.8}
+    assert [s["file"] for s in doc["sources"]] == ["a.json", "b.json"]
+    other = tmp_path / "c.json"
+    other.write_text(json.dumps({**header, "device": "GPU Y", "cases": []}))
+    with pytest.raises(SystemExit):
+        bench.merge_results([first, other])
