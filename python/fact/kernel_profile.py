@@ -30,7 +30,9 @@ PROFILE_RUNS = 3
 # `cutlass::Kernel2<...>` (2.x, the strict float32 fallback): the entry's namespace is not in it.
 # cuBLAS names its CUTLASS-built kernels (`cutlass3x_sm90_...`, `cutlass_80_...`) and PyTorch's
 # own CUTLASS kernels sit in `at::` types, so neither reads as FACT's.
-_FACT_TEMPLATE = re.compile(r"cutlass::(device_kernel|kernel2?)<")
+# The profiler reports some names mangled (`_ZN7cutlass13device_kernelI...`): both spellings.
+_FACT_TEMPLATE = re.compile(r"cutlass::(device_kernel|kernel2?)<|_zn7cutlass(13device_kernel|6kernel|7kernel2)i")
+_PYTORCH_TYPES = ("at::", "2at4cuda", "2at6native")
 # Then substrings of the other kernels' names, checked in this order (lower case).
 _SOURCES = (
     ("vendor_attention", ("flash", "fmha", "cudnn", "attention", "sdpa")),
@@ -43,7 +45,8 @@ _SOURCES = (
 def kernel_source(name: str) -> str:
     """Who wrote a CUDA kernel, from its (demangled) name."""
     lowered = name.lower()
-    if "fact::" in lowered or "fact_" in lowered or (_FACT_TEMPLATE.search(lowered) and "at::" not in lowered):
+    if "fact::" in lowered or "fact_" in lowered or (_FACT_TEMPLATE.search(lowered)
+                                                          and not any(t in lowered for t in _PYTORCH_TYPES)):
         return "fact"
     for source, needles in _SOURCES:
         if any(needle in lowered for needle in needles):

@@ -11,6 +11,7 @@ from fact.kernel_profile import kernel_source
     ("void fact::attention::fmha_kernel<fact::attention::Kernel<128, 128>>(...)", "fact"),
     ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
      "cutlass::gemm::collective::CollectiveMma<...>>>(cutlass::gemm::kernel::GemmUniversal<...>::Params)", "fact"),
+    ("_ZN7cutlass13device_kernelIN4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEE", "fact"),
     ("void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<...OpMultiplyAddFastF32...>>(...)", "fact"),
     ("void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<...>>(...)", "vendor_gemm"),
     ("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "vendor_gemm"),
