@@ -63,35 +63,6 @@ std::vector<std::string> word_options(const SuiteCase& c) {
   return argv;
 }
 
-// Compiles every case's candidates in one job graph before any case is tuned, so that the
-// per-case tuning finds them in the kernel cache: one parallel build over all cores instead
-// of one build wave per case. Candidate selection is the tuner's own (spread_selection).
-void prebuild_suite(const std::vector<SuiteCase>& cases, size_t max_candidates,
-                    realize::CandidateSource& source, realize::BuildDriver& builder) {
-  std::vector<realize::BuildJob> jobs;
-  for (const SuiteCase& c : cases) {
-    try {
-      const realize::KernelSpec problem_class = source.problem_class(c.problem, core::parse_precision(c.precision));
-      std::vector<realize::KernelSpec> specs = source.candidates(problem_class, c.problem, "default").candidates;
-      if (max_candidates > 0 && specs.size() > max_candidates)
-        specs = realize::spread_selection(specs, max_candidates,
-                                          [&](const realize::KernelSpec& spec) { return source.family(spec); });
-      for (const realize::KernelSpec& spec : specs) {
-        try {
-          jobs.push_back(source.build_job(spec));
-        } catch (const std::exception&) {
-          // The tuner reports render failures per configuration.
-        }
-      }
-    } catch (const std::exception&) {
-      // The case's own tuning reports why its problem cannot be realized.
-    }
-  }
-  if (jobs.empty()) return;
-  std::cout << "compiling the candidates of all " << cases.size() << " cases first\n" << std::flush;
-  builder.build(jobs);
-}
-
 // `fact run-kernel --baseline-only`: the library baselines alone, for cases without a kernel and
 // for the preflight that names the device.
 realize::RunResult run_baselines_only(const SuiteCase& c, const fs::path& scratch, double timeout_s) {
@@ -263,7 +234,30 @@ int run_bench(const BenchArgs& args) {
   realize::SubprocessRunner runner(engine::engine_executable());
   realize::TuningDb db;
   realize::Tuner tuner(source, builder, runner, db);
-  prebuild_suite(cases, max_candidates, source, builder);
+  auto request_of = [&](const SuiteCase& c) {
+    realize::TuneRequest request;
+    request.problem = c.problem;
+    request.precision = core::parse_precision(c.precision);
+    request.max_candidates = max_candidates;
+    request.force = args.force;
+    request.baselines = c.baselines;
+    request.run_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+    return request;
+  };
+  // Every case's candidates compiled in one parallel build first (Tuner::prebuild), so that the
+  // per-case tuning below finds them in the kernel cache.
+  {
+    std::vector<realize::TuneRequest> requests;
+    for (const SuiteCase& c : cases) {
+      try {
+        requests.push_back(request_of(c));
+      } catch (const std::exception&) {
+        // an unknown precision: the case's own tuning below reports it
+      }
+    }
+    std::cout << "compiling the candidates of all " << cases.size() << " cases first\n" << std::flush;
+    tuner.prebuild(requests);
+  }
 
   for (const SuiteCase& c : cases) {
     std::cout << "\n== " << c.name << " (" << c.precision << ")\n" << std::flush;
@@ -271,14 +265,7 @@ int run_bench(const BenchArgs& args) {
     out.name = c.name;
     out.precision = c.precision;
     try {
-      realize::TuneRequest request;
-      request.problem = c.problem;
-      request.precision = core::parse_precision(c.precision);
-      request.max_candidates = max_candidates;
-      request.force = args.force;
-      request.baselines = c.baselines;
-      request.run_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
-      realize::TuneResult result = tuner.tune(request);
+      realize::TuneResult result = tuner.tune(request_of(c));
       realize::TuneReportFiles files = realize::write_tune_report(result, tune_dir);
       if (result.ok()) {
         out.fact_ms = result.best->ms ? std::optional<double>(result.best->ms->median) : std::nullopt;

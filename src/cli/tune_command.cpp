@@ -172,8 +172,7 @@ int run_tune(const TuneArgs& args) {
 
   nlohmann::json summary = nlohmann::json::array();
   int untuned = 0;
-  for (const NamedProblem& named : problems) {
-    std::cout << "== tune " << named.label << " (precision " << core::precision_name(named.precision) << ")\n" << std::flush;
+  auto request_of = [&](const NamedProblem& named) {
     realize::TuneRequest request;
     request.problem = named.problem;
     request.precision = named.precision;
@@ -185,6 +184,16 @@ int run_tune(const TuneArgs& args) {
     request.baselines = split_list(args.baselines);
     request.run_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
     request.show_progress = !args.no_progress;
+    return request;
+  };
+  if (problems.size() > 1) {  // every problem's candidates in one parallel build first
+    std::vector<realize::TuneRequest> requests;
+    for (const NamedProblem& named : problems) requests.push_back(request_of(named));
+    tuner.prebuild(requests);
+  }
+  for (const NamedProblem& named : problems) {
+    std::cout << "== tune " << named.label << " (precision " << core::precision_name(named.precision) << ")\n" << std::flush;
+    const realize::TuneRequest request = request_of(named);
     try {
       realize::TuneResult result = tuner.tune(request);
       realize::TuneReportFiles files = realize::write_tune_report(result, out_dir);

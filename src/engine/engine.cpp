@@ -53,6 +53,7 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
   realize::TuningDb db(request.tuning_db.value_or(realize::default_tuning_db_path()));
   realize::Tuner tuner(source, driver, runner, db);
   std::vector<TunedCall> tuned;
+  std::vector<realize::TuneRequest> tunes;
   for (size_t m = 0; m < discovery.matches.size(); ++m) {
     const discover::Match& match = discovery.matches[m];
     if (match.status != discover::MatchStatus::Accepted || !compose::selected(match, request.patterns)) continue;
@@ -63,27 +64,42 @@ std::vector<TunedCall> tune_calls(const discover::Discovery& discovery, const Pl
       entry.label = std::to_string(m + 1) +
                     (match.problems.size() > 1 ? std::string(1, static_cast<char>('a' + c)) : "") + " " +
                     problem_summary(match.problems[c]);
-      if (request.progress) {
-        util::Console& console = request.console ? *request.console : util::stderr_console();
-        console.line("== tune " + entry.label);
-      }
-      try {
-        realize::TuneRequest tune;
-        tune.problem = match.problems[c];
-        tune.precision = precision;
-        tune.space = request.space;
-        tune.max_candidates = request.tune;
-        tune.baselines = request.baselines;
-        tune.reuse_bucket = request.reuse_bucket;
-        tune.show_progress = request.progress;
-        tune.console = request.console;
-        tune.work_dir = request.out_dir / "tune" / (std::to_string(m + 1) + "_" + std::to_string(c));
-        entry.result = tuner.tune(tune);
-        realize::write_tune_report(*entry.result, request.out_dir / "tune");
-      } catch (const std::exception& e) {
-        entry.error = e.what();
-      }
+      realize::TuneRequest tune;
+      tune.problem = match.problems[c];
+      tune.precision = precision;
+      tune.space = request.space;
+      tune.max_candidates = request.tune;
+      tune.baselines = request.baselines;
+      tune.reuse_bucket = request.reuse_bucket;
+      tune.show_progress = request.progress;
+      tune.console = request.console;
+      tune.work_dir = request.out_dir / "tune" / (std::to_string(m + 1) + "_" + std::to_string(c));
       tuned.push_back(std::move(entry));
+      tunes.push_back(std::move(tune));
+    }
+  }
+  // Every problem's candidates compiled side by side first (one parallel build), then each
+  // problem timed in turn: the per-problem loop below then only runs kernels.
+  try {
+    tuner.prebuild(tunes);
+  } catch (const std::exception& e) {
+    if (request.progress) {
+      util::Console& console = request.console ? *request.console : util::stderr_console();
+      console.line(std::string("tune: building all candidates at once failed (") + e.what() +
+                   "); each problem builds its own");
+    }
+  }
+  for (size_t i = 0; i < tuned.size(); ++i) {
+    TunedCall& entry = tuned[i];
+    if (request.progress) {
+      util::Console& console = request.console ? *request.console : util::stderr_console();
+      console.line("== tune " + entry.label);
+    }
+    try {
+      entry.result = tuner.tune(tunes[i]);
+      realize::write_tune_report(*entry.result, request.out_dir / "tune");
+    } catch (const std::exception& e) {
+      entry.error = e.what();
     }
   }
   return tuned;

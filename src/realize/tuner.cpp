@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "fact/build_info.hpp"
@@ -172,6 +173,60 @@ CandidateOutcome Tuner::run_candidate(const KernelSpec& spec, const BuildJob& jo
   return outcome;
 }
 
+std::vector<KernelSpec> Tuner::sweep_specs(const TuneRequest& request, const KernelSpec& problem_class,
+                                           std::vector<std::string>* notes) {
+  ParamSpace space = source_.candidates(problem_class, request.problem, request.space);
+  std::vector<KernelSpec> specs = std::move(space.candidates);
+  if (notes && !space.pruned.empty()) {
+    std::string note = std::to_string(space.pruned.size()) + " configuration(s) pruned before compiling";
+    if (specs.empty()) {
+      note += ", e.g.:";
+      for (size_t i = 0; i < std::min<size_t>(3, space.pruned.size()); ++i) {
+        note += (i ? "; " : " ") + space.pruned[i].spec.name() + ": " + space.pruned[i].reason;
+      }
+    }
+    notes->push_back(note);
+  }
+  if (request.max_candidates > 0 && specs.size() > request.max_candidates) {
+    if (notes) {
+      notes->push_back("space cut to " + std::to_string(request.max_candidates) + " of " +
+                       std::to_string(specs.size()) + " configurations, spread over kernel families");
+    }
+    specs = spread_selection(specs, request.max_candidates,
+                             [this](const KernelSpec& spec) { return source_.family(spec); });
+  }
+  return specs;
+}
+
+size_t Tuner::prebuild(const std::vector<TuneRequest>& requests) {
+  std::vector<BuildJob> jobs;
+  std::set<std::string> keys;
+  for (const TuneRequest& request : requests) {
+    try {
+      const KernelSpec problem_class = source_.problem_class(request.problem, request.precision);
+      const std::string cutlass_version =
+          request.cutlass_version.empty() ? build_info::kCutlassVersion : request.cutlass_version;
+      const TuningKey key = source_.tuning_key(problem_class, request.problem, request.precision, cutlass_version);
+      if (!request.force) {
+        if (db_.find_exact(key)) continue;                                // tune() reuses it
+        if (request.reuse_bucket && db_.find_in_bucket(key)) continue;  // tried before any sweep
+      }
+      for (const KernelSpec& spec : sweep_specs(request, problem_class, nullptr)) {
+        try {
+          BuildJob job = source_.build_job(spec);
+          if (keys.insert(job.key).second) jobs.push_back(std::move(job));
+        } catch (const std::exception&) {
+          // tune() renders it again and reports the reason
+        }
+      }
+    } catch (const std::exception&) {
+      // a problem the source cannot realize: tune() throws for it, the caller reports it
+    }
+  }
+  if (!jobs.empty()) builder_.build(jobs);
+  return jobs.size();
+}
+
 TuneResult Tuner::tune(const TuneRequest& request) {
   auto start = std::chrono::steady_clock::now();
   TuneResult result;
@@ -254,24 +309,7 @@ TuneResult Tuner::tune(const TuneRequest& request) {
 
   // Sweep.
   result.origin = "sweep";
-  ParamSpace space = source_.candidates(problem_class, request.problem, request.space);
-  std::vector<KernelSpec> specs = std::move(space.candidates);
-  if (!space.pruned.empty()) {
-    std::string note = std::to_string(space.pruned.size()) + " configuration(s) pruned before compiling";
-    if (specs.empty()) {
-      note += ", e.g.:";
-      for (size_t i = 0; i < std::min<size_t>(3, space.pruned.size()); ++i) {
-        note += (i ? "; " : " ") + space.pruned[i].spec.name() + ": " + space.pruned[i].reason;
-      }
-    }
-    result.notes.push_back(note);
-  }
-  if (request.max_candidates > 0 && specs.size() > request.max_candidates) {
-    result.notes.push_back("space cut to " + std::to_string(request.max_candidates) + " of " +
-                           std::to_string(specs.size()) + " configurations, spread over kernel families");
-    specs = spread_selection(specs, request.max_candidates,
-                             [this](const KernelSpec& spec) { return source_.family(spec); });
-  }
+  std::vector<KernelSpec> specs = sweep_specs(request, problem_class, &result.notes);
   if (specs.empty()) {
     result.notes.push_back("the pruned parameter space is empty for this problem");
     return finish();

@@ -5,7 +5,8 @@
 //      `remeasure` it is timed again first, and a stored choice that no longer builds or
 //      verifies is dropped and the space swept again.
 //   2. sweep: enumerate the pattern's pruned parameter space, build every configuration through
-//      the build driver (parallel, cached), then run each built one in a child process in the
+//      the build driver (parallel, cached; `prebuild` builds the sweeps of many problems in one
+//      go beforehand), then run each built one in a child process in the
 //      fixed order can_implement → verify → time. A configuration that fails to compile,
 //      cannot implement the problem, computes wrong numbers, crashes or hangs is excluded with
 //      its reason; the fastest verified one (median time) wins and is stored in the database.
@@ -121,7 +122,20 @@ class Tuner {
   // failure is an outcome, never an exception.
   TuneResult tune(const TuneRequest& request);
 
+  // Builds, in ONE call of the build driver (parallel over all its jobs), the sweep candidates
+  // of every request that will sweep: no stored choice for its key (or `force`), and no bucket
+  // choice to try first. The builds land in the kernel cache, so each request's tune() then
+  // finds its candidates built and only runs them: a model's distinct problems compile side by
+  // side instead of one problem's few candidates at a time. Requests the source cannot realize
+  // or render are skipped (their tune() reports why). Returns the number of distinct build jobs
+  // submitted (0: nothing to build).
+  size_t prebuild(const std::vector<TuneRequest>& requests);
+
  private:
+  // The configurations a sweep of `request` tries: the pruned space of `problem_class`, cut by
+  // spread_selection to max_candidates; what was pruned or cut goes to `notes` (may be null).
+  std::vector<KernelSpec> sweep_specs(const TuneRequest& request, const KernelSpec& problem_class,
+                                      std::vector<std::string>* notes);
   CandidateOutcome run_candidate(const KernelSpec& spec, const BuildJob& job, const BuildOutcome& built,
                                  const TuneRequest& request, const std::vector<std::string>& baselines,
                                  const std::filesystem::path& work_dir, RunResult* run_result);

@@ -229,6 +229,43 @@ TEST_F(TunerTest, SecondRunReusesTheStoredChoiceAndTheCachedBinary) {
   EXPECT_LT(seconds, 1.0);
 }
 
+// A model's problems: prebuild compiles every sweep's candidates in one build (a configuration
+// shared by two problems once), then each tune() finds them built and only runs them; problems
+// with a stored choice, or one the source cannot realize, add nothing to build.
+TEST_F(TunerTest, PrebuildCompilesEverySweepInOneBuildAndTuneOnlyRuns) {
+  FakeSource source({{16, {"ok", 0.50}}, {32, {"ok", 0.30}}, {128, {"build_error"}}}, counter);
+  BuildDriver builder(cache, options);
+  Tuner tuner(source, builder, runner, db);
+  TuneRequest unsupported = request(1024);
+  unsupported.precision = core::PrecisionMode::Tf32;  // the fake source refuses it
+  EXPECT_EQ(tuner.prebuild({request(4096), request(2048), unsupported}), 3u)
+      << "three configurations, shared by both problems";
+  const int compiles = count_lines(counter);
+  EXPECT_EQ(compiles, 3);
+  EXPECT_EQ(runner.runs.load(), 0) << "prebuild runs nothing";
+
+  for (int64_t size : {4096, 2048}) {
+    TuneResult result = tuner.tune(request(size));
+    ASSERT_TRUE(result.ok()) << size;
+    EXPECT_EQ(result.origin, "sweep");
+    EXPECT_EQ(result.best->config, "tile_n32");
+    EXPECT_EQ(outcome_for(result, "tile_n128").status, CandidateStatus::BuildFailed);
+  }
+  EXPECT_EQ(count_lines(counter), compiles) << "tune() found every candidate (and the failure) built";
+  EXPECT_EQ(runner.runs.load(), 4) << "two built candidates run per problem";
+
+  EXPECT_EQ(tuner.prebuild({request(4096), request(2048)}), 0u) << "both stored: nothing to sweep";
+  TuneRequest forced = request(4096);
+  forced.force = true;
+  EXPECT_EQ(tuner.prebuild({forced}), 3u) << "force sweeps again";
+  EXPECT_EQ(count_lines(counter), compiles) << "from the kernel cache";
+  TuneRequest near = request(3000);  // in 4096's bucket (BucketReuseTriesTheNearestTunedShapeFirst)
+  near.reuse_bucket = true;
+  EXPECT_EQ(tuner.prebuild({near}), 0u) << "a bucket's choice is tried before any sweep";
+  near.reuse_bucket = false;
+  EXPECT_EQ(tuner.prebuild({near}), 3u) << "without bucket reuse the new shape sweeps";
+}
+
 TEST_F(TunerTest, StoredChoiceIsRebuiltWhenItsBinaryWasEvicted) {
   FakeSource source(kEveryOutcome, counter);
   BuildDriver builder(cache, options);
