@@ -18,6 +18,8 @@ Per model, in one process:
     error where that is larger);
   - all timed interleaved with the L2 flushed before each run (fact.timing.time_cuda_interleaved,
     as fact.conformance.gpu_case.run_gpu_case times a case), median of --iters;
+  - with --profile (the default; CUDA only), FACT's and the compiled baselines' kernels per call
+    under torch.profiler, split by who wrote them (fact.kernel_profile), the 30 largest named;
   - coverage (fact.conformance.coverage.coverage_row: the GEMM-FLOP share FACT runs), and the
     per-replacement kernel ratios: PyTorch's own run of a replacement's subgraph over FACT's
     calls (subgraph_ms / calls_ms, > 1: FACT faster), for the composed replacements and for the
@@ -67,6 +69,7 @@ from fact.conformance.corpus import (_first_line, float64_output, load_file, loa
                                      output_bound, quiet_torch, relative_error)
 from fact.conformance.coverage import _share, counted_gemm_flops, coverage_row  # noqa: E402
 from fact.conformance.gpu_case import _log, device_slug  # noqa: E402
+from fact.kernel_profile import kernel_profile  # noqa: E402
 from fact.timing import L2Flusher, time_cuda_interleaved, time_device  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
 
@@ -370,6 +373,19 @@ def measure_model(name: str, args, device: torch.device, started: float,
         _results(case, state)
         save()
     del reference, fresh
+    if args.profile and device.type == "cuda":
+        # Where each variant's time goes: its kernels under torch.profiler, by who wrote them
+        profiled = {v: fn for v, fn in variants.items() if v in ("fact", "torch_compile",
+                                                                 "torch_compile_max_autotune")}
+        case["profile"] = {}
+        for variant, fn in profiled.items():
+            profile = _stage(case, f"profile_{variant}",
+                             lambda fn=fn: kernel_profile(lambda: fn(*example), device, top=30), save)
+            if profile is not FAILED:
+                case["profile"][variant] = profile
+                log(f"profile {variant}: kernels {profile['total_ms']:.3f} ms per call: " + ", ".join(
+                    f"{k} {v:.3f}" for k, v in profile["by_source"].items()))
+        save()
     best = case.get("best_baseline", {})
     log(f"{case['status']}: fact {_ms(case['fact_ms'])}, " + ", ".join(
         f"{v} {_ms(b['ms'])}" for v, b in case["baselines"].items()) +
@@ -684,6 +700,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile-reserve", type=float, default=150.0,
                         help="seconds: a torch.compile baseline is skipped when fewer are left in "
                              "the time budget (a whole model's max-autotune compile takes minutes)")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="profile FACT's and the torch.compile baselines' kernels per call "
+                             "(torch.profiler, CUDA only; fact.kernel_profile)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--flush-mb", type=int, default=256)
