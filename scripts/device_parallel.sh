@@ -14,7 +14,9 @@
 #                file comes back as blocks-<device>-<date>-llama.json (FACT_LLAMA_TUNE=N tunes it)
 #   attention    scripts/device_attention.sh (FACT_ATTN_* from the environment; $OUT/attention/)
 #   gemm         the GEMM suite, `fact bench gemm` with FACT_GEMM_CANDIDATES configurations per
-#                case (default 8; results gemm-<device>-<date>-max<N>.json at the top of $OUT)
+#                case (default 8; results gemm-<device>-<date>-max<N>.json at the top of $OUT);
+#                FACT_GEMM_SUITE=gemm-models: the whole models' GEMM calls instead
+#                (gemm-models-<device>-<date>-max<N>.json)
 #   example      the README's main command on the GPU: `fact optimize` of the bundled minGPT
 #                block in bf16 with FACT_EXAMPLE_ARGS (default: --max-candidates 8); its output
 #                folder comes back as example.tgz, its terminal output in example.log
@@ -97,7 +99,7 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
         >"$OUT/attention.log" 2>&1 ;;
     gemm)
       mkdir -p "$OUT/gemm"
-      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" ./build-device/fact bench gemm \
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" ./build-device/fact bench "${FACT_GEMM_SUITE:-gemm}" \
         -o "$OUT/gemm" --max-candidates "${FACT_GEMM_CANDIDATES:-8}" --timeout 60 --tuning-cost none \
         >"$OUT/gemm.log" 2>&1 ;;
     example)
@@ -168,7 +170,7 @@ for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$l
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm-*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)

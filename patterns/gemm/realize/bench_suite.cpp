@@ -1,6 +1,8 @@
-// The GEMM pattern's benchmark suite (`fact bench gemm`): square, batched and large-K shapes in
+// The GEMM pattern's benchmark suites. `fact bench gemm`: square, batched and large-K shapes in
 // float32 strict, float32 tf32 and bf16 against cuBLAS, and the minGPT block's GEMM + epilogue
-// shapes in bf16 against cuBLASLt's fused epilogues. Layout tn (an nn.Linear) throughout.
+// shapes in bf16 against cuBLASLt's fused epilogues. `fact bench gemm-models`: the GEMM calls of
+// the whole models of bench/whole_models/ at their benchmark sizes (bf16), the ones the never-
+// slower check weighs against cuBLAS. Layout tn (an nn.Linear) throughout.
 #include "fact/realize/bench_suite.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
 
@@ -55,7 +57,50 @@ realize::BenchSuite gemm_suite() {
   return suite;
 }
 
+// The GEMM calls of the whole models (bench/whole_models/README.md) at their benchmark sizes,
+// bf16, each with the epilogue FACT fuses into it: GPT-2 LM at 8 x 1024 tokens, the 4-layer Llama
+// LM at 4 x 2048, BERT-base at 32 x 512, ViT-B/16 at batch 64 (64 x 197 tokens). Per call: FACT
+// tuned against cuBLAS (and cuBLASLt's fused epilogue where there is one).
+realize::BenchSuite gemm_models_suite() {
+  realize::BenchSuite suite;
+  suite.name = "gemm-models";
+  suite.description =
+      "the GEMM + epilogue calls of the whole-model benchmark (GPT-2, Llama, BERT, ViT-B/16 at their "
+      "benchmark sizes) in bf16, against cuBLAS/cuBLASLt";
+  struct Call {
+    std::string name;
+    GemmSizes sizes;
+    std::string epilogue;
+  };
+  const std::vector<Call> calls = {
+      {"gpt2_qkv_8192x2304x768_bias", {8192, 2304, 768, 1}, "bias"},
+      {"gpt2_proj_8192x768x768_bias", {8192, 768, 768, 1}, "bias"},
+      {"gpt2_fc_8192x3072x768_bias_gelu_tanh", {8192, 3072, 768, 1}, "bias,gelu_tanh"},
+      {"gpt2_fc2_8192x768x3072_bias", {8192, 768, 3072, 1}, "bias"},
+      {"gpt2_lm_head_8192x50257x768", {8192, 50257, 768, 1}, ""},
+      {"llama_q_8192x2048x2048", {8192, 2048, 2048, 1}, ""},
+      {"llama_kv_8192x512x2048", {8192, 512, 2048, 1}, ""},
+      {"llama_o_8192x2048x2048_residual", {8192, 2048, 2048, 1}, "residual"},
+      {"llama_down_8192x2048x5632_residual", {8192, 2048, 5632, 1}, "residual"},
+      {"llama_lm_head_8192x32000x2048", {8192, 32000, 2048, 1}, ""},
+      {"bert_qkv_16384x768x768_bias", {16384, 768, 768, 1}, "bias"},
+      {"bert_fc_16384x3072x768_bias_gelu_erf", {16384, 3072, 768, 1}, "bias,gelu_erf"},
+      {"bert_fc2_16384x768x3072_bias", {16384, 768, 3072, 1}, "bias"},
+      {"vit_qkv_12608x2304x768_bias", {12608, 2304, 768, 1}, "bias"},
+      {"vit_proj_12608x768x768_bias", {12608, 768, 768, 1}, "bias"},
+      {"vit_fc_12608x3072x768_bias_gelu_erf", {12608, 3072, 768, 1}, "bias,gelu_erf"},
+      {"vit_fc2_12608x768x3072_bias", {12608, 768, 3072, 1}, "bias"},
+  };
+  for (const Call& call : calls) {
+    suite.cases.push_back(make_case(call.name + "_bf16", call.sizes, "bf16", "native", call.epilogue));
+  }
+  suite.preflight = make_case("preflight", {256, 256, 256, 1}, "bf16", "native", "");
+  suite.tuning_cost_case = "none";
+  return suite;
+}
+
 const realize::BenchSuiteRegistrar kGemmSuite{"gemm", &gemm_suite};
+const realize::BenchSuiteRegistrar kGemmModelsSuite{"gemm-models", &gemm_models_suite};
 
 }  // namespace
 }  // namespace fact::gemm
