@@ -191,7 +191,7 @@ inline bool strides_aligned(int64_t ld, int64_t batch, int64_t batch_stride, int
 
 // True when `call` is malformed in a way padding must not paper over: a negative count or
 // stride, a leading dimension shorter than the row it holds, a step count out of range, an odd
-// N under a step that pairs columns (a GLU store halves N: an odd N pairs no columns). The
+// N under a last step that stores D at half width (it pairs columns: an odd N pairs none). The
 // entries hand such a call to the kernel's own checks unpadded (they refuse it).
 inline bool malformed(const FactGemmArgs& call) {
   if (call.m <= 0 || call.n <= 0 || call.k <= 0 || call.batch <= 0 || call.outer_batch < 0) return true;
