@@ -425,3 +425,87 @@ def test_bf16_autocast_composes_bf16_gemms_over_float32_master_weights(tmp_path)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=0)
     with pytest.warns(UserWarning, match="autocast state"), torch.no_grad():
         torch.testing.assert_close(composed(x), model(x), rtol=0, atol=0)
+
+
+# --- the memory rule: no more saved activations than the original -----------------------------
+
+
+class CheckpointedStack(torch.nn.Module):
+    """Two GELU MLP blocks, each run under torch.utils.checkpoint (non-reentrant, as
+    `transformers`' gradient_checkpointing_enable() runs its layers) when `checkpointed`."""
+
+    def __init__(self, checkpointed: bool):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 64))
+            for _ in range(2))
+        self.checkpointed = checkpointed
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpointed else block(x)
+        return x
+
+
+def _saved_bytes(model, x) -> int:
+    from fact.compose.training_memory import saved_activation_bytes
+    owned = {t.untyped_storage().data_ptr() for t in [x, *model.parameters()]}
+    return saved_activation_bytes(model, (x,), owned)
+
+
+@needs_engine_plan
+def test_gradient_checkpointing_trains_the_original_with_the_reason(tmp_path):
+    """The traced graphs would save the activations the checkpointed regions recompute (AOT's
+    partitioner does not keep torch.utils.checkpoint's recomputation): the composed module
+    would need more activation memory than eager, so the original trains, with both sizes in
+    the report. Without checkpointing the same stack composes."""
+    torch.manual_seed(0)
+    model = CheckpointedStack(checkpointed=True).train()
+    twin = copy.deepcopy(model)
+    x = torch.randn(128, 64)  # 0.5 MiB per hidden activation
+    composed = optimize_for_training(model, x, tmp_path / "ckpt")
+    report = composed.fact_report
+    assert report.runs == "the original eagerly", report.runs
+    [memory] = [item for item in report.left_to_pytorch if item.stage == "memory"]
+    assert "gradient checkpointing" in memory.reason and "MiB" in memory.reason, memory.reason
+    assert _saved_bytes(composed, x) == _saved_bytes(twin, x)
+    assert train(composed, model.parameters(), x) == train(twin, twin.parameters(), x)
+
+    plain = CheckpointedStack(checkpointed=False).train()
+    composed_plain = optimize_for_training(plain, x, tmp_path / "plain")
+    assert isinstance(composed_plain, TrainingComposedModule), composed_plain.fact_report.runs
+    assert not [item for item in composed_plain.fact_report.left_to_pytorch if item.stage == "memory"]
+
+
+class NormDropClamp(torch.nn.Module):
+    """A forward that writes state: BatchNorm's running statistics, a parameter clamped in
+    place, and a dropout that draws from the generator."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 32)
+        self.norm = torch.nn.BatchNorm1d(32)
+        self.scale = torch.nn.Parameter(torch.full((32,), 3.0))
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.scale.clamp_(max=2.0)
+        return self.drop(self.norm(self.linear(x))) * self.scale
+
+
+def test_the_memory_check_leaves_the_module_and_the_generator_as_they_were():
+    """activation_memory_refusal runs two forwards; the running statistics, the parameter a
+    forward writes and the random stream are as before it."""
+    from fact.compose.training_memory import activation_memory_refusal
+    torch.manual_seed(0)
+    model = NormDropClamp().train()
+    x = torch.randn(8, 32)
+    before = {name: t.detach().clone() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    rng = torch.random.get_rng_state()
+    assert activation_memory_refusal(model, copy.deepcopy(model), (x,)) is None
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        assert torch.equal(t, before[name]), name
+    assert model.scale.grad is None and model.linear.weight.grad is None

@@ -13,6 +13,7 @@ from fact.compose.module import ComposedModule
 from fact.compose.signature import _describe, _first_line, _signature
 from fact.compose.training import (GraphCompilers, aot_compile, refuse_double_backward,
                                    training_report)
+from fact.compose.training_memory import activation_memory_refusal
 from fact.report import FactReport
 
 
@@ -80,8 +81,10 @@ class TrainingComposedModule(ComposedModule):
 def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compose_graph: Callable,
                           *, strict: bool = False) -> ComposedModule:
     """The module through AOTAutograd with `compose_graph(graph, inputs, which)` composing each
-    graph. A module AOTAutograd cannot trace comes back with nothing composed (the original
-    runs, and trains) and the reason."""
+    graph. A module AOTAutograd cannot trace, or whose composed forward would save more
+    activations for the backward than the original does (training_memory: gradient
+    checkpointing), comes back with nothing composed (the original runs, and trains) and the
+    reason."""
     device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
     flat = _FlatOutputs(module)
     compilers = GraphCompilers(compose_graph)
@@ -94,9 +97,15 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     report = training_report(compilers.reports(), device)
-    return TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
-                                  autograd_state(module, example_inputs), report,
-                                  dict(compilers.composed), strict=strict)
+    composed = TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
+                                      autograd_state(module, example_inputs), report,
+                                      dict(compilers.composed), strict=strict)
+    refusal = activation_memory_refusal(module, composed, example_inputs)
+    if refusal is not None:
+        report.leave("module", refusal, stage="memory")
+        report.runs = "the original eagerly"
+        return ComposedModule(module, None, None, report)
+    return composed
 
 
 def graph_work_dir(work_dir: str | Path | None, which: str) -> Path | None:
