@@ -509,3 +509,38 @@ def test_the_memory_check_leaves_the_module_and_the_generator_as_they_were():
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         assert torch.equal(t, before[name]), name
     assert model.scale.grad is None and model.linear.weight.grad is None
+
+
+class ClampsItsScale(torch.nn.Module):
+    """A forward that writes one of its parameters in place (a clamp under no_grad, as weight
+    constraints are written) before using it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+        self.scale = torch.nn.Parameter(torch.full((32,), 3.0))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.scale.clamp_(0.5, 2.0)
+        return self.fc2(torch.relu(self.fc1(x))) * self.scale
+
+
+@needs_engine_plan
+def test_a_parameter_written_in_place_by_the_forward_trains_like_eager(tmp_path):
+    """AOTAutograd functionalizes the write and copies it back to the parameter: the composed
+    module clamps the same parameter object, and three AdamW steps give eager's losses and
+    parameters."""
+    torch.manual_seed(0)
+    model = ClampsItsScale().train()
+    twin = copy.deepcopy(model)
+    x = torch.randn(16, 32)
+    composed = optimize_for_training(model, x, tmp_path)
+    assert isinstance(composed, TrainingComposedModule), composed.fact_report.runs
+    assert composed.fact_report.forward.composed, str(composed.fact_report)
+    got = train(composed, model.parameters(), x)
+    want = train(twin, twin.parameters(), x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+    assert float(model.scale.max()) <= 2.0
+    for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
