@@ -27,7 +27,9 @@
 #   training     bench/training/run_training.py (FACT_TRAINING_ARGS: its arguments): full training
 #                steps (forward, backward, AdamW) of modules composed for training against eager
 #                and torch.compile, gradients against float64, losses after --steps steps;
-#                results training-<device>-<date>.json, log training.log
+#                results training-<device>-<date>.json, log training.log; training=NAME[,NAME]
+#                runs those models only (tagged NAME), so that several GPUs take one each:
+#                `training=mingpt_bf16 training=llama_bf16`
 #   models       bench/whole_models/run_whole_models.py (FACT_MODELS_ARGS: its arguments): whole
 #                models (GPT-2 124M, a 4-layer 1B-class Llama, BERT-base, ViT-B/16) in bf16,
 #                fact.optimize against eager, torch.compile and max-autotune; results
@@ -112,11 +114,13 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/dynamic/run_sweep.py \
         --out-dir "$OUT/dynamic" --work-dir /tmp/fact-dynamic --time-budget $(( $(left) - 60 )) \
         ${FACT_DYNAMIC_ARGS:-} >"$OUT/dynamic.log" 2>&1 ;;
-    training)
-      mkdir -p "$OUT/training"
+    training|training=*)
+      local chosen=${1#training} tdir=training
+      if [ -n "$chosen" ]; then chosen=${chosen#=}; tdir=training-${chosen//,/-}; fi
+      mkdir -p "$OUT/$tdir"
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/training/run_training.py \
-        --out-dir "$OUT/training" --work-dir /tmp/fact-training --time-budget $(( $(left) - 60 )) \
-        ${FACT_TRAINING_ARGS:-} >"$OUT/training.log" 2>&1 ;;
+        --out-dir "$OUT/$tdir" --work-dir "/tmp/fact-$tdir" --time-budget $(( $(left) - 60 )) \
+        ${chosen:+--models "$chosen" --tag "${chosen//,/-}"} ${FACT_TRAINING_ARGS:-} >"$OUT/$tdir.log" 2>&1 ;;
     models|models=*)
       local selected=${1#models} dir=models
       if [ -n "$selected" ]; then selected=${selected#=}; dir=models-${selected//,/-}; fi
@@ -138,7 +142,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|models|models=*|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -164,13 +168,13 @@ done
 [ -f "$OUT/gemm.log" ] && grep -vE "ETA|^\s*$" "$OUT/gemm.log" | tail -25
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
-[ -f "$OUT/training.log" ] && grep -vE "^\s*$" "$OUT/training.log" | tail -40
+for log in "$OUT"/training*.log; do [ -f "$log" ] && grep -vE "^\s*$" "$log" | tail -40; done
 for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$log" | tail -30; done
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm*.json "$OUT"/dynamic/*.json "$OUT"/training/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm*.json "$OUT"/dynamic/*.json "$OUT"/training*/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
