@@ -12,8 +12,9 @@ the original trains.
 
 The two forwards leave the module as they found it: the random number generators of the CPU
 and of the inputs' CUDA devices are forked (a dropout draws what it would have drawn without
-them), and the parameters and buffers the forwards write (running statistics, a parameter
-clamped in place) are copied back from a copy in host memory. No backward runs: no gradient is
+them), the module's state is put back as fact.module_state.preserved_state puts it back (running
+statistics and other buffers, plain tensor attributes), and the parameters' values too (a
+parameter clamped in place), from a copy in host memory. No backward runs: no gradient is
 touched.
 """
 from __future__ import annotations
@@ -22,6 +23,8 @@ import contextlib
 from typing import Any, Callable, Sequence
 
 import torch
+
+from fact.module_state import preserved_state
 
 ACTIVATION_SLACK = 1.05     # the issue's bound: no more than eager's activation memory + 5%
 SLACK_BYTES = 64 * 1024     # below this, a difference is bookkeeping (a scalar, a shape tensor)
@@ -48,20 +51,20 @@ def saved_activation_bytes(forward: Callable[..., Any], inputs: Sequence[Any], o
 
 @contextlib.contextmanager
 def _state_kept(module: torch.nn.Module, inputs: Sequence[Any]):
-    """The module's parameters and buffers, and the random number generators, as they were."""
-    tensors = [t for t in (*module.parameters(), *module.buffers())]
-    copies = [t.detach().to("cpu", copy=True) for t in tensors]  # host memory, not the GPU's
+    """The module's state (fact.module_state.preserved_state: buffers, plain tensor attributes,
+    other state), its parameters' values (a forward may clamp one in place; copied to host
+    memory, not the GPU's) and the random number generators, as they were."""
+    parameters = list(module.parameters())
+    copies = [p.detach().to("cpu", copy=True) for p in parameters]
     devices = sorted({x.device.index or 0 for x in inputs
                       if isinstance(x, torch.Tensor) and x.device.type == "cuda"})
     try:
-        with torch.random.fork_rng(devices=devices):
+        with preserved_state(module), torch.random.fork_rng(devices=devices):
             yield
     finally:
-        # every one back (a kernel that writes a buffer, as batch_norm's running statistics,
-        # need not bump its version counter)
         with torch.no_grad():
-            for tensor, copy in zip(tensors, copies):
-                tensor.copy_(copy)
+            for parameter, copy in zip(parameters, copies):
+                parameter.copy_(copy)
 
 
 def activation_memory_refusal(module: torch.nn.Module, composed: Callable[..., Any],
