@@ -73,9 +73,8 @@ from fact.versions import collect_versions  # noqa: E402
 
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from results import (BASELINES, SCHEMA, SUITE, _e, _ms, _ratio_text, _x,  # noqa: E402,F401
-                     distribution, geomean, kernel_ratios, merge_results, render_markdown,
-                     runs_composed, summarize)
+from results import (BASELINES, SCHEMA, SUITE, _e, _ms, _ratio_text, _x,  # noqa: E402
+                     kernel_ratios, merge_results, render_markdown, summarize)
 
 PRECISION, DTYPE = "native", torch.bfloat16
 WHOLE = load_file(REPO_ROOT / "corpus" / "whole_models.py")

@@ -24,11 +24,20 @@ SCRIPT = REPO_ROOT / "bench" / "whole_models" / "run_whole_models.py"
 CAN_PLAN, WHY_NOT = engine_can_plan()
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("run_whole_models", SCRIPT)
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _bench():
+    return _load(SCRIPT, "run_whole_models")
+
+
+def _results():
+    """bench/whole_models/results.py: ratios, summary, merge, table."""
+    return _load(SCRIPT.parent / "results.py", "whole_models_results")
 
 
 @pytest.mark.slow
@@ -90,7 +99,7 @@ def test_whole_models_bench_cpu(tmp_path):
 
 
 def test_kernel_ratio_distribution():
-    bench = _bench()
+    bench = _results()
     d = bench.distribution([2.0, 0.5, 1.0, None, 4.0])
     assert d["count"] == 4 and d["min"] == 0.5 and d["max"] == 4.0 and d["below_1"] == 1
     assert d["median"] == pytest.approx(1.5) and d["geomean"] == pytest.approx(2 ** 0.5)
@@ -123,7 +132,7 @@ def _case(name: str, fact_ms: float, runs: str, compile_ms: float | None, guard_
 
 
 def test_merge_takes_the_guards_compile_time_where_the_bench_skipped_it(tmp_path):
-    bench = _bench()
+    bench = _results()
     header = {"suite": "models", "date": "2026-11-28", "device": "GPU X", "versions": {"fact": "a"},
               "settings": {}}
     first = tmp_path / "a.json"
