@@ -106,15 +106,21 @@ def _check_outputs(spec, model, composed, inputs, precision: str,
     return problems, fallbacks
 
 
-@needs_engine
-@pytest.mark.parametrize(("name", "dtype_name"), CASES)
-def test_whole_model(name, dtype_name, tmp_path):
+def _built(name: str, dtype_name: str):
+    """The whole model `name` in `dtype_name` (eval mode) and its example inputs (skipped when
+    the package it comes from is missing)."""
     spec = MODELS[name]
     pytest.importorskip(spec.requires, reason=f"{name} needs {spec.requires}")
     dtype = DTYPE_BY_NAME[dtype_name]
-    started = time.perf_counter()
     model = spec.build().to(dtype).eval()
-    example = _cast(spec.inputs(spec.batch, EXAMPLE_SEED), dtype)
+    return spec, dtype, model, _cast(spec.inputs(spec.batch, EXAMPLE_SEED), dtype)
+
+
+@needs_engine
+@pytest.mark.parametrize(("name", "dtype_name"), CASES)
+def test_whole_model(name, dtype_name, tmp_path):
+    spec, dtype, model, example = _built(name, dtype_name)
+    started = time.perf_counter()
 
     with quiet_torch(), torch.no_grad():
         composed = fact.optimize(model, example, work_dir=tmp_path / "work", remainder="eager")
@@ -173,12 +179,8 @@ def test_whole_model_batch_range(name, dtype_name, tmp_path):
     past it and the maximum, each within the bound of the original run in float64."""
     from fact.dynamic_ranges import Range
 
-    spec = MODELS[name]
-    pytest.importorskip(spec.requires, reason=f"{name} needs {spec.requires}")
-    dtype = DTYPE_BY_NAME[dtype_name]
+    spec, dtype, model, example = _built(name, dtype_name)
     started = time.perf_counter()
-    model = spec.build().to(dtype).eval()
-    example = _cast(spec.inputs(spec.batch, EXAMPLE_SEED), dtype)
     declared = Range("batch", 1, 2 * spec.batch)
     with quiet_torch(), torch.no_grad():
         composed = fact.optimize(model, example, work_dir=tmp_path / "work", remainder="eager",
