@@ -54,6 +54,14 @@ class WorkDir {
   bool owned_ = false;
 };
 
+// The database key of `request` realized with `problem_class` (the request's CUTLASS version,
+// else the one this build was configured with): what tune() and prebuild() look up.
+TuningKey key_of(CandidateSource& source, const TuneRequest& request, const KernelSpec& problem_class) {
+  const std::string cutlass_version =
+      request.cutlass_version.empty() ? build_info::kCutlassVersion : request.cutlass_version;
+  return source.tuning_key(problem_class, request.problem, request.precision, cutlass_version);
+}
+
 }  // namespace
 
 json CandidateOutcome::to_json() const {
@@ -204,9 +212,7 @@ size_t Tuner::prebuild(const std::vector<TuneRequest>& requests) {
   for (const TuneRequest& request : requests) {
     try {
       const KernelSpec problem_class = source_.problem_class(request.problem, request.precision);
-      const std::string cutlass_version =
-          request.cutlass_version.empty() ? build_info::kCutlassVersion : request.cutlass_version;
-      const TuningKey key = source_.tuning_key(problem_class, request.problem, request.precision, cutlass_version);
+      const TuningKey key = key_of(source_, request, problem_class);
       if (!request.force) {
         if (db_.find_exact(key)) continue;                                // tune() reuses it
         if (request.reuse_bucket && db_.find_in_bucket(key)) continue;  // tried before any sweep
@@ -233,8 +239,7 @@ TuneResult Tuner::tune(const TuneRequest& request) {
   result.problem = request.problem;
   result.precision = request.precision;
   KernelSpec problem_class = source_.problem_class(request.problem, request.precision);
-  std::string cutlass_version = request.cutlass_version.empty() ? build_info::kCutlassVersion : request.cutlass_version;
-  result.key = source_.tuning_key(problem_class, request.problem, request.precision, cutlass_version);
+  result.key = key_of(source_, request, problem_class);
   WorkDir work(request.work_dir);
   auto finish = [&]() -> TuneResult {
     result.record = db_.find_exact(result.key);
