@@ -147,10 +147,10 @@ def test_an_mlp_stack_composes_in_a_valid_order(tmp_path):
 @pytest.mark.parametrize("remainder", ["eager", "inductor"])
 def test_the_signature_guard_alone_checks_a_call(tmp_path, monkeypatch, remainder):
     """The composed graph runs without torch.export's per-call input validation (its pre-forward
-    hook, ~0.3 ms of host time per call: the Inductor-compiled remainder called it on every call
-    that is not a CUDA graph replay, training graphs included; the eager remainder calls the
-    graph's forward, past its hooks): the composed module's own signature guard checks a call,
-    so a call of another shape runs the original."""
+    hook, a Python check of every placeholder: the Inductor-compiled remainder called it on
+    every call that is not a CUDA graph replay, training graphs included; the eager remainder
+    calls the graph's forward, past its hooks): the composed module's own signature guard checks
+    a call, so a call of another shape runs the original."""
     import torch.export._unlift as unlift
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()

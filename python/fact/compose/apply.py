@@ -160,8 +160,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
             return unoptimized(f"cannot be exported with torch.export ({_first_line(error)})")
 
     # No in-graph guard function, and no input validation by torch.export's pre-forward hook
-    # (its per-call check of every placeholder's sizes against the range constraints cost
-    # ~0.3 ms of host time per call of a training graph): ComposedModule's signature guard
+    # (a Python check of every placeholder's sizes against the range constraints on every call
+    # that is not a CUDA graph replay, training graphs included): ComposedModule's signature guard
     # checks shapes, dtypes, devices, strides and alignment, and the range guard a declared
     # range's sizes, before the graph runs.
     graph_module = exported.module(check_guards=False)

@@ -26,7 +26,7 @@ import torch
 
 from fact.module_state import preserved_state
 
-ACTIVATION_SLACK = 1.05     # the bound: no more than eager's activation memory + 5%
+ACTIVATION_SLACK = 1.05     # training's memory contract: eager's activation memory + 5% at most
 SLACK_BYTES = 64 * 1024     # below this, a difference is bookkeeping (a scalar, a shape tensor)
 
 
