@@ -36,6 +36,9 @@
 #                models-<device>-<date>.json (its .md table in details.tgz), log models.log.
 #                models=NAME[,NAME] runs those models only (tagged NAME), so several GPUs take
 #                one model each: `models=gpt2 models=llama models=bert models=vit`
+#   script=PATH  python3 PATH (a reproduction or a one-off measurement, the engine built) on one
+#                GPU; its output in script-<name>.log, what it writes under $SCRIPT_OUT (a folder
+#                of $OUT) comes back in details.tgz
 #   conformance  scripts/device_conformance.sh with the arguments after `--`, on every GPU left
 #                (one lane each; list it last)
 # JOB+JOB runs the two one after the other on the same GPU(s) (e.g. ctest+conformance: a few GPU
@@ -129,6 +132,13 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
         --out-dir "$OUT/$dir" --work-dir "/tmp/fact-$dir" --time-budget $(( $(left) - 90 )) \
         ${selected:+--models "$selected" --tag "${selected//,/-}"} ${FACT_MODELS_ARGS:-} \
         >"$OUT/$dir.log" 2>&1 ;;
+    script=*)
+      local path=${1#script=} name
+      name=$(basename "$path" .py)
+      mkdir -p "$OUT/script-$name"
+      CUDA_VISIBLE_DEVICES=$gpu SCRIPT_OUT=$OUT/script-$name timeout --signal=INT "$(left)" \
+        python3 "$path" >"$OUT/script-$name.log" 2>&1
+      echo "exit $?" >>"$OUT/script-$name.log" ;;
     conformance)
       CUDA_VISIBLE_DEVICES=$(seq -s, "$gpu" $(( GPUS - 1 ))) FACT_GPUS=$(( GPUS - gpu )) \
         bash "$here/device_conformance.sh" "$(left)" "${conformance_args[@]}" >"$OUT/conformance.log" 2>&1 ;;
@@ -142,7 +152,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|script=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -169,6 +179,7 @@ done
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
 for log in "$OUT"/training*.log; do [ -f "$log" ] && grep -vE "^\s*$" "$log" | tail -40; done
+for log in "$OUT"/script-*.log; do [ -f "$log" ] && tail -40 "$log"; done
 for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$log" | tail -30; done
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
