@@ -1,8 +1,8 @@
 // The GEMM pattern's parameter space: a curated default list and the exhaustive cross product,
-
-#include "patterns/gemm/epilogue/op_table.hpp"
 // both pruned by the rules in space_rules.cpp.
 #include "patterns/gemm/realize/space.hpp"
+
+#include "patterns/gemm/epilogue/op_table.hpp"
 
 #include <algorithm>
 #include <set>
@@ -46,12 +46,42 @@ GemmSpec with_config(const GemmSpec& problem_class, const Config& c) {
   return s;
 }
 
+int64_t output_tiles(const SpaceOptions& options, int tile_m, int tile_n);
+
+// The share of the SM slots of its waves that a persistent kernel of tile_m x tile_n tiles
+// fills: 1 when the output tiles are a whole number of waves, 0.73 for 192 tiles on 132 SMs.
+double wave_fill(const SpaceOptions& options, int tile_m, int tile_n) {
+  const int64_t tiles = output_tiles(options, tile_m, tile_n);
+  const int64_t slots = std::max<int64_t>(options.sm_count, 1);
+  const int64_t waves = (tiles + slots - 1) / slots;
+  return waves > 0 ? static_cast<double>(tiles) / static_cast<double>(waves * slots) : 0.0;
+}
+
+// Whether 128x128 ping-pong opens the list for these sizes. Measured on an H200 (the tune
+// reports of bench/results/gemm-models-nvidia-h200-2026-11-28-max8.json, the 17 GEMM calls of
+// GPT-2, Llama, BERT and ViT): with many output tiles and a short K (at most 32 K steps: 2048
+// bf16 elements) 128x128 ping-pong with a 2-CTA cluster ran fastest in 9 of 11 calls, 3-24%
+// ahead of the wide cooperative tiles (one warp group's epilogue hides under the other's short
+// mainloop); so did a deeper K whose 128x256 tiles fill their last wave badly (8192x768x3072:
+// 1.45 waves, ping-pong 0.0593 ms against 0.0679); a deep K over well-filled waves went to the
+// cooperative 128x256 / 256x128 tiles. The tuner tries the first configuration of each kernel
+// family first, so with a budget of two it tries both kinds whatever this says.
+bool pingpong_first(const GemmSpec& problem_class, const SpaceOptions& options) {
+  if (options.m <= 0 || options.n <= 0 || options.k <= 0) return false;  // sizes unknown
+  if (output_tiles(options, 128, 128) < options.sm_count) return false;  // few tiles
+  const int64_t k_steps = options.k / k_step_elements(problem_class);
+  return k_steps <= 32 || (wave_fill(options, 128, 256) < 0.8 && wave_fill(options, 128, 128) >= 0.9);
+}
+
 // Tiles, clusters and schedules that perform on H100/H200 for 16-bit and TF32 GEMMs, strongest
 // first (a cut sweep takes them in this order, at most half from one kernel family): the wide
-// cooperative tiles with a 2-CTA cluster, stream-K of the same tiles (wave quantization),
-// ping-pong (the epilogue of one warp group overlaps the other's mainloop: short-K problems),
-// then the smaller tiles, split-K for few-tile problems, rasterization and swizzle variants.
-std::vector<Config> curated_configs() {
+// cooperative tiles with a 2-CTA cluster, 128x192 cooperative tiles (a whole number of waves
+// where N is a multiple of 192, as 768, 2304 and 3072 are; cuBLAS runs 192-wide tiles on such
+// GEMMs), stream-K of the wide tiles (wave quantization), ping-pong (the epilogue of one warp
+// group overlaps the other's mainloop: short-K problems), then the smaller tiles, split-K for
+// few-tile problems, rasterization and swizzle variants. For the sizes pingpong_first picks,
+// the two ping-pong 128x128 tiles come first.
+std::vector<Config> curated_configs(const GemmSpec& problem_class, const SpaceOptions& options) {
   using M = MainloopSchedule;
   using TS = TileScheduler;
   std::vector<Config> configs;
@@ -59,8 +89,14 @@ std::vector<Config> curated_configs() {
                  TS scheduler = TS::Persistent, int split = 1) {
     configs.push_back({tm, tn, ks, cluster.first, cluster.second, mainloop, scheduler, split});
   };
+  if (pingpong_first(problem_class, options)) {
+    add(128, 128, 1, M::Pingpong, {1, 2});
+    add(128, 128, 1, M::Pingpong, {2, 1});
+  }
   add(128, 256, 1, M::Cooperative, {2, 1});
   add(256, 128, 1, M::Cooperative, {1, 2});
+  add(128, 192, 1, M::Cooperative, {2, 1});
+  add(128, 192, 1, M::Cooperative, {1, 1});
   add(128, 256, 1, M::Cooperative, {1, 1});
   add(256, 128, 1, M::Cooperative, {2, 1});
   add(128, 256, 1, M::Cooperative, {1, 1}, TS::StreamK);
@@ -173,7 +209,8 @@ GemmSpace gemm_space(const GemmSpec& problem_class, const SpaceOptions& options)
   GemmSpace space;
   std::set<std::string> seen;
   std::vector<Config> configs = deep_k_configs(problem_class, options);
-  const std::vector<Config> listed = options.exhaustive ? exhaustive_configs() : curated_configs();
+  const std::vector<Config> listed =
+      options.exhaustive ? exhaustive_configs() : curated_configs(problem_class, options);
   configs.insert(configs.end(), listed.begin(), listed.end());
   for (const Config& config : configs) {
     GemmSpec spec = with_config(problem_class, config);

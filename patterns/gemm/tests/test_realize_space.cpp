@@ -414,5 +414,40 @@ TEST(GemmDefaults, ResolvedSchedulesPairMainloopAndEpilogue) {
   EXPECT_EQ(resolved_epilogue_schedule(s), EpilogueSchedule::TmaCooperative);
 }
 
+
+// The list's opening follows the sizes: ping-pong 128x128 for many output tiles over a short K
+// or over 128x256 waves filled badly, the wide cooperative tiles otherwise.
+TEST(GemmSpaceOrder, ShortKOrBadlyFilledWavesOpenWithPingPong) {
+  auto first = [](int64_t m, int64_t n, int64_t k) {
+    const GemmSpace space = gemm_space(plain_bf16_class(), sized(m, n, k));
+    return space.candidates.front();
+  };
+  for (auto [m, n, k] : {std::tuple{8192, 768, 768}, std::tuple{12608, 2304, 768},
+                         std::tuple{8192, 2048, 2048}, std::tuple{8192, 768, 3072}}) {
+    const GemmSpec s = first(m, n, k);
+    EXPECT_EQ(s.mainloop, MainloopSchedule::Pingpong) << m << "x" << n << "x" << k << ": " << s.name();
+    EXPECT_EQ(s.tile.m, 128);
+    EXPECT_EQ(s.tile.n, 128);
+  }
+  // Deep K over well-filled waves, few output tiles, unknown sizes: the cooperative 128x256.
+  for (auto [m, n, k] : {std::tuple{16384, 768, 3072}, std::tuple{8192, 2048, 5632},
+                         std::tuple{1024, 1024, 768}}) {
+    const GemmSpec s = first(m, n, k);
+    EXPECT_EQ(s.mainloop, MainloopSchedule::Cooperative) << m << "x" << n << "x" << k << ": " << s.name();
+  }
+  EXPECT_EQ(gemm_space(plain_bf16_class()).candidates.front().mainloop, MainloopSchedule::Cooperative);
+}
+
+TEST(GemmSpaceOrder, ABudgetOfEightHoldsTheCooperative128x192Tiles) {
+  SpaceOptions options = sized(12608, 768, 768);
+  options.max_candidates = 8;
+  int wide = 0;
+  for (const GemmSpec& s : gemm_space(plain_bf16_class(), options).candidates) {
+    EXPECT_FALSE(gemm_spec_error(s).has_value()) << s.name();
+    if (s.tile.m == 128 && s.tile.n == 192 && s.mainloop == MainloopSchedule::Cooperative) ++wide;
+  }
+  EXPECT_EQ(wide, 2);
+}
+
 }  // namespace
 }  // namespace fact::gemm
