@@ -8,11 +8,12 @@ shapes and addresses.
 A size tuple's first two calls run `fn` as is (a new shape costs no capture); the second is
 timed on the host and, with two CUDA events, on the device (the first is not: a new size's
 first call can hold the host far longer than later ones, which made a call bound by device
-work look bound by the host). The third call decides: a call that the host's launches bound
-(device time under MAX_DEVICE_MS, or under twice the host time) is captured (one warm-up call
-on a side stream, then the capture) and every later call replays it, its inputs
-copied into the graph's static buffers and its outputs returned as copies; a call the device's
-work bounds keeps running `fn` (a graph would save nothing there and hold its activations).
+work look bound by the host). The third call decides (worth_capturing): a call that the host's
+launches bound is captured (one warm-up call on a side stream, then the capture) and every
+later call replays it, its inputs copied into the graph's static buffers and its outputs
+returned as copies; a call the device's work bounds keeps running `fn` (a graph would save
+nothing there, hold its activations, and copy its outputs: GPT-2's 823 MB of logits took
+0.39 ms to copy on an H200, 7% of its forward).
 All graphs share one memory pool: they run one at a time on one stream and each output is
 copied out right after its replay, so what one graph's replay overwrites is never read again.
 At most `limit` graphs are kept; beyond that the least recently used one is dropped (its memory
@@ -31,6 +32,7 @@ from fact.compose.signature import _first_line
 
 DEFAULT_LIMIT = 64        # graphs kept at once
 MAX_DEVICE_MS = 2.0       # a timed call shorter than this on the device is always captured
+COPY_BYTES_PER_MS = 3e9   # device-to-device copy rate (read + write) a replay's output copies cost
 SEEN_LIMIT = 4096         # size tuples remembered between their first and third call, or as
                           # bound by device work (least recently seen forgotten first)
 
@@ -68,7 +70,9 @@ class ShapeGraphs:
         timed = self.first_calls.pop(sizes)
         if timed is None:
             return self._timed_call(sizes, args)
-        if not _launch_bound(*timed):
+        start, end, host_ms, output_bytes = timed
+        end.synchronize()
+        if not worth_capturing(start.elapsed_time(end), host_ms, output_bytes):
             _remember(self.uncaptured, sizes, None)
             self._changed()
             return self.fn(*args)
@@ -82,7 +86,9 @@ class ShapeGraphs:
         out = self.fn(*args)
         host_ms = (time.perf_counter() - began) * 1e3
         end.record()
-        _remember(self.first_calls, sizes, (start, end, host_ms))
+        output_bytes = sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(out)
+                           if isinstance(t, torch.Tensor))
+        _remember(self.first_calls, sizes, (start, end, host_ms, output_bytes))
         return out
 
     def capture(self, sizes: tuple, args: Sequence[Any]) -> _CudaGraphRunner | None:
@@ -119,12 +125,16 @@ class ShapeGraphs:
                 f"device work), {self.pool_bytes / 2**20:.1f} MiB reserved for them")
 
 
-def _launch_bound(start: torch.cuda.Event, end: torch.cuda.Event, host_ms: float) -> bool:
-    """Whether a call timed by these events and this host time was bound by the host's
-    launches (see the module docstring)."""
-    end.synchronize()
-    device_ms = start.elapsed_time(end)
-    return device_ms < MAX_DEVICE_MS or device_ms < 2.0 * host_ms
+def worth_capturing(device_ms: float, host_ms: float, output_bytes: int) -> bool:
+    """Whether a call that took `device_ms` on the device and `host_ms` on the host, returning
+    `output_bytes`, runs faster as a graph replay: always for a short call (device_ms under
+    MAX_DEVICE_MS: launch latency dominates); otherwise when the replay (the device's work plus
+    copying the outputs out, at COPY_BYTES_PER_MS) beats the call without a graph (the slower of
+    host and device) by 5%."""
+    if device_ms < MAX_DEVICE_MS:
+        return True
+    replay_ms = device_ms + output_bytes / COPY_BYTES_PER_MS
+    return replay_ms < 0.95 * max(host_ms, device_ms)
 
 
 def _remember(seen: OrderedDict, sizes: tuple, value: Any) -> None:
