@@ -51,10 +51,10 @@ def test_a_short_or_host_bound_call_is_captured_a_device_bound_one_is_not():
     from fact.compose.shape_graphs import worth_capturing
     # under 2 ms on the device: launch latency dominates, always captured
     assert worth_capturing(device_ms=0.3, host_ms=0.1, output_bytes=0)
-    # the host's launches bound the call: a replay saves the difference
+    # the host's launches (nearly) bound the call: captured
     assert worth_capturing(device_ms=3.0, host_ms=6.0, output_bytes=1 << 20)
-    # bound by the device: a replay would save nothing (the old rule, device under twice the
-    # host time, captured this one)
-    assert not worth_capturing(device_ms=5.2, host_ms=3.0, output_bytes=0)
-    # host-bound by a little, but the outputs' copy (823 MB of GPT-2 logits) eats the gain
+    assert worth_capturing(device_ms=6.7, host_ms=4.0, output_bytes=25_000_000)
+    # bound by the device's work: not captured
+    assert not worth_capturing(device_ms=5.2, host_ms=2.0, output_bytes=0)
+    # near the bound, but copying 823 MB of outputs out of the graph would cost 5% and more
     assert not worth_capturing(device_ms=5.2, host_ms=5.6, output_bytes=823_000_000)
