@@ -58,10 +58,10 @@ double wave_fill(const SpaceOptions& options, int tile_m, int tile_n) {
 }
 
 // Whether 128x128 ping-pong opens the list for these sizes. Measured on an H200 (the tune
-// reports of bench/results/gemm-models-nvidia-h200-2026-11-28-max8.json, the 17 GEMM calls of
-// GPT-2, Llama, BERT and ViT): with many output tiles and a short K (at most 32 K steps: 2048
-// bf16 elements) 128x128 ping-pong with a 2-CTA cluster ran fastest in 9 of 11 calls, 3-24%
-// ahead of the wide cooperative tiles (one warp group's epilogue hides under the other's short
+// reports behind bench/results/gemm-models-nvidia-h200-2026-11-28-max8-curated-order.json, the
+// 17 GEMM calls of GPT-2, Llama, BERT and ViT): with many output tiles and a short K (at most
+// 32 K steps: 2048 bf16 elements) 128x128 ping-pong with a 2-CTA cluster ran fastest in 9 of 11
+// calls, 0.2-23% ahead of the wide cooperative tiles (one warp group's epilogue hides under the other's short
 // mainloop); so did a deeper K whose 128x256 tiles fill their last wave badly (8192x768x3072:
 // 1.45 waves, ping-pong 0.0593 ms against 0.0679); a deep K over well-filled waves went to the
 // cooperative 128x256 / 256x128 tiles. The tuner tries the first configuration of each kernel

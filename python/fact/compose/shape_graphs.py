@@ -32,7 +32,7 @@ from fact.compose.signature import _first_line
 
 DEFAULT_LIMIT = 64        # graphs kept at once
 MAX_DEVICE_MS = 2.0       # a timed call shorter than this on the device is always captured
-COPY_BYTES_PER_MS = 3e9   # device-to-device copy rate (read + write) a replay's output copies cost
+COPY_BYTES_PER_MS = 2.1e9  # bytes of outputs copied out per ms (GPT-2's 823 MB logits: 0.39 ms, H200)
 SEEN_LIMIT = 4096         # size tuples remembered between their first and third call, or as
                           # bound by device work (least recently seen forgotten first)
 
@@ -130,9 +130,10 @@ def worth_capturing(device_ms: float, host_ms: float, output_bytes: int) -> bool
     `output_bytes`, runs as a graph: always for a short call (device_ms under MAX_DEVICE_MS:
     launch latency dominates); otherwise when the host's launches come near bounding it (device
     time under twice the host time: a BERT-base forward ran 7.04 ms as a graph and 8.14 ms
-    without one, its kernels 6.68 ms, in two whole-model runs on an H200) and copying the outputs out of the graph (at
-    COPY_BYTES_PER_MS) costs at most 5% of the device time (GPT-2's 823 MB of logits: 0.39 ms
-    of a 5.2 ms forward, which ran 5.37 ms without a graph and 5.62 with one)."""
+    without one, its kernels 6.68 ms, in two whole-model runs on an H200) and copying the
+    outputs out of the graph (at COPY_BYTES_PER_MS) costs at most 5% of the device time
+    (GPT-2's 823 MB of logits: 0.39 ms of a 5.2 ms forward, which ran 5.37 ms without a graph
+    and 5.62 with one)."""
     if device_ms < MAX_DEVICE_MS:
         return True
     copy_ms = output_bytes / COPY_BYTES_PER_MS
