@@ -434,6 +434,34 @@ def test_a_slower_composed_module_falls_back_to_the_compiled_original(tmp_path, 
                   speed_guard=lambda fn: next(within)).fact_report.runs.startswith("composed")
 
 
+def test_the_never_slower_check_times_the_composed_module_as_a_user_calls_it(tmp_path, reference,
+                                                                           monkeypatch):
+    """The composed candidate goes through the module's call (signature guard, state and
+    derived-operand checks), whose host work counts where launches bound a call, not through
+    its inner forward alone."""
+    from fact.compose.module import ComposedModule
+    monkeypatch.setattr(torch, "compile", _Compiled([]))
+    called = []
+    original_forward = ComposedModule.forward
+
+    def counting_forward(self, *args, **kwargs):
+        called.append(len(args))
+        return original_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(ComposedModule, "forward", counting_forward)
+    timings = iter([1.0, 1.5, 1.2])
+    seen = []
+
+    def timer(fn):
+        before = len(called)
+        fn()
+        seen.append(len(called) - before)
+        return next(timings)
+
+    _apply(tmp_path, Chain(), [_first()], speed_guard=timer)
+    assert seen == [1, 0, 0]  # the composed candidate called the module; the others did not
+
+
 def test_a_slower_composed_module_falls_back_to_the_original_when_eager_is_fastest(
         tmp_path, reference, monkeypatch):
     """A small module can run faster eagerly than compiled: the fallback is the faster of the two."""

@@ -45,9 +45,11 @@ def never_slower_per_bucket(composed: ComposedModule, module: torch.nn.Module,
     report = composed.fact_report
     fallbacks: dict[int, Callable] = {}
     for row, sizes, inputs in buckets:
-        # with CUDA graphs, the timer's warm-up calls capture a launch-bound size as a call does
+        # The composed module as a user calls it (range guard, state and derived-operand checks,
+        # the composed forward; no bucket fallback is set yet); with CUDA graphs, the timer's
+        # warm-up calls capture a launch-bound size as a call does.
         candidates: dict[str, Callable[[], Any]] = {
-            "composed": lambda inputs=inputs, sizes=tuple(sizes): composed._run_composed(inputs, sizes),
+            "composed": lambda inputs=inputs: composed(*inputs),
             "eager": lambda inputs=inputs: module(*inputs)}
         if compiled_original is not None:
             candidates["compiled"] = lambda inputs=inputs: compiled_original(*inputs)

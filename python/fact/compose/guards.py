@@ -126,7 +126,10 @@ def _never_slower(composed: ComposedModule, module: torch.nn.Module, example_inp
     baseline = original if original is not None else module
     name = "torch.compile of the original" if original is not None else \
         f"the original eagerly ({why_not})"
-    candidates = {"composed": lambda: composed._run_composed(example_inputs),
+    # The composed module timed as a user calls it (its fallback is not set yet): the signature
+    # guard, the state and derived-operand checks, then the composed forward, whose host work
+    # counts wherever the host's launches bound the call.
+    candidates = {"composed": lambda: composed(*example_inputs),
                   "original": lambda: baseline(*example_inputs)}
     if original is not None:
         candidates["eager"] = lambda: module(*example_inputs)
