@@ -121,11 +121,13 @@ class ModelRun:
             warnings.simplefilter("ignore")
             composed = fact.optimize(fact_model, (self.data.batches[0][0],), case.precision,
                                      work_dir=Path(args.work_dir) / case.name, remainder=args.remainder,
-                                     tune=args.tune, speed_guard=args.speed_guard, strict=True)
+                                     tune=args.tune, speed_guard=args.speed_guard, strict=True,
+                                     cuda_graphs=True if args.cuda_graphs else None)
         self.result["optimize_s"] = time.perf_counter() - start
         report = composed.fact_report
         self.result["trains_composed"] = isinstance(composed, TrainingComposedModule)
-        self.result["report"] = {"runs": report.runs, "forward": graph_summary(report.forward),
+        self.result["report"] = {"runs": report.runs, "cuda_graphs": report.cuda_graphs,
+                                 "forward": graph_summary(report.forward),
                                  "backward": graph_summary(report.backward),
                                  "left": [{"what": x.what, "reason": x.reason} for x in report.left_to_pytorch]}
         self.log(f"{case.name}: optimized for training in {self.result['optimize_s']:.1f} s; "
@@ -137,9 +139,13 @@ class ModelRun:
         eager = copy.deepcopy(model)
         self.variants["eager"] = Trainer(eager, eager.parameters(), device, case.autocast, args.lr)
         self.modules["eager"] = eager
-        for label, module in [("compile", copy.deepcopy(model)), *case.baselines.items()]:
+        compiled = [("compile", copy.deepcopy(model), {}), *((label, m, {}) for label, m in case.baselines.items())]
+        if args.cuda_graphs:
+            # FACT with CUDA graphs against torch.compile with them (its graph trees)
+            compiled.append(("compile_reduce_overhead", copy.deepcopy(model), {"mode": "reduce-overhead"}))
+        for label, module, options in compiled:
             module = module.to(device).train()
-            self.variants[label] = Trainer(torch.compile(module), module.parameters(), device,
+            self.variants[label] = Trainer(torch.compile(module, **options), module.parameters(), device,
                                            case.autocast, args.lr)
             self.modules[label] = module
 
@@ -337,6 +343,9 @@ def parse_args() -> argparse.Namespace:
                              "CUDA, off on the CPU)")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="profile one step of each variant's kernels (CUDA only)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="compose with cuda_graphs=True (the forward and backward graphs replayed "
+                             "through CUDA graph trees) and add torch.compile(mode='reduce-overhead')")
     parser.add_argument("--time-budget", type=float, default=500.0)
     parser.add_argument("--out-dir", default="bench/results")
     parser.add_argument("--work-dir", default="out/training")

@@ -168,3 +168,32 @@ def test_bf16_autocast_training_runs_bf16_kernels_over_float32_weights(tmp_path)
 
     with pytest.warns(UserWarning, match="autocast state"), torch.no_grad():
         torch.testing.assert_close(composed(x), model(x), rtol=0, atol=0)
+
+
+@needs_engine_plan
+def test_cuda_graphs_replay_both_graphs_and_train_like_without(tmp_path, no_tf32):
+    """cuda_graphs=True: the forward and backward graphs replay through CUDA graph trees; AdamW
+    steps give the losses and parameters of the same composition without graphs (and eager's
+    within the strict contract); an output kept past the next step's forward is refused, as
+    under torch.compile's "reduce-overhead"."""
+    model, x = tiny_mlp()
+    plain_model = copy.deepcopy(model)
+    twin = copy.deepcopy(model)
+    graphed = fact.optimize(model, (x,), "strict", work_dir=tmp_path / "graphed", remainder="eager",
+                            speed_guard=False, strict=True, cuda_graphs=True)
+    plain = fact.optimize(plain_model, (x,), "strict", work_dir=tmp_path / "plain", remainder="eager",
+                          speed_guard=False, strict=True)
+    line = graphed.fact_report.cuda_graphs
+    assert line.startswith("on (CUDA graph trees: the forward and backward graphs replayed"), line
+    got = adamw_losses(graphed, model.parameters(), x, steps=6)
+    want = adamw_losses(plain, plain_model.parameters(), x, steps=6)
+    eager = adamw_losses(twin, twin.parameters(), x, steps=6)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+    torch.testing.assert_close(got, eager, rtol=1e-5, atol=0)
+    for (name, p), (_, q) in zip(model.named_parameters(), plain_model.named_parameters()):
+        assert rel_err(p, q) <= 1e-6, name
+    kept = graphed(x)
+    loss_of(kept).backward()
+    loss_of(graphed(x)).backward()
+    with pytest.raises(RuntimeError, match="overwritten"):
+        kept.sum().item()

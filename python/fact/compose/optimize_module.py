@@ -14,7 +14,8 @@ from fact.compose.module import ComposedModule
 from fact import engine_tables, module_state
 from fact.compose.planning import plan_and_export
 from fact.compose.training import needs_gradients
-from fact.compose.training_module import graph_work_dir, optimize_for_training
+from fact.compose.training_module import (TrainingComposedModule, graph_work_dir,
+                                          optimize_for_training)
 from fact.report import FactReport
 from fact.timing import Timer
 
@@ -37,7 +38,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     "eager". cuda_graphs: None (default): on CUDA, a CUDA graph of the composed forward per
     signature or size tuple whose calls the host's launches bound, captured on its third call;
     True: the planned signature's forward captured now (per size tuple for declared ranges);
-    False: none. patterns: None = all, else rule or pattern names to compose. tune: 0 = the
+    False: none. A module composed for training replays its forward and backward graphs through
+    CUDA graph trees only with True (fact.compose.training_graphs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
     engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
     configurations on the GPU first. verify: check every replacement against the subgraph it
     replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
@@ -117,9 +119,14 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
                         speed_guard=False, replacement_guard=per_replacement, tuning_db=tuning_db,
                         compile_jobs=compile_jobs, training=False, cuda_graphs=False)
 
-    composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict)
-    if cuda_graphs:
-        composed.fact_report.cuda_graphs = "off (asked for; not for modules composed for training)"
-    elif cuda_graphs is None:
-        composed.fact_report.cuda_graphs = "off (not for modules composed for training)"
+    composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict,
+                                     cuda_graphs=bool(cuda_graphs))
+    if cuda_graphs is None:
+        composed.fact_report.cuda_graphs = (
+            "off (the default in training: a replay of the next step overwrites this step's "
+            "outputs; cuda_graphs=True replays the forward and backward graphs)")
+    elif not cuda_graphs:
+        composed.fact_report.cuda_graphs = "off (cuda_graphs=False)"
+    elif not isinstance(composed, TrainingComposedModule):
+        composed.fact_report.cuda_graphs = "off (asked for; nothing composed for training)"
     return composed

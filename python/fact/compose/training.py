@@ -117,14 +117,20 @@ class GraphCompilers:
     and the graph's random ops added to it as left to PyTorch. The backward graph loses its
     dead random ops first (drop_dead_random_ops)."""
 
-    def __init__(self, compose_graph: Callable[[torch.fx.GraphModule, tuple, str], Any]):
+    def __init__(self, compose_graph: Callable[[torch.fx.GraphModule, tuple, str], Any],
+                 graphs: Any = None):
+        """graphs: a fact.compose.training_graphs.TrainingGraphs to replay the composed graphs
+        as CUDA graphs where they can be, or None (none)."""
         self.compose_graph = compose_graph
+        self.graphs = graphs
         self.composed: dict = {}
 
     def compiler(self, which: str) -> Callable:
         def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
             inputs = tuple(real_like(x) for x in example_inputs)
             dropped = drop_dead_random_ops(graph_module) if which == "backward" else []
+            graph_info = self.graphs.inspect(which, graph_module, example_inputs) \
+                if self.graphs is not None else None
             with outside_tracing():
                 composed = self.compose_graph(graph_module, inputs, which)
             report = composed.fact_report
@@ -137,6 +143,8 @@ class GraphCompilers:
                 report.notes.append(f"random ops no gradient reads removed from the backward graph: "
                                     f"{', '.join(dropped)}")
             self.composed[which] = composed
+            if graph_info is not None:
+                return self.graphs.wrap(graph_info, _boxed(composed), composed)
             return _boxed(composed)
         return compile_graph
 

@@ -13,6 +13,7 @@ from fact.compose.module import ComposedModule
 from fact.compose.signature import _describe, _first_line, _signature
 from fact.compose.training import (GraphCompilers, aot_compile, refuse_double_backward,
                                    training_report)
+from fact.compose.training_graphs import TrainingGraphs
 from fact.compose.training_memory import activation_memory_refusal
 from fact.report import FactReport
 
@@ -79,15 +80,17 @@ class TrainingComposedModule(ComposedModule):
 
 
 def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compose_graph: Callable,
-                          *, strict: bool = False) -> ComposedModule:
+                          *, strict: bool = False, cuda_graphs: bool = False) -> ComposedModule:
     """The module through AOTAutograd with `compose_graph(graph, inputs, which)` composing each
     graph. A module AOTAutograd cannot trace, or whose composed forward would save more
     activations for the backward than the original does (training_memory: gradient
     checkpointing), comes back with nothing composed (the original runs, and trains) and the
-    reason."""
+    reason. cuda_graphs: replay the composed forward and backward graphs through CUDA graph
+    trees where they can be (fact.compose.training_graphs); the report's cuda_graphs says which."""
     device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
     flat = _FlatOutputs(module)
-    compilers = GraphCompilers(compose_graph)
+    graphs = TrainingGraphs(len(example_inputs)) if cuda_graphs else None
+    compilers = GraphCompilers(compose_graph, graphs)
     try:
         trainable = aot_compile(flat, example_inputs, compilers)
     except Exception as error:  # noqa: BLE001 - any tracing failure: the original trains
@@ -97,6 +100,8 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     report = training_report(compilers.reports(), device)
+    if graphs is not None:
+        report.cuda_graphs = graphs.describe()
     composed = TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
                                       autograd_state(module, example_inputs), report,
                                       dict(compilers.composed), strict=strict)

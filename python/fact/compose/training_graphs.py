@@ -1,0 +1,132 @@
+"""CUDA graphs for a module composed for training (docs/compose.md, "Training"): its forward and
+backward graphs, each replayed through PyTorch's CUDA graph trees
+(torch._inductor.cudagraph_trees: what torch.compile's "reduce-overhead" mode and the
+"cudagraphs" backend use for AOTAutograd's graphs), so a training step bound by the host's
+launches runs its forward and backward as two graph replays.
+
+    TrainingGraphs(user_inputs)          one per fact.optimize call, handed to GraphCompilers
+    .inspect(which, aot_graph, inputs)   read AOTAutograd's graph before it is composed
+    .wrap(info, run, composed) -> run    graphed or not
+    .describe()                          the report's cuda_graphs line
+
+What the trees give: the forward's saved tensors and outputs live in the trees' memory pool and
+are not copied (no second set of activations); parameters (the forward's leading inputs, lifted
+by AOTAutograd) are static inputs read in place, so the optimizer's in-place steps are seen by
+the next replay; a later replay of the forward that would overwrite an output still alive makes
+the trees record a new graph, and reading an output a newer replay overwrote raises an error
+(as under torch.compile's "reduce-overhead": clone an output to keep it past the next step).
+A graph is not used where a replay would skip work the composed module's Python does on each
+call (a derived operand recomputed when a parameter changed, state synced from the original's
+attributes), nor where the trees' own checks refuse it (inputs mutated, CPU tensors, an op a
+graph cannot hold): then that graph runs as composed, with the reason in the report.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+
+class TrainingGraphs:
+    """The CUDA graph decision and wrapping for the two graphs of one composed training module.
+    `user_inputs`: how many inputs the module's forward takes (the forward graph's inputs beyond
+    those are the parameters and buffers AOTAutograd lifted in front of them)."""
+
+    def __init__(self, user_inputs: int):
+        self.user_inputs = user_inputs
+        self.graphed: dict[str, bool] = {}
+        self.reasons: dict[str, str] = {}
+        self.device_index: int | None = None
+
+    def inspect(self, which: str, aot_graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> dict:
+        """What wrap needs from AOTAutograd's graph, read before FACT composes it (composing
+        rewrites the graph): its static inputs, the trees' own refusal, placeholders, output
+        stack traces, mutated inputs and device."""
+        from torch._dynamo.backends import cudagraphs as backend
+
+        if which == "forward":
+            fixed = max(0, len(inputs) - self.user_inputs)
+        else:
+            fixed = backend.count_tangents(aot_graph)
+        info = {"which": which, "fixed": fixed, "inputs": list(inputs),
+                "reason": _device_reason(inputs)}
+        if info["reason"] is None:
+            info["reason"] = backend.check_for_skip(aot_graph, fixed)
+        if info["reason"] is None:
+            info.update(device_index=backend.get_device_index(aot_graph),
+                        stack_traces=backend.get_stack_traces(aot_graph),
+                        placeholders=backend.get_placeholder_info(aot_graph.graph),
+                        mutated=backend.find_input_mutations(aot_graph.graph))
+        return info
+
+    def wrap(self, info: dict, run: Callable, composed: Any) -> Callable:
+        """`run` (the composed graph in the boxed calling convention) replayed as a CUDA graph
+        tree when it can be, else `run` as it is (the reason kept for describe())."""
+        which = info["which"]
+        reason = info["reason"] or _python_reason(composed)
+        if which == "backward" and reason is None and not self.graphed.get("forward", False):
+            reason = "the forward graph is not a CUDA graph"
+        if reason is not None:
+            self.graphed[which] = False
+            self.reasons[which] = reason
+            if which == "backward" and self.graphed.get("forward", False):
+                return _running_backward(run, self.device_index)
+            return run
+        from torch._inductor.cudagraph_trees import cudagraphify_impl
+
+        if self.device_index is None:
+            self.device_index = info["device_index"]
+        graphed = cudagraphify_impl(
+            run, info["inputs"], range(info["fixed"]), device_index=info["device_index"],
+            is_backward=which == "backward", is_inference=False,
+            stack_traces=info["stack_traces"], placeholders=info["placeholders"],
+            mutated_input_idxs=info["mutated"])
+        graphed._boxed_call = True
+        self.graphed[which] = True
+        return graphed
+
+    def describe(self) -> str:
+        """The report's `cuda_graphs` line."""
+        on = [which for which, graphed in self.graphed.items() if graphed]
+        off = [f"{which}: {self.reasons[which]}" for which, graphed in self.graphed.items()
+               if not graphed]
+        if not on:
+            return "off (" + ("; ".join(off) or "no graph compiled") + ")"
+        text = (f"on (CUDA graph trees: the {' and '.join(on)} graph"
+                f"{'s' if len(on) > 1 else ''} replayed; an output kept past the next step must "
+                f"be cloned")
+        return text + (f"; not graphed: {'; '.join(off)})" if off else ")")
+
+
+def _device_reason(inputs: Sequence[Any]) -> str | None:
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if not tensors or any(x.device.type != "cuda" for x in tensors):
+        return "CUDA graphs need CUDA inputs"
+    return None
+
+
+def _python_reason(composed: Any) -> str | None:
+    """Work the composed module's Python does on each call that a replay would skip."""
+    if getattr(composed, "_derived", None):
+        return ("its derived operands are recomputed by the composed module's Python when a "
+                "parameter changes, which a replay skips")
+    if getattr(composed, "_state", None):
+        return ("it syncs the original module's buffers or attributes in Python on each call, "
+                "which a replay skips")
+    return None
+
+
+def _running_backward(run: Callable, device_index: int | None) -> Callable:
+    """A backward left out of the graphs after a graphed forward: tells the trees' manager that
+    the backward runs (so the forward's outputs it reads stay valid), then runs it."""
+    from torch._inductor import cudagraph_trees
+
+    manager = cudagraph_trees.get_manager(device_index or 0, create_if_none_exists=False)
+
+    def backward(args: list) -> Any:
+        if manager is not None:
+            manager.set_to_running_backward()
+        return run(args)
+
+    backward._boxed_call = True
+    return backward
