@@ -2,7 +2,7 @@
 // CUTLASS's sm90 epilogue visitor tree (EVT) nodes. A rendered kernel names its epilogue as a
 // type, innermost link last:
 //
-//   using Chain = Activation<cutlass::epilogue::thread::GELU,            // steps[2]
+//   using Chain = Activation<fact::gemm::epilogue::GeluErfFast,          // steps[2]
 //                  Scale<                                                // steps[1]
 //                   ColumnBias<cutlass::bfloat16_t, ScaledAccumulator>>>; // steps[0]
 //
@@ -55,6 +55,7 @@
 #include "cutlass/layout/matrix.h"
 #include "cutlass/numeric_types.h"
 
+#include "patterns/gemm/epilogue/gelu_erf_fast.h"
 #include "patterns/gemm/epilogue/op_formulas.h"
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_store_stages.cuh"
@@ -97,6 +98,32 @@ struct GeluTanhAccurate<cutlass::Array<T, N>> {
   CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& values) const {
     cutlass::Array<T, N> result;
     GeluTanhAccurate<T> gelu;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) result[i] = gelu(values[i]);
+    return result;
+  }
+};
+
+// GELU, erf form, for 16-bit outputs: CUTLASS's GELU calls erff (two polynomial ranges chosen
+// by selects and a branch, about 28 PTX instructions); this one evaluates one polynomial in
+// 1/(1 + p·|x|) times ex2.approx (17 PTX instructions, one rcp.approx and one ex2.approx), with
+// |Φ error| <= 3e-7 and GELU relative error <= 7e-6 down to |gelu| = 1e-30
+// (epilogue/gelu_erf_fast.h; patterns/gemm/README.md, "erf-GELU epilogue cost"). Float32
+// outputs (strict and tf32) keep CUTLASS's erff-based GELU (ops.def's FunctorF32 column).
+template <class T>
+struct GeluErfFast {
+  static constexpr bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE T operator()(T const& value) const {
+    return T(fact::gemm::approx::gelu_erf_fast(static_cast<float>(value)));
+  }
+};
+
+template <class T, int N>
+struct GeluErfFast<cutlass::Array<T, N>> {
+  static constexpr bool kIsHeavy = true;
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& values) const {
+    cutlass::Array<T, N> result;
+    GeluErfFast<T> gelu;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) result[i] = gelu(values[i]);
     return result;
@@ -518,7 +545,8 @@ struct ColumnBias : detail::LinkBase<Prev> {
 };
 
 // act(x; p0, p1) with a CUTLASS activation functor (ReLu, GELU, GELU_taylor, SiLu, Sigmoid,
-// LeakyReLU, Clamp, Tanh) or FACT's accurate float ones (GeluTanhAccurate, TanhAccurate);
+// LeakyReLU, Clamp, Tanh), FACT's accurate float ones (GeluTanhAccurate, TanhAccurate) or its
+// fast erf-GELU for 16-bit outputs (GeluErfFast);
 // LeakyReLU takes its slope from this step's p0, Clamp its bounds from its p0 / p1.
 template <template <class> class ActivationFn, class Prev>
 struct Activation : detail::LinkBase<Prev> {

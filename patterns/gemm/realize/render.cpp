@@ -55,6 +55,7 @@ const std::vector<std::string>& gemm_epilogue_headers() {
         "patterns/gemm/gemm_abi.h",
         "patterns/gemm/epilogue/ops.def",
         "patterns/gemm/epilogue/op_formulas.h",
+        "patterns/gemm/epilogue/gelu_erf_fast.h",
     };
     for (std::string_view file : build_info::kGemmEpilogueStepFiles) list.emplace_back(file);
     return list;

@@ -198,7 +198,7 @@ TEST_F(GemmCompile, Bf16ChainBiasScaleHardtanhGeluErf) {
                 {Kind::Activation, Activation::HardTanh, DType::Unknown},
                 {Kind::Activation, Activation::GeluErf, DType::Unknown}};
   const RenderedKernel kernel = realize::render_kernel(s.to_kernel_spec(), options_);
-  EXPECT_NE(kernel.source.find("Activation<cutlass::epilogue::thread::GELU,\n"
+  EXPECT_NE(kernel.source.find("Activation<fact::gemm::epilogue::GeluErfFast,\n"
                                "      fact::gemm::epilogue::Activation<cutlass::epilogue::thread::Clamp,\n"
                                "      fact::gemm::epilogue::Scale<\n"
                                "      fact::gemm::epilogue::ColumnBias<cutlass::bfloat16_t,"),

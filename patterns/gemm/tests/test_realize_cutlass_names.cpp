@@ -76,6 +76,9 @@ TEST(CutlassNames, GemmSpellings) {
   EXPECT_EQ(activation_cpp(Activation::ReLU, true), "cutlass::epilogue::thread::ReLu");
   EXPECT_EQ(activation_cpp(Activation::Tanh, false), "cutlass::epilogue::thread::Tanh");
   EXPECT_EQ(activation_cpp(Activation::Tanh, true), "fact::gemm::epilogue::TanhAccurate");
+  // erf-GELU: FACT's fast functor for 16-bit outputs, CUTLASS's erff-based one for float32.
+  EXPECT_EQ(activation_cpp(Activation::GeluErf, false), "fact::gemm::epilogue::GeluErfFast");
+  EXPECT_EQ(activation_cpp(Activation::GeluErf, true), "cutlass::epilogue::thread::GELU");
   EXPECT_EQ(epilogue_link_cpp(Kind::Multiply), "fact::gemm::epilogue::Multiply");
 }
 
@@ -112,7 +115,11 @@ TEST(CutlassNames, SpellingsExistInTheInstalledHeaders) {
   std::vector<std::string> spellings;
   for (auto a : {Activation::ReLU, Activation::GeluErf, Activation::GeluTanh, Activation::SiLU,
                  Activation::Sigmoid, Activation::LeakyReLU, Activation::HardTanh, Activation::Tanh}) {
-    spellings.emplace_back(activation_cpp(a, false));
+    for (bool accurate_float : {false, true}) {
+      const std::string spelling(activation_cpp(a, accurate_float));
+      // FACT's own functors (gemm_epilogue.cuh) are checked below.
+      if (spelling.rfind("cutlass::", 0) == 0) spellings.push_back(spelling);
+    }
   }
   for (auto s : {MainloopSchedule::TmaWarpSpecialized, MainloopSchedule::Cooperative,
                  MainloopSchedule::Pingpong, MainloopSchedule::Auto}) {
@@ -141,9 +148,11 @@ TEST(CutlassNames, SpellingsExistInTheInstalledHeaders) {
     const std::string name = last_component(epilogue_link_cpp(k));
     EXPECT_NE(links.find("struct " + name + " "), std::string::npos) << epilogue_link_cpp(k);
   }
-  for (auto a : {Activation::GeluTanh, Activation::Tanh}) {
-    const std::string name = last_component(activation_cpp(a, true));
-    EXPECT_NE(links.find("struct " + name + " {"), std::string::npos) << activation_cpp(a, true);
+  for (auto [a, accurate_float] : {std::pair{Activation::GeluTanh, true}, std::pair{Activation::Tanh, true},
+                                   std::pair{Activation::GeluErf, false}}) {
+    const std::string name = last_component(activation_cpp(a, accurate_float));
+    EXPECT_NE(links.find("struct " + name + " {"), std::string::npos)
+        << activation_cpp(a, accurate_float);
   }
   const std::string raster = read_all(include / "cutlass/gemm/kernel/tile_scheduler_detail.hpp");
   for (auto r : {RasterOrder::Heuristic, RasterOrder::AlongM, RasterOrder::AlongN}) {

@@ -50,6 +50,8 @@ TEST(EpilogueOpTableRealize, SpellingsOfTheFirstOpsAreKept) {
   EXPECT_EQ(activation_cpp(Activation::GeluTanh, true), "fact::gemm::epilogue::GeluTanhAccurate");
   EXPECT_EQ(activation_cpp(Activation::Tanh, true), "fact::gemm::epilogue::TanhAccurate");
   EXPECT_EQ(activation_cpp(Activation::HardTanh, true), "cutlass::epilogue::thread::Clamp");
+  EXPECT_EQ(activation_cpp(Activation::GeluErf, false), "fact::gemm::epilogue::GeluErfFast");
+  EXPECT_EQ(activation_cpp(Activation::GeluErf, true), "cutlass::epilogue::thread::GELU");
 }
 
 // One link per step, innermost first: its DeviceLink, then the operand's element type, the
