@@ -301,5 +301,44 @@ TEST(SpecFromProblem, UnalignedRowsGetTheAlignmentsOfThePaddedCall) {
   EXPECT_TRUE(stores_d_directly(lm));
 }
 
+// GPT-2's LM head with padded rows (give_d_padded_rows: the result a view of [M, ld]): the
+// kernel runs at N padded to ld with a TMA store, not the direct-store variant.
+TEST(SpecFromProblem, LmHeadWithPaddedRowsIsAnAlignedKernel) {
+  GemmProblem p = linear(8192, 50257, 768, DType::BFloat16);
+  ASSERT_EQ(give_d_padded_rows(p), std::nullopt);
+  EXPECT_TRUE(p.d.padded);
+  EXPECT_EQ(p.d.ld, 50264);
+  const GemmProblem view = kernel_view(p);
+  EXPECT_EQ(view.n, 50264);
+  EXPECT_EQ(view.d.ld, 50264);
+  const GemmSpec s = realized_class(p, core::PrecisionMode::Native);
+  EXPECT_EQ(s.align_a, 8);
+  EXPECT_EQ(s.align_b, 8);
+  EXPECT_EQ(s.align_d, 8);
+  EXPECT_FALSE(stores_d_directly(s));
+  // The same problem without padded rows stays the direct-store variant.
+  EXPECT_TRUE(stores_d_directly(realized_class(linear(8192, 50257, 768, DType::BFloat16),
+                                               core::PrecisionMode::Native)));
+  // What cannot have padded rows: a glu step (D has N/2 columns written by the step), a rope
+  // step (tables by row and column), a column-major A (the run padded along M), two batch
+  // modes, an aligned D.
+  GemmProblem gated = linear(64, 2002, 256, DType::BFloat16);
+  EpilogueStep glu = step(Kind::Glu, Activation::SiLU);
+  gated.epilogue.push_back(glu);
+  gated.d.ld = 1001;
+  EXPECT_NE(give_d_padded_rows(gated), std::nullopt);
+  EXPECT_FALSE(gated.d.padded);
+  GemmProblem col_a = linear(1001, 1001, 256, DType::BFloat16);
+  col_a.a.layout = Layout::ColumnMajor;
+  col_a.a.ld = 1001;
+  EXPECT_NE(give_d_padded_rows(col_a), std::nullopt);
+  GemmProblem two = linear(64, 1001, 256, DType::BFloat16);
+  two.outer_batch = 2;
+  EXPECT_NE(give_d_padded_rows(two), std::nullopt);
+  GemmProblem aligned = linear(64, 1024, 256, DType::BFloat16);
+  EXPECT_NE(give_d_padded_rows(aligned), std::nullopt);
+  EXPECT_FALSE(aligned.d.padded);
+}
+
 }  // namespace
 }  // namespace fact::gemm
