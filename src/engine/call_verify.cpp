@@ -103,7 +103,8 @@ class CallCase final : public runtime::VerifyCase {
       // The result's view starts at its storage (a slot's element offset moves only the address
       // the kernel is given, as the plan's calls do).
       specs.push_back({"result " + std::to_string(i), true, results_[i].bytes, results_[i].type, 0,
-                       results_[i].shape, results_[i].stride});
+                       results_[i].shape, results_[i].stride,
+                       results_[i].alloc_elements > 0});  // padded rows: the kernel writes them
     }
     return specs;
   }

@@ -235,6 +235,7 @@ GemmVerifyCase::GemmVerifyCase(GemmCase gemm_case, bool with_accuracy_peer, bool
                                                   p.d.outer_batch_stride));
   runtime::BufferSpec& d = buffers_[index_.d];
   d.output = true;
+  d.gaps_writable = p.d.padded;  // the padded run writes every row's padding columns
   const bool row_major = p.d.layout == Layout::RowMajor;
   d.shape = {p.outer_batch, p.batch, p.m, p.d_cols()};
   d.stride = {p.d.outer_batch_stride, p.d.batch_stride, row_major ? p.d.ld : 1, row_major ? 1 : p.d.ld};
