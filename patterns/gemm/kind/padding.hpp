@@ -38,7 +38,7 @@ std::string padding_summary(const GemmProblem& p);
 // Gives `p`'s D padded rows (GemmOperand::padded, ld = N rounded up to 16 bytes, the batch
 // stride M * ld) when the kernel can then write it in place at the padded N, or says why not
 // (leaving `p` as it is): D row-major and dense with rows not 16-byte aligned, one batch mode,
-// no step that stores D itself (a gated glu) or reads tables (rope), a run padded along N only
+// no step that stores D itself (a gated product at half width) or reads tables by row and column, a run padded along N only
 // (not M: a column-major A) whose D is not staged. Whether D's value may be handed on as a view
 // of padded rows is the graph's question (discover/checks.cpp, pad_result_rows).
 std::optional<std::string> give_d_padded_rows(GemmProblem& p);

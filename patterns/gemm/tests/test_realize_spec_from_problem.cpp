@@ -8,6 +8,7 @@
 #include "fact/realize/render.hpp"
 #include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/padding.hpp"
 
 namespace fact::gemm {
@@ -319,15 +320,21 @@ TEST(SpecFromProblem, LmHeadWithPaddedRowsIsAnAlignedKernel) {
   // The same problem without padded rows stays the direct-store variant.
   EXPECT_TRUE(stores_d_directly(realized_class(linear(8192, 50257, 768, DType::BFloat16),
                                                core::PrecisionMode::Native)));
-  // What cannot have padded rows: a glu step (D has N/2 columns written by the step), a rope
-  // step (tables by row and column), a column-major A (the run padded along M), two batch
-  // modes, an aligned D.
-  GemmProblem gated = linear(64, 2002, 256, DType::BFloat16);
-  EpilogueStep glu = step(Kind::Glu, Activation::SiLU);
-  gated.epilogue.push_back(glu);
-  gated.d.ld = 1001;
-  EXPECT_NE(give_d_padded_rows(gated), std::nullopt);
-  EXPECT_FALSE(gated.d.padded);
+  // What cannot have padded rows: every step of the op table that stores D itself (a gated
+  // product written at half width) or reads tables by row and column, a column-major A (the
+  // run padded along M), two batch modes, an aligned D.
+  int refused = 0;
+  for (const StepOp& op : kStepOps) {
+    if (!op.stores_d && op.operand != OperandShape::TABLES) continue;
+    GemmProblem q = linear(64, 2002, 256, DType::BFloat16);  // N and N/2 both unaligned
+    q.epilogue.push_back(step(op.kind, op.constants == StepConstantsRead::ACTIVATION
+                                           ? Activation::SiLU : Activation::Identity));
+    q.d.ld = q.d_cols();
+    EXPECT_NE(give_d_padded_rows(q), std::nullopt) << op.name;
+    EXPECT_FALSE(q.d.padded) << op.name;
+    ++refused;
+  }
+  EXPECT_GE(refused, 1);
   GemmProblem col_a = linear(1001, 1001, 256, DType::BFloat16);
   col_a.a.layout = Layout::ColumnMajor;
   col_a.a.ld = 1001;
