@@ -29,10 +29,15 @@ extern "C" {
 
 /* Operands the plan padded once (weights): the entry reads them in place instead of staging
  * them (gemm_padding.h). A flagged operand's leading dimension and batch strides are 16-byte
- * aligned and it holds zeros from the call's extents up to the padded ones. */
+ * aligned and it holds zeros from the call's extents up to the padded ones.
+ * FACT_GEMM_PADDED_D: D's rows hold the padded extent (a result allocated with padded rows and
+ * handed on as its [..., :N] view, docs/plan.md "alloc_shape"): ldd and D's batch stride are
+ * 16-byte aligned and the kernel may write every row's columns up to N padded, so the entry
+ * writes D in place instead of staging it; what it writes past N is not part of the result. */
 typedef enum FactGemmPadded {
   FACT_GEMM_PADDED_A = 1,
   FACT_GEMM_PADDED_B = 2,
+  FACT_GEMM_PADDED_D = 4,
 } FactGemmPadded;
 
 typedef enum FactLayout {

@@ -80,12 +80,14 @@ int run_padded(const FactCallHeader* header, void* workspace, size_t* workspace_
     *workspace_size = plan.staging_bytes + inner;
     return FACT_OK;
   }
-  if (workspace == nullptr) return FACT_ERR_WORKSPACE;
+  // A call padded only in its extents (every operand given padded) stages nothing and may have
+  // no workspace at all.
+  if (workspace == nullptr && plan.staging_bytes > 0) return FACT_ERR_WORKSPACE;
   for (int i = 0; i < plan.num_copies_in; ++i) {
     if (plan.copies_in[i].src == nullptr) return FACT_ERR_INVALID_ARGS;
     if (int status = launch_copy(plan.copies_in[i], stream); status != FACT_OK) return status;
   }
-  void* rest = static_cast<char*>(workspace) + plan.staging_bytes;
+  void* rest = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + plan.staging_bytes;
   if (int status = entry(&plan.args.header, rest, nullptr, stream); status != FACT_OK) return status;
   if (plan.copy_out) {
     if (plan.out.dst == nullptr) return FACT_ERR_INVALID_ARGS;

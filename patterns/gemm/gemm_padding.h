@@ -10,7 +10,8 @@
 //     on the call's stream, into the workspace, compact and zero-filled up to the padded
 //     extents — A and B, each epilogue operand, and D, which the kernel then writes into the
 //     workspace and the entry copies back (its first M x N elements). An operand the plan
-//     padded once (a weight: FactGemmArgs::padded) is read in place;
+//     padded once (a weight: FactGemmArgs::padded) is read in place, and a D whose rows hold
+//     the padded N (FACT_GEMM_PADDED_D: a result allocated with padded rows) written in place;
 //   - zeros along K add nothing to the product, and rows or columns past M or N are computed and
 //     dropped, so the result is the unpadded call's, exactly.
 //
@@ -141,8 +142,11 @@ struct Plan {
   Copy2D out;
   size_t staging_bytes = 0;
   Extents extents;
-  // True when nothing is padded or staged (args is the call itself).
-  bool identity() const { return num_copies_in == 0 && !copy_out && staging_bytes == 0; }
+  bool padded_extents = false;              // the kernel runs at extents other than the call's
+  // True when nothing is padded or staged (args is the call itself). A call whose operands are
+  // all given padded (a weight padded once, D with padded rows) stages nothing but still runs at
+  // the padded extents: not the identity.
+  bool identity() const { return num_copies_in == 0 && !copy_out && staging_bytes == 0 && !padded_extents; }
 };
 
 namespace detail {
@@ -229,6 +233,7 @@ inline Plan plan(const FactGemmArgs& call, bool d_direct, char* base) {
   const int64_t batch = call.batch;
   size_t used = 0;
   const bool padded_m = e.m != call.m, padded_n = e.n != call.n;
+  p.padded_extents = padded_m || padded_n || e.k != call.k;
 
   // A (M x K) and B (K x N): rows and columns as stored.
   struct Side {
@@ -305,9 +310,17 @@ inline Plan plan(const FactGemmArgs& call, bool d_direct, char* base) {
   const int64_t halve = fact_gemm_last_step_stores_d(&call) == 2 ? 2 : 1;
   const int64_t d_cols = call.n / halve, d_cols_padded = e.n / halve;
   const int64_t ald = align_elements(call.d_type);
-  const bool d_fits = !padded_m && !padded_n &&
-                      (d_direct || detail::strides_aligned(call.ldd, batch, call.stride_d, outer,
-                                                           call.outer_stride_d, ald));
+  // D given padded (FACT_GEMM_PADDED_D): its rows hold the padded columns, so a run padded
+  // along N (not M: D has no extra rows) writes it in place when its strides are aligned.
+  const bool d_given_padded = (call.padded & FACT_GEMM_PADDED_D) != 0 && !padded_m &&
+                              call.ldd >= d_cols_padded &&
+                              detail::strides_aligned(call.ldd, batch, call.stride_d, outer,
+                                                      call.outer_stride_d, ald) &&
+                              (batch <= 1 || call.stride_d >= call.m * call.ldd);
+  const bool d_fits = d_given_padded ||
+                      (!padded_m && !padded_n &&
+                       (d_direct || detail::strides_aligned(call.ldd, batch, call.stride_d, outer,
+                                                            call.outer_stride_d, ald)));
   if (!d_fits) {
     Copy2D back = detail::stage(nullptr, call.d_type, call.m, d_cols, e.m, d_cols_padded, 0, batch,
                                 1, outer, 1, base, used);

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import struct
 import threading
@@ -89,6 +90,31 @@ class TensorSpec:
     dtype: torch.dtype
     shape: Optional[tuple] = None   # None: not checked (operands without a layout in the plan)
     stride: Optional[tuple] = None  # entries: ints, or Polys for a symbolic call
+    # A result's "alloc_shape" (docs/plan.md): allocated as a dense tensor of this shape, the
+    # result is its {shape, stride} view at offset 0 (a GEMM's D with padded rows); None: the
+    # result is allocated as itself. allocate_result is the one place that reads it.
+    alloc_shape: Optional[tuple] = None
+
+
+def storage_elements(spec: TensorSpec) -> int:
+    """Elements a result's storage holds: its allocation's, or the span of its view."""
+    if spec.alloc_shape is not None:
+        return math.prod(spec.alloc_shape)
+    if any(size == 0 for size in spec.shape):
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(spec.shape, spec.stride))
+
+
+def allocate_result(spec: TensorSpec, device: torch.device | str) -> torch.Tensor:
+    """A result as the plan allocates it (every implementation of fact::launch, the fake one,
+    verification and timing call this): `empty_strided(shape, stride)`, or with `alloc_shape`
+    a tensor of the result's shape and strides over the storage of a dense `alloc_shape`
+    tensor: the kernel writes the whole allocation (padded rows included), the value is the
+    view. Not a view of another tensor (set_ on a fresh one): the op's outputs alias nothing."""
+    if spec.alloc_shape is None:
+        return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=device)
+    storage = torch.empty(spec.alloc_shape, dtype=spec.dtype, device=device).untyped_storage()
+    return torch.empty(0, dtype=spec.dtype, device=device).set_(storage, 0, spec.shape, spec.stride)
 
 
 @dataclass
@@ -169,7 +195,18 @@ def _parse_call(call: dict, library: Optional[str], entry: Optional[str],
         stride = sizes_of(result.get("stride", []), f"result {index} stride")
         if len(shape) != len(stride):
             raise ValueError(f"result {index}: shape {list(shape)} and stride {list(stride)} differ in rank")
-        results.append(TensorSpec(parse_dtype(result.get("dtype", "")), shape, stride))
+        alloc = result.get("alloc_shape")
+        if alloc is not None:
+            if count:
+                raise ValueError(f"result {index}: a call over symbols has no alloc_shape")
+            alloc = tuple(int(v) for v in alloc)
+            if any(v < 0 for v in alloc) or any(v < 0 for v in stride):
+                raise ValueError(f"result {index}: negative alloc_shape {list(alloc)} or stride")
+        spec = TensorSpec(parse_dtype(result.get("dtype", "")), shape, stride, alloc)
+        if alloc is not None and storage_elements(TensorSpec(spec.dtype, shape, stride)) > math.prod(alloc):
+            raise ValueError(f"result {index}: shape {list(shape)} stride {list(stride)} reaches "
+                             f"past its alloc_shape {list(alloc)}")
+        results.append(spec)
     slots = []
     for pointer in args.get("pointers", []):
         offset, index = int(pointer["offset"]), int(pointer["index"])
@@ -315,7 +352,8 @@ def _register_natively(call: Call) -> None:
         offsets = [0] * len(call.slots)
         checked = [0] * len(call.operands)
     else:
-        meta = [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device="meta") for r in call.results]
+        # A result's prototype carries its allocation: the native op reads its storage size.
+        meta = [allocate_result(r, "meta") for r in call.results]
         operands = [torch.empty_strided(o.shape, o.stride, dtype=o.dtype, device="meta")
                     if o.shape is not None else torch.empty(0, dtype=o.dtype, device="meta")
                     for o in call.operands]
@@ -464,6 +502,14 @@ def _check_results(call: Call, results: Sequence[torch.Tensor]) -> None:
             raise ValueError(f"{call.describe()}: result {index} is {tensor.dtype} "
                              f"{list(tensor.shape)} stride {list(tensor.stride())}, the call "
                              f"writes {spec.dtype} {list(spec.shape)} stride {list(spec.stride)}")
+        if spec.alloc_shape is not None:
+            # The kernel writes the whole allocation (padded rows past the view included).
+            held = tensor.untyped_storage().nbytes() // tensor.element_size() - tensor.storage_offset()
+            if held < storage_elements(spec):
+                raise ValueError(f"{call.describe()}: result {index}'s storage holds {held} "
+                                 f"elements past its offset, the call writes {storage_elements(spec)} "
+                                 f"(alloc_shape {list(spec.alloc_shape)}: allocate it with "
+                                 f"fact.ops.allocate_result)")
 
 
 def _check_slots(call: Call, operands: Sequence[torch.Tensor],
@@ -498,8 +544,7 @@ def _device(operands: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -
 
 
 def _allocate(call: Call, device: torch.device) -> list[torch.Tensor]:
-    return [torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=device)
-            for r in call.results]
+    return [allocate_result(r, device) for r in call.results]
 
 
 def _patched_image(call: Call, operands: Sequence[torch.Tensor],

@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from fact import ops
 from fact import verify as checks
 from fact.timing import Timer, capture_cuda_graph, cuda_median_ms
 
@@ -87,8 +88,10 @@ def _calls_runner(calls: Sequence[checks.CallToCheck], environment: dict,
     launches = []
     for call in calls:
         operands = [environment[vid] for vid in call.operands]
-        results = [torch.empty_strided(tuple(shape), tuple(stride), dtype=dtype, device=device)
-                   for _, shape, stride, dtype in call.results]
+        results = [ops.allocate_result(ops.TensorSpec(result[3], tuple(result[1]), tuple(result[2]),
+                                                      tuple(result[4]) if len(result) > 4 and result[4] is not None else None),
+                                       device)
+                   for result in call.results]
         environment.update({result[0]: tensor for result, tensor in zip(call.results, results)})
         launches.append((operands, results, call.id))
 

@@ -23,7 +23,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves, tree_map
 
-from fact import transforms
+from fact import ops, transforms
 
 
 @dataclass
@@ -191,7 +191,7 @@ class CallToCheck:
     id: int                      # registered fact::launch call
     label: str
     operands: list[str]          # value ids
-    results: list[tuple]         # (value id, shape, stride, dtype)
+    results: list[tuple]         # (value id, shape, stride, dtype[, alloc_shape or None])
     sizes: tuple = ()            # the plan symbols' sizes (a call planned over symbols)
 
 
@@ -214,8 +214,10 @@ class Verdict:
         return max(self.errors.values(), key=lambda e: (e[0] / e[1]) if e[1] else math.inf)
 
 
-def _poisoned(shape, stride, dtype, device) -> torch.Tensor:
-    tensor = torch.empty_strided(tuple(shape), tuple(stride), dtype=dtype, device=device)
+def _poisoned(shape, stride, dtype, device, alloc_shape=None) -> torch.Tensor:
+    tensor = ops.allocate_result(ops.TensorSpec(dtype, tuple(shape), tuple(stride),
+                                                tuple(alloc_shape) if alloc_shape is not None else None),
+                                 device)
     if tensor.is_floating_point() or tensor.is_complex():
         tensor.fill_(float("nan"))
     return tensor
@@ -317,7 +319,9 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
         with torch.no_grad():
             for call in calls:
                 operands = [env[vid] for vid in call.operands]
-                results = [_poisoned(shape, stride, dtype, device) for _, shape, stride, dtype in call.results]
+                results = [_poisoned(result[1], result[2], result[3], device,
+                                     result[4] if len(result) > 4 else None)
+                           for result in call.results]
                 torch.ops.fact.launch_out.default(operands, results, call.id, list(call.sizes))
                 env.update({result[0]: tensor for result, tensor in zip(call.results, results)})
         if device.type == "cuda":

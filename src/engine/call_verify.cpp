@@ -41,6 +41,7 @@ struct Tensor {
   std::vector<int64_t> shape, stride;
   int64_t offset = 0;  // the largest pointer slot's element_offset into it
   size_t bytes = 0;    // the storage: every element the view addresses, past the offset too
+  int64_t alloc_elements = 0;  // a result's "alloc_shape" (docs/plan.md): the kernel may write all
   int64_t elements() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
@@ -56,6 +57,10 @@ Tensor tensor_of(const nlohmann::json& j) {
   if (t.shape.size() != t.stride.size() || t.shape.size() > size_t(runtime::kMaxViewRank)) {
     throw std::invalid_argument("a call's tensor needs as many strides as sizes, at most 8");
   }
+  if (j.contains("alloc_shape")) {
+    t.alloc_elements = 1;
+    for (int64_t v : j.at("alloc_shape").get<std::vector<int64_t>>()) t.alloc_elements *= v;
+  }
   return t;
 }
 
@@ -65,6 +70,7 @@ void size_storage(Tensor& t) {
     if (t.shape[d] == 0) extent = t.offset;
     else extent += (t.shape[d] - 1) * t.stride[d];
   }
+  extent = std::max(extent, t.offset + t.alloc_elements);
   t.bytes = size_t(std::max<int64_t>(extent, 1)) * size_t(runtime::element_bytes(t.type));
 }
 
@@ -97,7 +103,8 @@ class CallCase final : public runtime::VerifyCase {
       // The result's view starts at its storage (a slot's element offset moves only the address
       // the kernel is given, as the plan's calls do).
       specs.push_back({"result " + std::to_string(i), true, results_[i].bytes, results_[i].type, 0,
-                       results_[i].shape, results_[i].stride});
+                       results_[i].shape, results_[i].stride,
+                       results_[i].alloc_elements > 0});  // padded rows: the kernel writes them
     }
     return specs;
   }

@@ -318,6 +318,7 @@ PlanResult make_plan(const PlanRequest& request, const DiscoveredHook& on_discov
   result.options = discover_options({request.precision, request.device_profile, request.use_tuning_db,
                                      request.tuning_db, request.use_registry, request.registry_dir, arch},
                                     result.captured);
+  result.options.padded_results = request.padded_results;
   // Opt-in rules (rule.hpp's Rule::opt_in) accept only what the selection names.
   if (request.patterns) result.options.opt_in.insert(request.patterns->begin(), request.patterns->end());
   const core::PrecisionMode precision = result.options.precision;

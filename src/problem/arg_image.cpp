@@ -72,6 +72,7 @@ nlohmann::json ArgImage::to_json() const {
   for (const auto& r : results) {
     res.push_back({{"value", r.value}, {"shape", r.shape}, {"stride", r.stride},
                    {"dtype", torch_dtype(r.dtype)}});
+    if (!r.alloc_shape.empty()) res.back()["alloc_shape"] = r.alloc_shape;
   }
   nlohmann::json slots = nlohmann::json::array();
   for (const auto& p : pointers) {
@@ -87,6 +88,20 @@ nlohmann::json ArgImage::to_json() const {
           {"args", {{"size", bytes.size()}, {"hex", to_hex(bytes)}, {"pointers", slots}, {"int_fields", fields}}}};
 }
 
+int64_t result_storage_elements(const ResultSpec& result) {
+  if (!result.alloc_shape.empty()) {
+    int64_t elements = 1;
+    for (int64_t v : result.alloc_shape) elements *= v;
+    return elements;
+  }
+  int64_t span = 1;
+  for (size_t d = 0; d < result.shape.size() && d < result.stride.size(); ++d) {
+    if (result.shape[d] == 0) return 0;
+    span += (result.shape[d] - 1) * result.stride[d];
+  }
+  return span;
+}
+
 ArgImage ArgImage::from_json(const nlohmann::json& j) {
   ArgImage image;
   for (const auto& o : j.at("operands")) {
@@ -97,7 +112,22 @@ ArgImage ArgImage::from_json(const nlohmann::json& j) {
     image.results.push_back({r.at("value").get<std::string>(),
                              r.at("shape").get<std::vector<int64_t>>(),
                              r.at("stride").get<std::vector<int64_t>>(),
-                             graph::parse_dtype(r.at("dtype").get<std::string>())});
+                             graph::parse_dtype(r.at("dtype").get<std::string>()),
+                             r.value("alloc_shape", std::vector<int64_t>{})});
+    const ResultSpec& spec = image.results.back();
+    if (!spec.alloc_shape.empty()) {
+      int64_t span = 1;
+      for (size_t d = 0; d < spec.shape.size() && d < spec.stride.size(); ++d) {
+        if (spec.shape[d] == 0) span = 0;
+        if (span > 0) span += (spec.shape[d] - 1) * spec.stride[d];
+      }
+      int64_t elements = 1;
+      for (int64_t v : spec.alloc_shape) elements *= v;
+      if (span > elements || std::any_of(spec.alloc_shape.begin(), spec.alloc_shape.end(),
+                                         [](int64_t v) { return v < 0; }))
+        throw std::invalid_argument("argument image: result " + spec.value +
+                                    "'s view reaches past its alloc_shape");
+    }
   }
   const auto& args = j.at("args");
   image.bytes = from_hex(args.at("hex").get<std::string>());

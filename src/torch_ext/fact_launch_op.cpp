@@ -35,6 +35,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -158,6 +159,10 @@ struct TensorSpec {
   std::vector<int64_t> shape, stride;
   c10::ScalarType dtype;
   bool check_layout;
+  // A result whose allocation is larger than its view (docs/plan.md, "alloc_shape"): the
+  // elements its storage holds, read from the prototype's storage (fact.ops allocates the
+  // prototype as the plan says); 0 when the view's own span is the allocation.
+  int64_t storage_elements = 0;
 };
 
 // Shape and stride of a symbolic tensor as indices into the call's polynomial table (rank -1:
@@ -281,9 +286,35 @@ std::string describe(const Call& call) {
   return "fact::launch call " + std::to_string(call.id) + (call.label.empty() ? "" : " (" + call.label + ")");
 }
 
+// Elements from the storage offset to the last element a view spans (0 when empty).
+int64_t span_of(c10::IntArrayRef shape, c10::IntArrayRef stride) {
+  int64_t span = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    span += (shape[d] - 1) * stride[d];
+  }
+  return span;
+}
+
 TensorSpec spec_of(const at::Tensor& prototype, bool check_layout) {
-  return TensorSpec{prototype.sizes().vec(), prototype.strides().vec(), prototype.scalar_type(),
-                    check_layout};
+  TensorSpec spec{prototype.sizes().vec(), prototype.strides().vec(), prototype.scalar_type(),
+                  check_layout};
+  if (prototype.has_storage() && prototype.itemsize() > 0) {
+    const int64_t held = static_cast<int64_t>(prototype.storage().nbytes() / prototype.itemsize());
+    if (held > span_of(spec.shape, spec.stride)) spec.storage_elements = held;
+  }
+  return spec;
+}
+
+// A result as the plan allocates it: empty_strided, or (storage_elements) a tensor with the
+// spec's shape and strides over a storage of the whole allocation, not a view of another
+// tensor (the op's outputs alias nothing).
+at::Tensor allocate_result(const TensorSpec& spec, const at::TensorOptions& options) {
+  if (spec.storage_elements == 0) return at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype));
+  const at::Tensor storage = at::empty({spec.storage_elements}, options.dtype(spec.dtype));
+  at::Tensor result = at::empty({0}, options.dtype(spec.dtype));
+  result.set_(storage.storage(), 0, spec.shape, spec.stride);
+  return result;
 }
 
 int64_t register_call(c10::string_view image_hex, c10::IntArrayRef slot_offsets,
@@ -434,6 +465,12 @@ void check_results(const Call& call, at::TensorList results) {
     TORCH_CHECK(results[i].scalar_type() == spec.dtype &&
                     results[i].sizes() == c10::IntArrayRef(spec.shape) &&
                     results[i].strides() == c10::IntArrayRef(spec.stride), message(describe(call), ": result ", i, " is ", results[i].scalar_type(), " ", results[i].sizes(), " stride ", results[i].strides(), ", the call writes ", spec.dtype, " ", c10::IntArrayRef(spec.shape), " stride ", c10::IntArrayRef(spec.stride)));
+    // A result the kernel writes past its view (padded rows) must hold its whole allocation.
+    if (spec.storage_elements > 0) {
+      const at::Tensor& t = results[i];
+      const int64_t held = t.has_storage() ? static_cast<int64_t>(t.storage().nbytes() / t.itemsize()) - t.storage_offset() : 0;
+      TORCH_CHECK(held >= spec.storage_elements, message(describe(call), ": result ", i, "'s storage holds ", held, " elements past its offset, the call writes ", spec.storage_elements, " (its allocation, padded rows included)"));
+    }
   }
 }
 
@@ -603,9 +640,7 @@ std::vector<at::Tensor> launch_cuda(at::TensorList operands, int64_t call_id, c1
   if (!call.symbolic) {
     TORCH_CHECK(sizes.empty(), message(describe(call), ": a static call takes no sizes"));
     check_operands(call, operands);
-    for (const TensorSpec& spec : call.results) {
-      results.push_back(at::empty_strided(spec.shape, spec.stride, options.dtype(spec.dtype)));
-    }
+    for (const TensorSpec& spec : call.results) results.push_back(allocate_result(spec, options));
     run(call, operands, results, device, LaunchSource{&call.image, call.library, nullptr});
     return results;
   }

@@ -29,6 +29,7 @@ skip with the reason when it is not installed (requirements.txt installs it).
 """
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from pathlib import Path
@@ -156,6 +157,29 @@ def test_whole_model(name, dtype_name, tmp_path):
                                        else "ran composed")
           + f"; optimize {optimized:.1f} s, test {time.perf_counter() - started:.1f} s")
     assert not problems, f"{name} {dtype_name}:\n" + "\n".join(problems) + "\n" + _summary(report)
+
+
+@needs_engine
+@pytest.mark.parametrize(("dtype_name", "ld"), [("float32", 50260), ("bfloat16", 50264)])
+def test_gpt2_lm_head_writes_padded_rows(dtype_name, ld, tmp_path):
+    """GPT-2's LM head (vocabulary 50257, unaligned rows) returns its logits as the view of a
+    [B, T, ld] allocation (patterns/gemm/README.md, "A result with padded rows"), right."""
+    spec, dtype, model, example = _built("gpt2_lm", dtype_name)
+    with quiet_torch(), torch.no_grad():
+        composed = fact.optimize(model, example, work_dir=tmp_path / "work", remainder="eager")
+    plan = json.loads((tmp_path / "work" / "plan.json").read_text())
+    heads = [result for r in plan["replacements"] for call in r.get("calls", [])
+             for result in call.get("results", []) if result["shape"][-1] == 50257]
+    assert len(heads) == 1 and heads[0].get("alloc_shape", [None])[-1] == ld, heads
+    fresh = _cast(spec.inputs(spec.batch, FRESH_SEED), dtype)
+    with torch.no_grad():
+        logits = spec.outputs(composed(*fresh))["logits"]
+    batch, seq = logits.shape[:2]
+    assert logits.stride() == (seq * ld, ld, 1)
+    assert logits.untyped_storage().nbytes() == batch * seq * ld * logits.element_size()
+    problems, fallbacks = _check_outputs(spec, model, composed, fresh, composed.fact_report.precision,
+                                         "fresh inputs")
+    assert not problems and not fallbacks, problems + fallbacks
 
 
 def test_models_are_not_conformance_files():

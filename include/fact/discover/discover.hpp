@@ -40,6 +40,11 @@ struct DiscoverOptions {
   // otherwise its matches are declined reports and other rules take their nodes. Empty (no
   // selection): no opt-in rule accepts.
   std::set<std::string> opt_in;
+  // A GEMM whose unaligned D only leaves the graph (through views) may be planned with padded
+  // rows, its result a view of a [.., M, ld] allocation (patterns/gemm/README.md, "Alignment:
+  // padding"). Off while a dynamic range is planned: the allocation's row length is no
+  // polynomial of the sizes (docs/dynamic_shapes.md).
+  bool padded_results = true;
 };
 
 // The precision mode a graph runs in unless the user says otherwise: Native when its

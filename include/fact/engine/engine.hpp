@@ -43,6 +43,9 @@ struct PlanRequest {
   // cuda, host for cpu). nullopt: the default registry.
   bool use_registry = true;
   std::optional<std::filesystem::path> registry_dir;
+  // Results with padded rows allowed (DiscoverOptions::padded_results); false for the static
+  // plans a dynamic range is fitted from.
+  bool padded_results = true;
 };
 
 struct PlanResult;

@@ -31,7 +31,17 @@ struct ResultSpec {
   graph::ValueId value;  // the graph value the call produces
   std::vector<int64_t> shape, stride;
   graph::DType dtype = graph::DType::Unknown;
+  // Empty: the result is allocated as itself (empty_strided(shape, stride)). Otherwise the
+  // result is allocated as a dense (contiguous) tensor of this shape and the call's value is the
+  // view {shape, stride} of it at storage offset 0: its storage holds every element of the
+  // allocation, which the kernel may write (a GEMM's D with padded rows: [.., M, ld] whose
+  // [..., :N] is the value; docs/plan.md, "alloc_shape"). The plan's JSON key is "alloc_shape".
+  std::vector<int64_t> alloc_shape;
 };
+
+// Elements a result's storage must hold: those of its allocation (alloc_shape), or the span of
+// its shape and strides (0 for an empty view).
+int64_t result_storage_elements(const ResultSpec& result);
 
 // An integer field of the struct: `bytes` little-endian bytes at `offset` (a size, a stride, a
 // count, an enum). A declared dynamic range fits each one as a polynomial of the sizes
@@ -59,7 +69,7 @@ struct ArgImage {
   // Writes a kind struct's FactCallHeader at `offset`, field by field (put).
   void put_header(size_t offset, const FactCallHeader& header);
 
-  // {"operands":[{"value","dtype"}], "results":[{"value","shape","stride","dtype"}],
+  // {"operands":[{"value","dtype"}], "results":[{"value","shape","stride","dtype"[,"alloc_shape"]}],
   //  "args":{"size","hex","pointers":[{"offset","from","index","element_offset"}],
   //          "int_fields":[[offset, bytes], ...]}}
   nlohmann::json to_json() const;

@@ -28,6 +28,10 @@ struct BufferSpec {
   // Outputs only: the logical view compared with the reference (elements, at most 8 dims).
   int64_t offset = 0;
   std::vector<int64_t> shape, stride;
+  // Outputs only: the call may write the allocation's elements outside the view (a GEMM's D
+  // with padded rows, whose padding columns the kernel writes: docs/plan.md "alloc_shape"); then
+  // only the guard bands around the allocation are checked for stray writes, not the gaps.
+  bool gaps_writable = false;
 };
 
 // Where the verifier put each buffer (in the order of VerifyCase::buffers()): the first byte

@@ -37,6 +37,48 @@ std::optional<std::string> check_alignment(const GemmProblem& p) {
   return std::nullopt;
 }
 
+// True when every use of `value` (a tensor whose last dimension holds `cols` elements) is a
+// graph output, directly or through views that keep the last dimension whole (view, reshape,
+// unsqueeze, squeeze, alias, detach whose own last dimension is `cols`, and their uses in turn).
+// Such a value may be any strided view whose rows are dense: a reshape that keeps the last
+// dimension only regroups whole rows, which the leading dims of [.., M, ld] allow.
+bool leaves_graph_whole(const graph::Graph& g, const graph::ValueId& value, int64_t cols, int depth = 0) {
+  if (depth > 16) return false;
+  for (const graph::Node* user : g.consumers(value)) {
+    if (!discover::target_in(*user, {"aten.view", "aten.reshape", "aten._unsafe_view", "aten.unsqueeze",
+                           "aten.squeeze", "aten.alias", "aten.detach"}))
+      return false;
+    if (user->outputs.size() != 1 || !g.has_value(user->outputs[0])) return false;
+    const graph::TensorDesc& out = g.value(user->outputs[0]).desc;
+    if (out.shape.empty() || out.shape.back() != cols) return false;
+    if (!leaves_graph_whole(g, user->outputs[0], cols, depth + 1)) return false;
+  }
+  return g.is_graph_output(value) || !g.consumers(value).empty();
+}
+
+// A GEMM result with padded rows (patterns/gemm/README.md, "Alignment: padding"). The rule: D
+// row-major with N * dtype bytes not a multiple of 16 (an LM head's vocabulary of 50257), one
+// batch mode, no step that stores D itself or reads tables, D dense as the graph has it, and its
+// value flowing only into the graph's outputs (leaves_graph_whole): then D is planned with ld =
+// N rounded up to 16 bytes and the call allocates it as a dense [.., M, ld] tensor whose
+// [..., :N] view is the value (docs/plan.md, "alloc_shape"). The kernel runs aligned at the
+// padded N (B padded once when a weight, by pad_weight_once below; staged per call otherwise)
+// and writes the padding columns into the allocation's own padding: nothing staged or copied
+// for D. Why: the direct-store variant's element-wise stores took 2.19 ms for GPT-2's LM head on
+// an H200 against cuBLAS's 0.88 ms on the padded vocabulary (torch.compile returns a view of its
+// padded result the same way). Any other use of D (a softmax over the rows, a flatten, another
+// GEMM) reads a dense tensor: D stays as it is (direct store, or staged and copied back).
+void pad_result_rows(const graph::Graph& g, const DiscoverOptions& options, GemmProblem& p) {
+  if (!options.padded_results || is_derived_value(p.d.value) || !g.has_value(p.d.value)) return;
+  const graph::TensorDesc& d = g.value(p.d.value).desc;
+  if (!d.is_contiguous() || d.shape.empty() || d.shape.back() != p.d_cols() ||
+      d.numel() != p.batches() * p.m * p.d_cols())
+    return;
+  if (!leaves_graph_whole(g, p.d.value, p.d_cols())) return;
+  GemmProblem q = p;
+  if (!give_d_padded_rows(q).has_value()) p = std::move(q);
+}
+
 // A weight B the plan pads once (a derived operand, operand_transform.hpp's `pad`) instead of
 // the entry staging it on every call: B a parameter, buffer or constant read whole (a 2-D
 // contiguous value, shared by every batch), whose call would stage it. `p` then reads the
@@ -151,7 +193,9 @@ RuleResult gemm_rule_result(const RuleContext& context, const std::vector<GemmCh
         m.status = MatchStatus::Declined;
         m.reason = *reason;
       } else {
-        // Rows that are not 16-byte aligned run zero-padded: weights padded once here.
+        // An unaligned D that only leaves the graph gets padded rows; then rows that are not
+        // 16-byte aligned run zero-padded: weights padded once here.
+        pad_result_rows(context.graph, context.options, problem);
         if (auto weight = pad_weight_once(context.graph, chain.output, problem)) {
           m.derived.push_back(std::move(*weight));
         }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "fact/graph/graph_builder.hpp"
 #include "patterns/gemm/kind/abi_names.hpp"
 #include "patterns/gemm/kind/step_hooks.hpp"
 
@@ -72,6 +73,9 @@ void put_int_fields(ArgImage& image, const FactGemmArgs& args) {
 
 }  // namespace
 
+static ArgImage pack_padded_d(const GemmProblem& p, const graph::TensorDesc& d);
+static ArgImage pack_checked(const GemmProblem& p, ResultSpec result);
+
 FactGemmArgs gemm_args(const GemmProblem& p) {
   FactGemmArgs args;
   std::memset(&args, 0, sizeof(args));
@@ -88,7 +92,8 @@ FactGemmArgs gemm_args(const GemmProblem& p) {
   args.d_type = abi_dtype(p.d.dtype);
   args.a_layout = abi_layout(p.a.layout);
   args.b_layout = abi_layout(p.b.layout);
-  args.padded = (p.a.padded ? FACT_GEMM_PADDED_A : 0) | (p.b.padded ? FACT_GEMM_PADDED_B : 0);
+  args.padded = (p.a.padded ? FACT_GEMM_PADDED_A : 0) | (p.b.padded ? FACT_GEMM_PADDED_B : 0) |
+                (p.d.padded ? FACT_GEMM_PADDED_D : 0);
   args.lda = p.a.ld;
   args.stride_a = p.a.batch_stride;
   args.outer_stride_a = p.a.outer_batch_stride;
@@ -147,7 +152,9 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
   }
   const graph::TensorDesc& d = captured.value(p.d.value).desc;
   // Dense row-major: [outer_batch][batch][M][N], or (two batch modes whose kernel mode is the
-  // outer one in memory) [batch][outer_batch][M][N]; either way every element once.
+  // outer one in memory) [batch][outer_batch][M][N]; either way every element once. A D given
+  // padded (GemmOperand::padded: rows of ld > N elements) is dense over [..][M][ld] instead.
+  if (p.d.padded) return pack_padded_d(p, d);
   const int64_t mn = p.m * p.d_cols();
   const bool batch_major = (p.batch == 1 || p.d.batch_stride == mn) &&
                            (p.outer_batch == 1 || p.d.outer_batch_stride == p.batch * mn);
@@ -160,6 +167,30 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
                                 " is not a dense row-major " + p.shape_string() +
                                 (p.gated() ? " (gated: N/2 columns)" : "") + " tensor");
   }
+  return pack_checked(p, ResultSpec{p.d.value, d.shape, d.stride, p.d.dtype, {}});
+}
+
+static ArgImage pack_padded_d(const GemmProblem& p, const graph::TensorDesc& d) {
+  // The graph's D is a contiguous [.., N] value; the call writes it as the [..., :N] view of a
+  // dense [.., ld] allocation (docs/plan.md, a result's "alloc_shape").
+  const int64_t cols = p.d_cols();
+  const bool fits = !p.gated() && p.outer_batch <= 1 && p.d.layout == Layout::RowMajor &&
+                    p.d.offset == 0 && d.is_contiguous() && !d.shape.empty() &&
+                    d.shape.back() == cols && d.numel() == p.batches() * p.m * cols &&
+                    p.d.ld >= cols && (p.d.ld * graph::dtype_bytes(p.d.dtype)) % 16 == 0 &&
+                    (p.batch == 1 || p.d.batch_stride == p.m * p.d.ld);
+  if (!fits) {
+    throw std::invalid_argument("output '" + p.d.value + "' " + d.to_string() +
+                                " cannot be written with padded rows (ld " + std::to_string(p.d.ld) +
+                                ") as the [..., :N] view of a dense " + p.shape_string() + " tensor");
+  }
+  ResultSpec result{p.d.value, d.shape, {}, p.d.dtype, d.shape};
+  result.alloc_shape.back() = p.d.ld;
+  result.stride = graph::contiguous_strides(result.alloc_shape);
+  return pack_checked(p, std::move(result));
+}
+
+static ArgImage pack_checked(const GemmProblem& p, ResultSpec result) {
   if (p.gated() && p.n % 2 != 0) {
     throw std::invalid_argument("a gated GEMM pairs columns: N=" + std::to_string(p.n) + " is odd");
   }
@@ -184,7 +215,7 @@ ArgImage pack_gemm(const GemmProblem& p, const graph::Graph& captured) {
        p.a.offset);
   slot(offsetof(FactGemmArgs, b), PointerSlot::From::Operand, image.operand(p.b.value, p.b.dtype),
        p.b.offset);
-  image.results.push_back({p.d.value, d.shape, d.stride, p.d.dtype});
+  image.results.push_back(std::move(result));
   slot(offsetof(FactGemmArgs, d), PointerSlot::From::Result, 0, p.d.offset);
   const KernelEpilogue epilogue = kernel_epilogue(p);
   for (size_t i = 0; i < epilogue.steps.size(); ++i) {

@@ -27,7 +27,9 @@ std::optional<std::string> direct_store_obstacle(const GemmProblem& p) {
 
 GemmPadding gemm_padding(const GemmProblem& p) {
   GemmPadding out;
-  out.d_direct = !direct_store_obstacle(p).has_value();
+  // A D given padded rows (GemmOperand::padded) is written in place at the padded N by the
+  // aligned kernel, never by the direct-store variant.
+  out.d_direct = !p.d.padded && !direct_store_obstacle(p).has_value();
   try {
     out.plan = padding::plan(gemm_args(p), out.d_direct, nullptr);
   } catch (const std::exception&) {
@@ -72,6 +74,34 @@ std::string padding_summary(const GemmProblem& p) {
     if (std::string(sep).empty()) s << "epilogue operands staged (unaligned strides)";
   }
   return s.str();
+}
+
+std::optional<std::string> give_d_padded_rows(GemmProblem& p) {
+  if (p.d.padded) return std::string("D already has padded rows");
+  if (p.d.layout != Layout::RowMajor || p.d.offset != 0)
+    return std::string("D is not a row-major matrix at its value's start");
+  if (p.outer_batch > 1) return std::string("two batch modes");
+  for (const auto& step : kernel_epilogue(p).steps) {
+    const StepOp& op = step_op(step.kind);
+    if (op.stores_d || op.operand == OperandShape::TABLES)
+      return "a " + std::string(op.name) + " step stores D itself or reads tables by row and column";
+  }
+  const int64_t bytes = graph::dtype_bytes(p.d.dtype);
+  const int64_t cols = p.d_cols();
+  if (bytes <= 0) return std::string("D's dtype has no size");
+  if ((cols * bytes) % padding::kAlignBytes == 0) return std::string("D's rows are aligned");
+  if (p.d.ld != cols || (p.batch > 1 && p.d.batch_stride != p.m * cols))
+    return std::string("D is not dense");
+  GemmProblem q = p;
+  q.d.padded = true;
+  q.d.ld = padding::round_up(cols, padding::kAlignBytes / bytes);
+  q.d.batch_stride = p.batch > 1 ? p.m * q.d.ld : 0;
+  const GemmPadding pad = gemm_padding(q);
+  if (pad.plan.status != FACT_OK) return std::string("the call cannot run padded");
+  // A run padded along M (a column-major A) would write rows past M: D staged as before.
+  if (pad.staged_d() || pad.plan.extents.m != p.m) return std::string("the run is padded along M");
+  p = std::move(q);
+  return std::nullopt;
 }
 
 std::optional<std::string> padding_obstacle(const GemmProblem& p) {

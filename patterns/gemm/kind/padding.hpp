@@ -35,6 +35,14 @@ padding::Extents padded_extents(const GemmProblem& p);
 // is; an operand copied only because its strides are unaligned says so ("A staged (lda=1001)").
 std::string padding_summary(const GemmProblem& p);
 
+// Gives `p`'s D padded rows (GemmOperand::padded, ld = N rounded up to 16 bytes, the batch
+// stride M * ld) when the kernel can then write it in place at the padded N, or says why not
+// (leaving `p` as it is): D row-major and dense with rows not 16-byte aligned, one batch mode,
+// no step that stores D itself (a gated product at half width) or reads tables by row and column, a run padded along N only
+// (not M: a column-major A) whose D is not staged. Whether D's value may be handed on as a view
+// of padded rows is the graph's question (discover/checks.cpp, pad_result_rows).
+std::optional<std::string> give_d_padded_rows(GemmProblem& p);
+
 // Why `p` cannot run padded (a step that reads tables over padded rows or columns), or nullopt.
 std::optional<std::string> padding_obstacle(const GemmProblem& p);
 

@@ -35,8 +35,11 @@ struct GemmOperand {
   int64_t batch_stride = 0;  // elements between batches; 0 = broadcast over the batch
   int64_t offset = 0;        // elements from the value's first element to the operand's
   int64_t outer_batch_stride = 0;  // elements between outer batches (the second batch mode)
-  // A or B only: the value already holds zeros up to the extents the kernel runs (a weight the
-  // plan padded once: kind/padding.hpp), so the kernel reads it in place (FactGemmArgs::padded).
+  // A or B: the value already holds zeros up to the extents the kernel runs (a weight the plan
+  // padded once: kind/padding.hpp), so the kernel reads it in place (FactGemmArgs::padded).
+  // D: its rows hold the padded extent (ld = N rounded up to 16 bytes, the result allocated as
+  // [.., M, ld] and handed on as its [..., :N] view: discover/checks.cpp, pad_result_rows), so
+  // the kernel writes D in place at the padded N (FACT_GEMM_PADDED_D).
   bool padded = false;
 };
 

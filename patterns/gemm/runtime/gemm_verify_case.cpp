@@ -8,6 +8,7 @@
 #include "fact/runtime/cuda_check.hpp"
 #include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/pack.hpp"
+#include "patterns/gemm/kind/padding.hpp"
 #include "patterns/gemm/runtime/blas_baselines.hpp"
 
 namespace fact::gemm {
@@ -184,7 +185,11 @@ GemmVerifyCase::GemmVerifyCase(GemmCase gemm_case, bool with_accuracy_peer, bool
   };
   index_.a = add("A", p.a.dtype, operand_elements(p.m, p.k, p.a.ld, p.a.layout, p.batch, p.a.batch_stride,
                                                   p.outer_batch, p.a.outer_batch_stride));
-  index_.b = add("B", p.b.dtype, operand_elements(p.k, p.n, p.b.ld, p.b.layout, p.batch, p.b.batch_stride,
+  // A B given padded (a weight the plan padded once) is read at the padded extents: its buffer
+  // holds them (their contents only reach D's columns past N and zeros of a staged A along K).
+  const padding::Extents padded = padded_extents(p);
+  index_.b = add("B", p.b.dtype, operand_elements(p.b.padded ? padded.k : p.k, p.b.padded ? padded.n : p.n,
+                                                  p.b.ld, p.b.layout, p.batch, p.b.batch_stride,
                                                   p.outer_batch, p.b.outer_batch_stride));
   if (p.epilogue.size() > size_t(FACT_GEMM_MAX_STEPS)) {
     throw std::invalid_argument("epilogue of " + std::to_string(p.epilogue.size()) + " steps");
@@ -223,10 +228,14 @@ GemmVerifyCase::GemmVerifyCase(GemmCase gemm_case, bool with_accuracy_peer, bool
   }
   // D is M × d_cols(): N, or N/2 behind a step that pairs product columns into one; compared as [outer][batch][row][col] with the
   // reference's dense order.
-  index_.d = add("D", p.d.dtype, operand_elements(p.m, p.d_cols(), p.d.ld, p.d.layout, p.batch, p.d.batch_stride,
-                                                  p.outer_batch, p.d.outer_batch_stride));
+  // A D given padded rows (GemmOperand::padded) is written up to its ld in every row, the
+  // last one included: its buffer holds the whole [.., M, ld] allocation.
+  index_.d = add("D", p.d.dtype, operand_elements(p.m, p.d.padded ? p.d.ld : p.d_cols(), p.d.ld, p.d.layout,
+                                                  p.batch, p.d.batch_stride, p.outer_batch,
+                                                  p.d.outer_batch_stride));
   runtime::BufferSpec& d = buffers_[index_.d];
   d.output = true;
+  d.gaps_writable = p.d.padded;  // the padded run writes every row's padding columns
   const bool row_major = p.d.layout == Layout::RowMajor;
   d.shape = {p.outer_batch, p.batch, p.m, p.d_cols()};
   d.stride = {p.d.outer_batch_stride, p.d.batch_stride, row_major ? p.d.ld : 1, row_major ? 1 : p.d.ld};

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "fact/discover/discover.hpp"
 #include "fact/discover/report.hpp"
 #include "fact/problem/operand_transform.hpp"
+#include "patterns/gemm/kind/pack.hpp"
 #include "patterns/gemm/kind/padding.hpp"
 #include "tests/cpp/discover/discover_test_util.hpp"
 
@@ -290,7 +292,18 @@ TEST(GemmRule, Float32StrictProductWithOddExtentsRunsPadded) {
   const GemmPadding pad = gemm_padding(p);
   EXPECT_TRUE(pad.staged_a());
   EXPECT_FALSE(pad.staged_b());  // padded once, by the plan
-  EXPECT_TRUE(pad.staged_d());
+  // y is the graph's output: D has padded rows (ld 2952) and is written in place.
+  EXPECT_TRUE(p.d.padded);
+  EXPECT_EQ(p.d.ld, 2952);
+  EXPECT_FALSE(pad.staged_d());
+  // Read by another op (a softmax over its rows), D keeps its rows and is staged and copied back.
+  GraphBuilder b2(DType::Float32, "cuda:0");
+  auto x2 = b2.input("x", {8205, 5921});
+  auto w2 = b2.parameter("w", {2949, 5921});
+  auto y2 = b2.op("aten._softmax.default", {T(linear(b2, x2, w2)), C(-1), C(false)}, {8205, 2949});
+  const GemmProblem kept = gemms(only_match(discover(b2.finish({y2}), o))).at(0);
+  EXPECT_FALSE(kept.d.padded);
+  EXPECT_TRUE(gemm_padding(kept).staged_d());
 }
 
 // x @ W with W [K, N] row-major: B is padded along K (its rows); small K; batched products of
@@ -335,12 +348,17 @@ TEST(GemmRule, PaddingCoversRowMajorWeightsSmallKAndBatches) {
 // A and B are TMA-read (aligned strides); only D's rows are unaligned, which the direct-store
 // variant writes without TMA: planned, with or without a bias and an activation. A row-major B,
 // an M×N operand with unaligned rows or float32 operands stay declined, each with its reason.
+// (Each output below is read by a softmax: an output that only leaves the graph gets padded
+// rows instead, UnalignedOutputThatOnlyLeavesTheGraphGetsPaddedRows.)
 TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
+  auto read = [](GraphBuilder& g, ValueId v, std::vector<int64_t> shape) {
+    return g.op("aten._softmax.default", {T(v), C(-1), C(false)}, std::move(shape));
+  };
   GraphBuilder lm(DType::BFloat16, "cuda:0");
   auto h = lm.input("h", {8, 1024, 768});
   auto w = lm.parameter("w", {50257, 768});
   auto logits = linear(lm, h, w);
-  Match m = only_match(discover(lm.finish({logits})));
+  Match m = only_match(discover(lm.finish({read(lm, logits, {8, 1024, 50257})})));
   EXPECT_EQ(m.rule, "gemm");
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   const GemmProblem p = gemms(m).at(0);
@@ -355,13 +373,13 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   auto x = scaled.input("x", {64, 256});
   auto w2 = scaled.parameter("w", {1001, 256});
   auto y = scaled.op("aten.mul.Tensor", {T(linear(scaled, x, w2)), C(0.5)}, {64, 1001});
-  m = only_match(discover(scaled.finish({y})));
+  m = only_match(discover(scaled.finish({read(scaled, y, {64, 1001})})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
 
   // The chain runs per element: a bias and an activation are planned too.
   LinearGraph biased(DType::BFloat16, /*k=*/256, /*n=*/1001);
   auto relu = biased.b.op("aten.relu.default", {T(biased.y)}, {4, 16, 1001});
-  m = only_match(discover(biased.b.finish({relu})));
+  m = only_match(discover(biased.b.finish({read(biased.b, relu, {4, 16, 1001})})));
   EXPECT_EQ(m.rule, "gemm_bias_relu");
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
 
@@ -383,6 +401,105 @@ TEST(GemmRule, UnalignedOutputRowsArePlannedForTheDirectStore) {
   m = only_match(discover(row_b.finish({y3})));
   EXPECT_EQ(m.status, MatchStatus::Accepted) << m.reason;
   EXPECT_EQ(m.extra["note"], "N padded 1001\u21921008");
+}
+
+// An unaligned D whose value only leaves the graph (directly or through views keeping the last
+// dimension whole) gets padded rows: ld = N rounded up to 16 bytes, the weight padded once to
+// the padded N, the call's result a [..., :N] view of a dense [.., M, ld] allocation, and the
+// kernel the aligned TMA one (kind/pack.cpp, discover/checks.cpp's pad_result_rows). Any other
+// use keeps D as it is: the direct-store variant for a bf16 chain computed per element.
+TEST(GemmRule, UnalignedOutputThatOnlyLeavesTheGraphGetsPaddedRows) {
+  auto lm_head = [](std::function<ValueId(GraphBuilder&, ValueId)> then) {
+    GraphBuilder b(DType::BFloat16, "cuda:0");
+    auto h = b.input("h", {2, 16, 768});
+    auto w = b.parameter("w", {50257, 768});
+    auto logits = linear(b, h, w);
+    auto out = then(b, logits);
+    return std::make_pair(b.finish({out}), logits);
+  };
+  // The LM head returned as it is.
+  {
+    auto [g, logits] = lm_head([](GraphBuilder&, ValueId v) { return v; });
+    Match m = only_match(discover(g));
+    ASSERT_EQ(m.status, MatchStatus::Accepted) << m.reason;
+    const GemmProblem p = gemms(m).at(0);
+    EXPECT_EQ(p.n, 50257);
+    EXPECT_TRUE(p.d.padded);
+    EXPECT_EQ(p.d.ld, 50264);
+    EXPECT_EQ(m.extra["note"], "N padded 50257\u219250264");
+    ASSERT_EQ(m.derived.size(), 1u);  // the weight padded once to the padded N
+    EXPECT_EQ(m.derived[0].shape, (std::vector<int64_t>{50264, 768}));
+    EXPECT_TRUE(p.b.padded);
+    const GemmPadding pad = gemm_padding(p);
+    EXPECT_FALSE(pad.d_direct);
+    EXPECT_FALSE(pad.staged_d());  // written in place: nothing staged or copied for D
+    EXPECT_FALSE(pad.staged_a());
+    EXPECT_FALSE(pad.staged_b());
+    EXPECT_EQ(pad.plan.num_copies_in, 0);
+    EXPECT_EQ(pad.plan.args.n, 50264);
+    EXPECT_EQ(pad.plan.args.ldd, 50264);
+    const ArgImage image = pack_gemm(p, g);
+    ASSERT_EQ(image.results.size(), 1u);
+    EXPECT_EQ(image.results[0].shape, (std::vector<int64_t>{2, 16, 50257}));
+    EXPECT_EQ(image.results[0].stride, (std::vector<int64_t>{16 * 50264, 50264, 1}));
+    EXPECT_EQ(image.results[0].alloc_shape, (std::vector<int64_t>{2, 16, 50264}));
+    EXPECT_EQ(result_storage_elements(image.results[0]), 2 * 16 * 50264);
+    const nlohmann::json j = image.to_json();
+    EXPECT_EQ(j["results"][0]["alloc_shape"], nlohmann::json::array({2, 16, 50264}));
+    EXPECT_EQ(ArgImage::from_json(j).results[0].alloc_shape, image.results[0].alloc_shape);
+    const FactGemmArgs args = gemm_args(p);
+    EXPECT_EQ(args.padded, FACT_GEMM_PADDED_B | FACT_GEMM_PADDED_D);
+  }
+  // Through a view that keeps the last dimension whole, and with a bias (staged per call).
+  {
+    auto [g, logits] = lm_head([](GraphBuilder& b, ValueId v) {
+      return b.op("aten.view.default", {T(v), C(nlohmann::json::array({32, 50257}))}, {32, 50257});
+    });
+    EXPECT_TRUE(gemms(only_match(discover(g))).at(0).d.padded);
+  }
+  LinearGraph biased(DType::Float32, /*k=*/64, /*n=*/257);
+  Match fm = only_match(discover(biased.b.finish({biased.y})));
+  ASSERT_EQ(fm.status, MatchStatus::Accepted) << fm.reason;
+  EXPECT_TRUE(gemms(fm).at(0).d.padded);
+  EXPECT_EQ(gemms(fm).at(0).d.ld, 260);
+  EXPECT_FALSE(gemm_padding(gemms(fm).at(0)).staged_d());
+  // A softmax over the rows reads D: kept as the graph has it, the direct-store variant.
+  {
+    auto [g, logits] = lm_head([](GraphBuilder& b, ValueId v) {
+      return b.op("aten._softmax.default", {T(v), C(-1), C(false)}, {2, 16, 50257});
+    });
+    const GemmProblem p = gemms(only_match(discover(g))).at(0);
+    EXPECT_FALSE(p.d.padded);
+    EXPECT_EQ(p.d.ld, 50257);
+    EXPECT_TRUE(gemm_padding(p).d_direct);
+    EXPECT_EQ(pack_gemm(p, g).results[0].alloc_shape, std::vector<int64_t>{});
+  }
+  // A flatten (view(-1)) does not keep the last dimension: kept.
+  {
+    auto [g, logits] = lm_head([](GraphBuilder& b, ValueId v) {
+      return b.op("aten.view.default", {T(v), C(nlohmann::json::array({-1}))}, {2 * 16 * 50257});
+    });
+    EXPECT_FALSE(gemms(only_match(discover(g))).at(0).d.padded);
+  }
+  // A value returned and also read by another op: kept.
+  {
+    GraphBuilder b(DType::BFloat16, "cuda:0");
+    auto h = b.input("h", {2, 16, 768});
+    auto w = b.parameter("w", {50257, 768});
+    auto logits = linear(b, h, w);
+    auto sm = b.op("aten._softmax.default", {T(logits), C(-1), C(false)}, {2, 16, 50257});
+    const graph::Graph g = b.finish({logits, sm});
+    EXPECT_FALSE(gemms(only_match(discover(g))).at(0).d.padded);
+  }
+  // Planning a dynamic range's samples: never (the row length is no polynomial of the sizes).
+  {
+    auto [g, logits] = lm_head([](GraphBuilder&, ValueId v) { return v; });
+    DiscoverOptions options;
+    options.padded_results = false;
+    const GemmProblem p = gemms(only_match(discover(g, options))).at(0);
+    EXPECT_FALSE(p.d.padded);
+    EXPECT_TRUE(gemm_padding(p).d_direct);
+  }
 }
 
 TEST(GemmRule, OperandsThatCannotBeReadInPlaceDeclineWithTheLayoutReason) {

@@ -80,7 +80,8 @@ def test_float32_strict_k_5921_pads_k_and_n(tmp_path):
     make = lambda: (torch.randn(37, 5921),)  # noqa: E731
     composed = optimize_eagerly(module, make(), tmp_path, "strict")
     _composed_one(composed, "K padded 5921\u21925924, N padded 29\u219232")
-    assert_matches(composed, module, make, tol=1e-5)
+    # The output only leaves the graph: a view of its [37, 32] allocation (padded rows).
+    assert_matches(composed, module, make, tol=1e-5, strides=[(32, 1)])
 
 
 @needs_engine_plan

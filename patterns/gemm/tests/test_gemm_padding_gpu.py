@@ -139,3 +139,38 @@ def test_bf16_batched_product_of_activations_with_k_770(tmp_path):
     _padded_entry(composed, "K padded 770\u2192776")
     error = _rel_err_vs_float64(composed, Bmm(), inputs)
     assert error < 2e-2, error
+
+
+@needs_engine_plan
+@pytest.mark.parametrize("read_by_softmax", [False, True], ids=["padded_rows", "direct_store"])
+def test_bf16_lm_head_with_padded_rows_matches_float64(tmp_path, read_by_softmax):
+    """GPT-2's LM head shape (N = 50257) on 2 x 512 tokens: returned as it is, the logits are
+    the view of a [2, 512, 50264] allocation the aligned TMA kernel writes in place (patterns/gemm/
+    README.md, "A result with padded rows"); read by a softmax, D keeps its rows (the
+    direct-store variant). Not yet run on a GPU."""
+    torch.manual_seed(0)
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = Product(768, 50257)
+
+        def forward(self, x):
+            y = self.head(x)
+            return torch.softmax(y.float(), dim=-1) if read_by_softmax else y
+
+    module = Head().to("cuda", torch.bfloat16).eval()
+    x = torch.randn(2, 512, 768, device="cuda", dtype=torch.bfloat16)
+    composed = fact.optimize(module, (x,), "native", remainder="eager", work_dir=tmp_path,
+                             speed_guard=False)
+    report = composed.fact_report
+    entry = report.composed[0]
+    assert entry.implementation == "kernels" and entry.verified, str(report)
+    with torch.no_grad():
+        got = composed(x)
+    if not read_by_softmax:
+        assert "N padded 50257\u219250264" in entry.note, str(report)
+        assert got.stride() == (512 * 50264, 50264, 1)
+        assert got.untyped_storage().nbytes() == 2 * 512 * 50264 * 2
+    error = _rel_err_vs_float64(composed, module, (x,))
+    assert error < 2e-2, error

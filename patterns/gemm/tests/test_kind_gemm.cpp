@@ -274,6 +274,30 @@ TEST(GemmKind, PackRefusesAnOutputThatIsNotDense) {
   EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
 }
 
+// D given padded rows: the result is the [M, :N] view of a dense [M, ld] allocation; an ld
+// that is not 16-byte aligned or shorter than N is refused.
+TEST(GemmKind, PaddedRowsGiveAViewOfTheirAllocation) {
+  LinearCase c = make_case({}, 6);  // float32, M 6, N 5
+  c.problem.d.padded = true;
+  c.problem.d.ld = 8;
+  const ArgImage image = pack_gemm(c.problem, c.graph);
+  ASSERT_EQ(image.results.size(), 1u);
+  EXPECT_EQ(image.results[0].shape, (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(image.results[0].stride, (std::vector<int64_t>{8, 1}));
+  EXPECT_EQ(image.results[0].alloc_shape, (std::vector<int64_t>{6, 8}));
+  EXPECT_EQ(result_storage_elements(image.results[0]), 48);
+  EXPECT_EQ(gemm_args(c.problem).padded, FACT_GEMM_PADDED_D);
+  EXPECT_EQ(gemm_args(c.problem).ldd, 8);
+  c.problem.d.ld = 6;  // 24 bytes: not a TMA row
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+  c.problem.d.ld = 4;
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+  // Without the flag the same ld is no dense output.
+  c.problem.d.padded = false;
+  c.problem.d.ld = 8;
+  EXPECT_THROW(pack_gemm(c.problem, c.graph), std::invalid_argument);
+}
+
 TEST(GemmKind, KindDescribesItsProblems) {
   const LinearCase c = make_case({act(Activation::ReLU)}, 7);
   const Problem p = to_problem(c.problem);

@@ -288,5 +288,64 @@ TEST(GemmPadding, AnAlignedCallIsLeftAlone) {
   EXPECT_EQ(padding::plan(lm, false, nullptr).extents.n, 1008);
 }
 
+// D given padded rows (FACT_GEMM_PADDED_D: a result allocated as [M, ld] whose [:, :N] is the
+// value): the run is padded along N, D written in place (no copy back), the weight given padded
+// read in place, a bias staged; the first N columns of every row equal the unpadded call's.
+TEST(GemmPadding, ADGivenPaddedRowsIsWrittenInPlace) {
+  const int64_t m = 16, n = 257, k = 64, ld = 260;  // float32 D: 257 * 4 bytes unaligned
+  FactGemmArgs a = make_args(m, n, k, FACT_DTYPE_BF16, FACT_ROW_MAJOR, FACT_COLUMN_MAJOR);
+  add_bias(a, FACT_DTYPE_F32);
+  Case plain{a, {}};
+  allocate(plain);
+  ASSERT_EQ(reference_gemm_host(plain.args), FACT_OK);
+  const float* want = static_cast<const float*>(plain.args.d);
+
+  // The same call with B [ld, K] (zero rows past N) and D [M, ld].
+  a.ldd = ld;
+  a.stride_d = m * ld;
+  a.padded = FACT_GEMM_PADDED_B | FACT_GEMM_PADDED_D;
+  Case c{a, {}};
+  allocate(c);
+  HostBuffer b(FACT_DTYPE_BF16, ld * k, 2, false);
+  std::memcpy(b.data(), plain.args.b, static_cast<size_t>(n * k * 2));
+  c.args.b = b.data();
+  const padding::Plan sized = padding::plan(c.args, false, nullptr);
+  ASSERT_EQ(sized.status, FACT_OK);
+  EXPECT_FALSE(sized.identity());
+  EXPECT_FALSE(sized.copy_out);
+  EXPECT_FALSE(sized.staged_b);
+  EXPECT_EQ(sized.num_copies_in, 1);  // the bias, N long, staged to ld
+  EXPECT_EQ(sized.extents.n, ld);
+  std::vector<double> workspace(sized.staging_bytes / sizeof(double) + 1);
+  const padding::Plan run = padding::plan(c.args, false, reinterpret_cast<char*>(workspace.data()));
+  EXPECT_EQ(run.args.d, c.args.d);
+  EXPECT_EQ(run.args.ldd, ld);
+  EXPECT_EQ(run.args.n, ld);
+  for (int i = 0; i < run.num_copies_in; ++i) run_copy(run.copies_in[i]);
+  std::memset(c.args.d, 0xff, static_cast<size_t>(m * ld) * sizeof(float));
+  ASSERT_EQ(reference_gemm_host(run.args), FACT_OK);
+  const float* got = static_cast<const float*>(c.args.d);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t col = 0; col < n; ++col) {
+      ASSERT_EQ(std::memcmp(&got[r * ld + col], &want[r * n + col], sizeof(float)), 0)
+          << "D[" << r << ", " << col << "]";
+    }
+    for (int64_t col = n; col < ld; ++col) EXPECT_EQ(got[r * ld + col], 0.0f);  // zero rows of B, zero bias
+  }
+
+  // Without the bit, the same strides stage D and copy it back (the run padded along N).
+  c.args.padded = FACT_GEMM_PADDED_B;
+  EXPECT_TRUE(padding::plan(c.args, false, nullptr).copy_out);
+  // With the bit but an ld shorter than the padded N, or the run padded along M: staged.
+  FactGemmArgs short_ld = a;
+  short_ld.ldd = 258;
+  short_ld.stride_d = m * 258;
+  EXPECT_TRUE(padding::plan(short_ld, false, nullptr).copy_out);
+  FactGemmArgs col_a = make_args(17, n, k, FACT_DTYPE_BF16, FACT_COLUMN_MAJOR, FACT_COLUMN_MAJOR);
+  col_a.ldd = ld;
+  col_a.padded = FACT_GEMM_PADDED_D;
+  EXPECT_TRUE(padding::plan(col_a, false, nullptr).copy_out);
+}
+
 }  // namespace
 }  // namespace fact::gemm

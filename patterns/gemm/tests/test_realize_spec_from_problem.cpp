@@ -8,6 +8,7 @@
 #include "fact/realize/render.hpp"
 #include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
+#include "patterns/gemm/epilogue/op_table.hpp"
 #include "patterns/gemm/kind/padding.hpp"
 
 namespace fact::gemm {
@@ -299,6 +300,51 @@ TEST(SpecFromProblem, UnalignedRowsGetTheAlignmentsOfThePaddedCall) {
   EXPECT_EQ(lm.align_a, 8);
   EXPECT_EQ(lm.align_d, 1);
   EXPECT_TRUE(stores_d_directly(lm));
+}
+
+// GPT-2's LM head with padded rows (give_d_padded_rows: the result a view of [M, ld]): the
+// kernel runs at N padded to ld with a TMA store, not the direct-store variant.
+TEST(SpecFromProblem, LmHeadWithPaddedRowsIsAnAlignedKernel) {
+  GemmProblem p = linear(8192, 50257, 768, DType::BFloat16);
+  ASSERT_EQ(give_d_padded_rows(p), std::nullopt);
+  EXPECT_TRUE(p.d.padded);
+  EXPECT_EQ(p.d.ld, 50264);
+  const GemmProblem view = kernel_view(p);
+  EXPECT_EQ(view.n, 50264);
+  EXPECT_EQ(view.d.ld, 50264);
+  const GemmSpec s = realized_class(p, core::PrecisionMode::Native);
+  EXPECT_EQ(s.align_a, 8);
+  EXPECT_EQ(s.align_b, 8);
+  EXPECT_EQ(s.align_d, 8);
+  EXPECT_FALSE(stores_d_directly(s));
+  // The same problem without padded rows stays the direct-store variant.
+  EXPECT_TRUE(stores_d_directly(realized_class(linear(8192, 50257, 768, DType::BFloat16),
+                                               core::PrecisionMode::Native)));
+  // What cannot have padded rows: every step of the op table that stores D itself (a gated
+  // product written at half width) or reads tables by row and column, a column-major A (the
+  // run padded along M), two batch modes, an aligned D.
+  int refused = 0;
+  for (const StepOp& op : kStepOps) {
+    if (!op.stores_d && op.operand != OperandShape::TABLES) continue;
+    GemmProblem q = linear(64, 2002, 256, DType::BFloat16);  // N and N/2 both unaligned
+    q.epilogue.push_back(step(op.kind, op.constants == StepConstantsRead::ACTIVATION
+                                           ? Activation::SiLU : Activation::Identity));
+    q.d.ld = q.d_cols();
+    EXPECT_NE(give_d_padded_rows(q), std::nullopt) << op.name;
+    EXPECT_FALSE(q.d.padded) << op.name;
+    ++refused;
+  }
+  EXPECT_GE(refused, 1);
+  GemmProblem col_a = linear(1001, 1001, 256, DType::BFloat16);
+  col_a.a.layout = Layout::ColumnMajor;
+  col_a.a.ld = 1001;
+  EXPECT_NE(give_d_padded_rows(col_a), std::nullopt);
+  GemmProblem two = linear(64, 1001, 256, DType::BFloat16);
+  two.outer_batch = 2;
+  EXPECT_NE(give_d_padded_rows(two), std::nullopt);
+  GemmProblem aligned = linear(64, 1024, 256, DType::BFloat16);
+  EXPECT_NE(give_d_padded_rows(aligned), std::nullopt);
+  EXPECT_FALSE(aligned.d.padded);
 }
 
 }  // namespace

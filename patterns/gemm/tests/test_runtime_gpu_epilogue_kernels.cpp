@@ -38,6 +38,7 @@
 #include "patterns/gemm/runtime/gemm_verify_case.hpp"
 #include "patterns/gemm/kind/padding.hpp"
 #include "patterns/gemm/kind/problem_args.hpp"
+#include "patterns/gemm/realize/space.hpp"
 #include "patterns/gemm/realize/spec.hpp"
 #include "patterns/gemm/realize/spec_from_problem.hpp"
 #include "patterns/gemm/tests/gpu_kernel_test.hpp"
@@ -271,6 +272,22 @@ TEST_F(GpuEpilogueKernels, DirectStoreLmHeadBf16N50257) {
   ASSERT_EQ(s.align_d, 1);
   const RunReport r = run(s, p, PrecisionMode::Native, "direct_store_lm_head");
   std::cout << "[ direct store ] " << s.name() << " " << rel_err_text(r) << "\n";
+}
+
+// The same LM head with padded rows (give_d_padded_rows: D [256, 50264], the result a view of
+// its [:, :50257]): the aligned TMA kernel at N = 50264 (align_d 8), B staged per call to its
+// padded rows (here no weight padded once), D written in place, its padding columns included
+// (the verifier lets the call write D's gaps, BufferSpec::gaps_writable, and checks the guard
+// bands around the whole [256, 50264] allocation). Not yet run on a GPU.
+TEST_F(GpuEpilogueKernels, PaddedRowsLmHeadBf16N50257) {
+  GemmProblem p = make_gemm_problem({256, 50257, 768, 1}, DType::BFloat16, "", "tn");
+  ASSERT_EQ(give_d_padded_rows(p), std::nullopt);
+  ASSERT_EQ(p.d.ld, 50264);
+  const GemmSpec s = spec_from_problem(p, PrecisionMode::Native);
+  ASSERT_EQ(s.align_d, 8);
+  ASSERT_FALSE(stores_d_directly(s));
+  const RunReport r = run(s, p, PrecisionMode::Native, "padded_rows_lm_head");
+  std::cout << "[ padded rows ] " << s.name() << " " << rel_err_text(r) << "\n";
 }
 
 // Small odd N with ragged last tiles in M and N (200 x 77 and 200 x 1001, fp16), once with the

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import signal
 import subprocess
@@ -115,6 +116,8 @@ def _storage_elements(tensor: dict, slots: list) -> int:
     extent = offset + 1
     for size, stride in zip(tensor["shape"], tensor["stride"]):
         extent = offset if size == 0 else extent + (size - 1) * stride
+    if tensor.get("alloc_shape") is not None:  # a result allocated larger than its view (docs/plan.md)
+        extent = max(extent, offset + math.prod(int(v) for v in tensor["alloc_shape"]))
     return max(extent, 1)
 
 

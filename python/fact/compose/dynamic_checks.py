@@ -67,7 +67,7 @@ def calls_at(planned: Any, sizes: Sequence[int]) -> list[checks.CallToCheck]:
     """The replacement's calls with their result layouts evaluated at `sizes`, passing them."""
     return [checks.CallToCheck(c.id, c.label, c.operands,
                                [(vid, [evaluate(v, sizes) for v in shape], [evaluate(v, sizes) for v in stride], dtype)
-                                for vid, shape, stride, dtype in c.results], tuple(sizes))
+                                for vid, shape, stride, dtype, *_ in c.results], tuple(sizes))
             for c in planned.calls]
 
 

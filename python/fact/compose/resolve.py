@@ -25,7 +25,7 @@ class _PlannedCall:
     doc: dict
     label: str
     operands: list[str]
-    results: list[tuple]           # (value id, shape, stride, dtype)
+    results: list[tuple]           # (value id, shape, stride, dtype, alloc_shape or None)
     tolerance: float | None
     library: str | None
     entry: str | None
@@ -157,9 +157,11 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
                 dtype = ops.parse_dtype(result.get("dtype", ""))
             except ValueError as error:
                 raise _Decline(f"call {label}: result {index} ({vid}): {error}") from None
+            alloc = result.get("alloc_shape")
             try:
                 spec = (vid, [parse_size(v, count, f"result {vid}") for v in result.get("shape", [])],
-                        [parse_size(v, count, f"result {vid}") for v in result.get("stride", [])], dtype)
+                        [parse_size(v, count, f"result {vid}") for v in result.get("stride", [])], dtype,
+                        [int(v) for v in alloc] if alloc is not None else None)
             except ValueError as error:
                 raise _Decline(f"call {label}: {error}") from None
             node = by_name.get(vid)
@@ -167,7 +169,11 @@ def _resolve(replacement: dict, doc: dict, graph_module: torch.fx.GraphModule,
                 meta = _meta(node, graph_module)
                 if not isinstance(meta, torch.Tensor):
                     raise _Decline(f"call {label}: result {vid} is not a tensor in the graph")
-                if not _same_layout(meta, dtype, spec[1], spec[2], binding):
+                # A result with an allocation (padded rows) is the graph's dense value written
+                # as a view of it: the graph has its shape with contiguous strides.
+                layout = (spec[1], list(torch.empty(spec[1], device="meta").stride())) if alloc is not None \
+                    else (spec[1], spec[2])
+                if not _same_layout(meta, dtype, layout[0], layout[1], binding):
                     raise _Decline(f"call {label}: result {vid} is {_layout(meta)} in the graph, "
                                    f"{dtype} {_spell(spec[1])} stride {_spell(spec[2])} in the plan")
             elif vid in outputs:

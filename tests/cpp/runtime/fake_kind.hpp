@@ -53,9 +53,10 @@ class FakeCase final : public VerifyCase {
   explicit FakeCase(int64_t n = 64, bool deterministic = true) : n_(n), deterministic_(deterministic) {}
   std::vector<BufferSpec> buffers() const override {
     BufferSpec x{"x", false, size_t(n_) * 4, ElementType::F32, 0, {}, {}};
-    BufferSpec y{"y", true, size_t(2 * n_ - 1) * 4, ElementType::F32, 0, {n_}, {2}};
+    BufferSpec y{"y", true, size_t(2 * n_ - 1) * 4, ElementType::F32, 0, {n_}, {2}, gaps_writable};
     return {x, y};
   }
+  bool gaps_writable = false;  // y's gaps may be written (as a result with padded rows)
   void fill_inputs(VerifyBackend& backend, const BufferSet& buffers, uint64_t seed, int) override {
     backend.fill_uniform(buffers[0], ElementType::F32, n_, seed, 1.0f);
   }

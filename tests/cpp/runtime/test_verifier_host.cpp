@@ -127,6 +127,27 @@ TEST(VerifierHost, OutOfBoundsWritesAreCaught) {
   }
 }
 
+// An output whose gaps the call may write (BufferSpec::gaps_writable: a GEMM's D with padded
+// rows) passes with its gaps written; writes past its allocation are still caught.
+TEST(VerifierHost, WritableGapsAreNotOutOfBounds) {
+  FakeCase padded;
+  padded.gaps_writable = true;
+  for (int64_t where : {int64_t{1}, int64_t{127}, int64_t{-1}}) {
+    const RunReport r = verify(kernel([where](const FakeArgs& a, void* w) {
+      correct(a, w);
+      a.y[where] = 0.0f;
+      return int(FACT_OK);
+    }), padded);
+    if (where == 1) {
+      EXPECT_EQ(r.status, RunStatus::Ok) << where;
+      EXPECT_EQ(r.checks[0].out_of_bounds, 0);
+    } else {
+      EXPECT_EQ(r.status, RunStatus::Wrong) << where;
+      EXPECT_EQ(r.checks[0].out_of_bounds, 1) << where;
+    }
+  }
+}
+
 TEST(VerifierHost, WritesAroundAnInputAreCaught) {
   const RunReport r = verify(kernel([](const FakeArgs& a, void* w) {
     correct(a, w);
