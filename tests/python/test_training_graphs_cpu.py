@@ -56,3 +56,14 @@ def test_the_forward_graphs_static_inputs_are_the_lifted_parameters():
     info = graphs.inspect("forward", graph, [torch.zeros(4, 4), torch.zeros(4), torch.zeros(2, 4)])
     assert info["fixed"] == 2
     assert info["reason"] == "CUDA graphs need CUDA inputs"
+
+
+def test_a_composed_graph_empties_its_argument_list_as_the_boxed_convention_asks():
+    """AOTAutograd hands each compiled graph one list of arguments; PyTorch's CUDA graph trees
+    check after a warm-up run that the graph emptied it (so each input can be freed once read)."""
+    from fact.compose.training import _boxed
+
+    arguments = [torch.ones(2), torch.full((2,), 3.0)]
+    result = _boxed(lambda a, b: a * b)(arguments)
+    assert arguments == []
+    assert torch.equal(result, torch.full((2,), 3.0))

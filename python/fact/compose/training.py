@@ -103,9 +103,12 @@ def drop_dead_random_ops(graph_module: torch.fx.GraphModule) -> list[str]:
 
 
 def _boxed(composed: Callable) -> Callable:
-    """AOTAutograd's boxed calling convention (one list of arguments)."""
+    """AOTAutograd's boxed calling convention: one list of arguments, which the callee empties
+    (so an input can be freed once it is read; PyTorch's CUDA graph trees check that it was)."""
     def run(args: list) -> Any:
-        return composed(*args)
+        held = tuple(args)
+        args.clear()
+        return composed(*held)
     run._boxed_call = True
     return run
 
