@@ -13,8 +13,10 @@ What the trees give: the forward's saved tensors and outputs live in the trees' 
 are not copied (no second set of activations); parameters (the forward's leading inputs, lifted
 by AOTAutograd) are static inputs read in place, so the optimizer's in-place steps are seen by
 the next replay; a later replay of the forward that would overwrite an output still alive makes
-the trees record a new graph, and reading an output a newer replay overwrote raises an error
-(as under torch.compile's "reduce-overhead": clone an output to keep it past the next step).
+the trees record a new graph while a backward is pending, and otherwise give the output up:
+reading an output a newer replay overwrote raises an error (as under torch.compile's
+"reduce-overhead", each call of the composed module a new invocation: clone an output to keep
+it past the next step).
 A graph is not used where a replay would skip work the composed module's Python does on each
 call (a derived operand recomputed when a parameter changed, state synced from the original's
 attributes), nor where the trees' own checks refuse it (inputs mutated, CPU tensors, an op a
@@ -83,7 +85,7 @@ class TrainingGraphs:
             mutated_input_idxs=info["mutated"])
         graphed._boxed_call = True
         self.graphed[which] = True
-        return graphed
+        return _a_new_invocation_per_call(graphed) if which == "forward" else graphed
 
     def describe(self) -> str:
         """The report's `cuda_graphs` line."""
@@ -96,6 +98,22 @@ class TrainingGraphs:
                 f"{'s' if len(on) > 1 else ''} replayed; an output kept past the next step must "
                 f"be cloned")
         return text + (f"; not graphed: {'; '.join(off)})" if off else ")")
+
+
+def _a_new_invocation_per_call(graphed: Callable) -> Callable:
+    """The graphed forward, each call counted as a new invocation by the trees, as each call of a
+    torch.compile'd function is (the generation the trees read from torch._dynamo): once no
+    backward is pending, a call starts a new generation, so the previous step's outputs are
+    given up (reading one that a replay overwrote raises) instead of kept alive by recording
+    one more graph per step."""
+    from torch._dynamo.mutation_guard import GenerationTracker
+
+    def forward(args: list) -> Any:
+        GenerationTracker.generation += 1
+        return graphed(args)
+
+    forward._boxed_call = True
+    return forward
 
 
 def _device_reason(inputs: Sequence[Any]) -> str | None:
