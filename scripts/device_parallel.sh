@@ -36,6 +36,9 @@
 #                models-<device>-<date>.json (its .md table in details.tgz), log models.log.
 #                models=NAME[,NAME] runs those models only (tagged NAME), so several GPUs take
 #                one model each: `models=gpt2 models=llama models=bert models=vit`
+#   overhead     bench/compose/op_overhead.py: host time per call of fact::launch, F.linear, addmm,
+#                the composed graph and module of a tiny MLP (native op, then the ctypes path);
+#                results op-overhead-<device>-<date>.json at the top of $OUT, log overhead.log
 #   script=PATH  python3 PATH (a reproduction or a one-off measurement, the engine built) on one
 #                GPU; its output in script-<name>.log, what it writes under $SCRIPT_OUT (a folder
 #                of $OUT) comes back in details.tgz
@@ -132,6 +135,12 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
         --out-dir "$OUT/$dir" --work-dir "/tmp/fact-$dir" --time-budget $(( $(left) - 90 )) \
         ${selected:+--models "$selected" --tag "${selected//,/-}"} ${FACT_MODELS_ARGS:-} \
         >"$OUT/$dir.log" 2>&1 ;;
+    overhead)
+      local slug
+      slug=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$gpu" | head -1 | tr 'A-Z ' 'a-z-')
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/compose/op_overhead.py \
+        --work-dir /tmp/fact-overhead --out "$OUT/op-overhead-$slug-$(date +%F).json" \
+        >"$OUT/overhead.log" 2>&1 ;;
     script=*)
       local path=${1#script=} name
       name=$(basename "$path" .py)
@@ -152,7 +161,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|script=*|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|overhead|script=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
