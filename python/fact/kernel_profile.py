@@ -5,14 +5,14 @@ per-step profile); never by the engine's decisions.
     kernel_profile(fn, device, runs=3, top=12, grad=False) -> dict
         runs + 1 calls of `fn()` (the first a warm-up, outside the profile); each kernel's (and
         copy's) device time per call, the `top` largest, the rest summed, and `by_source`: the
-        same time split by `kernel_source` (FACT's kernels, the vendor GEMM and attention
-        libraries, Triton (Inductor), the optimizer's fused kernels, the rest). Device time,
+        same time split by `kernel_source` (FACT's kernels, the vendor GEMM, attention and
+        convolution libraries, Triton (Inductor), the optimizer's fused kernels, the rest). Device time,
         not wall time: gaps between kernels show as total_ms below a measured median.
         grad=False runs the calls under torch.no_grad() (a forward); True leaves grad mode as
         it is (a training step).
 
     kernel_source(name) -> str
-        "fact" | "vendor_gemm" | "vendor_attention" | "triton" | "optimizer" | "other".
+        "fact" | "vendor_gemm" | "vendor_attention" | "vendor_conv" | "triton" | "optimizer" | "other".
 """
 from __future__ import annotations
 
@@ -34,11 +34,16 @@ PROFILE_RUNS = 3
 _FACT_TEMPLATE = re.compile(r"cutlass::(device_kernel|kernel2?)<|_zn7cutlass(13device_kernel|6kernel|7kernel2)i")
 _PYTORCH_TYPES = ("at::", "2at4cuda", "2at6native")
 # Then substrings of the other kernels' names, checked in this order (lower case).
+# Inductor's Triton kernels come first: their names carry the ops they fuse
+# (`triton_poi_fused__scaled_dot_product_cudnn_attention_clone_...` is a copy, not attention).
+# cuDNN's convolutions (a ViT's patch embedding) and their layout transposes are not attention,
+# though their names say cudnn (and cuDNN's attention kernels say fprop).
 _SOURCES = (
-    ("vendor_attention", ("flash", "fmha", "cudnn", "attention", "sdpa")),
+    ("triton", ("triton",)),
+    ("vendor_attention", ("flash", "fmha", "attention", "sdpa")),
+    ("vendor_conv", ("fprop", "dgrad", "wgrad", "nchwtonhwc", "nhwctonchw", "conv", "cudnn")),
     ("vendor_gemm", ("nvjet", "gemm", "xmma", "cutlass", "cublas", "sm90_", "sm80_")),
     ("optimizer", ("multi_tensor_apply", "adam", "foreach")),
-    ("triton", ("triton",)),
 )
 
 

@@ -1,5 +1,5 @@
 """fact.kernel_profile.kernel_source: who wrote a kernel, from the names the profiler reports
-(FACT's entry namespaces, cuBLAS / cuDNN / FlashAttention kernels, Inductor's Triton kernels,
+(FACT's entry namespaces, cuBLAS / cuDNN / FlashAttention kernels, cuDNN's convolutions, Inductor's Triton kernels,
 the fused optimizer). The profile itself needs a GPU (the benchmarks run it there)."""
 import pytest
 
@@ -20,6 +20,10 @@ from fact.kernel_profile import kernel_source
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1", "vendor_attention"),
     ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>(...)", "vendor_attention"),
     ("triton_per_fused_add_mean_mul_pow_rsqrt_0", "triton"),
+    ("triton_poi_fused__scaled_dot_product_cudnn_attention_clone_select_squeeze_transpose_unsqueeze_view_3", "triton"),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_128x128_32x5_nhwc_align8>(...)", "vendor_conv"),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false, true>(...)", "vendor_conv"),
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "vendor_conv"),
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...FusedAdamMathFunctor...>", "optimizer"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>", "other"),
 ])
