@@ -144,6 +144,28 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
     return timings
 
 
+GOAL_EXCESS_US = 1.0   # a composed tiny GEMM's launch at most cuBLAS's + 1 us
+
+
+def overhead_cases(row: dict) -> list[dict]:
+    """The comparisons a results file states, each baseline and FACT's time from the same run:
+    fact::launch against F.linear on the same layer (the launch-overhead goal: at most
+    GOAL_EXCESS_US more), the composed graph and the ComposedModule against the eager module."""
+    def case(name: str, baseline: str, ours: str, goal_excess_us: float | None = None) -> dict:
+        entry = {"name": name, "baseline": baseline, "baseline_us": row[baseline], "fact": ours,
+                 "fact_us": row[ours], "ratio": row[baseline] / row[ours],
+                 "excess_us": row[ours] - row[baseline]}
+        if goal_excess_us is not None:
+            entry["goal_excess_us"] = goal_excess_us
+            entry["goal_met"] = entry["excess_us"] <= goal_excess_us
+        return entry
+    return [case("one fact::launch vs F.linear (host time per call)", "linear_us", "fact_launch_us",
+                 GOAL_EXCESS_US),
+            case("composed graph vs the eager module", "eager_module_us", "composed_graph_us"),
+            case("ComposedModule (guards, CUDA graph) vs the eager module", "eager_module_us",
+                 "composed_module_us")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--precision", default="tf32")
@@ -178,6 +200,8 @@ def main() -> int:
             results["ctypes"] = json.loads(child_out.read_text())["ctypes"]
         else:
             results["ctypes_error"] = (child.stdout + child.stderr)[-2000:]
+    if label == "native":
+        results["cases"] = overhead_cases(results["native"])
     Path(options.out).write_text(json.dumps(results, indent=2) + "\n")
     for name in ("native", "ctypes"):
         if name in results:

@@ -239,6 +239,12 @@ def test_op_overhead_bench_runs_on_the_cpu_reference(tmp_path):
     assert timings["implementation"].startswith("host reference")
     assert all(timings[name] > 0 for name in ("fact_launch_us", "linear_us", "composed_graph_us",
                                               "eager_module_us"))
+    cases = op_overhead.overhead_cases(timings)
+    launch = cases[0]
+    assert (launch["baseline_us"], launch["fact_us"]) == (timings["linear_us"], timings["fact_launch_us"])
+    assert launch["ratio"] == timings["linear_us"] / timings["fact_launch_us"]
+    assert launch["goal_met"] == (timings["fact_launch_us"] <= timings["linear_us"] + 1.0)
+    assert [c["fact"] for c in cases] == ["fact_launch_us", "composed_graph_us", "composed_module_us"]
 
 
 def test_timing_statistics():
