@@ -96,6 +96,14 @@ class TensorSpec:
     alloc_shape: Optional[tuple] = None
 
 
+def result_spec(result: Sequence) -> TensorSpec:
+    """The TensorSpec of a result as the checks carry it: (value id, shape, stride, dtype) and,
+    for a result with padded rows, its alloc_shape fifth (None or absent: allocated as itself)."""
+    alloc = result[4] if len(result) > 4 else None
+    return TensorSpec(result[3], tuple(result[1]), tuple(result[2]),
+                      tuple(alloc) if alloc is not None else None)
+
+
 def storage_elements(spec: TensorSpec) -> int:
     """Elements a result's storage holds: its allocation's, or the span of its view."""
     if spec.alloc_shape is not None:

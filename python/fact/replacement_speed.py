@@ -88,10 +88,7 @@ def _calls_runner(calls: Sequence[checks.CallToCheck], environment: dict,
     launches = []
     for call in calls:
         operands = [environment[vid] for vid in call.operands]
-        results = [ops.allocate_result(ops.TensorSpec(result[3], tuple(result[1]), tuple(result[2]),
-                                                      tuple(result[4]) if len(result) > 4 and result[4] is not None else None),
-                                       device)
-                   for result in call.results]
+        results = [ops.allocate_result(ops.result_spec(result), device) for result in call.results]
         environment.update({result[0]: tensor for result, tensor in zip(call.results, results)})
         launches.append((operands, results, call.id))
 

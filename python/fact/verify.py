@@ -214,10 +214,9 @@ class Verdict:
         return max(self.errors.values(), key=lambda e: (e[0] / e[1]) if e[1] else math.inf)
 
 
-def _poisoned(shape, stride, dtype, device, alloc_shape=None) -> torch.Tensor:
-    tensor = ops.allocate_result(ops.TensorSpec(dtype, tuple(shape), tuple(stride),
-                                                tuple(alloc_shape) if alloc_shape is not None else None),
-                                 device)
+def _poisoned(result: tuple, device) -> torch.Tensor:
+    """A call's result (a CallToCheck result tuple) allocated as the plan says, filled with NaN."""
+    tensor = ops.allocate_result(ops.result_spec(result), device)
     if tensor.is_floating_point() or tensor.is_complex():
         tensor.fill_(float("nan"))
     return tensor
@@ -319,9 +318,7 @@ def check(lifted: Lifted, graph_module: torch.fx.GraphModule, values: dict, call
         with torch.no_grad():
             for call in calls:
                 operands = [env[vid] for vid in call.operands]
-                results = [_poisoned(result[1], result[2], result[3], device,
-                                     result[4] if len(result) > 4 else None)
-                           for result in call.results]
+                results = [_poisoned(result, device) for result in call.results]
                 torch.ops.fact.launch_out.default(operands, results, call.id, list(call.sizes))
                 env.update({result[0]: tensor for result, tensor in zip(call.results, results)})
         if device.type == "cuda":

@@ -39,8 +39,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence[Any] | Any,
     signature or size tuple whose calls the host's launches bound, captured on its third call;
     True: the planned signature's forward captured now (per size tuple for declared ranges);
     False: none. A module composed for training replays its forward and backward graphs through
-    CUDA graph trees only with True (fact.compose.training_graphs). patterns: None = all, else rule or pattern names to compose. tune: 0 = the
-    engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
+    CUDA graph trees only with True (fact.compose.training_graphs). patterns: None = all, else
+    rule or pattern names to compose. tune: 0 = the engine's configuration (a stored tuned one when there is one); N > 0 = tune over at most N
     configurations on the GPU first. verify: check every replacement against the subgraph it
     replaces. speed_guard: never slower than torch.compile of the original; replacement_guard:
     no replacement slower than the subgraph it replaces (both: apply_plan).
