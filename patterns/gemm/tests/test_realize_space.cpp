@@ -423,7 +423,7 @@ TEST(GemmSpaceOrder, ShortKOrBadlyFilledWavesOpenWithPingPong) {
     return space.candidates.front();
   };
   for (auto [m, n, k] : {std::tuple{8192, 768, 768}, std::tuple{12608, 2304, 768},
-                         std::tuple{8192, 2048, 2048}, std::tuple{8192, 768, 3072}}) {
+                         std::tuple{8192, 2048, 2048}, std::tuple{6144, 1024, 3072}}) {
     const GemmSpec s = first(m, n, k);
     EXPECT_EQ(s.mainloop, MainloopSchedule::Pingpong) << m << "x" << n << "x" << k << ": " << s.name();
     EXPECT_EQ(s.tile.m, 128);
@@ -436,6 +436,29 @@ TEST(GemmSpaceOrder, ShortKOrBadlyFilledWavesOpenWithPingPong) {
     EXPECT_EQ(s.mainloop, MainloopSchedule::Cooperative) << m << "x" << n << "x" << k << ": " << s.name();
   }
   EXPECT_EQ(gemm_space(plain_bf16_class()).candidates.front().mainloop, MainloopSchedule::Cooperative);
+}
+
+// N a multiple of 192 over a deep K, with 128x192 tiles filling their waves: that tile opens
+// the list (ViT-B/16's and GPT-2's second feed-forward GEMMs); a short K, an N that 192 does not
+// divide or badly filled waves keep the other openings.
+TEST(GemmSpaceOrder, DeepKWithWholeWavesOf128x192TilesOpensWithThem) {
+  auto first = [](int64_t m, int64_t n, int64_t k) {
+    return gemm_space(plain_bf16_class(), sized(m, n, k)).candidates.front();
+  };
+  for (auto [m, n, k] : {std::tuple{12608, 768, 3072}, std::tuple{8192, 768, 3072},
+                         std::tuple{16384, 768, 3072}}) {
+    const GemmSpec s = first(m, n, k);
+    EXPECT_EQ(s.mainloop, MainloopSchedule::Cooperative) << m << "x" << n << "x" << k << ": " << s.name();
+    EXPECT_EQ(s.tile.m, 128) << s.name();
+    EXPECT_EQ(s.tile.n, 192) << s.name();
+    EXPECT_EQ(s.cluster.m * s.cluster.n, 1) << s.name();
+  }
+  // K = 768 (12 steps), N = 2048, and 8500 rows (67 x 4 = 268 tiles: 68% of three waves).
+  for (auto [m, n, k] : {std::tuple{12608, 768, 768}, std::tuple{8192, 2048, 5632},
+                         std::tuple{8500, 768, 3072}}) {
+    const GemmSpec s = first(m, n, k);
+    EXPECT_FALSE(s.tile.n == 192) << m << "x" << n << "x" << k << ": " << s.name();
+  }
 }
 
 TEST(GemmSpaceOrder, ABudgetOfEightHoldsTheCooperative128x192Tiles) {
