@@ -418,10 +418,14 @@ def export_keeping_state(module: torch.nn.Module, example_inputs: tuple, **expor
     attributes the forward writes exported as buffers (their writes become buffer mutations
     of the graph); returns the program and what the forward writes (forward_writes: those
     attributes' qualified names, and the state the graph cannot keep). The module's state is
-    as before."""
+    as before. Convolutions that are GEMMs (a ViT's patch embedding) come out as a linear
+    (fact.patch_gemms)."""
+    from fact.patch_gemms import rewrite_patch_convolutions
     writes = forward_writes(module, lambda: module(*example_inputs))
     with preserved_state(module), tensor_attributes_as_buffers(module, writes.attributes):
-        return torch.export.export(module, example_inputs, **export_options), writes
+        program = torch.export.export(module, example_inputs, **export_options)
+    rewrite_patch_convolutions(program.graph_module)
+    return program, writes
 
 
 def leaves_module_state_alone(function: Callable) -> Callable:
