@@ -20,6 +20,13 @@ the calls first (fn returns value id -> tensor, the calls' results included), th
 subgraph (fn returns the lifted module's outputs). Deciding what is slower is the caller's
 (ReplacementTiming.slower_than_subgraph); fact.compose.apply_plan leaves such replacements to
 PyTorch with stage "speed".
+
+With `compile_subgraph=True` the subgraph side is the lifted module compiled by Inductor
+(`inductor_subgraph`: torch.compile, full graph, static shapes, compiled before timing): what
+runs in its place when the module's remainder is compiled by Inductor. Eager's subgraph is the
+fair baseline for an eager remainder; under an Inductor remainder, Inductor's version of the
+subgraph is what a declined replacement hands back to, and it can be slower than eager's (it
+adds layout copies in front of cuDNN's attention, for one).
 """
 from __future__ import annotations
 
@@ -49,21 +56,27 @@ class ReplacementTiming:
 def time_replacement(lifted: checks.Lifted, graph_module: torch.fx.GraphModule, values: dict,
                      calls: Sequence[checks.CallToCheck], device: torch.device, seed: int,
                      examples: dict, derived: Optional[dict] = None,
-                     timer: Optional[Timer] = None) -> ReplacementTiming:
+                     timer: Optional[Timer] = None,
+                     compile_subgraph: bool = False) -> ReplacementTiming:
     """The replacement's calls and its lifted subgraph timed on the same inputs (module
-    docstring). Arguments as fact.verify.check takes them; `timer` None needs a CUDA `device`.
-    Raises fact.verify.InputError when the inputs cannot be built, and whatever running or
-    timing raises (a failing call, out of memory): the caller decides what that means."""
+    docstring). Arguments as fact.verify.check takes them; `timer` None needs a CUDA `device`;
+    `compile_subgraph`: time Inductor's compilation of the subgraph instead of eager's run.
+    Raises fact.verify.InputError when the inputs cannot be built, and whatever running,
+    compiling or timing raises (a failing call, out of memory): the caller decides what that
+    means."""
     given = checks.replacement_inputs(lifted, graph_module, values, calls, device, seed, examples)
     given = {node: _on_device(value, device) for node, value in given.items()}
     environment = checks.call_environment(values, given, derived)
     run_calls = _calls_runner(calls, environment, device)
     subgraph_inputs = [given[node] for node in lifted.inputs]
 
-    def run_subgraph():
-        return lifted.module(*subgraph_inputs)
-
     with torch.no_grad():
+        subgraph = inductor_subgraph(lifted.module, subgraph_inputs) if compile_subgraph \
+            else lifted.module
+
+        def run_subgraph():
+            return subgraph(*subgraph_inputs)
+
         if timer is not None:
             return ReplacementTiming(float(timer(run_calls)), float(timer(run_subgraph)),
                                      "the given timer")
@@ -71,6 +84,14 @@ def time_replacement(lifted: checks.Lifted, graph_module: torch.fx.GraphModule, 
             raise ValueError(f"timing a replacement without a timer needs a CUDA device, not {device}")
         with torch.cuda.device(device):
             return _timed_on_cuda(run_calls, run_subgraph)
+
+
+def inductor_subgraph(module: torch.nn.Module, inputs: Sequence[Any]) -> Callable[..., Any]:
+    """`module` compiled by torch.compile (Inductor, one graph, static shapes), already compiled
+    for `inputs` (run once here, so that no timing pays for the compile)."""
+    compiled = torch.compile(module, fullgraph=True, dynamic=False)
+    compiled(*inputs)
+    return compiled
 
 
 def _on_device(value: Any, device: torch.device) -> Any:

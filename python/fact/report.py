@@ -34,6 +34,9 @@ class ComposedReplacement:
     derived: list[str] = field(default_factory=list)  # "<value>: <purpose>" per derived operand
     calls_ms: Optional[float] = None     # its calls, timed against the subgraph it replaces
     subgraph_ms: Optional[float] = None  # that subgraph run eagerly by PyTorch (fact.replacement_speed)
+    # under an Inductor remainder, when the calls were slower than eager's subgraph: the
+    # subgraph compiled by Inductor, the baseline that decided (calls_ms is that timing's)
+    compiled_subgraph_ms: Optional[float] = None
     timing: str = ""                     # how both were timed ("" when not timed)
     note: str = ""                       # the plan's note on how it runs (e.g. "K padded 770→776")
 
@@ -132,6 +135,8 @@ class FactReport:
                      if c.rel_err is not None and c.tolerance is not None else "not verified")
             timed = (f", calls {c.calls_ms:.4g} ms vs subgraph {c.subgraph_ms:.4g} ms"
                      if c.calls_ms is not None and c.subgraph_ms is not None else "")
+            if c.compiled_subgraph_ms is not None:
+                timed += f" eager, {c.compiled_subgraph_ms:.4g} ms compiled by Inductor"
             lines.append(f"  composed {c.label} {c.rule} ({c.implementation}, {check}{timed}):")
             for call in c.calls:
                 config = f" [{call.config} ({call.config_source})]" if call.config else ""

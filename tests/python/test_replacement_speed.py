@@ -135,6 +135,35 @@ def test_integer_inputs_get_their_example_values_without_verification(tmp_path, 
     assert not [n for n in composed.fact_report.notes if "without timing" in n]
 
 
+def test_under_an_inductor_remainder_inductors_subgraph_decides(tmp_path, reference, monkeypatch):
+    """With the remainder compiled by Inductor, a replacement slower than eager's subgraph is
+    timed again against Inductor's compilation of that subgraph (what would run instead): kept
+    when not slower than it, with all three times in the report; left when slower than both."""
+    compiled_calls = []
+    monkeypatch.setattr(torch, "compile", _Compiled(compiled_calls))
+    module = Chain()
+    timer = _timer(2.0, 1.0, 2.0, 2.5,   # replacement 0: slower than eager's, not Inductor's
+                   1.0, 1.5)             # replacement 1: faster than eager's: not timed again
+    composed = _apply(tmp_path, module, [_first(), _second()], speed_guard=False,
+                      replacement_guard=timer, remainder="inductor")
+    report = composed.fact_report
+    assert not report.left_to_pytorch, str(report)
+    first, second = sorted(report.composed, key=lambda c: c.label)
+    assert (first.calls_ms, first.subgraph_ms, first.compiled_subgraph_ms) == (2.0, 1.0, 2.5)
+    assert "not than Inductor's (2 vs 2.5 ms)" in first.timing
+    assert (second.compiled_subgraph_ms, second.timing) == (None, "the given timer")
+    assert "ms eager, 2.5 ms compiled by Inductor" in str(report)
+    _assert_same_as(composed, module)
+
+    slower = _timer(2.0, 1.0, 2.0, 1.5, 1.0, 1.5)
+    left = _apply(tmp_path / "left", module, [_first(), _second()], speed_guard=False,
+                  replacement_guard=slower, remainder="inductor").fact_report
+    [item] = left.left_to_pytorch
+    assert item.stage == "speed" and item.replacement == 0
+    assert item.reason == (SLOWER_REASON + "2 ms vs 1 ms, and than Inductor's compilation of it: "
+                           "2 ms vs 1.5 ms")
+
+
 def test_a_replacement_whose_timing_fails_is_kept_with_a_note(tmp_path, reference):
     def failing(fn):
         raise RuntimeError("CUDA out of memory\nmore")

@@ -311,7 +311,8 @@ are that program's; None exports here. `plan_document`: the plan itself, already
     started = time.perf_counter()
     if time_each:
         accepted = _faster_than_their_subgraphs(accepted, graph_module, examples, device,
-                                                replacement_timer, report)
+                                                replacement_timer, report,
+                                                inductor_remainder=remainder == "inductor")
     elif on_gpu and accepted:
         report.notes.append("replacement_guard off: the replacements were not timed against the "
                             "subgraphs they replace")
