@@ -8,7 +8,7 @@ import types
 import torch
 
 from compose_testing import needs_engine_plan
-from fact.compose.training_graphs import TrainingGraphs
+from fact.compose.training_graphs import TrainingGraphs, remainder_without_guards
 from test_training_cpu import (assert_gradients_match_float64, loss_of, optimize_for_training,
                                tiny_mlp)
 
@@ -67,3 +67,31 @@ def test_a_composed_graph_empties_its_argument_list_as_the_boxed_convention_asks
     result = _boxed(lambda a, b: a * b)(arguments)
     assert arguments == []
     assert torch.equal(result, torch.full((2,), 3.0))
+
+
+def test_the_remainder_is_compiled_by_compile_fx_with_the_graph_left_as_it_was():
+    """Before a graph is recorded, the torch.compile'd remainder is replaced by compile_fx's
+    compilation of the composed graph (no dynamo frame: no guard to fail inside a recording);
+    the composed graph itself keeps its calling convention (its eager fallback)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+    x = torch.randn(3, 8)
+    graph_module = torch.export.export(model, (x,)).module()
+    code = graph_module.code
+    composed = types.SimpleNamespace(graph_module=graph_module, _compiled=object())
+    assert remainder_without_guards(composed, [x]) == ""
+    assert graph_module.code == code
+    fresh = torch.randn(3, 8)
+    torch._dynamo.utils.counters.clear()
+    with torch.no_grad():
+        torch.testing.assert_close(composed._compiled(fresh), model(fresh))
+        torch.testing.assert_close(graph_module(fresh), model(fresh))
+    assert not torch._dynamo.utils.counters["frames"], "the compiled remainder ran through dynamo"
+
+    eager = types.SimpleNamespace(graph_module=graph_module, _compiled=None)
+    assert remainder_without_guards(eager, [x]) == "" and eager._compiled is None
+    kept = object()
+    failing = types.SimpleNamespace(graph_module=graph_module, _compiled=kept)
+    why = remainder_without_guards(failing, [torch.randn(3, 5)])  # inputs the graph cannot take
+    assert why.startswith("the remainder stays torch.compile'd (compile_fx failed: "), why
+    assert failing._compiled is kept

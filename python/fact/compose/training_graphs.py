@@ -17,6 +17,9 @@ the trees record a new graph while a backward is pending, and otherwise give the
 reading an output a newer replay overwrote raises an error (as under torch.compile's
 "reduce-overhead", each call of the composed module a new invocation: clone an output to keep
 it past the next step).
+Before a graph is recorded, the composed graph's Inductor remainder is compiled again by
+compile_fx, without dynamo's guards (remainder_without_guards: a guard failing inside the
+recording would recompile, and Inductor's autotuning synchronizes, which a capture forbids).
 A graph is not used where a replay would skip work the composed module's Python does on each
 call (a derived operand recomputed when a parameter changed, state synced from the original's
 attributes), nor where the trees' own checks refuse it (inputs mutated, CPU tensors, an op a
@@ -24,6 +27,7 @@ graph cannot hold): then that graph runs as composed, with the reason in the rep
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Sequence
 
 import torch
@@ -38,6 +42,7 @@ class TrainingGraphs:
         self.user_inputs = user_inputs
         self.graphed: dict[str, bool] = {}
         self.reasons: dict[str, str] = {}
+        self.notes: list[str] = []
         self.device_index: int | None = None
 
     def inspect(self, which: str, aot_graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> dict:
@@ -76,6 +81,9 @@ class TrainingGraphs:
             return run
         from torch._inductor.cudagraph_trees import cudagraphify_impl
 
+        why_eager = remainder_without_guards(composed, info["inputs"])
+        if why_eager:
+            self.notes.append(f"{which}: {why_eager}")
         if self.device_index is None:
             self.device_index = info["device_index"]
         graphed = cudagraphify_impl(
@@ -97,7 +105,52 @@ class TrainingGraphs:
         text = (f"on (CUDA graph trees: the {' and '.join(on)} graph"
                 f"{'s' if len(on) > 1 else ''} replayed; an output kept past the next step must "
                 f"be cloned")
-        return text + (f"; not graphed: {'; '.join(off)})" if off else ")")
+        text += f"; not graphed: {'; '.join(off)}" if off else ""
+        return text + (f"; {'; '.join(self.notes)})" if self.notes else ")")
+
+
+def remainder_without_guards(composed: Any, inputs: Sequence[Any]) -> str:
+    """A graphed composed graph's Inductor remainder compiled once, now, by Inductor's
+    compile_fx on the graph itself: no dynamo frame, so no guard is checked when it runs.
+
+    The remainder torch.compile'd by apply_plan is a dynamo frame whose guards were made on the
+    planning inputs (plain tensors, no torch-function mode); run inside AOTAutograd's compiled
+    function on the module's Parameters, the guards fail and dynamo compiles it again, and a
+    recompile inside a CUDA graph recording runs Inductor's autotuning, which synchronizes and
+    so breaks the capture (a Llama block's forward). compile_fx autotunes here, outside any
+    recording, and its code runs as it is on every call. It compiles with autocast off (the
+    graph already holds autocast's casts) and runs with autocast off for the same reason.
+
+    Returns "" when the remainder was replaced (or there is none: an eager remainder), else
+    why the torch.compile'd remainder stays."""
+    graph_module = getattr(composed, "graph_module", None)
+    if getattr(composed, "_compiled", None) is None or graph_module is None:
+        return ""
+    from torch._inductor.compile_fx import compile_fx
+
+    # compile_fx rewrites the calling convention of a graph with pytree code generation in
+    # place: it gets a module of its own over a copy of the graph (the attributes shared).
+    own = torch.fx.GraphModule(graph_module, copy.deepcopy(graph_module.graph))
+    try:
+        with _autocast_off(), torch.no_grad():
+            compiled = compile_fx(own, list(inputs))
+    except Exception as error:  # noqa: BLE001 - the torch.compile'd remainder stays
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return (f"the remainder stays torch.compile'd (compile_fx failed: "
+                f"{type(error).__name__}: {first})")
+    boxed = getattr(compiled, "_boxed_call", False)
+
+    def run(*args: Any) -> Any:
+        with _autocast_off():
+            return compiled(list(args)) if boxed else compiled(*args)
+
+    composed.__dict__["_compiled"] = run
+    return ""
+
+
+def _autocast_off() -> Any:
+    return torch.autocast("cuda", enabled=False) if torch.cuda.is_available() \
+        else torch.autocast("cpu", enabled=False)
 
 
 def _a_new_invocation_per_call(graphed: Callable) -> Callable:
