@@ -23,6 +23,15 @@
  * bottom-right). 0: no window. This word was `reserved` (always 0) before, so a library built
  * before windows refuses a window with FACT_ERR_INVALID_ARGS instead of ignoring it.
  *
+ * Key masks (`key_mask`, may be NULL; with FACT_ATTN_MASK_NONE only): a boolean mask shared by
+ * every query and head, such as a padding mask. Key j of batch entry b is visible iff
+ * (key_mask[b*key_mask_batch_stride + j*key_mask_seq_stride] != 0) == key_mask_keep, the strides
+ * in elements (bytes: one byte per element), 0 to broadcast. key_mask_keep 1: visible where true
+ * (SDPA's boolean attn_mask); 0: hidden where true (masked_fill's mask). A row whose keys are all
+ * hidden gets O = 0 and LSE = -inf. A kernel is built with or without a key mask (its spec's
+ * "key_mask") and answers FACT_ERR_CANNOT_IMPLEMENT for the other. These words follow
+ * `sm_count`, so a library built before them sees another `header.size` and refuses the call.
+ *
  * `lse` (may be NULL): float32 log-sum-exp of each query row, natural log, including `scale`:
  * lse[b*lse_batch_stride + h*lse_head_stride + i]; the sequence stride is 1.
  *
@@ -70,12 +79,18 @@ typedef struct FactAttentionArgs {
   float* lse;    int64_t lse_batch_stride, lse_head_stride;            /* NULL: not written */
   float scale;           /* softmax scale, usually 1/sqrt(head_dim) */
   int32_t sm_count;      /* SMs a persistent kernel may use; 0 = all of the device's */
+  const void* key_mask;  /* NULL: none; see "Key masks" */
+  int64_t key_mask_batch_stride, key_mask_seq_stride;  /* elements (one byte each) */
+  int32_t key_mask_keep; /* 1: visible where true; 0: hidden where true */
+  int32_t key_mask_reserved; /* 0 */
 } FactAttentionArgs;
 
 #ifdef __cplusplus
 }  /* extern "C" */
 /* The layout is part of the ABI: mirrors (ctypes in bench_attention.py, the engine's tests) check it. */
-static_assert(sizeof(FactAttentionArgs) == 216, "FactAttentionArgs layout changed: update every mirror");
+static_assert(sizeof(FactAttentionArgs) == 248, "FactAttentionArgs layout changed: update every mirror");
+static_assert(offsetof(FactAttentionArgs, key_mask) == 216, "FactAttentionArgs layout changed");
+static_assert(offsetof(FactAttentionArgs, key_mask_keep) == 240, "FactAttentionArgs layout changed");
 static_assert(offsetof(FactAttentionArgs, dtype) == 48, "FactAttentionArgs layout changed");
 static_assert(offsetof(FactAttentionArgs, q) == 56, "FactAttentionArgs layout changed");
 static_assert(offsetof(FactAttentionArgs, k) == 88, "FactAttentionArgs layout changed");

@@ -72,6 +72,10 @@ struct Entry {
     if (!std::isfinite(a.scale) || a.sm_count < 0 || a.window < 0) return FACT_ERR_INVALID_ARGS;
     if (a.window > 0 && a.causal == FACT_ATTN_MASK_NONE) return FACT_ERR_INVALID_ARGS;  // a window is causal
     if (a.dtype != abi_dtype()) return FACT_ERR_INVALID_ARGS;  // another element type than built for
+    if (a.key_mask != nullptr && (a.causal != FACT_ATTN_MASK_NONE || a.key_mask_batch_stride < 0 ||
+                                  a.key_mask_seq_stride < 0 || (a.key_mask_keep != 0 && a.key_mask_keep != 1))) {
+      return FACT_ERR_INVALID_ARGS;
+    }
     if (!size_query && (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.o == nullptr)) {
       return FACT_ERR_INVALID_ARGS;
     }
@@ -91,6 +95,7 @@ struct Entry {
   static int can_implement(FactAttentionArgs const& a, typename Kernel::Problem& p) {
     if (a.head_dim != Cfg::kHeadDim || a.v_head_dim != Cfg::kHeadDim) return FACT_ERR_CANNOT_IMPLEMENT;
     if (Cfg::kCausal != (a.causal != FACT_ATTN_MASK_NONE)) return FACT_ERR_CANNOT_IMPLEMENT;
+    if (Cfg::kKeyMask != (a.key_mask != nullptr)) return FACT_ERR_CANNOT_IMPLEMENT;
     if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.o)) {
       return FACT_ERR_CANNOT_IMPLEMENT;
     }
@@ -132,6 +137,10 @@ struct Entry {
     p.lse = a.lse;
     p.lse_batch_stride = a.lse_batch_stride;
     p.lse_head_stride = a.lse_head_stride;
+    p.key_mask = static_cast<uint8_t const*>(a.key_mask);
+    p.key_mask_stride[0] = a.key_mask_batch_stride;
+    p.key_mask_stride[1] = a.key_mask_seq_stride;
+    p.key_mask_keep = a.key_mask_keep != 0;
     return FACT_OK;
   }
 
@@ -212,14 +221,14 @@ struct Entry {
                     "\"v_head_dim\":%d,\"causal\":%s,\"block_m\":%d,\"block_n\":%d,\"stages\":%d,"
                     "\"consumer_warpgroups\":%d,\"schedule\":\"%s\",\"tile_order\":\"%s\","
                     "\"persistent\":%s,\"smem_bytes\":%d,\"args_size\":%d,\"workspace_bytes\":%d,"
-                    "\"products\":\"%s\",\"windows\":%s,\"tile_head_dim\":%d}}",
+                    "\"products\":\"%s\",\"windows\":%s,\"tile_head_dim\":%d,\"key_mask\":%s}}",
                     FACT_ABI_VERSION, key, key, name, dtype_name(), Cfg::kHeadDim, Cfg::kHeadDim,
                     Cfg::kCausal ? "true" : "false", Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
                     Kernel::kNumWG, "cooperative",
                     Cfg::kDynamicSchedule ? "dynamic_lpt" : "static_lpt",
                     Cfg::kPersistent ? "true" : "false", Kernel::kSmemBytes,
                     int(sizeof(FactAttentionArgs)), int(workspace_bytes()), KernelOf<Cfg>::precision(),
-                    Kernel::kWindows ? "true" : "false", int(Kernel::D));
+                    Kernel::kWindows ? "true" : "false", int(Kernel::D), Cfg::kKeyMask ? "true" : "false");
       done = true;
     }
     return buffer;

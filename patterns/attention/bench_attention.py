@@ -61,10 +61,13 @@ class AttentionArgs(ctypes.Structure):  # mirrors patterns/attention/attention_a
                 _operand("q") + _operand("k") + _operand("v") + _operand("o") +
                 [("lse", ctypes.c_void_p), ("lse_batch_stride", ctypes.c_int64),
                  ("lse_head_stride", ctypes.c_int64), ("scale", ctypes.c_float),
-                 ("sm_count", ctypes.c_int32)])
+                 ("sm_count", ctypes.c_int32),
+                 ("key_mask", ctypes.c_void_p), ("key_mask_batch_stride", ctypes.c_int64),
+                 ("key_mask_seq_stride", ctypes.c_int64), ("key_mask_keep", ctypes.c_int32),
+                 ("key_mask_reserved", ctypes.c_int32)])
 
 
-assert ctypes.sizeof(AttentionArgs) == 216, ctypes.sizeof(AttentionArgs)
+assert ctypes.sizeof(AttentionArgs) == 248, ctypes.sizeof(AttentionArgs)
 assert AttentionArgs.q.offset == 56 and AttentionArgs.lse.offset == 184 and AttentionArgs.scale.offset == 208
 FACT_DTYPE = {"f32": 1, "fp16": 2, "bf16": 3}  # FactDType (include/fact/runtime/fact_abi.h)
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(AttentionArgs), ctypes.c_void_p,

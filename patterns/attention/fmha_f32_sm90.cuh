@@ -54,6 +54,7 @@ struct F32Config {
   static constexpr int kStages = 1;
   static constexpr bool kDynamicSchedule = false;
   static constexpr bool kPersistent = false;
+  static constexpr bool kKeyMask = false;  // the float32 kernel reads no key mask
 };
 
 namespace f32detail {

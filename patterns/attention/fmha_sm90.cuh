@@ -13,7 +13,8 @@
 // moves the PV's wait 36-72 instructions into that softmax, to pack P early). The consumer
 // warpgroups issue their GEMMs independently (cooperative): their GEMMs fill each other's softmax.
 // Causal tiles skip fully masked key blocks and apply the mask only on the blocks that cross
-// the diagonal (and the key-tail block); a persistent grid walks tiles longest-first within
+// the diagonal (and the key-tail block); a kernel built for a key mask (a padding mask) masks
+// every key block from one bit per column, loaded while the block's QK^T runs; a persistent grid walks tiles longest-first within
 // L2-sized sections of (batch, head) pairs, statically or through an atomic counter.
 // Tails in either sequence are handled by TMA bounds (zero fill on load, clipping on store) and
 // masking; nothing is padded or refused.
@@ -81,6 +82,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr bool kCausal = Traits::kCausal;
+  static constexpr bool kKeyMask = Traits::kKeyMask;
   static constexpr bool kWindows = Traits::kWindows;
   static constexpr int kNumWG = Traits::kNumWG;
   static constexpr int kRows = Traits::kRows;
@@ -132,7 +134,8 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
                   p.scale,
                   p.lse, p.lse_batch_stride, p.lse_head_stride,
                   p.tile_counter,
-                  p.o, p.o_stride[0], p.o_stride[1], p.o_stride[2]};
+                  p.o, p.o_stride[0], p.o_stride[1], p.o_stride[2],
+                  p.key_mask, p.key_mask_stride[0], p.key_mask_stride[1], p.key_mask_keep ? 1 : 0};
   }
 
   // ----------------------------------------------------------------------------------------------
@@ -224,6 +227,9 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
     Tensor tScS0_rc = make_tensor(tScS0.data(), acc_rowcol(tScS0.layout()));
     int const col_first = int(get<1>(tScS_rc(0, 0)));
     ScoreMask<Traits, decltype(tScS_rc)> const mask{params, tScS_rc, tScS0_rc, col_first};
+    using KeyMaskT = KeyMask<Traits, decltype(tScS0_rc)>;
+    KeyMaskT const key_mask{params, tScS0_rc, col_first};
+    int tile_batch = 0;  // the running tile's batch entry (the key mask's row)
     OnlineSoftmax<Traits> softmax{row_max, row_sum, scale_log2};
 
     Tensor tSrS0 = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
@@ -236,6 +242,8 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
     auto step = [&](auto const& tSrQ, int n, int row0, auto masked_tag) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
+      typename KeyMaskT::Bits key_bits = 0;
+      if constexpr (kKeyMask) key_bits = key_mask.load(n, tile_batch);  // its loads overlap the GEMMs
       cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
       wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
       cutlass::arch::ClusterBarrier::wait(&ss.v_full[vr.index], vr.phase);
@@ -244,7 +252,11 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
       warpgroup_fence_operand(tSrS);
       release(&ss.k_empty[kr.index]);
       kr.template advance<kStages>();
-      if constexpr (kMasked) mask.template apply<true, false>(tSrS, n, row0);
+      if constexpr (kKeyMask) {
+        KeyMaskT::apply(tSrS, key_bits);
+      } else if constexpr (kMasked) {
+        mask.template apply<true, false>(tSrS, n, row0);
+      }
       softmax.template update<false, kMasked>(tSrS, o_scale);
       // ptxas hoists this wait into the softmax (36-72 instructions after the QK^T wait) to
       // pack P early.
@@ -272,7 +284,8 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
         run(n_win, cute::false_type{});
         run(n_min, cute::true_type{});
       } else {
-        run(0, cute::false_type{});
+        // A key mask may hide every key of a block from a row: its softmax checks for -inf rows.
+        run(0, std::integral_constant<bool, kKeyMask>{});
       }
     };
 
@@ -286,6 +299,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
       int q_stage = 0;  // this tile's Q stage (O is staged there with kOAliasQ)
       int const row0 = c.m * kBlockM + cwg * 64;  // first query row of this warpgroup
       float lse_rows[kRows];
+      tile_batch = c.b;
 
       if (n_max > n_min) {
         cutlass::arch::ClusterBarrier::wait(&ss.q_full[qr.index], qr.phase);
@@ -294,6 +308,8 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
         // First (right-most) key block: always masked (tail and/or diagonal).
         {
           int const n = n_max - 1;
+          typename KeyMaskT::Bits key_bits = 0;
+          if constexpr (kKeyMask) key_bits = key_mask.load(n, c.b);
           cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
           wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
           release(&ss.k_empty[kr.index]);
@@ -301,6 +317,8 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
           epilogue.release_q_pending();
           if constexpr (kCausal) {
             mask.template apply<true, true>(tSrS0, n, row0);
+          } else if constexpr (kKeyMask) {
+            KeyMaskT::apply(tSrS0, key_bits);  // hides the key tail too
           } else {
             if (params.seq_k % kBlockN != 0) mask.template apply<false, true>(tSrS0, n, row0);
           }
@@ -356,9 +374,10 @@ __global__ void __launch_bounds__(Kernel::kThreads, Kernel::kCtasPerSm)
 template <class Cfg>
 struct KernelOf;
 
-template <class E, int D, int M, int N, int S, bool C, bool DS, bool PE, int QS, int L2, int TO, bool OA, int TD>
-struct KernelOf<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD>> {
-  using type = Sm90Fmha<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD>>;
+template <class E, int D, int M, int N, int S, bool C, bool DS, bool PE, int QS, int L2, int TO, bool OA, int TD,
+          bool KM>
+struct KernelOf<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD, KM>> {
+  using type = Sm90Fmha<Config<E, D, M, N, S, C, DS, PE, QS, L2, TO, OA, TD, KM>>;
   static constexpr auto function() { return &fmha_sm90_kernel<type>; }
   static constexpr const char* precision() { return "native"; }
 };

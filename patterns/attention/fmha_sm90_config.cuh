@@ -7,7 +7,7 @@ namespace fact::attention {
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           bool kDynamicSchedule_ = false, bool kPersistent_ = true, int kQStages_ = 2, int kL2Percent_ = 40,
-          int kTileOrder_ = 0, bool kOAliasQ_ = false, int kTileHeadDim_ = 0>
+          int kTileOrder_ = 0, bool kOAliasQ_ = false, int kTileHeadDim_ = 0, bool kKeyMask_ = false>
 struct Config {
   using Element = Element_;                         // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;        // head dim of Q, K and V
@@ -25,6 +25,10 @@ struct Config {
   // rows load with 128-byte swizzle boxes, TMA zero-fills the columns past kHeadDim, the stores
   // clip them; the GEMMs run over the padded width.
   static constexpr int kTileHeadDim = kTileHeadDim_ ? kTileHeadDim_ : kHeadDim_;
+  // Built to read a boolean key mask (a padding mask shared by every query and head; not with
+  // kCausal): every key block's scores are masked from it (fmha_sm90_mask.cuh's KeyMask).
+  static constexpr bool kKeyMask = kKeyMask_;
+  static_assert(!(kKeyMask_ && kCausal_), "a key mask is built for non-causal kernels only");
 };
 
 }  // namespace fact::attention

@@ -4,6 +4,8 @@
 // need it are masked (fmha_sm90_key_blocks.cuh).
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "cute/tensor.hpp"
@@ -57,6 +59,54 @@ struct ScoreMask {
       for (int j = 0; j < kCols; ++j) {
         int const col = int(get<1>(tScS0_rc(r, j)));  // a constant
         if (col >= limit || col < lower) s(r, j) = -INFINITY;
+      }
+    }
+  }
+};
+
+// The key mask (Config::kKeyMask): a boolean mask per (batch entry, key) that every query and
+// head shares (a padding mask). A thread's columns of key block n are loaded as one bit each
+// before the block's QK^T completes (load), then its scores at hidden columns become -inf
+// (apply). Keys past seq_k are hidden, so the key tail needs no other mask.
+template <class Traits, class Coordinates>
+struct KeyMask {
+  using Params = typename Traits::Params;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kRows = Traits::kRows;
+  static constexpr int kCols = Traits::kCols;
+  static_assert(kCols <= 64, "one bit per column of a thread's scores");
+  using Bits = std::conditional_t<(kCols <= 32), uint32_t, uint64_t>;
+
+  Params const& params;
+  Coordinates const& tScS0_rc;  // thread 0's (row, col) of each score: common column offsets
+  int const& col_first;         // this thread's first column
+
+  // Bit j: column j of this thread's scores in key block n is visible to batch entry b.
+  CUTE_DEVICE Bits load(int n, int b) const {
+    using namespace cute;
+    uint8_t const* row = params.key_mask + int64_t(b) * params.key_mask_batch_stride;
+    bool const keep = params.key_mask_keep != 0;
+    int const col0 = n * kBlockN + col_first;
+    Bits bits = 0;
+    CUTE_UNROLL
+    for (int j = 0; j < kCols; ++j) {
+      int const col = col0 + int(get<1>(tScS0_rc(0, j)));
+      bool visible = false;
+      if (col < params.seq_k) visible = (__ldg(row + int64_t(col) * params.key_mask_seq_stride) != 0) == keep;
+      bits |= Bits(visible) << j;
+    }
+    return bits;
+  }
+
+  template <class TensorS>
+  CUTE_DEVICE static void apply(TensorS& tSrS, Bits bits) {
+    using namespace cute;
+    Tensor s = make_tensor(tSrS.data(), detail::acc_rowcol(tSrS.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) {
+        if (((bits >> j) & 1) == 0) s(r, j) = -INFINITY;
       }
     }
   }

@@ -35,6 +35,7 @@ struct Sm90FmhaTraits {
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
   static constexpr bool kCausal = Cfg::kCausal;
+  static constexpr bool kKeyMask = Cfg::kKeyMask;
   static constexpr bool kDynamic = Cfg::kDynamicSchedule;
   static constexpr int kQStages = Cfg::kQStages;
   static constexpr bool kOAliasQ = Cfg::kOAliasQ;
@@ -125,6 +126,9 @@ struct Sm90FmhaTraits {
     int* tile_counter;  // dynamic schedule: zero at launch
     Element* o;         // for tiles whose rows see no key (written with plain stores)
     int64_t o_batch_stride, o_seq_stride, o_head_stride;
+    uint8_t const* key_mask;  // kKeyMask: KernelProblem's key mask
+    int64_t key_mask_batch_stride, key_mask_seq_stride;
+    int key_mask_keep;
   };
 };
 

@@ -19,6 +19,11 @@ struct KernelProblem {
   float scale;
   float* lse;  // NULL: not written
   int64_t lse_batch_stride, lse_head_stride;
+  // Boolean key mask (the bf16 kernel's; NULL: none): key j of batch b is visible iff
+  // (key_mask[b * key_mask_stride[0] + j * key_mask_stride[1]] != 0) == key_mask_keep.
+  uint8_t const* key_mask;
+  int64_t key_mask_stride[2];
+  bool key_mask_keep;
   int* tile_counter;  // dynamic schedule's workspace (the bf16 kernel's; unused by the float32 one)
   int64_t l2_bytes;   // the device's L2 (the bf16 kernel's sections; unused by the float32 one)
 };

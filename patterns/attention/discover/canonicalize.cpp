@@ -493,6 +493,7 @@ struct MaskFacts {
   std::string evidence = "no mask";
   std::string unsupported;
   json description = nullptr;
+  json key_mask = nullptr;  // a boolean key mask read in place (kind/problem.hpp's KeyMask), or null
 };
 
 // Readings of the masks of one graph: a mask shared by every layer is evaluated once.
@@ -525,6 +526,58 @@ MaskFacts read_attention_mask(const Graph& g, const ValueId& value, MaskUse use,
       break;
   }
   return facts;
+}
+
+// The mask's operand and what it means. A mask the reading leaves unsupported (one that depends
+// on a model input) is a key mask when mask.hpp's read_key_mask proves it the same for every
+// query and head and it is boolean: the kernel then reads its row 0 per batch entry in place,
+// through the views that alias it (no chain of its computation is taken into the region).
+// Otherwise the mask's unary chain joins the region as before.
+struct MaskOperand {
+  MaskFacts facts;
+  ValueId source;
+};
+MaskOperand take_mask(const Graph& g, const ValueId& mask_value, MaskUse use, int64_t batch, int64_t seq,
+                      int64_t kv_seq, const char* how, Region& region, MaskCache& cache) {
+  Region with_chain = region;
+  const ValueId chain_source = take_mask_chain(g, mask_value, with_chain);
+  MaskFacts facts = read_attention_mask(g, mask_value, use, seq, kv_seq, chain_source, how, cache);
+  if (facts.unsupported.empty() || facts.kind != MaskKind::None) {
+    region = with_chain;
+    return {facts, chain_source};
+  }
+  const KeyMaskReading key = read_key_mask(g, mask_value);
+  const graph::TensorDesc& desc = g.value(mask_value).desc;
+  const size_t rank = desc.shape.size();
+  std::string why_not;
+  if (!key.key_mask) {
+    why_not = key.detail;
+  } else if (use == MaskUse::Additive || desc.dtype != graph::DType::Bool) {
+    why_not = "an additive key mask (the kernel reads boolean key masks)";
+  } else if (rank == 0 || rank > 4 || (desc.shape[rank - 1] != kv_seq && desc.shape[rank - 1] != 1)) {
+    why_not = "a key mask of shape " + desc.to_string() + " against " + std::to_string(kv_seq) + " keys";
+  }
+  if (!why_not.empty()) {
+    facts.unsupported += " (" + why_not + ")";
+    region = with_chain;
+    return {facts, chain_source};
+  }
+  ViewedTensor m{mask_value, view_of(desc)};
+  peel_aliases(g, m, region);
+  // A dim the mask broadcasts (extent 1 against more batch entries or keys) has stride 0; one
+  // it holds keeps its stride, also at extent 1 (a batch of 1 where the batch is a symbol).
+  const bool batch_broadcast = rank < 4 || (m.view.shape[rank - 4] == 1 && batch > 1);
+  const bool key_broadcast = m.view.shape[rank - 1] == 1 && kv_seq > 1;
+  facts.unsupported.clear();
+  facts.evidence = key.detail;
+  facts.key_mask = {{"value", m.source},
+                    {"keep", use == MaskUse::KeepWhereTrue},
+                    {"batch_stride", batch_broadcast ? 0 : m.view.stride[rank - 4]},
+                    {"key_stride", key_broadcast ? 0 : m.view.stride[rank - 1]},
+                    {"offset", m.offset}};
+  facts.description["kind"] = std::string(how) + "_key_mask";
+  facts.description["value"] = m.source;
+  return {facts, m.source};
 }
 
 // A recognized attention: the region it replaces, the node's attrs and args, its output.
@@ -582,6 +635,7 @@ json finish_attrs(json attrs, const Graph& g, const ValueId& output, const Strid
   attrs["causal_evidence"] = mask.evidence;
   attrs["window"] = mask.window;
   attrs["mask"] = mask.description;
+  attrs["key_mask"] = mask.key_mask;
   attrs["scale"] = scale;
   attrs["dropout"] = dropout;
   if (unsupported.empty()) unsupported = mask.unsupported;
@@ -756,8 +810,10 @@ std::optional<Analysis> analyze_decomposed(const Graph& g, const Node& pv_node, 
   MaskFacts mask;
   std::optional<ValueId> mask_source;
   if (mask_value) {
-    mask_source = take_mask_chain(g, *mask_value, region);
-    mask = read_attention_mask(g, *mask_value, *mask_use, seq, kv_seq, *mask_source, mask_how, cache);
+    const int64_t batch = q.view.rank() >= 3 ? q.view.shape[0] : 1;
+    MaskOperand taken = take_mask(g, *mask_value, *mask_use, batch, seq, kv_seq, mask_how, region, cache);
+    mask = std::move(taken.facts);
+    mask_source = taken.source;
   }
   trace_inputs(g, q, k, v, region, &scale);
   auto [output, out_view] = merge_heads(g, pv_ref.outputs.front(), region);
@@ -805,9 +861,11 @@ std::optional<Analysis> analyze_sdpa(const Graph& g, const Node& sdpa, MaskCache
   if (mask_arg && mask_arg->is_tensor()) {
     const ValueId mask_value = mask_arg->tensor;
     const bool boolean = g.value(mask_value).desc.dtype == graph::DType::Bool;
-    mask_source = take_mask_chain(g, mask_value, region);
-    mask = read_attention_mask(g, mask_value, boolean ? MaskUse::KeepWhereTrue : MaskUse::Additive, seq, kv_seq,
-                               *mask_source, boolean ? "sdpa_bool" : "sdpa_additive", cache);
+    const int64_t batch = q.view.rank() >= 3 ? q.view.shape[0] : 1;
+    MaskOperand taken = take_mask(g, mask_value, boolean ? MaskUse::KeepWhereTrue : MaskUse::Additive, batch, seq,
+                                  kv_seq, boolean ? "sdpa_bool" : "sdpa_additive", region, cache);
+    mask = std::move(taken.facts);
+    mask_source = taken.source;
   }
   trace_inputs(g, q, k, v, region, nullptr);
   auto [output, out_view] = merge_heads(g, sdpa.outputs.front(), region);

@@ -727,4 +727,95 @@ MaskReading read_mask(const Graph& g, const ValueId& mask, MaskUse use, int64_t 
   return last;
 }
 
+namespace {
+
+// Extent and stride of `dims_from_end`-th dim from the end of a (right-aligned) shape; extent
+// 1 where the shape has no such dim.
+int64_t extent_from_end(const std::vector<int64_t>& shape, size_t dims_from_end) {
+  return shape.size() >= dims_from_end ? shape[shape.size() - dims_from_end] : 1;
+}
+
+// Whether `id` is the same along its query (second from the end) and head (third from the
+// end) dims: read_key_mask's proof, memoized in `known`.
+class KeyMaskProof {
+ public:
+  explicit KeyMaskProof(const Graph& g) : g_(g) {}
+
+  bool invariant(const ValueId& id, int depth = 0) {
+    if (auto it = known_.find(id); it != known_.end()) return it->second;
+    const bool result = prove(id, depth);
+    known_[id] = result;
+    return result;
+  }
+
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  bool fail(std::string why) {
+    if (why_not_.empty()) why_not_ = std::move(why);
+    return false;
+  }
+
+  bool prove(const ValueId& id, int depth) {
+    if (!g_.has_value(id)) return fail("unknown value '" + id + "'");
+    const graph::Value& value = g_.value(id);
+    const auto& shape = value.desc.shape;
+    if (extent_from_end(shape, 2) == 1 && extent_from_end(shape, 3) == 1) return true;
+    if (depth > 64) return fail("the mask is computed by a chain too long to follow");
+    // Computed from constants alone: its values say.
+    {
+      Evaluator evaluator(g_, 0, MaskUse::KeepWhereTrue);
+      if (std::optional<Dense> d = evaluator.eval(id); d && evaluator.assumed().empty()) {
+        for (size_t from_end : {size_t(2), size_t(3)}) {
+          if (d->rank() < from_end) continue;
+          const size_t dim = d->rank() - from_end;
+          if (d->shape[dim] != 1 && d->stride[dim] != 0) {
+            return fail("'" + id + "' is computed from constants and differs between queries or heads");
+          }
+        }
+        return true;
+      }
+    }
+    const Node* node = g_.producer(id);
+    const std::string name = value.target.empty() ? value.id : value.target;
+    if (node == nullptr) return fail("'" + name + "' varies along queries or heads");
+    // Ops that keep the right-aligned dims of their inputs (broadcasting element-wise ops,
+    // expand, a slice, casts and copies): invariant when every tensor input is.
+    if (!target_in(*node, {"aten.__and__", "aten.__or__", "aten.__xor__", "aten.__invert__",
+                           "aten.bitwise_and", "aten.bitwise_or", "aten.bitwise_xor", "aten.bitwise_not",
+                           "aten.logical_and", "aten.logical_or", "aten.logical_xor", "aten.logical_not",
+                           "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge", "aten.mul",
+                           "aten.add", "aten.sub", "aten.rsub", "aten.div", "aten.neg", "aten.where",
+                           "aten.masked_fill", "aten.to", "aten._to_copy", "aten.type_as", "aten.clone",
+                           "aten.alias", "aten.contiguous", "aten.expand", "aten.slice"})) {
+      return fail("'" + id + "' comes from " + node->target + ", which the key-mask proof does not follow");
+    }
+    if (target_is(*node, "aten.slice")) {
+      const Arg* input = discover::detail::argument(*node, 0, "self");
+      return input != nullptr && input->is_tensor() && g_.value(input->tensor).desc.rank() == value.desc.rank() &&
+             invariant(input->tensor, depth + 1);
+    }
+    for (const Arg& arg : node->args) {
+      if (arg.is_tensor() && !invariant(arg.tensor, depth + 1)) return false;
+    }
+    return true;
+  }
+
+  const Graph& g_;
+  std::map<ValueId, bool> known_;
+  std::string why_not_;
+};
+
+}  // namespace
+
+KeyMaskReading read_key_mask(const Graph& g, const ValueId& mask) {
+  KeyMaskReading reading;
+  KeyMaskProof proof(g);
+  reading.key_mask = proof.invariant(mask);
+  reading.detail = reading.key_mask
+                       ? "a key mask: the same for every query and head (row 0 of each batch entry is read)"
+                       : "not a key mask: " + proof.why_not();
+  return reading;
+}
+
 }  // namespace fact::attention

@@ -47,4 +47,18 @@ std::optional<double> scalar_value(const graph::Graph& g, const graph::Arg& arg)
 MaskReading read_mask(const graph::Graph& g, const graph::ValueId& mask, MaskUse use, int64_t seq,
                       int64_t kv_seq);
 
+// Whether the mask `mask` (broadcast against [batch, heads, seq, kv_seq] scores) is a key mask:
+// the same for every query row and every head, so that row 0 of each batch entry says which keys
+// every query sees (a padding mask), whatever model input it is computed from. Proven from the
+// graph, not from values: the mask's extents along queries and heads are 1, or it is an
+// element-wise op, an expand, a slice or a cast of values that are such masks themselves, or it
+// is computed from constants alone and its evaluated values do not change along queries and
+// heads (transformers' bidirectional mask: an all-true [1, 1, seq, 1] from aranges and-ed with
+// the padding row [batch, 1, 1, kv_seq]). `detail` says why or why not.
+struct KeyMaskReading {
+  bool key_mask = false;
+  std::string detail;
+};
+KeyMaskReading read_key_mask(const graph::Graph& g, const graph::ValueId& mask);
+
 }  // namespace fact::attention

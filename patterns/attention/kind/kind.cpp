@@ -16,7 +16,8 @@ namespace {
 
 // "b=4,h=32,kvh=8,s=2048,skv=2048,d=128,causal" (also batch=, heads=, kv_heads=, seq=, kv_seq=,
 // head_dim=, mask=none|causal|causal_top_left|causal_bottom_right, window= (a causal sliding
-// window, e.g. "s=2048,d=96,causal,window=1024"), scale=); nullopt when the
+// window, e.g. "s=2048,d=96,causal,window=1024"), key_mask (a dense boolean padding mask over
+// [batch, kv_seq]), scale=); nullopt when the
 // words do not name heads and a head dim (another kind's problem).
 std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std::string>& words) {
   auto found = words.find("problem");
@@ -79,6 +80,11 @@ std::optional<nlohmann::json> parse_command_line(const std::map<std::string, std
     if (p.mask == MaskKind::None) {
       throw std::invalid_argument("attention problem: a sliding window needs a causal mask (add 'causal')");
     }
+  }
+  if (fields.count("key_mask") || fields.count("keymask")) {
+    if (p.mask != MaskKind::None) throw std::invalid_argument("attention problem: a key mask with a causal mask");
+    // A dense [batch, kv_seq] boolean mask, 1 = visible (the runtime fills it as padding).
+    p.key_mask = KeyMask{"key_mask", true, p.kv_seq, 1, 0};
   }
   auto dtype_word = words.find("dtype");
   const std::string dtype = dtype_word == words.end() || dtype_word->second.empty() ? "bf16" : dtype_word->second;

@@ -97,6 +97,13 @@ FactAttentionArgs attention_args(const AttentionProblem& p) {
   a.lse = nullptr;
   a.scale = static_cast<float>(p.scale);
   a.sm_count = 0;
+  a.key_mask = nullptr;
+  if (p.key_mask) {
+    if (p.mask != MaskKind::None) throw std::invalid_argument("attention: a key mask with a causal mask");
+    a.key_mask_batch_stride = p.key_mask->batch_stride;
+    a.key_mask_seq_stride = p.key_mask->key_stride;
+    a.key_mask_keep = p.key_mask->keep ? 1 : 0;
+  }
   return a;
 }
 
@@ -132,6 +139,10 @@ void put_int_fields(ArgImage& image, const FactAttentionArgs& a) {
   FACT_PUT_FIELD(lse_batch_stride);
   FACT_PUT_FIELD(lse_head_stride);
   FACT_PUT_FIELD(sm_count);
+  FACT_PUT_FIELD(key_mask_batch_stride);
+  FACT_PUT_FIELD(key_mask_seq_stride);
+  FACT_PUT_FIELD(key_mask_keep);
+  FACT_PUT_FIELD(key_mask_reserved);
 #undef FACT_PUT_FIELD
 }
 
@@ -158,6 +169,14 @@ ArgImage pack_attention(const AttentionProblem& p, const graph::Graph& captured)
   slot(offsetof(FactAttentionArgs, q), PointerSlot::From::Operand, image.operand(p.q.value, p.dtype), p.q.offset);
   slot(offsetof(FactAttentionArgs, k), PointerSlot::From::Operand, image.operand(p.k.value, p.dtype), p.k.offset);
   slot(offsetof(FactAttentionArgs, v), PointerSlot::From::Operand, image.operand(p.v.value, p.dtype), p.v.offset);
+  if (p.key_mask) {
+    // The mask's row of every batch entry, [batch, 1, 1, kv_seq] over its value's memory.
+    const TensorView rows{p.key_mask->value, {p.batch, 1, 1, p.kv_seq},
+                          {p.key_mask->batch_stride, 0, 0, p.key_mask->key_stride}, p.key_mask->offset};
+    check_view("the key mask", rows, DType::Bool, captured);
+    slot(offsetof(FactAttentionArgs, key_mask), PointerSlot::From::Operand,
+         image.operand(p.key_mask->value, DType::Bool), p.key_mask->offset);
+  }
   image.results.push_back({p.o.value, out.shape, out.stride, p.dtype});
   slot(offsetof(FactAttentionArgs, o), PointerSlot::From::Result, 0, p.o.offset);
   return image;

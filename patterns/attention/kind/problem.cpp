@@ -107,6 +107,7 @@ std::string AttentionProblem::shape_string() const {
 }
 
 std::string AttentionProblem::fusion_name() const {
+  if (key_mask) return "attention_key_mask";
   return mask == MaskKind::None ? "attention" : "attention_causal";
 }
 
@@ -131,6 +132,11 @@ json attention_problem_to_json(const AttentionProblem& p) {
   if (!p.k.value.empty()) j["k"] = view_to_json(p.k);
   if (!p.v.value.empty()) j["v"] = view_to_json(p.v);
   if (!p.o.value.empty()) j["out"] = view_to_json(p.o);
+  if (p.key_mask) {
+    j["key_mask"] = {{"value", p.key_mask->value}, {"keep", p.key_mask->keep},
+                     {"batch_stride", p.key_mask->batch_stride}, {"key_stride", p.key_mask->key_stride},
+                     {"offset", p.key_mask->offset}};
+  }
   return j;
 }
 
@@ -173,6 +179,22 @@ AttentionProblem attention_problem_from_json(const json& j) {
   if (j.contains("k")) p.k = view_from_json(j.at("k"), where + " k");
   if (j.contains("v")) p.v = view_from_json(j.at("v"), where + " v");
   if (j.contains("out")) p.o = view_from_json(j.at("out"), where + " out");
+  if (auto it = j.find("key_mask"); it != j.end() && !it->is_null()) {
+    const std::string at = where + " key_mask";
+    if (!it->is_object() || !it->contains("value") || !it->at("value").is_string()) {
+      throw std::invalid_argument(at + ": expected {\"value\", \"keep\", \"batch_stride\", \"key_stride\", \"offset\"}");
+    }
+    KeyMask key;
+    key.value = it->at("value").get<std::string>();
+    key.keep = it->value("keep", true);
+    key.batch_stride = int_field(*it, "batch_stride", at);
+    key.key_stride = int_field(*it, "key_stride", at);
+    key.offset = it->contains("offset") ? int_field(*it, "offset", at) : 0;
+    if (key.batch_stride < 0 || key.key_stride < 0 || key.offset < 0) {
+      throw std::invalid_argument(at + ": strides and offset must be non-negative");
+    }
+    p.key_mask = std::move(key);
+  }
   if (p.batch <= 0 || p.heads <= 0 || p.kv_heads <= 0 || p.seq <= 0 || p.kv_seq <= 0 ||
       p.head_dim <= 0 || p.v_head_dim <= 0) {
     throw std::invalid_argument(where + ": sizes must be positive (" + p.shape_string() + ")");
@@ -203,6 +225,8 @@ void set_dense_views(AttentionProblem& p) {
 std::optional<std::string> attention_decline_reason(const AttentionProblem& p,
                                                     core::PrecisionMode precision) {
   if (!p.unsupported.empty()) return p.unsupported;
+  if (p.key_mask && p.mask != MaskKind::None) return "a key mask with a causal mask (no kernel takes both)";
+  if (p.key_mask && p.dtype == DType::Float32) return "a key mask on float32 (the float32 kernel takes none)";
   if (p.dtype == DType::Float32) {
     if (precision == core::PrecisionMode::Native) {
       return "float32 attention in a '" + std::string(core::precision_name(precision)) +

@@ -51,6 +51,16 @@ struct TensorView {
   bool operator==(const TensorView&) const = default;
 };
 
+// A boolean key mask read in place (a padding mask discovery proved the same for every query
+// and head): key j of batch entry b is visible iff (mask[offset + b·batch_stride + j·key_stride]
+// != 0) == keep. A stride of 0 broadcasts. The mask's memory is the graph value `value` (bool).
+struct KeyMask {
+  graph::ValueId value;
+  bool keep = true;  // true: visible where the mask is true (SDPA's boolean attn_mask)
+  int64_t batch_stride = 0, key_stride = 0, offset = 0;
+  bool operator==(const KeyMask&) const = default;
+};
+
 struct AttentionProblem {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq = 0, kv_seq = 0, head_dim = 0, v_head_dim = 0;
   DType dtype = DType::Unknown;          // of Q, K, V and O
@@ -66,6 +76,7 @@ struct AttentionProblem {
   // mask, dropout in training mode, an unknown causal alignment, ...); empty when it can.
   std::string unsupported;
   double dropout = 0.0;                  // dropout probability in training mode (0: none)
+  std::optional<KeyMask> key_mask;       // with mask None only (a causal kernel takes none)
   TensorView q, k, v, o;
 
   double flops() const;      // 2·B·H·Tq·Tk·(D + Dv), halved for causal masks; the visible
@@ -73,14 +84,15 @@ struct AttentionProblem {
   double min_bytes() const;  // Q, K, V read once, O written once
   // "128x8x512xd96", "4x32/8x2048xd128", "2x4x16/32xd64", "4x32x2048xd96w2047" (a window)
   std::string shape_string() const;
-  // "attention" or "attention_causal"
+  // "attention", "attention_causal" or "attention_key_mask"
   std::string fusion_name() const;
 };
 
 // JSON form (fact.attention's attrs plus "dtype"; the plan's "problem"):
 // {"batch","heads","kv_heads","seq","kv_seq","head_dim","v_head_dim","dtype","softmax_dtype",
 //  "mask_kind","causal","causal_evidence","window","scale","unsupported","dropout",
-//  "q"/"k"/"v"/"out": {"value","shape","stride","offset"}, ...} (members it does not know are
+//  "q"/"k"/"v"/"out": {"value","shape","stride","offset"},
+//  "key_mask": null or {"value","keep","batch_stride","key_stride","offset"}, ...} (members it does not know are
 // kept by discovery for reports: "mask"). from_json throws std::invalid_argument naming the
 // missing or malformed field; "out" and the views may be absent for a problem written on a
 // command line (then dense [B, T, H, D] tensors are assumed by the runtime).
@@ -94,7 +106,7 @@ AttentionProblem attention_problem_of(const Problem& problem);  // throws for an
 void set_dense_views(AttentionProblem& p);
 
 // Why no FACT attention kernel computes `p` under `precision` (nullopt: one does): the
-// canonicalization's `unsupported` reason, a float32 problem in another precision than strict
+// canonicalization's `unsupported` reason, a key mask with a causal mask or on float32, a float32 problem in another precision than strict
 // (3xTF32 kernel) or tf32 (TF32 kernel), another dtype than bf16/fp16/float32, head dims no
 // kernel has (above) or unequal, a head dim that is not contiguous, a stride or offset that is
 // not a multiple of 16 bytes (TMA), a GQA group that does not divide.

@@ -25,6 +25,17 @@ int reference_attention_host(const FactAttentionArgs& a) {
     return FACT_ERR_INVALID_ARGS;
   }
   if (!known_abi_dtype(a.dtype) || !std::isfinite(a.scale)) return FACT_ERR_INVALID_ARGS;
+  if (a.key_mask != nullptr && (a.causal != FACT_ATTN_MASK_NONE || a.key_mask_batch_stride < 0 ||
+                                a.key_mask_seq_stride < 0 || (a.key_mask_keep != 0 && a.key_mask_keep != 1))) {
+    return FACT_ERR_INVALID_ARGS;
+  }
+  const auto* key_mask = static_cast<const uint8_t*>(a.key_mask);
+  // Whether the key mask (if any) lets batch entry b see key j.
+  auto key_visible = [&](int64_t b, int64_t j) {
+    if (key_mask == nullptr) return true;
+    const bool set = key_mask[b * a.key_mask_batch_stride + j * a.key_mask_seq_stride] != 0;
+    return set == (a.key_mask_keep == 1);
+  };
   if (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.o == nullptr) return FACT_ERR_INVALID_ARGS;
   const int64_t strides[] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride, a.k_batch_stride,
                              a.k_seq_stride,   a.k_head_stride, a.v_batch_stride, a.v_seq_stride,
@@ -48,6 +59,7 @@ int reference_attention_host(const FactAttentionArgs& a) {
         if (a.window > 0) first = std::max<int64_t>(0, i + offset - a.window + 1);
         double max_score = -std::numeric_limits<double>::infinity();
         for (int64_t j = first; j < visible; ++j) {
+          if (!key_visible(b, j)) continue;
           const int64_t k_row = b * a.k_batch_stride + j * a.k_seq_stride + kh * a.k_head_stride;
           double s = 0.0;
           for (int64_t d = 0; d < a.head_dim; ++d) s += q[d] * load_abi_element(a.k, k_row + d, a.dtype);
@@ -57,6 +69,7 @@ int reference_attention_host(const FactAttentionArgs& a) {
         double sum = 0.0;
         std::fill(out.begin(), out.end(), 0.0);
         for (int64_t j = first; j < visible; ++j) {
+          if (!key_visible(b, j)) continue;
           const double p = std::exp(scores[j] - max_score);
           sum += p;
           const int64_t v_row = b * a.v_batch_stride + j * a.v_seq_stride + kh * a.v_head_stride;

@@ -41,7 +41,7 @@ class AttentionRealizer final : public realize::Realizer {
   std::string class_token(const realize::KernelSpec& problem_class) const override {
     const AttentionSpec s = AttentionSpec::of(problem_class);
     std::string token = std::string(realize::dtype_token(s.dtype)) + "|d" + std::to_string(s.head_dim) + "|" +
-                        (s.causal ? "causal" : "nomask");
+                        (s.causal ? "causal" : s.key_mask ? "keymask" : "nomask");
     if (is_float32_kernel(s)) token += s.products == 1 ? "|tf32" : "|3xtf32";
     return token;
   }

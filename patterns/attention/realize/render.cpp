@@ -11,7 +11,7 @@ namespace fact::attention {
 
 namespace {
 
-constexpr const char* kTemplateIdentity = "attention-sm90/3";
+constexpr const char* kTemplateIdentity = "attention-sm90/4";
 constexpr const char* kF32TemplateIdentity = "attention-f32-sm90/1";
 
 const char* flag(bool b) { return b ? "true" : "false"; }
@@ -35,7 +35,7 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       {"pattern", "attention"},
       {"template", identity},
       {"arch", "sm_90a"},
-      {"args_size", 216},
+      {"args_size", 248},
       {"workspace_bytes", spec.dynamic_schedule ? 16 : 0},
       {"smem_bytes", shared_memory_bytes(spec)},
       {"spec", spec.to_kernel_spec().to_json()},
@@ -45,7 +45,7 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
     << "// Kernel: " << name << "\n"
     << "// Key:    " << realize::kKeyPlaceholder << "\n"
     << "#include \"patterns/attention/attention_entry.cuh\"\n\n"
-    << "static_assert(sizeof(FactAttentionArgs) == 216, \"the rendered info's args_size\");\n\n"
+    << "static_assert(sizeof(FactAttentionArgs) == 248, \"the rendered info's args_size\");\n\n"
     << "namespace " << entry << "_kernel {\n";
   if (f32) {
     s << "using Cfg = fact::attention::F32Config<\n"
@@ -69,7 +69,8 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
       << "    /*l2_percent=*/" << spec.l2_percent << ",\n"
       << "    /*tile_order=*/" << spec.tile_order << ",  // 0: L2 sections, 1: head-major\n"
       << "    /*o_alias_q=*/" << flag(spec.o_alias_q) << ",  // O staged in the tile's Q stage\n"
-      << "    /*tile_head_dim=*/" << spec.tile_head_dim << ">;  // 0: head_dim\n";
+      << "    /*tile_head_dim=*/" << spec.tile_head_dim << ",  // 0: head_dim\n"
+      << "    /*key_mask=*/" << flag(spec.key_mask) << ">;  // reads a boolean key mask\n";
   }
   // Either kernel: the shared memory the info reports is the kernel's.
   s << "static_assert(fact::attention::KernelOf<Cfg>::type::kSmemBytes == " << shared_memory_bytes(spec)

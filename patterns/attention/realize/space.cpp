@@ -12,6 +12,7 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
   p.dtype = problem_class.dtype;
   p.head_dim = p.v_head_dim = problem_class.head_dim;
   p.mask = problem_class.causal ? MaskKind::CausalTopLeft : MaskKind::None;
+  if (problem_class.key_mask) p.key_mask = KeyMask{};
   const AttentionSpec base = default_spec(p, problem_class.products == 1 ? core::PrecisionMode::Tf32 : core::PrecisionMode::Strict);
 
   std::vector<AttentionSpec> configs{base};

@@ -47,6 +47,7 @@ std::string AttentionSpec::name() const {
   if (o_alias_q) n += "_oq";
   if (l2_percent != 40) n += "_l2" + std::to_string(l2_percent);
   if (tile_head_dim != 0) n += "_t" + std::to_string(tile_head_dim);
+  if (key_mask) n += "_km";
   return n;
 }
 
@@ -65,6 +66,7 @@ json AttentionSpec::to_json() const {
           {"tile_order", tile_order},
           {"o_alias_q", o_alias_q}};
   if (tile_head_dim != 0) j["tile_head_dim"] = tile_head_dim;
+  if (key_mask) j["key_mask"] = true;
   if (dtype == DType::Float32) j["products"] = products == 1 ? "tf32" : products == 3 ? "3xtf32" : "none";
   return j;
 }
@@ -102,6 +104,7 @@ AttentionSpec AttentionSpec::from_json(const json& j) {
   s.tile_order = int_field(j, "tile_order");
   s.o_alias_q = bool_field(j, "o_alias_q");
   if (j.contains("tile_head_dim")) s.tile_head_dim = int_field(j, "tile_head_dim");
+  if (j.contains("key_mask")) s.key_mask = bool_field(j, "key_mask");
   if (j.contains("products")) {
     const json& products = j.at("products");
     if (products == "3xtf32") {
@@ -151,6 +154,7 @@ namespace {
 // spilling: at 128 rows two CTAs share an SM whenever their shared memory fits, capping a thread
 // at 128 registers, which O, its per-block partial and S exceed below head dim 128).
 std::optional<std::string> float32_spec_error(const AttentionSpec& s) {
+  if (s.key_mask) return "the float32 kernel reads no key mask";
   if (s.products != 3 && s.products != 1) return "float32 products " + std::to_string(s.products) + " (3: 3xTF32, 1: TF32)";
   if (!float32_kernel_head_dim(s.head_dim)) {
     return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 8 from 16 to 128 (float32 kernel)";
@@ -180,6 +184,7 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
     return "dtype " + std::string(graph::dtype_name(s.dtype)) + " (the kernels are bf16, fp16 or float32)";
   }
   if (s.products != 0) return "products are a float32 kernel's choice";
+  if (s.key_mask && s.causal) return "a key mask is built for non-causal kernels only";
   if (s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > 256) return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 16 up to 256";
   if (s.block_m % 64 != 0 || s.block_m < 64 || s.block_m > 192) return "tile M " + std::to_string(s.block_m) + " (64, 128 or 192)";
   if (s.block_n % 16 != 0 || s.block_n <= 0 || s.block_n > 256) return "tile N " + std::to_string(s.block_n) + " (a multiple of 16 up to 256)";
@@ -206,6 +211,7 @@ AttentionSpec default_spec(const AttentionProblem& p, core::PrecisionMode precis
   s.dtype = p.dtype;
   s.head_dim = static_cast<int>(p.head_dim);
   s.causal = p.mask != MaskKind::None;
+  s.key_mask = p.key_mask.has_value();
   if (s.dtype == DType::Float32) {
     // Measured on an H100 (bench/results/attention-nvidia-h100-80gb-hbm3-2026-11-27-f32.json):
     // 64-row tiles at d96 (1.50 vs 1.54 ms with 128), 128 at d128 (3.07 vs 3.27 ms).

@@ -25,6 +25,7 @@ struct AttentionSpec {
   DType dtype = DType::BFloat16;  // Q, K, V, O: bf16, fp16 or float32; float32 softmax and accumulation
   int head_dim = 128;             // of Q, K, V and O (the kernel has one)
   bool causal = true;             // built for causal masks (either alignment) or for none
+  bool key_mask = false;          // built to read a boolean key mask (non-causal bf16/fp16 only)
   // Tuning parameters (Config's template parameters).
   int block_m = 128;              // query rows per CTA tile: 64 per consumer warpgroup
   int block_n = 128;              // keys per block
@@ -46,7 +47,7 @@ struct AttentionSpec {
   // "attn_bf16_d96_causal_m128n128s3_coop_dyn_q2_o1" (the instances' spelling; "_coop": the
   // cooperative consumer schedule, the only one, kept so names match the measured results), plus
   // "_np" (not persistent), "_oq" (O in the Q buffer), "_l2<percent>" when not 40 and "_t<dim>"
-  // for a padded tile head dim);
+  // for a padded tile head dim, "_km" for a key mask);
   // float32: "attn_f32_d96_causal_m64n64_3xtf32" (or "_tf32").
   std::string name() const;
   nlohmann::json to_json() const;

@@ -51,6 +51,11 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
   }
   double local_max = -1.0 / 0.0;
   for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x) {
+    if (p.key_mask != nullptr &&
+        (p.key_mask[b * p.key_mask_batch_stride + j * p.key_mask_seq_stride] != 0) != p.key_mask_keep) {
+      scores[j] = -1.0 / 0.0;  // hidden: exp() makes it 0 below
+      continue;
+    }
     const int64_t k_row = kv.offset + b * kv.batch_stride + kh * kv.head_stride + j * kv.seq_stride;
     double dot = 0;
     for (int64_t e = 0; e < p.head_dim; ++e) dot += qrow[e] * load(k, k_row + e, type);
@@ -80,7 +85,7 @@ __global__ void reference_kernel(Problem p, Element type, const void* q, View qv
     for (int64_t j = first; j < visible; ++j) {
       acc += scores[j] * load(v, vv.offset + b * vv.batch_stride + kh * vv.head_stride + j * vv.seq_stride + e, type);
     }
-    ref[out_row + e] = visible > first && sum > 0 ? acc / sum : 0.0;
+    ref[out_row + e] = visible > first && sum > 0 && m > -1.0 / 0.0 ? acc / sum : 0.0;
   }
 }
 

@@ -27,10 +27,16 @@ struct Problem {
   int mask = 0;  // FactAttentionMask
   double scale = 1.0;
   int64_t window = 0;  // causal sliding window (FactAttentionArgs.window); 0: none
+  // A boolean key mask (FactAttentionArgs.key_mask; NULL: none): key j of batch b is visible iff
+  // (key_mask[b * key_mask_batch_stride + j * key_mask_seq_stride] != 0) == key_mask_keep.
+  const uint8_t* key_mask = nullptr;
+  int64_t key_mask_batch_stride = 0, key_mask_seq_stride = 0;
+  bool key_mask_keep = true;
 };
 
 // ref[b][h][i][e] (dense float64) = softmax_j(scale · q[b,h,i,:]·k[b,h/g,j,:] + mask) v[b,h/g,j,e]
-// over the keys the mask and the sliding window leave visible; rows with no visible key get 0.
+// over the keys the mask, the sliding window and the key mask leave visible; rows with no visible
+// key get 0.
 // q, k, v are base pointers of `type` elements.
 void reference(const Problem& p, Element type, const void* q, View qv, const void* k, View kv, const void* v,
                View vv, double* ref, cudaStream_t stream);

@@ -3,7 +3,8 @@
 // (fact/runtime/verifier.hpp). The case lays out Q, K, V and O the way the problem's views say
 // (a fused-QKV projection read at offsets, merged-head output strides; dense [B, T, H, D]
 // tensors for a problem written on the command line), fills the inputs uniform in [-√3, √3)
-// (unit variance), and computes the float64 attention on the GPU from the same inputs
+// (unit variance), a key mask (if any) as a padding mask that hides up to a quarter of each
+// batch entry's keys, and computes the float64 attention on the GPU from the same inputs
 // (attention_device.hpp). Its constants-changed check is "scale" (another softmax scale: a
 // kernel ignoring the ABI's scale fails), and it asks for determinism (the repoison run must be
 // bit-identical). No vendor baseline is registered (cuDNN's frontend is not available to C++ in
@@ -12,6 +13,8 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
+#include <vector>
 #include <sstream>
 
 #include "fact/runtime/kernel_library.hpp"
@@ -42,11 +45,22 @@ int64_t view_end(const TensorView& v) {
 
 device::View device_view(const TensorView& v) { return {v.stride[0], v.stride[1], v.stride[2], v.offset}; }
 
-// The buffers of one problem: one per operand value (Q, K, V may share one), then O.
+// The buffers of one problem: one per operand value (Q, K, V may share one), then O, then the
+// key mask's (when there is one).
 struct Layout {
   std::map<std::string, size_t> input;  // value → buffer index
   size_t o = 0;
+  std::optional<size_t> key_mask;
 };
+
+// One past the last byte of the key mask's rows.
+int64_t key_mask_end(const AttentionProblem& p) {
+  return p.key_mask->offset + (p.batch - 1) * p.key_mask->batch_stride + (p.kv_seq - 1) * p.key_mask->key_stride + 1;
+}
+
+// Keys a padding mask hides at the end of batch entry b's row: a quarter of the keys, less for
+// later entries, none for every fourth entry (so that rows see between 3/4 of the keys and all).
+int64_t padded_keys(const AttentionProblem& p, int64_t b) { return (p.kv_seq / 4) * ((3 - b % 4)) / 3; }
 
 // The attention with softmax scale `scale` on a case's buffers.
 class AttentionComputation final : public runtime::Computation {
@@ -63,6 +77,7 @@ class AttentionComputation final : public runtime::Computation {
     a.k = base(buffers, p_.k, bytes);
     a.v = base(buffers, p_.v, bytes);
     a.o = static_cast<char*>(buffers[layout_.o]) + p_.o.offset * bytes;
+    if (layout_.key_mask) a.key_mask = static_cast<const char*>(buffers[*layout_.key_mask]) + p_.key_mask->offset;
     runtime::ArgBytes image(sizeof a);
     std::memcpy(image.data(), &a, sizeof a);
     return image;
@@ -76,6 +91,12 @@ class AttentionComputation final : public runtime::Computation {
       case MaskKind::None: dp.mask = FACT_ATTN_MASK_NONE; break;
       case MaskKind::CausalTopLeft: dp.mask = FACT_ATTN_MASK_CAUSAL_TOP_LEFT; break;
       case MaskKind::CausalBottomRight: dp.mask = FACT_ATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
+    }
+    if (layout_.key_mask) {
+      dp.key_mask = static_cast<const uint8_t*>(buffers[*layout_.key_mask]) + p_.key_mask->offset;
+      dp.key_mask_batch_stride = p_.key_mask->batch_stride;
+      dp.key_mask_seq_stride = p_.key_mask->key_stride;
+      dp.key_mask_keep = p_.key_mask->keep;
     }
     auto data = [&](const TensorView& v) { return static_cast<const void*>(buffers[layout_.input.at(v.value)]); };
     device::reference(dp, type_, data(p_.q), device_view(p_.q), data(p_.k), device_view(p_.k), data(p_.v),
@@ -118,6 +139,11 @@ class AttentionCase final : public runtime::VerifyCase {
       o.stride.push_back(p_.o.stride[d]);
     }
     buffers_.push_back(o);
+    if (p_.key_mask) {
+      layout_.key_mask = buffers_.size();
+      buffers_.push_back({p_.key_mask->value + " (key mask)", false, size_t(key_mask_end(p_)),
+                          runtime::ElementType::U8, 0, {}, {}});
+    }
   }
 
   std::vector<BufferSpec> buffers() const override { return buffers_; }
@@ -126,6 +152,18 @@ class AttentionCase final : public runtime::VerifyCase {
     for (const auto& [value, index] : layout_.input) {
       backend.fill_uniform(buffers[index], type_, int64_t(buffers_[index].bytes) / runtime::element_bytes(type_),
                            ++s * 0x100000001b3ull, kInputScale);
+    }
+    if (layout_.key_mask) {
+      // A padding mask: the last padded_keys(b) keys of batch entry b hidden.
+      const KeyMask& key = *p_.key_mask;
+      std::vector<uint8_t> bytes(size_t(key_mask_end(p_)), 0);
+      for (int64_t b = 0; b < p_.batch; ++b) {
+        for (int64_t j = 0; j < p_.kv_seq; ++j) {
+          const bool visible = j < p_.kv_seq - padded_keys(p_, b);
+          bytes[size_t(key.offset + b * key.batch_stride + j * key.key_stride)] = visible == key.keep ? 1 : 0;
+        }
+      }
+      backend.upload(buffers[*layout_.key_mask], bytes.data(), bytes.size());
     }
   }
   std::shared_ptr<const runtime::Computation> computation() const override {
@@ -179,7 +217,7 @@ class AttentionRuntime final : public runtime::KindRuntime {
     }
     const AttentionSpec spec = AttentionSpec::of(library->spec());
     if (spec.dtype != p.dtype || spec.head_dim != p.head_dim || spec.head_dim != p.v_head_dim ||
-        spec.causal != (p.mask != MaskKind::None)) {
+        spec.causal != (p.mask != MaskKind::None) || spec.key_mask != p.key_mask.has_value()) {
       report.status = RunStatus::CannotImplement;
       report.error = "kernel " + spec.name() + " is not built for " + p.fusion_name() + " " + p.shape_string() + " " +
                      std::string(graph::dtype_label(p.dtype));

@@ -166,7 +166,7 @@ def test_tril_buffer_attention_composes_on_the_cpu(tmp_path):
     # writes the merged heads the output projection reads.
     plan = json.loads((tmp_path / "work" / "plan.json").read_text())
     call = next(r for r in plan["replacements"] if r["pattern"] == "attention")["calls"][0]
-    assert call["kind"] == "attention" and call["args"]["size"] == 216
+    assert call["kind"] == "attention" and call["args"]["size"] == 248
     assert [o["value"] for o in call["operands"]] == ["linear"]
     assert [p["element_offset"] for p in call["args"]["pointers"]] == [0, 128, 256, 0]
     assert call["results"][0]["value"] == "contiguous"

@@ -29,7 +29,22 @@ struct Case {
   MaskKind mask = MaskKind::CausalTopLeft;
   bool fused = true;
   int64_t window = 0;  // a causal sliding window (0: none)  // Q, K, V pieces of one [B, T, (H + 2 Hkv) D] projection (seq == kv_seq)
+  bool key_mask = false;  // a boolean key mask "pad" [B, Tk] (needs mask None)
+  bool keep = true;       // the key mask's polarity: visible where true (else hidden where true)
 };
+
+// The key mask's bytes: batch entry b hides its last b + 1 keys (entry kv_seq - 1 and later:
+// every key), as a padding mask; written with the polarity `keep`.
+std::vector<uint8_t> padding_bytes(const Case& c) {
+  std::vector<uint8_t> bytes(size_t(c.batch * c.kv_seq));
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t j = 0; j < c.kv_seq; ++j) {
+      const bool visible = j < c.kv_seq - (b + 1);
+      bytes[size_t(b * c.kv_seq + j)] = visible == c.keep ? 1 : 0;
+    }
+  }
+  return bytes;
+}
 
 // The problem's views and a graph holding its values: "qkv" (fused) or "q", "k", "v"
 // ([B, T, H, D] row-major, or for K/V [B, Tk, Hkv, D]), and "o" [B, T, H·D] (merged heads).
@@ -67,6 +82,10 @@ Built build(const Case& c, DType dtype) {
     p.k = {"k", {c.batch, c.kv_heads, c.kv_seq, d}, {c.kv_seq * c.kv_heads * d, d, c.kv_heads * d, 1}, 0};
     p.v = {"v", {c.batch, c.kv_heads, c.kv_seq, d}, {c.kv_seq * c.kv_heads * d, d, c.kv_heads * d, 1}, 0};
   }
+  if (c.key_mask) {
+    b.input("pad", {c.batch, c.kv_seq}, std::nullopt, DType::Bool);
+    p.key_mask = KeyMask{"pad", c.keep, c.kv_seq, 1, 0};
+  }
   const auto o = b.op("aten.attention_stand_in", {graph::T(p.q.value)}, {c.batch, c.seq, c.heads * d},
                       graph::OpOptions{.id = "o"});
   p.o = {o, {c.batch, c.heads, c.seq, d}, {c.seq * c.heads * d, d, c.heads * d, 1}, 0};
@@ -81,7 +100,7 @@ double at(const std::vector<double>& data, const TensorView& v, int64_t b, int64
 
 // softmax(scale · q kᵀ masked with -inf) v, written as [B, T, H, D].
 std::vector<double> direct(const AttentionProblem& p, const std::vector<double>& qd, const std::vector<double>& kd,
-                           const std::vector<double>& vd) {
+                           const std::vector<double>& vd, const std::vector<uint8_t>& pad = {}) {
   std::vector<double> out(p.batch * p.seq * p.heads * p.head_dim, 0.0);
   const int64_t group = p.heads / p.kv_heads;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -95,7 +114,8 @@ std::vector<double> direct(const AttentionProblem& p, const std::vector<double>&
           const int64_t off = p.mask == MaskKind::CausalBottomRight ? p.kv_seq - p.seq : 0;
           const bool hidden = (p.mask != MaskKind::None && j > i + off) ||
                               (p.window > 0 && j <= i + off - p.window);
-          if (hidden) s[j] = -std::numeric_limits<double>::infinity();
+          const bool padded = p.key_mask && (pad[size_t(b * p.kv_seq + j)] != 0) != p.key_mask->keep;
+          if (hidden || padded) s[j] = -std::numeric_limits<double>::infinity();
         }
         double m = -std::numeric_limits<double>::infinity();
         for (double x : s) m = std::max(m, x);
@@ -129,18 +149,22 @@ void check_case(const Case& c) {
   const AttentionProblem& p = built.problem;
   const ArgImage image = pack_attention(p, built.graph);
   std::map<std::string, std::vector<double>> data;
-  for (const auto& operand : image.operands) data[operand.value] = random_values(numel(built.graph, operand.value), 7);
+  const std::vector<uint8_t> pad = c.key_mask ? padding_bytes(c) : std::vector<uint8_t>{};
+  for (const auto& operand : image.operands) {
+    if (operand.value != "pad") data[operand.value] = random_values(numel(built.graph, operand.value), 7);
+  }
   std::vector<const void*> operands;
   std::vector<int> bytes;
   for (const auto& operand : image.operands) {
-    operands.push_back(data[operand.value].data());
-    bytes.push_back(8);
+    const bool is_pad = operand.value == "pad";
+    operands.push_back(is_pad ? static_cast<const void*>(pad.data()) : data[operand.value].data());
+    bytes.push_back(is_pad ? 1 : 8);
   }
   ASSERT_EQ(image.results.size(), 1u);
   std::vector<double> o(numel(built.graph, "o"), std::nan(""));
   const std::vector<uint8_t> args = bind_addresses(image, operands, {o.data()}, bytes, {8});
   ASSERT_EQ(reference_call(reinterpret_cast<const FactCallHeader*>(args.data())), FACT_OK);
-  const std::vector<double> want = direct(p, data[p.q.value], data[p.k.value], data[p.v.value]);
+  const std::vector<double> want = direct(p, data[p.q.value], data[p.k.value], data[p.v.value], pad);
   ASSERT_EQ(o.size(), want.size());
   for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], want[i], 1e-12) << "element " << i;
 }
@@ -169,6 +193,37 @@ TEST(AttentionKind, SlidingWindowsOfBothAlignments) {
                   .fused = false, .window = window});
     }
   }
+}
+
+// A boolean key mask of either polarity, rows that see every key, some and none (O = 0).
+TEST(AttentionKind, KeyMaskHidesPaddedKeysOfEachBatchEntry) {
+  for (bool keep : {true, false}) {
+    check_case({.batch = 6, .heads = 2, .kv_heads = 1, .seq = 3, .kv_seq = 5, .dim = 4, .mask = MaskKind::None,
+                .fused = false, .key_mask = true, .keep = keep});
+  }
+  Built built = build({.mask = MaskKind::None, .key_mask = true}, DType::BFloat16);
+  const ArgImage image = pack_attention(built.problem, built.graph);
+  FactAttentionArgs a;
+  std::memcpy(&a, image.bytes.data(), sizeof(a));
+  EXPECT_EQ(a.key_mask_batch_stride, 5);
+  EXPECT_EQ(a.key_mask_seq_stride, 1);
+  EXPECT_EQ(a.key_mask_keep, 1);
+  const auto slot = std::find_if(image.pointers.begin(), image.pointers.end(), [](const PointerSlot& s) {
+    return s.offset == offsetof(FactAttentionArgs, key_mask);
+  });
+  ASSERT_NE(slot, image.pointers.end());
+  EXPECT_EQ(image.operands.at(slot->index).value, "pad");
+  // A key mask with a causal mask is refused; so is one reaching past its value.
+  Built causal = build({.key_mask = true}, DType::BFloat16);
+  EXPECT_THROW(pack_attention(causal.problem, causal.graph), std::invalid_argument);
+  built.problem.key_mask->batch_stride = 6;
+  EXPECT_THROW(pack_attention(built.problem, built.graph), std::invalid_argument);
+  // Decline reasons and the JSON round trip.
+  AttentionProblem p = build({.dim = 64, .mask = MaskKind::None, .key_mask = true}, DType::BFloat16).problem;
+  EXPECT_FALSE(attention_decline_reason(p, core::PrecisionMode::Native).has_value());
+  EXPECT_EQ(attention_problem_from_json(attention_problem_to_json(p)).key_mask, p.key_mask);
+  p.mask = MaskKind::CausalTopLeft;
+  EXPECT_NE(attention_decline_reason(p, core::PrecisionMode::Native).value_or("").find("causal"), std::string::npos);
 }
 
 // Every integer of the struct is written through ArgImage::put (a dynamic range fits them).

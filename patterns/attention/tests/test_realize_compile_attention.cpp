@@ -43,6 +43,12 @@ FactAttentionArgs args_for(const AttentionSpec& spec, void* memory) {
   a.k_seq_stride = a.v_seq_stride = 2 * d;
   a.k_head_stride = a.v_head_stride = d;
   a.scale = 0.125f;
+  if (spec.key_mask) {
+    a.key_mask = memory;
+    a.key_mask_batch_stride = 256;
+    a.key_mask_seq_stride = 1;
+    a.key_mask_keep = 1;
+  }
   return a;
 }
 
@@ -77,8 +83,19 @@ std::string check_abi(Entry entry, const AttentionSpec& spec) {
       {"empty problem", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.seq_q = 0; }},
       {"null O", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) { a.o = nullptr; }},
       {"head dim", FACT_ERR_CANNOT_IMPLEMENT, [](FactAttentionArgs& a) { a.head_dim = a.v_head_dim = a.head_dim + 16; }},
-      {"the other mask", FACT_ERR_CANNOT_IMPLEMENT,
+      {"the other mask", spec.key_mask ? FACT_ERR_INVALID_ARGS : FACT_ERR_CANNOT_IMPLEMENT,  // a key mask is not causal
        [](FactAttentionArgs& a) { a.causal = a.causal == FACT_ATTN_MASK_NONE ? FACT_ATTN_MASK_CAUSAL_TOP_LEFT : FACT_ATTN_MASK_NONE; }},
+      {"a key mask or none, against the build", FACT_ERR_CANNOT_IMPLEMENT, [](FactAttentionArgs& a) {
+         a.causal = FACT_ATTN_MASK_NONE;
+         a.window = 0;
+         a.key_mask = a.key_mask == nullptr ? a.q : nullptr;
+       }},
+      {"key mask polarity", FACT_ERR_INVALID_ARGS, [](FactAttentionArgs& a) {
+         a.causal = FACT_ATTN_MASK_NONE;
+         a.window = 0;
+         a.key_mask = a.q;
+         a.key_mask_keep = 2;
+       }},
       {"a stride not a multiple of 16 bytes", FACT_ERR_CANNOT_IMPLEMENT, [](FactAttentionArgs& a) { a.q_seq_stride += 1; }},
   };
   for (const Corruption& c : corruptions) {
@@ -92,13 +109,14 @@ std::string check_abi(Entry entry, const AttentionSpec& spec) {
 
 // Renders, compiles and loads the minGPT attention's kernel for `dtype` in `precision`, checks the
 // build (no C75xx warning, no spill, no stack), the exports and the calling convention.
-void compile_and_check(DType dtype, const std::string& precision) {
+void compile_and_check(DType dtype, const std::string& precision, int head_dim = 96, bool key_mask = false) {
   realize::CompileOptions options = realize::default_compile_options();
   if (auto why = realize::compile_unavailable_reason(options)) GTEST_SKIP() << *why;
   AttentionProblem p;
   p.dtype = dtype;
-  p.head_dim = p.v_head_dim = 96;
-  p.mask = MaskKind::CausalTopLeft;
+  p.head_dim = p.v_head_dim = head_dim;
+  p.mask = key_mask ? MaskKind::None : MaskKind::CausalTopLeft;
+  if (key_mask) p.key_mask = KeyMask{};
   const AttentionSpec spec = default_spec(p, core::parse_precision(precision));
   const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
   const fs::path dir = fs::path(::testing::TempDir()) / ("fact_attention_compile_" + spec.name());
@@ -130,6 +148,11 @@ void compile_and_check(DType dtype, const std::string& precision) {
 
 TEST(AttentionCompile, RenderedMinGptKernelBuildsWithoutSpillsAndChecksItsArguments) {
   compile_and_check(DType::BFloat16, "native");
+}
+
+// BERT-base's attention: head dim 64, no causal mask, a boolean key mask (padding).
+TEST(AttentionCompile, RenderedKeyMaskKernelBuildsWithoutSpillsAndChecksItsArguments) {
+  compile_and_check(DType::BFloat16, "native", 64, /*key_mask=*/true);
 }
 
 // The float32 (3xTF32) kernel of the same attention: F32Config through the same entry.

@@ -133,6 +133,40 @@ TEST_F(GpuAttention, ASlidingWindowIsVerifiedAgainstAWindowedReference) {
   EXPECT_EQ(r.problem["window"], 100);
 }
 
+// A kernel built for a key mask (BERT's padding mask): the runtime fills a padding mask that
+// hides up to a quarter of each batch entry's keys and its float64 reference hides the same;
+// a key tail (333 keys) and BERT-base's shape. A problem without a key mask cannot run on it.
+TEST_F(GpuAttention, AKeyMaskHidesEachBatchEntrysPaddedKeys) {
+  AttentionProblem p;
+  p.dtype = graph::DType::BFloat16;
+  p.head_dim = p.v_head_dim = 64;
+  p.mask = MaskKind::None;
+  p.key_mask = KeyMask{};
+  const fs::path lib = build(p, "key_mask");
+  for (const std::string words : {"b=6,h=4,s=333,d=64,key_mask", "b=32,h=12,s=512,d=64,key_mask"}) {
+    runtime::RunKernelOptions o;
+    o.lib = lib.string();
+    o.problem = words;
+    o.problem_words["dtype"] = "bf16";
+    o.kind = "attention";
+    o.precision = core::PrecisionMode::Native;
+    o.verify_only = true;
+    const runtime::RunReport r = runtime::run_kernel(o);
+    EXPECT_EQ(r.status, runtime::RunStatus::Ok) << words << ": " << r.error;
+    ASSERT_TRUE(r.rel_err.has_value()) << words;
+    EXPECT_LT(*r.rel_err, 1e-2) << words;
+    EXPECT_TRUE(r.problem["key_mask"].is_object()) << r.problem.dump();
+  }
+  runtime::RunKernelOptions plain;
+  plain.lib = lib.string();
+  plain.problem = "b=2,h=4,s=256,d=64";
+  plain.problem_words["dtype"] = "bf16";
+  plain.kind = "attention";
+  plain.precision = core::PrecisionMode::Native;
+  plain.verify_only = true;
+  EXPECT_EQ(runtime::run_kernel(plain).status, runtime::RunStatus::CannotImplement);
+}
+
 TEST_F(GpuAttention, AKernelBuiltForAnotherHeadDimCannotImplement) {
   const runtime::RunReport r = run_command_line(*this, "d64", graph::DType::BFloat16, 64, true,
                                                 "b=1,h=2,s=128,d=128,causal", "native", /*verify_only=*/false);
