@@ -228,7 +228,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
     int const col_first = int(get<1>(tScS_rc(0, 0)));
     ScoreMask<Traits, decltype(tScS_rc)> const mask{params, tScS_rc, tScS0_rc, col_first};
     using KeyMaskT = KeyMask<Traits, decltype(tScS0_rc)>;
-    KeyMaskT const key_mask{params, tScS0_rc, col_first};
+    KeyMaskT const key_mask{params, tScS0_rc};
     int tile_batch = 0;  // the running tile's batch entry (the key mask's row)
     OnlineSoftmax<Traits> softmax{row_max, row_sum, scale_log2};
 
@@ -242,7 +242,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
     auto step = [&](auto const& tSrQ, int n, int row0, auto masked_tag) {
       constexpr bool kMasked = decltype(masked_tag)::value;
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<_64, Int<kBlockN>>{});
-      typename KeyMaskT::Bits key_bits = 0;
+      typename KeyMaskT::Bits key_bits{~0u, true};
       if constexpr (kKeyMask) key_bits = key_mask.load(n, tile_batch);  // its loads overlap the GEMMs
       cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
       wg_gemm<true, -1, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS);
@@ -253,7 +253,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
       release(&ss.k_empty[kr.index]);
       kr.template advance<kStages>();
       if constexpr (kKeyMask) {
-        KeyMaskT::apply(tSrS, key_bits);
+        key_mask.apply(tSrS, key_bits);
       } else if constexpr (kMasked) {
         mask.template apply<true, false>(tSrS, n, row0);
       }
@@ -308,7 +308,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
         // First (right-most) key block: always masked (tail and/or diagonal).
         {
           int const n = n_max - 1;
-          typename KeyMaskT::Bits key_bits = 0;
+          typename KeyMaskT::Bits key_bits{~0u, true};
           if constexpr (kKeyMask) key_bits = key_mask.load(n, c.b);
           cutlass::arch::ClusterBarrier::wait(&ss.k_full[kr.index], kr.phase);
           wg_gemm<true, 0, kQkKBlocks>(mma_qk, tSrQ, tSrK(_, _, _, kr.index), tSrS0);
@@ -318,7 +318,7 @@ struct Sm90Fmha : Sm90FmhaTraits<Cfg> {
           if constexpr (kCausal) {
             mask.template apply<true, true>(tSrS0, n, row0);
           } else if constexpr (kKeyMask) {
-            KeyMaskT::apply(tSrS0, key_bits);  // hides the key tail too
+            key_mask.apply(tSrS0, key_bits);  // hides the key tail too
           } else {
             if (params.seq_k % kBlockN != 0) mask.template apply<false, true>(tSrS0, n, row0);
           }

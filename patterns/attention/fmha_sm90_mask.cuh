@@ -65,48 +65,66 @@ struct ScoreMask {
 };
 
 // The key mask (Config::kKeyMask): a boolean mask per (batch entry, key) that every query and
-// head shares (a padding mask). A thread's columns of key block n are loaded as one bit each
-// before the block's QK^T completes (load), then its scores at hidden columns become -inf
-// (apply). Keys past seq_k are hidden, so the key tail needs no other mask.
+// head shares (a padding mask). Each warp reads a key block's mask bytes once, four per lane
+// (lane L: columns 4L .. 4L + 3), and four ballots give the warp every column's bit; each thread
+// then takes its own columns (2q, 2q + 1, 8 + 2q, ... for q = lane % 4, the wgmma accumulator's
+// layout) into one word, bit 2i + e for column 8i + 2q + e (load, issued before the block's QK^T
+// completes). `all` says whether the block hides no key, so that most blocks skip apply(), which
+// sets the scores of hidden columns to -inf. Keys past seq_k are hidden, so the key tail needs no
+// other mask.
 template <class Traits, class Coordinates>
 struct KeyMask {
   using Params = typename Traits::Params;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kRows = Traits::kRows;
   static constexpr int kCols = Traits::kCols;
-  static_assert(kCols <= 64, "one bit per column of a thread's scores");
-  using Bits = std::conditional_t<(kCols <= 32), uint32_t, uint64_t>;
+  static_assert(kBlockN % 8 == 0 && kBlockN <= 128, "one 4-byte read per lane covers a key block");
+  static_assert(kCols == kBlockN / 4, "two columns in every 8 per thread (wgmma accumulators)");
+
+  struct Bits {
+    uint32_t word;  // bit 2i + e: column 8i + 2q + e of the block is visible
+    bool all;       // every column of the block is visible (warp-uniform)
+  };
 
   Params const& params;
   Coordinates const& tScS0_rc;  // thread 0's (row, col) of each score: common column offsets
-  int const& col_first;         // this thread's first column
 
-  // Bit j: column j of this thread's scores in key block n is visible to batch entry b.
   CUTE_DEVICE Bits load(int n, int b) const {
-    using namespace cute;
+    int const lane = int(threadIdx.x) % 32;
     uint8_t const* row = params.key_mask + int64_t(b) * params.key_mask_batch_stride;
     bool const keep = params.key_mask_keep != 0;
-    int const col0 = n * kBlockN + col_first;
-    Bits bits = 0;
+    int const col0 = n * kBlockN + 4 * lane;
+    uint32_t ballots[4];
     CUTE_UNROLL
-    for (int j = 0; j < kCols; ++j) {
-      int const col = col0 + int(get<1>(tScS0_rc(0, j)));
+    for (int k = 0; k < 4; ++k) {
+      int const col = col0 + k;
       bool visible = false;
-      if (col < params.seq_k) visible = (__ldg(row + int64_t(col) * params.key_mask_seq_stride) != 0) == keep;
-      bits |= Bits(visible) << j;
+      if (4 * lane + k < kBlockN && col < params.seq_k) {
+        visible = (__ldg(row + int64_t(col) * params.key_mask_seq_stride) != 0) == keep;
+      }
+      ballots[k] = __ballot_sync(0xffffffffu, visible);
     }
-    return bits;
+    constexpr uint32_t kUsedLanes = kBlockN >= 128 ? 0xffffffffu : (1u << (kBlockN / 4)) - 1u;
+    bool const all = ((ballots[0] & ballots[1] & ballots[2] & ballots[3]) & kUsedLanes) == kUsedLanes;
+    // Column c = 8i + 2q + e is lane 2i + q/2's byte 2(q % 2) + e.
+    int const q = lane % 4;
+    uint32_t const x0 = ((q & 1) ? ballots[2] : ballots[0]) >> (q >> 1);
+    uint32_t const x1 = ((q & 1) ? ballots[3] : ballots[1]) >> (q >> 1);
+    return {(x0 & 0x55555555u) | ((x1 & 0x55555555u) << 1), all};
   }
 
   template <class TensorS>
-  CUTE_DEVICE static void apply(TensorS& tSrS, Bits bits) {
+  CUTE_DEVICE void apply(TensorS& tSrS, Bits bits) const {
     using namespace cute;
+    if (bits.all) return;
     Tensor s = make_tensor(tSrS.data(), detail::acc_rowcol(tSrS.layout()));
     CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      CUTE_UNROLL
-      for (int j = 0; j < kCols; ++j) {
-        if (((bits >> j) & 1) == 0) s(r, j) = -INFINITY;
+    for (int j = 0; j < kCols; ++j) {
+      int const offset = int(get<1>(tScS0_rc(0, j)));  // 8i + e: a constant
+      int const bit = (offset / 8) * 2 + offset % 8;
+      if (((bits.word >> bit) & 1u) == 0) {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) s(r, j) = -INFINITY;
       }
     }
   }
