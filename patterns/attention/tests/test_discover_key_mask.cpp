@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "fact/discover/canonicalize.hpp"
 #include "fact/discover/discover.hpp"
@@ -142,6 +143,34 @@ TEST(AttentionKeyMask, AnAdditiveKeyMaskIsDeclined) {
   });
   EXPECT_EQ(found.match.status, MatchStatus::Declined);
   EXPECT_NE(found.match.reason.find("an additive key mask"), std::string::npos) << found.match.reason;
+}
+
+// The written-out form: q·kᵀ, masked_fill(scores, padded, -inf) with a [B, 1, 1, S] boolean
+// "padded" row (hidden where true), softmax, ·v: a key mask of the other polarity.
+TEST(AttentionKeyMask, MaskedFillOfAPaddedRowIsAKeyMaskHiddenWhereTrue) {
+  GraphBuilder b(DType::BFloat16);
+  auto q = b.input("q", {kBatch, 2, kSeq, 64});
+  auto k = b.input("k", {kBatch, 2, kSeq, 64});
+  auto v = b.input("v", {kBatch, 2, kSeq, 64});
+  auto kt = b.op("aten.transpose.int", {T(k), C(-2), C(-1)}, {kBatch, 2, 64, kSeq},
+                 named("kt", V{2 * kSeq * 64, kSeq * 64, 1, 64}));
+  auto s = b.op("aten.matmul.default", {T(q), T(kt)}, {kBatch, 2, kSeq, kSeq});
+  auto scaled = b.op("aten.mul.Tensor", {T(s), C(0.125)}, {kBatch, 2, kSeq, kSeq});
+  auto padded = b.op("aten.logical_not.default", {T(padding_row(b))}, {kBatch, 1, 1, kSeq},
+                     named("padded", V{kSeq, kSeq, kSeq, 1}, DType::Bool));
+  auto masked = b.op("aten.masked_fill.Scalar",
+                     {T(scaled), T(padded), C(-std::numeric_limits<double>::infinity())}, {kBatch, 2, kSeq, kSeq});
+  auto probs = b.op("aten.softmax.int", {T(masked), C(-1)}, {kBatch, 2, kSeq, kSeq});
+  auto y = b.op("aten.matmul.default", {T(probs), T(v)}, {kBatch, 2, kSeq, 64});
+  const graph::Graph g = canonicalize(b.finish({y}));
+  const auto* node = find_target(g, "fact.attention");
+  ASSERT_NE(node, nullptr);
+  const auto& a = node->attrs;
+  ASSERT_TRUE(a["key_mask"].is_object()) << a.dump();
+  EXPECT_EQ(a["key_mask"]["value"], "padded");
+  EXPECT_EQ(a["key_mask"]["keep"], false);
+  EXPECT_EQ(a["key_mask"]["batch_stride"], kSeq);
+  EXPECT_EQ(a["unsupported"], "");
 }
 
 }  // namespace
