@@ -91,6 +91,7 @@ class Library:
         # A kernel's info says whether it takes sliding windows (every causal kernel does).
         return (self.spec["dtype"] == case["dtype"] and self.spec["head_dim"] == case["d"]
                 and self.spec["causal"] == (case["mask"] != MASK_NONE)
+                and bool(self.spec.get("key_mask", False)) == bool(case.get("key_mask", False))
                 and (case.get("window", 0) == 0 or self.spec.get("windows", True)))
 
     def workspace(self, args):
@@ -134,6 +135,15 @@ CASES = [
          mask=MASK_TOP_LEFT, dtype="fp16", layout="bshd"),
     dict(name="d80_b8_t1024_h16_causal", B=8, Sq=1024, Sk=1024, H=16, Hkv=16, d=80,
          mask=MASK_TOP_LEFT, dtype="bf16", layout="qkv_fused"),
+    # Short non-causal sequences at head dim 64: ViT-B/16 (197 tokens) and BERT-base (512) with
+    # and without its padding mask (a boolean key mask: batch entry b hides up to a quarter of
+    # its keys; SDPA gets it as a [B, 1, 1, S] boolean attn_mask).
+    dict(name="vit_b64_t197_h12_d64", B=64, Sq=197, Sk=197, H=12, Hkv=12, d=64,
+         mask=MASK_NONE, dtype="bf16", layout="qkv_fused"),
+    dict(name="bert_b32_t512_h12_d64", B=32, Sq=512, Sk=512, H=12, Hkv=12, d=64,
+         mask=MASK_NONE, dtype="bf16", layout="qkv_fused"),
+    dict(name="bert_key_mask_b32_t512_h12_d64", B=32, Sq=512, Sk=512, H=12, Hkv=12, d=64,
+         mask=MASK_NONE, key_mask=True, dtype="bf16", layout="qkv_fused"),
     dict(name="mingpt_tail_b64_t333_h8_d96_causal", B=64, Sq=333, Sk=333, H=8, Hkv=8, d=96,
          mask=MASK_TOP_LEFT, dtype="bf16", layout="qkv_fused"),
     # Correctness only (torch's SDPA has no bottom-right causal): sq != sk, both alignments.
@@ -196,9 +206,19 @@ def make_inputs(case, gen):
     return q, k, v, o
 
 
-def reference(q, k, v, mask, scale, window=0):
+def padding_mask(case):
+    """The key mask of a case with "key_mask": [B, Sk] bool, True = visible; batch entry b hides
+    its last (Sk // 4) * (3 - b % 4) // 3 keys (none for every fourth entry)."""
+    B, Sk = case["B"], case["Sk"]
+    j = torch.arange(Sk, device=DEVICE)[None, :]
+    hidden = torch.tensor([(Sk // 4) * (3 - b % 4) // 3 for b in range(B)], device=DEVICE)[:, None]
+    return j < Sk - hidden
+
+
+def reference(q, k, v, mask, scale, window=0, key_mask=None):
     """float64 attention on the GPU, batch by batch; [B, S, H, D] in and out. `window` > 0: a
-    causal sliding window (query i sees keys i + off - window < j <= i + off)."""
+    causal sliding window (query i sees keys i + off - window < j <= i + off). `key_mask`: [B, Sk]
+    bool, the keys each batch entry sees."""
     B, Sq, H, d = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     g = H // Hkv
@@ -221,6 +241,8 @@ def reference(q, k, v, mask, scale, window=0):
         s = (qb @ kb.transpose(-1, -2)) * scale
         if visible is not None:
             s = s.masked_fill(~visible, -math.inf)
+        if key_mask is not None:
+            s = s.masked_fill(~key_mask[b][None, None, :], -math.inf)
         m = s.amax(-1, keepdim=True)
         empty = torch.isinf(m)  # rows that see no key: O = 0, LSE = -inf
         m = torch.where(empty, torch.zeros_like(m), m)
@@ -241,7 +263,7 @@ def rel_err(x, ref):
     return ((x - ref).norm() / ref.norm()).item()
 
 
-def make_args(case, q, k, v, o, lse, scale):
+def make_args(case, q, k, v, o, lse, scale, key_mask=None):
     a = AttentionArgs()
     a.header.abi_version = ABI_VERSION
     a.header.kind = fnv1a("attention")
@@ -262,6 +284,10 @@ def make_args(case, q, k, v, o, lse, scale):
         a.lse_batch_stride, a.lse_head_stride = lse.stride(0), lse.stride(1)
     a.scale = scale
     a.sm_count = 0
+    if key_mask is not None:
+        a.key_mask = key_mask.data_ptr()
+        a.key_mask_batch_stride, a.key_mask_seq_stride = key_mask.stride(0), key_mask.stride(1)
+        a.key_mask_keep = 1
     return a
 
 
@@ -296,11 +322,12 @@ def flops(case):
     return f / 2 if case["mask"] != MASK_NONE else f
 
 
-def sdpa_baseline(case, q, k, v, scale, backend, ref, timer):
+def sdpa_baseline(case, q, k, v, scale, backend, ref, timer, key_mask=None):
     """F.scaled_dot_product_attention with one backend forced, timed on two input layouts (the
     [B, H, S, D] views of the model's tensors, and contiguous [B, H, S, D] copies made before
     timing); the faster is the baseline. GQA through enable_gqa, else K/V expanded before timing."""
     causal = case["mask"] == MASK_TOP_LEFT
+    attn_mask = key_mask[:, None, None, :] if key_mask is not None else None
     gqa = case["H"] != case["Hkv"]
     g = case["H"] // case["Hkv"]
     views = [t.transpose(1, 2) for t in (q, k, v)]
@@ -309,11 +336,11 @@ def sdpa_baseline(case, q, k, v, scale, backend, ref, timer):
     for layout, (qh, kh, vh) in layouts.items():
         calls = [("enable_gqa" if gqa else "direct",
                   lambda qh=qh, kh=kh, vh=vh: F.scaled_dot_product_attention(
-                      qh, kh, vh, is_causal=causal, scale=scale, enable_gqa=gqa))]
+                      qh, kh, vh, attn_mask=attn_mask, is_causal=causal, scale=scale, enable_gqa=gqa))]
         if gqa:
             ke, ve = kh.repeat_interleave(g, dim=1), vh.repeat_interleave(g, dim=1)
             calls.append(("kv_expanded", lambda qh=qh, ke=ke, ve=ve: F.scaled_dot_product_attention(
-                qh, ke, ve, is_causal=causal, scale=scale)))
+                qh, ke, ve, attn_mask=attn_mask, is_causal=causal, scale=scale)))
         for how, fn in calls:
             try:
                 with sdpa_kernel([backend]):
@@ -411,20 +438,21 @@ def run_case(case, libs, timer, seed):
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v, o = make_inputs(case, gen)
     scale = 1.0 / math.sqrt(case["d"])
-    ref, ref_lse = reference(q, k, v, case["mask"], scale, case.get("window", 0))
+    key_mask = padding_mask(case) if case.get("key_mask") else None
+    ref, ref_lse = reference(q, k, v, case["mask"], scale, case.get("window", 0), key_mask)
     lse = torch.empty(case["B"], case["H"], case["Sq"], device=DEVICE, dtype=torch.float32)
     native = f"native {case['dtype']} (float32 accumulate and softmax)"
     result = {"name": case["name"], "precision": native if case["dtype"] != "f32" else "float32",
               "shape": {k_: case[k_] for k_ in ("B", "Sq", "Sk", "H", "Hkv", "d")},
               "mask": ["none", "causal_top_left", "causal_bottom_right"][case["mask"]],
-              "window": case.get("window", 0),
+              "window": case.get("window", 0), "key_mask": bool(case.get("key_mask", False)),
               "layout": case["layout"], "flop": flops(case), "variants": []}
     for lib in libs:
         if not lib.matches(case):
             continue
         products = lib.spec.get("products", "native")
         var = {"kernel": lib.name, "spec": lib.spec, "precision": PRECISION.get(products, native)}
-        args = make_args(case, q, k, v, o, lse, scale)
+        args = make_args(case, q, k, v, o, lse, scale, key_mask)
         ws = torch.zeros(max(lib.workspace(args), 16), dtype=torch.uint8, device=DEVICE)
         o.fill_(float("nan"))
         lse.fill_(float("nan"))
@@ -478,10 +506,13 @@ def run_case(case, libs, timer, seed):
                 result["baselines"]["sdpa_efficient"] = sdpa_baseline(case, q, k, v, scale,
                                                                       SDPBackend.EFFICIENT_ATTENTION, ref, timer)
         else:
-            for key, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+            backends = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)]
+            if key_mask is not None:  # flash takes no mask: the memory-efficient backend does
+                backends = [backends[0], ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)]
+            for key, backend in backends:
                 if case["mask"] == MASK_BOTTOM_RIGHT:
                     continue
-                result["baselines"][key] = sdpa_baseline(case, q, k, v, scale, backend, ref, timer)
+                result["baselines"][key] = sdpa_baseline(case, q, k, v, scale, backend, ref, timer, key_mask)
         result["speedup"] = {k_: b["ms"] / result["fact_ms"] for k_, b in result["baselines"].items() if "ms" in b}
         if case["dtype"] == "f32":  # the headline (strict) and each kernel: same-precision baselines only
             result["speedup"] = {k_: r for k_, r in result["speedup"].items() if BASELINE_PRECISION[k_] == "3xtf32"}

@@ -297,3 +297,32 @@ TEST(AttentionRealizer, RealizeMatchesRendersTheMinGptAttention) {
 
 }  // namespace
 }  // namespace fact::attention
+
+namespace fact::attention {
+namespace {
+
+// A key mask is part of the problem class: its kernels are their own class and name, every
+// candidate of its space reads the mask (instances/attn_bf16_d64_noncausal_..._km.cu: BERT's).
+TEST(AttentionRealizer, KeyMaskKernelsAreTheirOwnClass) {
+  AttentionProblem p;
+  p.dtype = DType::BFloat16;
+  p.mask = MaskKind::None;
+  p.head_dim = p.v_head_dim = 64;
+  p.key_mask = KeyMask{"mask", true, 512, 1, 0};
+  const AttentionSpec spec = default_spec(p);
+  EXPECT_EQ(spec.name(), "attn_bf16_d64_noncausal_m128n128s3_coop_dyn_q2_o1_km");
+  EXPECT_EQ(AttentionSpec::from_json(spec.to_json()), spec);
+  const realize::ParamSpace space = attention_space(spec, realize::SpaceOptions{});
+  ASSERT_FALSE(space.candidates.empty());
+  for (const auto& candidate : space.candidates) EXPECT_TRUE(AttentionSpec::of(candidate).key_mask) << candidate.name();
+  AttentionSpec causal = spec;
+  causal.causal = true;
+  EXPECT_TRUE(attention_spec_error(causal).has_value());
+  AttentionSpec f32 = default_spec(p, core::PrecisionMode::Strict);
+  f32.dtype = DType::Float32;
+  f32.key_mask = true;
+  EXPECT_TRUE(attention_spec_error(f32).has_value());
+}
+
+}  // namespace
+}  // namespace fact::attention
