@@ -2,7 +2,8 @@
 padding, dilation or groups (a ViT's patch embedding, 16x16 patches at stride 16), reads every
 input pixel once, into one patch. It is a GEMM of [patches, C*kh*kw] by the flattened weight.
 
-`rewrite_patch_convolutions(ep)` rewrites such a convolution of an exported program into
+`rewrite_patch_convolutions(graph_module)` rewrites such a convolution of an exported
+program's graph into
 
     x[:, :, :Ho*kh, :Wo*kw]  (only where the image is not a whole number of patches)
     .reshape(-1, C, Ho, kh, Wo, kw).permute(0, 2, 4, 1, 3, 5).reshape(-1, Ho, Wo, C*kh*kw)

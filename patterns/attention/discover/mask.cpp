@@ -729,8 +729,8 @@ MaskReading read_mask(const Graph& g, const ValueId& mask, MaskUse use, int64_t 
 
 namespace {
 
-// Extent and stride of `dims_from_end`-th dim from the end of a (right-aligned) shape; extent
-// 1 where the shape has no such dim.
+// Extent of the `dims_from_end`-th dim from the end of a (right-aligned) shape; 1 where the
+// shape has no such dim.
 int64_t extent_from_end(const std::vector<int64_t>& shape, size_t dims_from_end) {
   return shape.size() >= dims_from_end ? shape[shape.size() - dims_from_end] : 1;
 }

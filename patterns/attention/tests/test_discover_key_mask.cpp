@@ -68,15 +68,21 @@ ValueId padding_row(GraphBuilder& b) {
               named("row", V{kSeq, kSeq, kSeq, 1}, DType::Bool));
 }
 
+// arange(S) and its [1, 1, S, 1] view (the query index, as transformers' mask functions see it).
+std::pair<ValueId, ValueId> query_positions(GraphBuilder& b) {
+  OpOptions int64;
+  int64.dtype = DType::Int64;
+  auto positions = b.op("aten.arange.default", {C(kSeq)}, {kSeq}, int64);
+  auto q_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1},
+                    named("q_idx", V{kSeq, kSeq, 1, 1}, DType::Int64));
+  return {positions, q_idx};
+}
+
 // transformers' bidirectional mask while exported: an all-true [1, 1, S, 1] from an arange
 // (q_idx >= 0) and-ed with the padding row, then expanded over the batch.
 TEST(AttentionKeyMask, TransformersBidirectionalPaddingMaskIsReadInPlace) {
   const Found found = sdpa_with_mask([](GraphBuilder& b) {
-    OpOptions int64;
-    int64.dtype = DType::Int64;
-    auto positions = b.op("aten.arange.default", {C(kSeq)}, {kSeq}, int64);
-    auto q_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1},
-                      named("q_idx", V{kSeq, kSeq, 1, 1}, DType::Int64));
+    auto q_idx = query_positions(b).second;
     auto every_query = b.op("aten.ge.Scalar", {T(q_idx), C(0)}, {1, 1, kSeq, 1}, named("every_query", V{kSeq, kSeq, 1, 1}, DType::Bool));
     auto both = b.op("aten.__and__.Tensor", {T(every_query), T(padding_row(b))}, {kBatch, 1, kSeq, kSeq},
                      named("both", std::nullopt, DType::Bool));
@@ -110,11 +116,7 @@ TEST(AttentionKeyMask, ABroadcastRowIsAKeyMaskWithItsOwnStrides) {
 // A causal pattern and-ed with the padding row differs between queries: not a key mask.
 TEST(AttentionKeyMask, CausalAndPaddingIsNotAKeyMask) {
   const Found found = sdpa_with_mask([](GraphBuilder& b) {
-    OpOptions int64;
-    int64.dtype = DType::Int64;
-    auto positions = b.op("aten.arange.default", {C(kSeq)}, {kSeq}, int64);
-    auto q_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, kSeq, 1})}, {1, 1, kSeq, 1},
-                      named("q_idx", V{kSeq, kSeq, 1, 1}, DType::Int64));
+    auto [positions, q_idx] = query_positions(b);
     auto kv_idx = b.op("aten.view.default", {T(positions), C(V{1, 1, 1, kSeq})}, {1, 1, 1, kSeq},
                        named("kv_idx", V{kSeq, kSeq, kSeq, 1}, DType::Int64));
     auto causal = b.op("aten.le.Tensor", {T(kv_idx), T(q_idx)}, {1, 1, kSeq, kSeq}, named("causal", std::nullopt, DType::Bool));

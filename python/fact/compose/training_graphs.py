@@ -32,6 +32,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from fact.compose.signature import _root_reason
+
 
 class TrainingGraphs:
     """The CUDA graph decision and wrapping for the two graphs of one composed training module.
@@ -135,9 +137,7 @@ def remainder_without_guards(composed: Any, inputs: Sequence[Any]) -> str:
         with _autocast_off(), torch.no_grad():
             compiled = compile_fx(own, list(inputs))
     except Exception as error:  # noqa: BLE001 - the torch.compile'd remainder stays
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return (f"the remainder stays torch.compile'd (compile_fx failed: "
-                f"{type(error).__name__}: {first})")
+        return f"the remainder stays torch.compile'd (compile_fx failed: {_root_reason(error)})"
     boxed = getattr(compiled, "_boxed_call", False)
 
     def run(*args: Any) -> Any:
