@@ -78,7 +78,8 @@ struct KeyMask {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kRows = Traits::kRows;
   static constexpr int kCols = Traits::kCols;
-  static_assert(kBlockN % 8 == 0 && kBlockN <= 128, "one 4-byte read per lane covers a key block");
+  static_assert(!Traits::kKeyMask || (kBlockN % 8 == 0 && kBlockN <= 128),
+                "one 4-byte read per lane covers a key block");
   static_assert(kCols == kBlockN / 4, "two columns in every 8 per thread (wgmma accumulators)");
 
   struct Bits {

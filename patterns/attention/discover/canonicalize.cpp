@@ -221,6 +221,70 @@ bool absorb_slice(const Graph& g, ViewedTensor& t, Region& region) {
   return true;
 }
 
+// A copy in another memory order (clone / contiguous, as nn.MultiheadAttention's packed
+// projection goes through before it is split into q, k and v) read only inside the region: its
+// values are its input's, so read the input's memory and leave the copy out. Each dim of `t`
+// steps over the copy's memory by k times the stride of one of the copy's dims; it takes the
+// same step over the input's stride of that dim, provided its reach, with the offset's index
+// and the reach of t's other dims on that dim, stays inside the dim (no carry into the next).
+// The copy's recorded layout must be dense (every element once).
+bool absorb_copy(const Graph& g, ViewedTensor& t, Region& region) {
+  if (!readers_inside(g, t.source, region)) return false;
+  const Node* producer = g.producer(t.source);
+  if (producer == nullptr || producer->outputs.size() != 1 || !target_in(*producer, {"aten.clone", "aten.contiguous"})) {
+    return false;
+  }
+  auto input = first_tensor(*producer);
+  if (!input) return false;
+  const StridedView copy = view_of(g.value(t.source).desc);
+  const StridedView original = view_of(g.value(*input).desc);
+  const size_t r = copy.rank();
+  if (original.shape != copy.shape) return false;
+  // The copy's dims from the outermost stride in; dense: each stride is the product of the
+  // extents inside it.
+  std::vector<size_t> order(r);
+  for (size_t d = 0; d < r; ++d) order[d] = d;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return copy.stride[a] > copy.stride[b]; });
+  int64_t dense = 1;
+  for (size_t i = r; i-- > 0;) {
+    const size_t d = order[i];
+    if (copy.shape[d] == 1) continue;
+    if (copy.stride[d] != dense) return false;
+    dense *= copy.shape[d];
+  }
+  // The offset's index along each of the copy's dims.
+  std::vector<int64_t> reach(r, 0);
+  int64_t rest = t.offset;
+  for (size_t d : order) {
+    if (copy.shape[d] == 1) continue;
+    reach[d] = rest / copy.stride[d];
+    rest %= copy.stride[d];
+  }
+  if (rest != 0 || t.offset < 0) return false;
+  int64_t offset = 0;
+  for (size_t d = 0; d < r; ++d) offset += reach[d] * original.stride[d];
+  StridedView view = t.view;
+  for (size_t j = 0; j < view.rank(); ++j) {
+    if (view.shape[j] == 1) continue;
+    const int64_t s = view.stride[j];
+    std::optional<size_t> dim;
+    for (size_t d : order) {  // the outermost of the copy's dims whose stride divides s
+      if (copy.shape[d] != 1 && copy.stride[d] <= s && s % copy.stride[d] == 0) {
+        dim = d;
+        break;
+      }
+    }
+    if (!dim || s <= 0) return false;
+    const int64_t k = s / copy.stride[*dim];
+    reach[*dim] += k * (view.shape[j] - 1);
+    if (reach[*dim] >= copy.shape[*dim]) return false;  // it would carry into the next dim
+    view.stride[j] = k * original.stride[*dim];
+  }
+  region.add(producer->id);
+  t = {*input, view, offset};
+  return true;
+}
+
 // The element where output `index` of a split / split_with_sizes / chunk / unbind node starts
 // in its input, along `dim`; nullopt for another node.
 std::optional<std::pair<int64_t, int64_t>> piece_start(const Graph& g, const Node& node, size_t index) {
@@ -363,6 +427,7 @@ void trace_inputs(const Graph& g, ViewedTensor& q, ViewedTensor& k, ViewedTensor
       // A scale on q or k scales the scores; one on v would scale the output (not folded).
       if (scale && t != &v) moved |= absorb_scale(g, *t, region, *scale);
       moved |= absorb_slice(g, *t, region);
+      moved |= absorb_copy(g, *t, region);
     }
     for (ViewedTensor* t : {&k, &v}) moved |= undo_head_repeat(g, *t, region);
     moved |= absorb_pieces(g, {&q, &k, &v}, region);

@@ -188,6 +188,7 @@ std::optional<std::string> attention_spec_error(const AttentionSpec& s) {
   if (s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > 256) return "head dim " + std::to_string(s.head_dim) + " is not a multiple of 16 up to 256";
   if (s.block_m % 64 != 0 || s.block_m < 64 || s.block_m > 192) return "tile M " + std::to_string(s.block_m) + " (64, 128 or 192)";
   if (s.block_n % 16 != 0 || s.block_n <= 0 || s.block_n > 256) return "tile N " + std::to_string(s.block_n) + " (a multiple of 16 up to 256)";
+  if (s.key_mask && s.block_n > 128) return "tile N " + std::to_string(s.block_n) + " with a key mask (one 4-byte read per lane covers at most 128 keys)";
   if (s.stages < 1 || s.stages > 8) return "stages " + std::to_string(s.stages);
   if (s.q_stages < 1 || s.q_stages > 3) return "Q stages " + std::to_string(s.q_stages) + " (1 to 3)";
   if (s.tile_head_dim != 0 &&

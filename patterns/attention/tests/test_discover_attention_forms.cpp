@@ -141,6 +141,12 @@ graph::Graph with_mask(const std::function<ValueId(GraphBuilder&, const ValueId&
   return b.finish({y});
 }
 
+// A graph and the strides of its packed projection: one token apart, one batch entry apart.
+struct MhaGraph {
+  graph::Graph graph;
+  int64_t token, row;
+};
+
 const nlohmann::json& attrs_of(const graph::Graph& g) {
   const auto* node = find_target(g, "fact.attention");
   if (node == nullptr) throw std::runtime_error("no fact.attention");
@@ -265,6 +271,63 @@ TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
   EXPECT_EQ(a["out"]["value"], merged);
   EXPECT_EQ(a["out"]["stride"], (V{16384, 128, 1024, 1}));
   EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+// nn.MultiheadAttention (batch_first, query is key is value), as torch.export records it: the
+// packed projection of x transposed to [T, B, 3E] is unflattened, moved to [3, T, B, E] and
+// copied by .contiguous(), then selected, viewed [T, B·H, D], transposed and viewed [B, H, T, D].
+// The kernel reads q, k and v in the projection's own memory; the copy is left out.
+MhaGraph multihead_attention_graph(bool copy_read_elsewhere) {
+  constexpr int64_t T_ = 17, B = 2, E = 256, H = 4, D = 64;
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {B, T_, E});
+  auto w = b.parameter("w_in", {3 * E, E});
+  auto xt = b.op("aten.transpose.int", {T(x), C(1), C(0)}, {T_, B, E}, named("xt", V{E, T_ * E, 1}));
+  auto proj = b.op("aten.linear.default", {T(xt), T(w)}, {T_, B, 3 * E}, named("proj"));
+  auto unflat = b.op("aten.unflatten.int", {T(proj), C(-1), C(V{3, E})}, {T_, B, 3, E}, named("unflatten"));
+  auto unsq = b.op("aten.unsqueeze.default", {T(unflat), C(0)}, {1, T_, B, 3, E},
+                   named("unsqueeze", V{T_ * B * 3 * E, B * 3 * E, 3 * E, E, 1}));
+  auto tr = b.op("aten.transpose.int", {T(unsq), C(0), C(-2)}, {3, T_, B, 1, E},
+                 named("moved", V{E, B * 3 * E, 3 * E, T_ * B * 3 * E, 1}));
+  auto sq = b.op("aten.squeeze.dim", {T(tr), C(-2)}, {3, T_, B, E}, named("squeeze", V{E, B * 3 * E, 3 * E, 1}));
+  auto packed = b.op("aten.contiguous.default", {T(sq)}, {3, T_, B, E}, named("packed"));
+  ValueId heads[3];
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    auto sel = b.op("aten.select.int", {T(packed), C(0), C(i)}, {T_, B, E}, named("select" + n));
+    auto split = b.op("aten.view.default", {T(sel), C(V{T_, B * H, D})}, {T_, B * H, D}, named("split" + n));
+    auto tt = b.op("aten.transpose.int", {T(split), C(0), C(1)}, {B * H, T_, D}, named("tt" + n, V{D, B * E, 1}));
+    heads[i] = b.op("aten.view.default", {T(tt), C(V{B, H, T_, D})}, {B, H, T_, D}, named("heads" + n, V{H * D, D, B * E, 1}));
+  }
+  OpOptions options;
+  options.stride = V{H * D, D, B * E, 1};
+  auto y = b.op("aten.scaled_dot_product_attention.default", {T(heads[0]), T(heads[1]), T(heads[2])}, {B, H, T_, D},
+                options);
+  std::vector<ValueId> outputs{y};
+  if (copy_read_elsewhere) outputs.push_back(b.op("aten.sum.default", {T(packed)}, {}, named("elsewhere", V{})));
+  return {b.finish(outputs), B * 3 * E, 3 * E};
+}
+
+TEST(AttentionForms, MultiheadAttentionReadsItsPackedProjectionWithoutTheCopy) {
+  const auto mha = multihead_attention_graph(false);
+  auto g = canonicalize(mha.graph);
+  const auto& a = attrs_of(g);
+  for (const char* t : {"q", "k", "v"}) {
+    EXPECT_EQ(a[t]["value"], "unflatten") << t;  // the projection's memory, viewed [T, B, 3, E]
+    // [B, H, T, D]: a batch entry is a 3E row, a head D elements along it, a token B rows on.
+    EXPECT_EQ(a[t]["stride"], (V{mha.row, 64, mha.token, 1})) << t;
+  }
+  EXPECT_EQ(a["q"]["offset"], 0);
+  EXPECT_EQ(a["k"]["offset"], 256);
+  EXPECT_EQ(a["v"]["offset"], 512);
+  EXPECT_EQ(find_target(g, "aten.contiguous.default"), nullptr);  // the copy is gone
+}
+
+TEST(AttentionForms, APackedCopyReadElsewhereStaysAndIsRead) {
+  auto g = canonicalize(multihead_attention_graph(true).graph);
+  const auto& a = attrs_of(g);
+  for (const char* t : {"q", "k", "v"}) EXPECT_EQ(a[t]["value"], "packed") << t;
+  EXPECT_NE(find_target(g, "aten.contiguous.default"), nullptr);
 }
 
 // The attrs of SDPA over [batch, 2, seq, 64] q/k/v inputs with the bool `attn_mask` that
