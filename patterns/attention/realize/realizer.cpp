@@ -30,19 +30,9 @@ class AttentionRealizer final : public realize::Realizer {
     return default_spec(p, precision).to_kernel_spec();
   }
   // The pattern's space: every candidate takes a sliding window (a causal kernel always does).
-  // The problem's sequences are its sizes (m queries, n keys): short ones open with a key block
-  // of every key.
-  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& problem,
+  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& /*problem*/,
                             const realize::SpaceOptions& options) const override {
-    realize::SpaceOptions sized = options;
-    try {
-      const AttentionProblem p = attention_problem_of(problem);
-      sized.m = p.seq;
-      sized.n = p.kv_seq;
-    } catch (const std::invalid_argument&) {
-      // A problem class without sizes: the space every size shares.
-    }
-    return attention_space(AttentionSpec::of(problem_class), sized);
+    return attention_space(AttentionSpec::of(problem_class), options);
   }
   realize::KernelTemplate render(const realize::KernelSpec& spec) const override {
     return render_attention_template(AttentionSpec::of(spec));

@@ -28,13 +28,6 @@ realize::ParamSpace attention_space(const AttentionSpec& problem_class, const re
     vary([](AttentionSpec& s) { s.block_n = 32; });
     vary([](AttentionSpec& s) { s.block_m = 192 - s.block_m; s.block_n = 32; });
   } else {
-    // Short non-causal sequences (ViT's 197 tokens): one key block of every key, rounded up to
-    // 16, instead of two of 128 (a fifth fewer products at 197 keys, and no rescaling of O
-    // between blocks). Up to 208 keys: at d64, tile N 208 builds without spills, 256 spills.
-    if (options.n > 128 && options.n <= 208 && base.head_dim <= 64 && !base.causal && !base.key_mask) {
-      const int whole = static_cast<int>((options.n + 15) / 16 * 16);
-      vary([&](AttentionSpec& s) { s.block_n = whole; s.stages = 2; });
-    }
     vary([](AttentionSpec& s) { s.tile_order = 1 - s.tile_order; });
     vary([](AttentionSpec& s) { s.dynamic_schedule = false; });
     vary([](AttentionSpec& s) { s.q_stages = 3 - s.q_stages; });

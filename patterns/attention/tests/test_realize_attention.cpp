@@ -119,38 +119,6 @@ TEST(AttentionRealizer, SpaceStartsWithTheDefaultAndPrunesWithReasons) {
   EXPECT_GT(realizer().space(cls, problem, all).candidates.size(), space.candidates.size());
 }
 
-// Short non-causal sequences (ViT's 197 tokens) try one key block of every key second; longer
-// ones, causal ones and key masks do not.
-TEST(AttentionRealizer, ShortNonCausalSequencesTryOneKeyBlockOfEveryKey) {
-  auto space_for = [](int64_t seq, MaskKind mask, bool key_mask) {
-    AttentionProblem p;
-    p.batch = 64;
-    p.heads = p.kv_heads = 12;
-    p.seq = p.kv_seq = seq;
-    p.head_dim = p.v_head_dim = 64;
-    p.dtype = DType::BFloat16;
-    p.mask = mask;
-    if (key_mask) p.key_mask = KeyMask{};
-    set_dense_views(p);
-    const Problem problem = to_problem(p);
-    return realizer().space(realizer().problem_class(problem, core::PrecisionMode::Native), problem, {});
-  };
-  const auto vit = space_for(197, MaskKind::None, false);
-  ASSERT_GE(vit.candidates.size(), 2u);
-  EXPECT_EQ(AttentionSpec::of(vit.candidates[0]).block_n, 128);
-  const AttentionSpec whole = AttentionSpec::of(vit.candidates[1]);
-  EXPECT_EQ(whole.block_n, 208);
-  EXPECT_EQ(whole.stages, 2);
-  EXPECT_EQ(attention_spec_error(whole), std::nullopt);
-  for (const auto& space : {space_for(512, MaskKind::None, false), space_for(197, MaskKind::CausalTopLeft, false),
-                            space_for(197, MaskKind::None, true), space_for(100, MaskKind::None, false)}) {
-    for (const auto& c : space.candidates) EXPECT_LE(AttentionSpec::of(c).block_n, 128) << c.name();
-  }
-  AttentionSpec masked = whole;
-  masked.key_mask = true;
-  EXPECT_NE(attention_spec_error(masked), std::nullopt);  // one read per lane covers 128 keys
-}
-
 // Every candidate takes a sliding window: a window leaves the space as it is.
 TEST(AttentionRealizer, ASlidingWindowKeepsTheWholeSpace) {
   Problem problem = mingpt_attention();
