@@ -226,9 +226,11 @@ AttentionSpec default_spec(const AttentionProblem& p, core::PrecisionMode precis
     s.tile_order = 0;
     return s;
   }
-  if (s.head_dim <= 64 && s.causal) {
+  if (s.head_dim <= 64) {
     // One consumer WG, two CTAs per SM: 0.361 ms against 0.391 with 128-row tiles for causal
-    // d64 at B16 T2048 H16 (H200, bench/results/attention-nvidia-h200-2026-11-27.json).
+    // d64 at B16 T2048 H16 (H200, bench/results/attention-nvidia-h200-2026-11-27.json);
+    // non-causal, ViT's 64x12x197: 0.0496 against 0.0537, BERT's 32x12x512: 0.0766 against
+    // 0.0809 (bench/results/attention-nvidia-h200-2026-11-29-tiles.json).
     s.block_m = 64;
     s.stages = 2;
     s.q_stages = 2;

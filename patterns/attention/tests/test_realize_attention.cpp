@@ -310,7 +310,7 @@ TEST(AttentionRealizer, KeyMaskKernelsAreTheirOwnClass) {
   p.head_dim = p.v_head_dim = 64;
   p.key_mask = KeyMask{"mask", true, 512, 1, 0};
   const AttentionSpec spec = default_spec(p);
-  EXPECT_EQ(spec.name(), "attn_bf16_d64_noncausal_m128n128s3_coop_dyn_q2_o1_km");
+  EXPECT_EQ(spec.name(), "attn_bf16_d64_noncausal_m64n128s2_coop_dyn_q2_o1_km");
   EXPECT_EQ(AttentionSpec::from_json(spec.to_json()), spec);
   const realize::ParamSpace space = attention_space(spec, realize::SpaceOptions{});
   ASSERT_FALSE(space.candidates.empty());

@@ -1,9 +1,0 @@
-// Instantiation: type choices only (logic in patterns/attention/attention_entry.cuh).
-#include "patterns/attention/attention_entry.cuh"
-
-using Cfg = fact::attention::Config<cutlass::bfloat16_t, /*head_dim=*/64, /*block_m=*/128, /*block_n=*/64, /*stages=*/4,
-                                    /*causal=*/false, /*dynamic_schedule=*/true, /*persistent=*/true,
-                                    /*q_stages=*/2, /*l2_percent=*/40,
-                                    /*tile_order=*/1, /*o_alias_q=*/false, /*tile_head_dim=*/0,
-                                    /*key_mask=*/false>;
-FACT_ATTENTION_INSTANCE(attn_bf16_d64_noncausal_m128n64s4_coop_dyn_q2_o1, "attn_bf16_d64_noncausal_m128n64s4_coop_dyn_q2_o1", Cfg)
