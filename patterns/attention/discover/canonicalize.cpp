@@ -263,21 +263,30 @@ bool absorb_copy(const Graph& g, ViewedTensor& t, Region& region) {
   if (rest != 0 || t.offset < 0) return false;
   int64_t offset = 0;
   for (size_t d = 0; d < r; ++d) offset += reach[d] * original.stride[d];
+  // A dim of extent 1 is never stepped, but its stride is mapped too (onto a copy dim of extent
+  // 1 where one has the same stride), so that a problem planned over a range of sizes sees the
+  // stride it sees at the other sizes.
   StridedView view = t.view;
   for (size_t j = 0; j < view.rank(); ++j) {
-    if (view.shape[j] == 1) continue;
     const int64_t s = view.stride[j];
+    const int64_t step = view.shape[j] - 1;
+    // The copy's dims with the largest stride that divides s; of those, the narrowest one the
+    // dim's reach fits in.
     std::optional<size_t> dim;
-    for (size_t d : order) {  // the outermost of the copy's dims whose stride divides s
-      if (copy.shape[d] != 1 && copy.stride[d] <= s && s % copy.stride[d] == 0) {
-        dim = d;
-        break;
-      }
+    int64_t outer = 0;
+    for (size_t d = 0; d < r; ++d) {
+      if (copy.stride[d] > 0 && copy.stride[d] <= s && s % copy.stride[d] == 0) outer = std::max(outer, copy.stride[d]);
     }
-    if (!dim || s <= 0) return false;
+    for (size_t d = 0; d < r && outer > 0; ++d) {
+      if (copy.stride[d] != outer || reach[d] + s / outer * step >= copy.shape[d]) continue;
+      if (!dim || copy.shape[d] < copy.shape[*dim]) dim = d;
+    }
+    if (!dim) {
+      if (step == 0) continue;  // never stepped: any stride reads the same elements
+      return false;             // it would carry into the next dim
+    }
     const int64_t k = s / copy.stride[*dim];
-    reach[*dim] += k * (view.shape[j] - 1);
-    if (reach[*dim] >= copy.shape[*dim]) return false;  // it would carry into the next dim
+    reach[*dim] += k * step;
     view.stride[j] = k * original.stride[*dim];
   }
   region.add(producer->id);

@@ -277,8 +277,8 @@ TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {
 // packed projection of x transposed to [T, B, 3E] is unflattened, moved to [3, T, B, E] and
 // copied by .contiguous(), then selected, viewed [T, B·H, D], transposed and viewed [B, H, T, D].
 // The kernel reads q, k and v in the projection's own memory; the copy is left out.
-MhaGraph multihead_attention_graph(bool copy_read_elsewhere) {
-  constexpr int64_t T_ = 17, B = 2, E = 256, H = 4, D = 64;
+MhaGraph multihead_attention_graph(bool copy_read_elsewhere, int64_t B = 2) {
+  constexpr int64_t T_ = 17, E = 256, H = 4, D = 64;
   GraphBuilder b(DType::BFloat16);
   auto x = b.input("x", {B, T_, E});
   auto w = b.parameter("w_in", {3 * E, E});
@@ -321,6 +321,17 @@ TEST(AttentionForms, MultiheadAttentionReadsItsPackedProjectionWithoutTheCopy) {
   EXPECT_EQ(a["k"]["offset"], 256);
   EXPECT_EQ(a["v"]["offset"], 512);
   EXPECT_EQ(find_target(g, "aten.contiguous.default"), nullptr);  // the copy is gone
+}
+
+// At batch 1 the batch dim is never stepped; it still gets the projection's row stride, as at
+// every other batch size (a problem planned over a range of batch sizes needs the same stride
+// formula at each).
+TEST(AttentionForms, MultiheadAttentionAtBatchOneKeepsTheRowStride) {
+  const auto mha = multihead_attention_graph(false, 1);
+  const auto g = canonicalize(mha.graph);
+  const auto& a = attrs_of(g);
+  for (const char* t : {"q", "k", "v"}) EXPECT_EQ(a[t]["stride"], (V{mha.row, 64, mha.token, 1})) << t;
+  EXPECT_EQ(a["v"]["offset"], 512);
 }
 
 TEST(AttentionForms, APackedCopyReadElsewhereStaysAndIsRead) {
