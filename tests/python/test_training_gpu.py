@@ -197,3 +197,47 @@ def test_cuda_graphs_replay_both_graphs_and_train_like_without(tmp_path, no_tf32
     loss_of(graphed(x)).backward()
     with pytest.raises(RuntimeError, match="overwritten"):
         kept.sum().item()
+
+
+def llama_block():
+    """bench/models/llama_block.py's block, small, on the GPU: its attention is written out
+    (q·kᵀ, a causal buffer mask, softmax in float32, ·v)."""
+    spec = importlib.util.spec_from_file_location("llama_block", ROOT / "bench/models/llama_block.py")
+    source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source)
+    torch.manual_seed(0)
+    model = source.LlamaDecoderBlock(hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=512,
+                                     max_seq_len=256).cuda().train()
+    torch.manual_seed(1)
+    return model, torch.randn(2, 256, 256, device="cuda")
+
+
+@needs_engine_plan
+def test_a_written_out_attention_trains_as_pytorchs_fused_attention(tmp_path):
+    """Under bf16 autocast the Llama block's written-out attention is traced as PyTorch's fused
+    attention (its forward graph holds no softmax); its gradients are as close to float64 as
+    eager autocast's, and AdamW steps follow eager autocast's. (patterns=["attention"]: no GEMM
+    is compiled, the attention alone is under test.)"""
+    model, x = llama_block()
+    twin, original = copy.deepcopy(model), copy.deepcopy(model)
+    with torch.autocast("cuda", dtype=BF16):
+        composed = fact.optimize(model, (x,), "native", work_dir=tmp_path, remainder="eager",
+                                 speed_guard=False, strict=True, patterns=["attention"])
+    assert isinstance(composed, TrainingComposedModule), str(composed.fact_report)
+    notes = " ".join(composed.fact_report.notes)
+    assert "PyTorch's fused attention" in notes, notes
+    code = composed.graphs["forward"].original.code
+    assert "scaled_dot_product" in code and "softmax" not in code, code
+
+    fresh = torch.randn_like(x)
+    loss_of(forward_under(composed, True)(fresh)).backward()
+    loss_of(forward_under(twin, True)(fresh)).backward()
+    want = float64_gradients(original, fresh)
+    for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+        assert rel_err(p.grad, want[name]) <= 2 * rel_err(q.grad, want[name]) + 1e-3, name
+    model.zero_grad(set_to_none=True)
+    twin.zero_grad(set_to_none=True)
+    got = adamw_losses(forward_under(composed, True), model.parameters(), x)
+    expected = adamw_losses(forward_under(twin, True), twin.parameters(), x)
+    assert got[-1] < got[0], got
+    torch.testing.assert_close(got, expected, rtol=2e-2, atol=0)
