@@ -719,6 +719,41 @@ json finish_attrs(json attrs, const Graph& g, const ValueId& output, const Strid
   return attrs;
 }
 
+// How PyTorch trains a written-out attention with a fused backward (FACT's kernel has none):
+// its scaled_dot_product_attention over the products' own operands, q and kᵀ of the scores
+// product (kᵀ transposed back) and v of the output product, with the scale applied after the
+// scores product and the causal flag; fact.compose.training_forms traces it in place of the
+// output product's call (docs/plan.md, "training_form"). {"declined": why} where that would not
+// compute the same function or the products are not calls it can take (einsum).
+json training_form(const Node& scores, const Node& output, const MaskFacts& mask, double scale, int64_t seq,
+                   int64_t kv_seq, double dropout, const std::string& unsupported) {
+  std::string why;
+  if (!unsupported.empty()) {
+    why = unsupported;
+  } else if (!mask.unsupported.empty()) {
+    why = mask.unsupported;
+  } else if (target_is(scores, "aten.einsum") || target_is(output, "aten.einsum")) {
+    why = "its products are einsums";
+  } else if (dropout > 0) {
+    why = "dropout in training mode (a random mask between the softmax and the product)";
+  } else if (!mask.key_mask.is_null()) {
+    why = "a key mask (the fused form takes a causal flag only)";
+  } else if (mask.window > 0) {
+    why = "a sliding window (the fused form takes a causal flag only)";
+  } else if (mask.kind == MaskKind::CausalBottomRight && seq != kv_seq) {
+    why = "bottom-right causal alignment over unequal lengths (the fused form's is_causal is top-left)";
+  }
+  if (!why.empty()) return {{"declined", why}};
+  return {{"op", "aten.scaled_dot_product_attention.default"},
+          {"replaces", output.id},
+          {"args", json::array({{{"node", scores.id}, {"arg", 0}},
+                                {{"node", scores.id}, {"arg", 1}, {"transpose", json::array({-2, -1})}},
+                                {{"node", output.id}, {"arg", 1}}})},
+          {"kwargs", {{"is_causal", mask.kind != MaskKind::None}, {"scale", scale}}},
+          {"what", "PyTorch's fused attention (forward and backward) instead of the written-out products and "
+                   "softmax: FACT's attention kernel has no backward"}};
+}
+
 bool softmax_over_last_dim(const Graph& g, const Node& softmax) {
   const Arg* dim = detail::argument(softmax, 1, "dim");
   auto d = dim ? detail::number_constant(*dim) : std::nullopt;
@@ -889,11 +924,13 @@ std::optional<Analysis> analyze_decomposed(const Graph& g, const Node& pv_node, 
     mask = std::move(taken.facts);
     mask_source = taken.source;
   }
+  const double product_scale = scale;  // what applies after the scores product (not q's own)
   trace_inputs(g, q, k, v, region, &scale);
   auto [output, out_view] = merge_heads(g, pv_ref.outputs.front(), region);
 
   json attrs;
   fill_dims(attrs, q, k, v);
+  attrs["training_form"] = training_form(*qk_node, pv_ref, mask, product_scale, seq, kv_seq, dropout, unsupported);
   attrs = finish_attrs(std::move(attrs), g, output, out_view, mask, scale, dropout, unsupported, softmax_dtype);
   std::vector<Arg> args = {Arg::of_tensor(q.source), Arg::of_tensor(k.source), Arg::of_tensor(v.source)};
   if (mask_source) args.push_back(Arg::of_tensor(*mask_source));

@@ -66,6 +66,9 @@ TEST(AttentionForms, TimmUnbindScaledQueryAndHeadMerge) {
   EXPECT_EQ(a["v"]["offset"], 512);
   EXPECT_EQ(a["q"]["stride"], (V{12288, 64, 768, 1}));
   EXPECT_DOUBLE_EQ(a["scale"].get<double>(), 0.125);  // q * 0.125 folded in
+  // The training form reads the product's own q, already scaled: no scale after the product.
+  EXPECT_DOUBLE_EQ(a["training_form"]["kwargs"]["scale"].get<double>(), 1.0);
+  EXPECT_EQ(a["training_form"]["kwargs"]["is_causal"], false);
   EXPECT_EQ(a["mask_kind"], "none");
   EXPECT_EQ(a["unsupported"], "");                    // dropout in eval mode is the identity
   EXPECT_EQ(node->outputs.front(), merged);
@@ -121,6 +124,17 @@ TEST(AttentionForms, RepeatKvExpandReshapeAndAdditiveCausalMask) {
   EXPECT_EQ(a["unsupported"], "");
   EXPECT_EQ(a["softmax_dtype"], "float32");
   EXPECT_EQ(g.nodes().size(), 1u);
+  // For training: PyTorch's fused attention over the products' own operands (q and kᵀ of the
+  // scores product, v of the output product), the scale applied after the scores product.
+  const auto& form = a["training_form"];
+  EXPECT_EQ(form["op"], "aten.scaled_dot_product_attention.default");
+  EXPECT_EQ(form["replaces"], y);
+  EXPECT_EQ(form["args"][0], (nlohmann::json{{"node", s}, {"arg", 0}}));
+  EXPECT_EQ(form["args"][1]["node"], s);
+  EXPECT_EQ(form["args"][1]["transpose"], (V{-2, -1}));
+  EXPECT_EQ(form["args"][2], (nlohmann::json{{"node", y}, {"arg", 1}}));
+  EXPECT_EQ(form["kwargs"]["is_causal"], true);
+  EXPECT_DOUBLE_EQ(form["kwargs"]["scale"].get<double>(), 0.125);
 }
 
 // The pieces of the attention core on [1, 2, 8, 64] q/k/v inputs, with `mask_node` applied to
@@ -248,7 +262,10 @@ TEST(AttentionForms, BottomRightCausalWhenQueriesAreFewerThanKeys) {
 
 TEST(AttentionForms, DropoutInTrainingModeIsDeclined) {
   auto g = with_mask([](GraphBuilder&, const ValueId& scores) { return scores; }, 8, 8, /*dropout_train=*/true);
-  EXPECT_NE(declined(g).reason.find("dropout p=0.1"), std::string::npos);
+  const Match m = declined(g);
+  EXPECT_NE(m.reason.find("dropout p=0.1"), std::string::npos);
+  // No training form either: the random mask stays PyTorch's, as written.
+  EXPECT_NE(m.problems.at(0).desc["training_form"]["declined"].get<std::string>().find("dropout"), std::string::npos);
 }
 
 TEST(AttentionForms, SdpaGroupedQueryHeadsAndHeadMerge) {

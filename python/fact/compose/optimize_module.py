@@ -119,11 +119,9 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
                         speed_guard=False, replacement_guard=per_replacement, tuning_db=tuning_db,
                         compile_jobs=compile_jobs, training=False, cuda_graphs=False)
 
-    selected = [patterns] if isinstance(patterns, str) else list(patterns or [])
     composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict,
-                                     cuda_graphs=bool(cuda_graphs),
-                                     fuse_attention=not selected or any(p.startswith("attention") for p in selected),
-                                     attention_dir=graph_work_dir(work_dir, "attention"))
+                                     cuda_graphs=bool(cuda_graphs), patterns=patterns,
+                                     forms_dir=graph_work_dir(work_dir, "training_forms"))
     if cuda_graphs is None:
         composed.fact_report.cuda_graphs = (
             "off (the default in training: a replay of the next step overwrites this step's "

@@ -13,7 +13,7 @@ from fact.compose.module import ComposedModule
 from fact.compose.signature import _describe, _first_line, _signature
 from fact.compose.training import (GraphCompilers, aot_compile, refuse_double_backward,
                                    training_report)
-from fact.compose.training_attention import fuse_attention_for_training
+from fact.compose.training_forms import trace_training_forms
 from fact.compose.training_graphs import TrainingGraphs
 from fact.compose.training_memory import activation_memory_refusal
 from fact.report import FactReport
@@ -81,21 +81,20 @@ class TrainingComposedModule(ComposedModule):
 
 
 def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compose_graph: Callable,
-                          *, strict: bool = False, cuda_graphs: bool = False, fuse_attention: bool = True,
-                          attention_dir: Path | None = None) -> ComposedModule:
+                          *, strict: bool = False, cuda_graphs: bool = False, patterns: Any = None,
+                          forms_dir: Path | None = None) -> ComposedModule:
     """The module through AOTAutograd with `compose_graph(graph, inputs, which)` composing each
     graph. A module AOTAutograd cannot trace, or whose composed forward would save more
     activations for the backward than the original does (training_memory: gradient
     checkpointing), comes back with nothing composed (the original runs, and trains) and the
     reason. cuda_graphs: replay the composed forward and backward graphs through CUDA graph
     trees where they can be (fact.compose.training_graphs); the report's cuda_graphs says which.
-    fuse_attention: its written-out attentions traced as PyTorch's fused attention
-    (fact.compose.training_attention; the engine's discovery of them written to attention_dir,
-    or a fresh folder); the report's notes say which, and what stays written out."""
+    The module is traced with the engine's training forms in (fact.compose.training_forms: the
+    engine's discovery, over `patterns` as fact.optimize's, written to forms_dir or a fresh
+    folder); the report's notes say which, and what is traced as written."""
     device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
     flat = _FlatOutputs(module)
-    traced, attention_notes, attention_left = (
-        fuse_attention_for_training(flat, example_inputs, attention_dir) if fuse_attention else (flat, [], []))
+    traced, form_notes, form_left = trace_training_forms(flat, example_inputs, forms_dir, patterns)
     graphs = TrainingGraphs(len(example_inputs)) if cuda_graphs else None
     compilers = GraphCompilers(compose_graph, graphs)
     try:
@@ -107,9 +106,9 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
     report = training_report(compilers.reports(), device)
-    report.notes.extend(attention_notes)
-    for what, why in attention_left:
-        report.notes.append(f"{what}: written out in training ({why})")
+    report.notes.extend(form_notes)
+    for what, why in form_left:
+        report.notes.append(f"{what}: traced as written for training ({why})")
     if graphs is not None:
         report.cuda_graphs = graphs.describe()
     composed = TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
