@@ -88,3 +88,22 @@ def test_verification_rejects_a_form_that_computes_something_else():
     assert not ok and "outputs or gradients off" in measured, measured
     ok, measured = verify_forms(module, module, (torch.randn(*SHAPE), torch.randn(*SHAPE)))
     assert ok, measured
+
+
+def test_verification_leaves_the_module_state_as_it_was():
+    forms, _ = training_forms(discovery(FORM), graph())
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(8)
+            self.b = torch.nn.Parameter(torch.randn(*SHAPE))
+
+        def forward(self, a, c):
+            return self.norm((a @ self.b) @ c)
+
+    module = Counting().train()
+    before = module.norm.running_mean.clone(), int(module.norm.num_batches_tracked)
+    verify_forms(module, TracedForms(module, forms), (torch.randn(*SHAPE), torch.randn(*SHAPE)))
+    assert torch.equal(module.norm.running_mean, before[0])
+    assert int(module.norm.num_batches_tracked) == before[1]

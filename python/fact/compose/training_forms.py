@@ -33,6 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from fact.compose.signature import _first_line
+from fact.module_state import preserved_state
 
 # The Python-level calls export records as one node of each target: the nodes a form can name.
 CALLS = {
@@ -210,8 +211,9 @@ def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_input
     generator = torch.Generator().manual_seed(20261129)
     inputs = tuple(_random_like(x, generator) for x in example_inputs)
     expected = _outputs_and_gradients(copy.deepcopy(module).double(), inputs, 7, double=True)
-    original = _outputs_and_gradients(module, inputs, 7, double=False)
-    candidate = _outputs_and_gradients(traced, inputs, 7, double=False)
+    with preserved_state(module):  # running statistics and other state as the user gave them
+        original = _outputs_and_gradients(module, inputs, 7, double=False)
+        candidate = _outputs_and_gradients(traced, inputs, 7, double=False)
     if not len(expected) == len(original) == len(candidate):
         return False, "the traced module returned other outputs or gradients"
     worst = (0.0, 0.0)
