@@ -40,6 +40,7 @@ from torch._dynamo.backends.registry import register_backend
 from fact.compose import FactReport, optimize
 from fact.compose.training import (GRAPHS, GraphCompilers, dynamo_aot_compile,
                                    graph_needs_gradients, refuse_double_backward)
+from fact.compose.training_forms import trace_training_forms
 from fact.compose.training_module import graph_work_dir
 from fact.dynamo_dynamic import dynamic_graph
 
@@ -97,8 +98,16 @@ def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         return graph_module
     compilers = GraphCompilers(lambda graph, inputs, which: _optimize(
         graph, inputs, options, None, graph_work_dir(options.get("work_dir"), which)))
-    compiled = dynamo_aot_compile(graph_module, example_inputs, compilers)
-    reports.extend(compilers.reports()[which] for which in GRAPHS if which in compilers.composed)
+    # The engine's training forms traced in (fact.compose.training_forms), as fact.optimize does.
+    with torch._guards.tracing(None), fx_config.patch(backed_size_oblivious=False):
+        traced, notes, left = trace_training_forms(graph_module, tuple(example_inputs),
+                                                   graph_work_dir(options.get("work_dir"), "training_forms"),
+                                                   options.get("patterns"))
+    compiled = dynamo_aot_compile(traced, example_inputs, compilers)
+    graph_reports = [compilers.reports()[which] for which in GRAPHS if which in compilers.composed]
+    if graph_reports:
+        graph_reports[0].notes.extend(notes + [f"{what}: traced as written for training ({why})" for what, why in left])
+    reports.extend(graph_reports)
 
     def run(*args: Any) -> Any:
         return refuse_double_backward(compiled(*args))

@@ -137,3 +137,36 @@ def test_attention_dropout_in_training_stays_written_out(tmp_path):
     traced, notes, left = trace_training_forms(model.train(), (x,), tmp_path)
     assert traced is model and notes == []
     assert left and "dropout" in left[0][1], left
+
+
+class InGraphCausal(nn.Module):
+    """Written-out attention whose causal mask the forward builds (full, triu), as transformers'
+    models do: dynamo keeps it in the graph, where discovery proves it causal."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 16, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        mask = torch.full((16, 16), float("-inf"), device=x.device).triu(1)
+        probs = (q @ k.transpose(-2, -1) * 0.25 + mask).softmax(-1)
+        return (probs @ v).transpose(1, 2).reshape(2, 16, 64)
+
+
+@needs_engine_plan
+def test_the_torch_compile_backend_traces_the_attention_in_too(tmp_path):
+    from fact import dynamo_backend
+
+    torch.manual_seed(0)
+    model, x = InGraphCausal().train(), torch.randn(2, 16, 64)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend="fact", options={"precision": "strict", "work_dir": str(tmp_path)})
+        loss_of(compiled(x)).backward()
+        forward = dynamo_backend.reports[-2]
+        notes = " ".join(forward.notes)
+        assert forward.graph == "forward" and "scaled_dot_product_attention" in notes, notes
+        assert_gradients_match_float64(model, x)
+    finally:
+        torch._dynamo.reset()
