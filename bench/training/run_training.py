@@ -129,9 +129,12 @@ class ModelRun:
         self.result["report"] = {"runs": report.runs, "cuda_graphs": report.cuda_graphs,
                                  "forward": graph_summary(report.forward),
                                  "backward": graph_summary(report.backward),
-                                 "left": [{"what": x.what, "reason": x.reason} for x in report.left_to_pytorch]}
+                                 "left": [{"what": x.what, "reason": x.reason} for x in report.left_to_pytorch],
+                                 "notes": list(report.notes)}
         self.log(f"{case.name}: optimized for training in {self.result['optimize_s']:.1f} s; "
                  f"forward {self._kinds('forward')}, backward {self._kinds('backward')}")
+        for note in report.notes:  # the training forms traced in (fact.compose.training_forms), or not
+            self.log(f"{case.name}: {note}")
         self.save()
 
         self.variants = {"fact": Trainer(composed, fact_model.parameters(), device, case.autocast, args.lr)}
