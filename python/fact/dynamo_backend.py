@@ -100,13 +100,13 @@ def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         graph, inputs, options, None, graph_work_dir(options.get("work_dir"), which)))
     # The engine's training forms traced in (fact.compose.training_forms), as fact.optimize does.
     with torch._guards.tracing(None), fx_config.patch(backed_size_oblivious=False):
-        traced, notes, left = trace_training_forms(graph_module, tuple(example_inputs),
-                                                   graph_work_dir(options.get("work_dir"), "training_forms"),
-                                                   options.get("patterns"))
+        traced, notes = trace_training_forms(graph_module, tuple(example_inputs),
+                                             graph_work_dir(options.get("work_dir"), "training_forms"),
+                                             options.get("patterns"))
     compiled = dynamo_aot_compile(traced, example_inputs, compilers)
     graph_reports = [compilers.reports()[which] for which in GRAPHS if which in compilers.composed]
     if graph_reports:
-        graph_reports[0].notes.extend(notes + [f"{what}: traced as written for training ({why})" for what, why in left])
+        graph_reports[0].notes.extend(notes)
     reports.extend(graph_reports)
 
     def run(*args: Any) -> Any:

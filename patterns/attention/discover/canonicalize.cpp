@@ -725,13 +725,12 @@ json finish_attrs(json attrs, const Graph& g, const ValueId& output, const Strid
 // scores product and the causal flag; fact.compose.training_forms traces it in place of the
 // output product's call (docs/plan.md, "training_form"). {"declined": why} where that would not
 // compute the same function or the products are not calls it can take (einsum).
+// `unsupported`: the attention's own reason (finish_attrs's, the mask's included).
 json training_form(const Node& scores, const Node& output, const MaskFacts& mask, double scale, int64_t seq,
                    int64_t kv_seq, double dropout, const std::string& unsupported) {
   std::string why;
   if (!unsupported.empty()) {
     why = unsupported;
-  } else if (!mask.unsupported.empty()) {
-    why = mask.unsupported;
   } else if (target_is(scores, "aten.einsum") || target_is(output, "aten.einsum")) {
     why = "its products are einsums";
   } else if (dropout > 0) {
@@ -930,8 +929,9 @@ std::optional<Analysis> analyze_decomposed(const Graph& g, const Node& pv_node, 
 
   json attrs;
   fill_dims(attrs, q, k, v);
-  attrs["training_form"] = training_form(*qk_node, pv_ref, mask, product_scale, seq, kv_seq, dropout, unsupported);
   attrs = finish_attrs(std::move(attrs), g, output, out_view, mask, scale, dropout, unsupported, softmax_dtype);
+  attrs["training_form"] = training_form(*qk_node, pv_ref, mask, product_scale, seq, kv_seq, dropout,
+                                         attrs["unsupported"].get<std::string>());
   std::vector<Arg> args = {Arg::of_tensor(q.source), Arg::of_tensor(k.source), Arg::of_tensor(v.source)};
   if (mask_source) args.push_back(Arg::of_tensor(*mask_source));
   return Analysis{std::move(region), std::move(attrs), std::move(args), output};

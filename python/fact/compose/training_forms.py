@@ -11,7 +11,7 @@ arguments. Nothing here knows what the op computes: the engine wrote the form.
     training_forms(discovery, graph)   the forms to trace, and (what, why) for the declined ones
     TracedForms(module, forms)         the module with the forms traced in, at every call
     verify_forms(module, traced, inputs)   outputs and gradients against float64 of the original
-    trace_training_forms(...)          all three: the module to trace, notes, what stays as written
+    trace_training_forms(...)          all three: the module to trace and the report's notes
 
 How a form is traced in: export records one node per call of a function, in call order, so a
 captured node is "the n-th call of its target". `TracedForms` runs the module under a
@@ -23,7 +23,6 @@ graph's; a mismatch raises, and the module is then traced as written.
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from fact.compose.signature import _first_line
+from fact.measure import _fresh_like, _relative_error, float64_in_place
 from fact.module_state import preserved_state
 
 # The Python-level calls export records as one node of each target: the nodes a form can name.
@@ -166,13 +166,6 @@ class TracedForms(torch.nn.Module):
         return out
 
 
-def _random_like(x: Any, generator: torch.Generator) -> Any:
-    if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
-        fresh = torch.randn(x.shape, generator=generator, dtype=torch.float32).to(x.device, x.dtype)
-        return fresh.requires_grad_(x.requires_grad)
-    return x
-
-
 def _outputs_and_gradients(module: torch.nn.Module, inputs: tuple, seed: int, double: bool) -> list[torch.Tensor]:
     """The module's floating outputs, then the gradients of Σ output·cotangent (cotangents drawn
     from `seed`) with respect to its parameters and the inputs that require grad; float64 with
@@ -199,18 +192,15 @@ def _outputs_and_gradients(module: torch.nn.Module, inputs: tuple, seed: int, do
                                          for g, w in zip(grads, wrt)]
 
 
-def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    ref = ref.double()
-    return float((a.double() - ref).norm() / ref.norm().clamp_min(1e-30))
-
-
 def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_inputs: tuple,
                  floor: float = 1e-5) -> tuple[bool, str]:
     """(ok, what was measured): `traced`'s outputs and gradients on fresh inputs against float64
-    of the original `module`, within twice the original's own error (at least `floor`)."""
-    generator = torch.Generator().manual_seed(20261129)
-    inputs = tuple(_random_like(x, generator) for x in example_inputs)
-    expected = _outputs_and_gradients(copy.deepcopy(module).double(), inputs, 7, double=True)
+    of the original `module` (fact.measure.float64_in_place: its parameters, buffers and plain
+    tensor attributes), within twice the original's own error (at least `floor`)."""
+    inputs = tuple(x.requires_grad_(e.requires_grad) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                   for x, e in zip(_fresh_like(example_inputs, 20261129), example_inputs))
+    with float64_in_place(module):
+        expected = _outputs_and_gradients(module, inputs, 7, double=True)
     with preserved_state(module):  # running statistics and other state as the user gave them
         original = _outputs_and_gradients(module, inputs, 7, double=False)
         candidate = _outputs_and_gradients(traced, inputs, 7, double=False)
@@ -220,7 +210,7 @@ def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_input
     for ref, a, b in zip(expected, original, candidate):
         if ref.numel() == 0:
             continue
-        e_original, e_traced = _rel_err(a, ref), _rel_err(b, ref)
+        e_original, e_traced = _relative_error(a, ref), _relative_error(b, ref)
         if e_traced > max(2.0 * e_original, floor):
             return False, (f"outputs or gradients off: rel_err {e_traced:.2e} against float64, "
                            f"as written {e_original:.2e}")
@@ -229,12 +219,18 @@ def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_input
 
 
 def trace_training_forms(module: torch.nn.Module, example_inputs: tuple, work_dir: str | Path | None = None,
-                         patterns: Any = None) -> tuple[torch.nn.Module, list[str], list[tuple[str, str]]]:
+                         patterns: Any = None) -> tuple[torch.nn.Module, list[str]]:
     """`module` with the engine's training forms traced in (TracedForms), or `module` itself when
-    there is none or they fail verify_forms; the notes saying what was traced in, and (what,
-    why) for what is traced as written. The engine's discovery (no kernel compiled, `patterns`
+    there is none or they fail verify_forms; and the report's notes: what was traced in, and
+    what is traced as written and why. The engine's discovery (no kernel compiled, `patterns`
     as fact.optimize's) writes to `work_dir`. Nothing here raises: a capture or engine failure
     leaves the module as it is, with the reason."""
+    traced, notes, left = _trace(module, example_inputs, work_dir, patterns)
+    return traced, notes + [f"{what}: traced as written for training ({why})" for what, why in left]
+
+
+def _trace(module: torch.nn.Module, example_inputs: tuple, work_dir: str | Path | None,
+           patterns: Any) -> tuple[torch.nn.Module, list[str], list[tuple[str, str]]]:
     from fact.compose.planning import plan_and_export  # planning imports the compose package
 
     try:

@@ -94,7 +94,7 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
     folder); the report's notes say which, and what is traced as written."""
     device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
     flat = _FlatOutputs(module)
-    traced, form_notes, form_left = trace_training_forms(flat, example_inputs, forms_dir, patterns)
+    traced, form_notes = trace_training_forms(flat, example_inputs, forms_dir, patterns)
     graphs = TrainingGraphs(len(example_inputs)) if cuda_graphs else None
     compilers = GraphCompilers(compose_graph, graphs)
     try:
@@ -107,8 +107,6 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
         return ComposedModule(module, None, None, report)
     report = training_report(compilers.reports(), device)
     report.notes.extend(form_notes)
-    for what, why in form_left:
-        report.notes.append(f"{what}: traced as written for training ({why})")
     if graphs is not None:
         report.cuda_graphs = graphs.describe()
     composed = TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
