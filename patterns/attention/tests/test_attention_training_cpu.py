@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -86,6 +87,26 @@ def test_a_buffer_mask_that_is_not_causal_fails_the_check_and_stays_written_out(
     traced, notes = trace_training_forms(model.train(), (x,), tmp_path)
     assert traced is model
     assert any("kept as written: outputs or gradients off" in n for n in notes), notes
+
+
+@needs_engine_plan
+def test_under_autocast_the_forms_are_checked_with_autocast_off_and_under_it(tmp_path):
+    # In bf16 a gradient can be mostly rounding, as written and traced alike; the check with
+    # autocast off is the one that tells a form computing something else from rounding.
+    model, x = llama_block()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        traced, notes = trace_training_forms(model.train(), (x,), tmp_path / "llama")
+    assert traced is not model, notes
+    checked = next(n for n in notes if n.startswith("training forms"))
+    errors = dict(re.findall(r"(autocast off|under autocast) within rel_err ([0-9.e+-]+)", checked))
+    # float32 rounding with autocast off; bf16's under it (a weight's gradient reading zero, as
+    # with a stale autocast cast, would read 1.0)
+    assert float(errors["autocast off"]) < 1e-5 and float(errors["under autocast"]) < 0.05, checked
+    masked = MaskedAttention()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        traced, notes = trace_training_forms(masked.train(), (torch.randn(2, 16, 64),), tmp_path / "masked")
+    assert traced is masked
+    assert any("kept as written: outputs or gradients off (autocast off)" in n for n in notes), notes
 
 
 @needs_engine_plan
