@@ -1,11 +1,13 @@
-// Host checks of a rendered GEMM kernel's types (the compile tests of the steps that store D):
-// the kernel's source up to its entry point (types only: nothing is instantiated for the device)
-// followed by `check_main`, a host main() that walks the kernel's partitions through
-// KERNEL_NAMESPACE::Kernel, compiled with nvcc as a standalone program and run.
+// Host checks of rendered GEMM kernels' types (the compile tests of the steps that store D):
+// each kernel's namespace from its rendered source (types only: nothing is instantiated for the
+// device), then a check template that walks a kernel's partitions and a main() that runs it for
+// every kernel, compiled with nvcc as one standalone program and run. One program for several
+// kernels parses CUTLASS's headers once: most of a compile's minutes.
 #pragma once
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "fact/realize/compile_command.hpp"
 #include "fact/realize/render.hpp"
@@ -20,21 +22,38 @@ struct HostCheckResult {
   std::string printed;  // what it printed (its verdict)
 };
 
-// Builds `spec`'s kernel types with `check_main` in `dir` and runs the program.
-inline HostCheckResult run_host_check(const GemmSpec& spec, const std::string& check_main,
-                                      const std::filesystem::path& dir, const realize::CompileOptions& options) {
+// Builds the kernel types of every spec in `specs` into one program (the headers parsed once)
+// with `check_template`, the definition of `template <class K> int check()` (0: the check
+// passed; what it prints is its verdict), and a main() that prints each spec's name and runs
+// check<Kernel>() for it; compiles the program in `dir` and runs it. `status` is 0 only when
+// every kernel's check returned 0.
+inline HostCheckResult run_host_checks(const std::vector<GemmSpec>& specs, const std::string& check_template,
+                                       const std::filesystem::path& dir, const realize::CompileOptions& options) {
   HostCheckResult result;
-  realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
-  const size_t end = kernel.source.find("}  // namespace " + kernel.entry_symbol + "_kernel");
-  if (end == std::string::npos) {
-    result.printed = "no kernel namespace in the rendered source:\n" + kernel.source;
-    return result;
+  realize::RenderedKernel program;
+  std::string kernels, calls;
+  for (const GemmSpec& spec : specs) {
+    const realize::RenderedKernel kernel = realize::render_kernel(spec.to_kernel_spec(), options);
+    const std::string closing = "}  // namespace " + kernel.entry_symbol + "_kernel";
+    const size_t begin = kernel.source.find("namespace " + kernel.entry_symbol + "_kernel {");
+    const size_t end = kernel.source.find(closing);
+    if (begin == std::string::npos || end == std::string::npos) {
+      result.printed = "no kernel namespace in the rendered source:\n" + kernel.source;
+      return result;
+    }
+    if (program.source.empty()) {
+      program = kernel;
+      program.source = kernel.source.substr(0, begin);  // the includes, once
+    }
+    kernels += kernel.source.substr(begin, end + closing.size() - begin) + "\n";
+    calls += "  std::printf(\"" + spec.name() + ": \");\n  std::fflush(stdout);\n  failed |= check<" +
+             kernel.entry_symbol + "_kernel::Kernel>();\n  std::fflush(stdout);\n";
   }
-  kernel.source = kernel.source.substr(0, end) + "}\n#define KERNEL_NAMESPACE " + kernel.entry_symbol +
-                  "_kernel\n" + check_main;
+  program.source += kernels + "#include <cstdio>\n" + check_template +
+                    "\nint main() {\n  int failed = 0;\n" + calls + "  return failed;\n}\n";
   realize::CompileOptions host = options;
   host.standalone_main = true;
-  const realize::CompileResult built = realize::compile_kernel(kernel, dir, host);
+  const realize::CompileResult built = realize::compile_kernel(program, dir, host);
   if (!built.ok) {
     result.printed = built.reason + "\n" + built.log.substr(0, 20000);
     return result;

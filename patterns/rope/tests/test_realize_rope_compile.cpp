@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -146,15 +147,14 @@ TEST_F(RopeCompile, Bf16LlamaQProjWithRope) {
 // 128x128 and cooperative 128x256 / 256x128 kernels, both pairings and heads of 64, 128 and 256:
 // walking the register partition the collective hands its visitors, every pair's two results
 // must land (through their staging slot and the TMA box of their half) on their original
-// columns of their own row, and every element of each CTA tile exactly once. The kernel's types
-// and a main() compiled with nvcc and run here.
+// columns of their own row, and every element of each CTA tile exactly once. The kernels' types
+// and the check, one program compiled with nvcc and run here.
 TEST_F(RopeCompile, RopeStorePlacesEveryPairInItsOriginalColumns) {
   const char* kCheck = R"cpp(
-#include <cstdio>
 #include <vector>
-int main() {
-  using K = KERNEL_NAMESPACE::Kernel;
-  using CE = K::CollectiveEpilogue;
+template <class K>
+int check() {
+  using CE = typename K::CollectiveEpilogue;
   using Store = typename K::Chain::template Store<typename K::EpilogueConfig, typename K::ElementD>;
   using TiledMma = typename K::CollectiveMainloop::TiledMma;
   auto atom_c = cute::make_tiled_copy_C_atom(typename CE::CopyAtomC{}, TiledMma{});
@@ -222,18 +222,20 @@ int main() {
 }
 )cpp";
   struct Config { int m, n; MainloopSchedule schedule; };
+  std::vector<GemmSpec> specs;
   for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
                          Config{256, 128, MainloopSchedule::Cooperative}}) {
     GemmSpec s = spec_from_problem(q_proj_problem(), core::PrecisionMode::Native);
     s.tile = {c.m, c.n, 64};
     s.mainloop = c.schedule;
     ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-    const std::string name = "rope_place_" + std::to_string(c.m) + "x" + std::to_string(c.n);
-    const test::HostCheckResult r = test::run_host_check(s, kCheck, scratch(name), options_);
-    ASSERT_TRUE(r.built) << r.printed;
-    EXPECT_EQ(r.status, 0) << name << ": " << r.printed;
-    std::cout << "[ placement ] " << s.name() << ": " << r.printed;
+    specs.push_back(s);
   }
+  const test::HostCheckResult r = test::run_host_checks(specs, kCheck, scratch("rope_place"), options_);
+  ASSERT_TRUE(r.built) << r.printed;
+  EXPECT_EQ(r.status, 0) << r.printed;
+  EXPECT_EQ(std::count(r.printed.begin(), r.printed.end(), '\n'), 3) << r.printed;
+  std::cout << "[ placement ]\n" << r.printed;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -162,14 +163,13 @@ TEST_F(GluCompile, Bf16SwiGluLlamaShape) {
 // TiledMma)), every even element i of every thread's subtile fragment is a column n (n even) and
 // element i + 1 is column n + 1 of the same row, so each thread holds whole (gate, up) pairs.
 // Checked on the host for every thread of the kernels the SwiGLU default configurations build
-// (ping-pong 128x128, cooperative 128x256 and 256x128): the rendered kernel's types, a main()
-// that walks the partition, compiled with nvcc and run here.
+// (ping-pong 128x128, cooperative 128x256 and 256x128): the rendered kernels' types and a check
+// that walks the partition, one program compiled with nvcc and run here.
 TEST_F(GluCompile, GluPartitionHoldsWholeColumnPairsInEveryThread) {
   const char* kCheck = R"cpp(
-#include <cstdio>
-int main() {
-  using K = KERNEL_NAMESPACE::Kernel;
-  using CE = K::CollectiveEpilogue;
+template <class K>
+int check() {
+  using CE = typename K::CollectiveEpilogue;
   using TiledMma = typename K::CollectiveMainloop::TiledMma;
   auto atom_c = cute::make_tiled_copy_C_atom(typename CE::CopyAtomC{}, TiledMma{});
   auto r2s = cute::make_tiled_copy_S(cute::Copy_Atom<typename CE::CopyOpR2S, typename K::ElementD>{}, atom_c);  // the collective's SmemElementD
@@ -195,18 +195,20 @@ int main() {
 }
 )cpp";
   struct Config { int m, n; MainloopSchedule schedule; };
+  std::vector<GemmSpec> specs;
   for (const Config c : {Config{128, 128, MainloopSchedule::Pingpong}, Config{128, 256, MainloopSchedule::Cooperative},
                          Config{256, 128, MainloopSchedule::Cooperative}}) {
     GemmSpec s = spec_from_problem(make_gemm_problem({8192, 2 * 14336, 4096}, DType::BFloat16, "glu_silu"), core::PrecisionMode::Native);
     s.tile = {c.m, c.n, 64};
     s.mainloop = c.schedule;
     ASSERT_EQ(gemm_spec_error(s), std::nullopt);
-    const std::string name = "glu_pairs_" + std::to_string(c.m) + "x" + std::to_string(c.n);
-    const test::HostCheckResult r = test::run_host_check(s, kCheck, scratch(name), options_);
-    ASSERT_TRUE(r.built) << r.printed;
-    EXPECT_EQ(r.status, 0) << name << ": " << r.printed;
-    std::cout << "[ pairs ] " << s.name() << ": " << r.printed;
+    specs.push_back(s);
   }
+  const test::HostCheckResult r = test::run_host_checks(specs, kCheck, scratch("glu_pairs"), options_);
+  ASSERT_TRUE(r.built) << r.printed;
+  EXPECT_EQ(r.status, 0) << r.printed;
+  EXPECT_EQ(std::count(r.printed.begin(), r.printed.end(), '\n'), 3) << r.printed;
+  std::cout << "[ pairs ]\n" << r.printed;
 }
 
 // The kernel a fused gate/up projection with a bias makes (GeGLU as diffusers writes it): a bias
