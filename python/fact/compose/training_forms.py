@@ -171,15 +171,15 @@ def _outputs_and_gradients(module: torch.nn.Module, inputs: tuple, seed: int,
     """(name, tensor) of the module's floating outputs, then of the gradients of Σ output·cotangent
     (cotangents drawn from `seed`) with respect to its parameters and the inputs that require
     grad. `precision`: "float64" (inputs converted, autocast off; the module converted by the
-    caller), "as held" (the module's own dtypes, autocast off) or "autocast" (the autocast
-    active now)."""
+    caller), "autocast off" (the module's own dtypes) or "under autocast" (the autocast active
+    now)."""
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     if precision == "float64":
         inputs = tuple(x.detach().double().requires_grad_(x.requires_grad)
                        if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x for x in inputs)
     device_type = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     cuda = [x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type == "cuda"][:1]
-    autocast = precision == "autocast" and torch.is_autocast_enabled(device_type)
+    autocast = precision == "under autocast" and torch.is_autocast_enabled(device_type)
     if autocast:
         # Autocast reuses the weight casts it made earlier in the caller's region (during the
         # capture too); with them a weight's gradient read zero here. A training step starts
@@ -219,7 +219,7 @@ def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_input
     inputs = tuple(x.requires_grad_(e.requires_grad) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                    for x, e in zip(_fresh_like(example_inputs, 20261129), example_inputs))
     device_type = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
-    precisions = ["as held"] + (["autocast"] if torch.is_autocast_enabled(device_type) else [])
+    precisions = ["autocast off"] + (["under autocast"] if torch.is_autocast_enabled(device_type) else [])
     with float64_in_place(module):
         expected = _outputs_and_gradients(module, inputs, 7, "float64")
     measured = []
@@ -235,11 +235,10 @@ def verify_forms(module: torch.nn.Module, traced: torch.nn.Module, example_input
                 continue
             e_original, e_traced = _relative_error(a, ref), _relative_error(b, ref)
             if not e_traced <= max(2.0 * e_original, floor):  # NaN fails too
-                return False, (f"outputs or gradients off ({precision.replace('as held', 'autocast off')}): "
+                return False, (f"outputs or gradients off ({precision}): "
                                f"{name} at rel_err {e_traced:.2e} against float64, as written {e_original:.2e}")
             worst = max(worst, (e_traced, e_original, name))
-        where = "autocast off" if precision == "as held" else "under autocast"
-        measured.append(f"{where} within rel_err {worst[0]:.1e} of float64 (as written {worst[1]:.1e}, {worst[2]})")
+        measured.append(f"{precision} within rel_err {worst[0]:.1e} of float64 (as written {worst[1]:.1e}, {worst[2]})")
     return True, "outputs and gradients " + "; ".join(measured)
 
 
