@@ -305,6 +305,10 @@ std::optional<std::string> gemm_spec_error(const GemmSpec& spec) {
   if (spec.pattern != "gemm") {
     return "pattern '" + spec.pattern + "' is not the sm90 GEMM template's ('gemm')";
   }
+  if (spec.staged_transpose != StagedTranspose::None) {
+    return std::string("the sm90 GEMM template reads its operands in place (a staged transpose "
+                       "is gemm_f32_strict's)");
+  }
   if (auto e = dtype_error(spec)) return e;
   if (auto e = alignment_error("A", spec.align_a, spec.a_dtype)) return e;
   if (auto e = alignment_error("B", spec.align_b, spec.b_dtype)) return e;

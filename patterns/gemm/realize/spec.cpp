@@ -58,6 +58,23 @@ void read_field(const nlohmann::json& j, const char* field, T& out, Parse parse)
   }
 }
 
+// The staged-transpose tokens ("none", "a", "b"): GemmSpec::staged_transpose in names and JSON.
+const char* staged_transpose_token(StagedTranspose staged) {
+  switch (staged) {
+    case StagedTranspose::A: return "a";
+    case StagedTranspose::B: return "b";
+    case StagedTranspose::None: break;
+  }
+  return "none";
+}
+
+StagedTranspose parse_staged_transpose_token(const std::string& token) {
+  if (token == "none") return StagedTranspose::None;
+  if (token == "a") return StagedTranspose::A;
+  if (token == "b") return StagedTranspose::B;
+  throw std::invalid_argument("staged_transpose: expected 'none', 'a' or 'b', got '" + token + "'");
+}
+
 auto as_string = [](const nlohmann::json& v) { return v.get<std::string>(); };
 auto as_int = [](const nlohmann::json& v) { return v.get<int>(); };
 auto as_dtype = [](const nlohmann::json& v) { return parse_dtype_token(v.get<std::string>()); };
@@ -97,6 +114,8 @@ std::string GemmSpec::name() const {
   if (raster != RasterOrder::Heuristic) out += "_raster" + std::string(raster_token(raster));
   if (swizzle != 1) out += "_sw" + std::to_string(swizzle);
   if (stages != 0) out += "_s" + std::to_string(stages);
+  if (staged_transpose != StagedTranspose::None)
+    out += std::string("_stage") + staged_transpose_token(staged_transpose) + "t";
   if (math != MathMode::Native) out += "_" + std::string(math_token(math));
   return out;
 }
@@ -110,7 +129,7 @@ nlohmann::json GemmSpec::to_json() const {
     if (op.operand_dtype != DType::Unknown) o["operand_dtype"] = dtype_token(op.operand_dtype);
     ops.push_back(std::move(o));
   }
-  return nlohmann::json{
+  nlohmann::json out{
       {"pattern", pattern},
       {"a_dtype", dtype_token(a_dtype)},
       {"b_dtype", dtype_token(b_dtype)},
@@ -136,6 +155,10 @@ nlohmann::json GemmSpec::to_json() const {
       {"reduction", ordered_reduction ? "ordered" : "unordered"},
       {"stages", stages},
   };
+  // Absent unless set, so that every other kernel's JSON (and key) stays as it was.
+  if (staged_transpose != StagedTranspose::None)
+    out["staged_transpose"] = staged_transpose_token(staged_transpose);
+  return out;
 }
 
 GemmSpec GemmSpec::from_json(const nlohmann::json& j) {
@@ -193,6 +216,9 @@ GemmSpec GemmSpec::from_json(const nlohmann::json& j) {
     return token == "ordered";
   });
   read_field(j, "stages", s.stages, as_int);
+  read_field(j, "staged_transpose", s.staged_transpose, [](const nlohmann::json& v) {
+    return parse_staged_transpose_token(v.get<std::string>());
+  });
   return s;
 }
 

@@ -19,6 +19,9 @@ using graph::DType;
 
 // Multistage: the Ampere-style cp.async mainloop through CUTLASS 2.x's device API (no TMA, no
 // warp specialization); used by the strict pattern's portable 3xTF32 fallback.
+// Which operand a kernel transposes into its workspace before the GEMM (GemmSpec::staged_transpose).
+enum class StagedTranspose { None, A, B };
+
 enum class MainloopSchedule { Auto, TmaWarpSpecialized, Cooperative, Pingpong, Multistage };
 enum class EpilogueSchedule { Auto, TmaWarpSpecialized, TmaCooperative, NoSmem };
 enum class TileScheduler { Persistent, StreamK };
@@ -67,6 +70,10 @@ struct GemmSpec {
   // nondeterministic between runs). Only meaningful with the stream-K scheduler.
   bool ordered_reduction = true;
   int stages = 0;    // 0 = auto-carveout from the builder
+  // An operand the kernel first copies, transposed, into its workspace so that it becomes
+  // K-major (patterns/gemm_f32_strict: a float32 GEMM with A column-major and B row-major, a
+  // weight gradient, has no K-major operand for TF32 wgmma). None for every other kernel.
+  StagedTranspose staged_transpose = StagedTranspose::None;
 
   bool operator==(const GemmSpec&) const = default;
 

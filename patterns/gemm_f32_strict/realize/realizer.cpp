@@ -57,17 +57,20 @@ class StrictRealizer final : public realize::Realizer {
   }
   realize::KernelSpec problem_class(const Problem& problem, core::PrecisionMode precision) const override {
     const GemmSpec cls = strict_class(problem, precision);
-    const std::vector<GemmSpec> candidates = f32_strict_candidates(cls);
+    const GemmProblem sizes = gemm_problem_of(problem);
+    const std::vector<GemmSpec> candidates = f32_strict_candidates(cls, sizes.m, sizes.n);
     if (candidates.empty()) throw std::invalid_argument(no_candidate_reason(cls));
     return candidates.front().to_kernel_spec();  // the first candidate is the default
   }
-  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem&,
+  realize::ParamSpace space(const realize::KernelSpec& problem_class, const Problem& problem,
                             const realize::SpaceOptions&) const override {
     // The candidates carry no pruning of their own: every one passes
     // f32_strict_unsupported_reason.
-    const GemmSpec cls = GemmSpec::of(problem_class);
+    GemmSpec cls = GemmSpec::of(problem_class);
+    cls.staged_transpose = StagedTranspose::None;  // the class, not its default candidate
+    const GemmProblem sizes = gemm_problem_of(problem);
     GemmSpace space;
-    space.candidates = f32_strict_candidates(cls);
+    space.candidates = f32_strict_candidates(cls, sizes.m, sizes.n);
     if (space.candidates.empty()) space.pruned.push_back({cls, no_candidate_reason(cls)});
     return space.to_param_space();
   }

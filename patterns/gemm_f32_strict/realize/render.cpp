@@ -79,6 +79,8 @@ Shape3 sm80_warp_tile(const GemmSpec& spec) {
 }
 
 std::optional<std::string> sm80_unsupported_reason(const GemmSpec& spec) {
+  if (spec.staged_transpose != StagedTranspose::None)
+    return "the multistage (sm80) kernel reads any layout in place (no staged transpose)";
   const Shape3& t = spec.tile;
   if (t.m % 32 || t.n % 32 || t.m < 32 || t.n < 32) return "tile M and N must be multiples of 32";
   if (t.k != 16 && t.k != 32) return "tile K must be 16 or 32";
@@ -118,9 +120,18 @@ long sm90_stage_bytes(const GemmSpec& spec) {
 
 int sm90_products(const GemmSpec& spec) { return spec.math == MathMode::Tf32 ? 1 : 3; }
 
+// A column-major with B row-major: neither operand is K-major, as TF32 wgmma needs one.
+bool no_k_major_operand(const GemmSpec& spec) {
+  return spec.a_layout == Layout::ColumnMajor && spec.b_layout == Layout::RowMajor;
+}
+
 std::optional<std::string> sm90_unsupported_reason(const GemmSpec& spec) {
-  if (spec.a_layout == Layout::ColumnMajor && spec.b_layout == Layout::RowMajor)
-    return "A column-major with B row-major has no K-major operand for TF32 wgmma";
+  if (no_k_major_operand(spec) && spec.staged_transpose == StagedTranspose::None)
+    return "A column-major with B row-major has no K-major operand for TF32 wgmma (the sm90 "
+           "kernel takes it with one operand transposed into its workspace: staged_transpose)";
+  if (!no_k_major_operand(spec) && spec.staged_transpose != StagedTranspose::None)
+    return "a staged transpose is for A column-major with B row-major only (every other layout "
+           "has a K-major operand)";
   const Shape3& t = spec.tile;
   if (t.k != 32) return "tile K must be 32 (one 128-byte swizzle row of float32)";
   if (t.m % 128 || t.m < 128) return "tile M must be a multiple of 128 (two consumer warpgroups)";
@@ -134,18 +145,36 @@ std::optional<std::string> sm90_unsupported_reason(const GemmSpec& spec) {
   return std::nullopt;
 }
 
+// The sm90 kernel type. With a staged transpose the kernel is Sm90StagedTransposeGemm over the
+// Sm90StrictGemm of the layouts after the copy: A staged row-major (A and B row-major), or B
+// staged column-major (A and B column-major).
 std::string sm90_type_block(const GemmSpec& spec) {
+  Layout a = spec.a_layout, b = spec.b_layout;
+  if (spec.staged_transpose == StagedTranspose::A) a = Layout::RowMajor;
+  if (spec.staged_transpose == StagedTranspose::B) b = Layout::ColumnMajor;
+  const bool staged = spec.staged_transpose != StagedTranspose::None;
   std::ostringstream out;
-  out << "#include \"patterns/gemm_f32_strict/strict_gemm_sm90.cuh\"\n\n"
-      << "using FactKernel = fact::strict::Sm90StrictGemm<\n"
-      << "    " << layout_cpp(spec.a_layout) << ",  // A (M x K)\n"
-      << "    " << layout_cpp(spec.b_layout) << ",  // B (K x N)\n"
+  out << "#include \"patterns/gemm_f32_strict/strict_gemm_sm90.cuh\"\n";
+  if (staged) out << "#include \"patterns/gemm_f32_strict/strict_staged_transpose.cuh\"\n";
+  out << "\n";
+  if (staged) {
+    out << "using FactKernel = fact::strict::Sm90StagedTransposeGemm<\n"
+        << "    fact::strict::StagedOperand::"
+        << (spec.staged_transpose == StagedTranspose::A ? "A" : "B")
+        << ",  // copied transposed into the workspace first (the call: A column-major, B "
+           "row-major)\n"
+        << "    fact::strict::Sm90StrictGemm<\n";
+  } else {
+    out << "using FactKernel = fact::strict::Sm90StrictGemm<\n";
+  }
+  out << "    " << layout_cpp(a) << ",  // A (M x K)\n"
+      << "    " << layout_cpp(b) << ",  // B (K x N)\n"
       << "    cute::Shape<cute::Int<" << spec.tile.m << ">, cute::Int<" << spec.tile.n
       << ">, cute::Int<" << spec.tile.k << ">>,  // CTA tile of the kernel's (M, N, K)\n"
       << "    " << spec.stages << ",  // pipeline stages\n"
       << "    " << tile_scheduler_cpp(spec.scheduler) << ",  // tile scheduler\n"
       << "    " << chain_type(spec) << ",  // epilogue chain\n"
-      << "    " << sm90_products(spec) << ">;  // TF32 products per k-step ("
+      << "    " << sm90_products(spec) << (staged ? ">>;" : ">;") << "  // TF32 products per k-step ("
       << (sm90_products(spec) == 3 ? "3xTF32: float32-accurate" : "one: precision tf32") << ")\n";
   return out.str();
 }
@@ -249,6 +278,8 @@ KernelTemplate render_f32_strict_template(const GemmSpec& spec) {
   if (spec.mainloop == MainloopSchedule::Cooperative) {
     out << sm90_type_block(spec);
     headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm90.cuh");
+    if (spec.staged_transpose != StagedTranspose::None)
+      headers.push_back("patterns/gemm_f32_strict/strict_staged_transpose.cuh");
   } else {
     out << sm80_type_block(spec);
     headers.push_back("patterns/gemm_f32_strict/strict_gemm_sm80.cuh");
@@ -264,22 +295,33 @@ std::string render_f32_strict_source(const GemmSpec& spec) {
   return source;
 }
 
-std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem) {
+std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem, int64_t m, int64_t n) {
   std::vector<GemmSpec> out;
   GemmSpec base = problem;
   const bool tf32 = problem.math == MathMode::Tf32;
   base.math = tf32 ? MathMode::Tf32 : MathMode::Tf32x3;
   base.cluster = {1, 1, 1};
   base.split_k = 1;
+  base.staged_transpose = StagedTranspose::None;
+  // No K-major operand: the sm90 kernel copies one operand transposed first, the smaller one
+  // first (A is M x K, B is K x N: the copy moves 8 bytes per element), B when unknown.
+  std::vector<StagedTranspose> staged = {StagedTranspose::None};
+  if (no_k_major_operand(base)) {
+    staged = m > 0 && n > 0 && m < n
+                 ? std::vector<StagedTranspose>{StagedTranspose::A, StagedTranspose::B}
+                 : std::vector<StagedTranspose>{StagedTranspose::B, StagedTranspose::A};
+  }
   // Each tile at its stage count, or the deepest pipeline that fits beside the epilogue (a
   // chain reading C takes 32 KiB more: one stage fewer). One TF32 product keeps no lo buffer of
   // B: a stage is a third (256-row tiles) to a half smaller, so deeper pipelines fit.
   struct Sm90Choice { Shape3 tile; int stages; };
   const Sm90Choice sm90_strict[] = {{{256, 128, 32}, 3}, {{128, 128, 32}, 4}, {{256, 64, 32}, 4}};
   const Sm90Choice sm90_tf32[] = {{{256, 128, 32}, 4}, {{128, 128, 32}, 6}, {{256, 64, 32}, 5}};
+  for (StagedTranspose operand : staged) {
   for (const auto& choice : tf32 ? sm90_tf32 : sm90_strict) {
     for (TileScheduler scheduler : {TileScheduler::Persistent, TileScheduler::StreamK}) {
       GemmSpec s = base;
+      s.staged_transpose = operand;
       s.mainloop = MainloopSchedule::Cooperative;
       s.epilogue_schedule = EpilogueSchedule::TmaCooperative;
       s.scheduler = scheduler;
@@ -292,8 +334,9 @@ std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem) {
       }
     }
   }
-  // The portable kernel: 3xTF32 (more accurate than a tf32 problem asks; offered there only for
-  // the layout the sm90 kernel cannot run, A column-major with B row-major).
+  }
+  // The portable kernel: 3xTF32, offered for precision strict (more accurate than a tf32
+  // problem asks, so there only when no sm90 kernel fits).
   if (tf32 && !out.empty()) return out;
   struct Sm80Choice { Shape3 tile; int stages; };
   const Sm80Choice sm80_choices[] = {

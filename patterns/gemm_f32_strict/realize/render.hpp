@@ -6,10 +6,13 @@
 //                                  arch::OpMultiplyAddFastF32 (strict_gemm_sm80.cuh); any
 //                                  layouts, batched, serial split-K.
 //   MainloopSchedule::Cooperative  the Hopper kernel (strict_gemm_sm90.cuh): TMA + wgmma,
-//                                  operands split to TF32 hi/lo inside the kernel.
+//                                  operands split to TF32 hi/lo inside the kernel; a call
+//                                  with no K-major operand copies one transposed first
+//                                  (strict_staged_transpose.cuh, GemmSpec::staged_transpose).
 // realizer.cpp registers the pattern's realizer, which renders with render_f32_strict_template(),
 // so render_kernel() keys and names these kernels like any other.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,8 +46,10 @@ KernelTemplate render_f32_strict_template(const GemmSpec& spec);
 std::string render_f32_strict_source(const GemmSpec& spec);
 
 // The tuning candidates for a problem class: `problem` supplies dtypes, layouts, batched and
-// the epilogue; each candidate varies the kernel family, tile, stages and scheduler. Every
-// candidate passes f32_strict_unsupported_reason(). Empty when the class is not strict.
-std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem);
+// the epilogue; each candidate varies the kernel family, tile, stages and scheduler, and for
+// A column-major with B row-major the operand the sm90 kernel stages transposed (the smaller
+// of A and B first when the problem's M and N are given; 0: unknown). Every candidate passes
+// f32_strict_unsupported_reason(). Empty when the class is not strict.
+std::vector<GemmSpec> f32_strict_candidates(const GemmSpec& problem, int64_t m = 0, int64_t n = 0);
 
 }  // namespace fact::strict

@@ -154,9 +154,17 @@ TEST(GemmF32Strict, RefusesWhatItCannotRealize) {
   no_k_major.a_layout = Layout::ColumnMajor;
   no_k_major.b_layout = Layout::RowMajor;
   EXPECT_NE(f32_strict_unsupported_reason(no_k_major), std::nullopt);
-  no_k_major.mainloop = MainloopSchedule::Multistage;  // the portable kernel takes it
-  no_k_major.tile = {128, 128, 32};
+  no_k_major.staged_transpose = StagedTranspose::B;  // the sm90 kernel, B copied K-major first
   EXPECT_EQ(f32_strict_unsupported_reason(no_k_major), std::nullopt);
+  GemmSpec staged_portable = no_k_major;
+  staged_portable.mainloop = MainloopSchedule::Multistage;  // reads any layout in place
+  staged_portable.tile = {128, 128, 32};
+  EXPECT_NE(f32_strict_unsupported_reason(staged_portable), std::nullopt);
+  staged_portable.staged_transpose = StagedTranspose::None;  // the portable kernel takes it
+  EXPECT_EQ(f32_strict_unsupported_reason(staged_portable), std::nullopt);
+  GemmSpec staged_tn = sm90_tn_example();  // a K-major operand already: nothing to stage
+  staged_tn.staged_transpose = StagedTranspose::A;
+  EXPECT_NE(f32_strict_unsupported_reason(staged_tn), std::nullopt);
 
   GemmSpec sm90_deep = sm90_tn_example();
   sm90_deep.stages = 4;  // 4 x 64 KiB
@@ -183,13 +191,51 @@ TEST(GemmF32Strict, CandidatesCoverBothKernelFamilies) {
   }
   EXPECT_GT(sm80, 0);
   EXPECT_GT(sm90, 0);
-  for (const auto& c : f32_strict_candidates(strict_class(Layout::ColumnMajor, Layout::RowMajor)))
-    EXPECT_EQ(c.mainloop, MainloopSchedule::Multistage) << c.name();
+}
+
+// A column-major with B row-major (a weight gradient dY^T · X): the sm90 kernel with one operand
+// staged transposed, the smaller one first (A is M x K, B is K x N), then the other, then the
+// portable kernel; B first when the sizes are unknown.
+TEST(GemmF32Strict, NoKMajorOperandStagesTheSmallerOperandFirst) {
+  const GemmSpec nt = strict_class(Layout::ColumnMajor, Layout::RowMajor);
+  auto count = [](const std::vector<GemmSpec>& candidates, StagedTranspose staged,
+                  MainloopSchedule mainloop) {
+    int n = 0;
+    for (const auto& c : candidates) n += c.staged_transpose == staged && c.mainloop == mainloop;
+    return n;
+  };
+  const auto unknown = f32_strict_candidates(nt);
+  EXPECT_EQ(unknown.front().staged_transpose, StagedTranspose::B);
+  EXPECT_EQ(count(unknown, StagedTranspose::A, MainloopSchedule::Cooperative), 6);
+  EXPECT_EQ(count(unknown, StagedTranspose::B, MainloopSchedule::Cooperative), 6);
+  EXPECT_GT(count(unknown, StagedTranspose::None, MainloopSchedule::Multistage), 0);
+  EXPECT_EQ(unknown.back().mainloop, MainloopSchedule::Multistage);
+
+  const auto narrow_m = f32_strict_candidates(nt, /*m=*/768, /*n=*/3072);  // A is smaller
+  EXPECT_EQ(narrow_m.front().staged_transpose, StagedTranspose::A);
+  EXPECT_NE(narrow_m.front().name().find("_stageat"), std::string::npos) << narrow_m.front().name();
+  const auto narrow_n = f32_strict_candidates(nt, /*m=*/3072, /*n=*/768);
+  EXPECT_EQ(narrow_n.front().staged_transpose, StagedTranspose::B);
+
+  // The staged kernel's type: the wrapper over the Sm90StrictGemm of the layouts after the copy.
+  const std::string stage_a = render_f32_strict_source(narrow_m.front());
+  EXPECT_NE(stage_a.find("Sm90StagedTransposeGemm<\n    fact::strict::StagedOperand::A"),
+            std::string::npos) << stage_a;
+  EXPECT_NE(stage_a.find("Sm90StrictGemm<\n    cutlass::layout::RowMajor,  // A (M x K)\n"
+                         "    cutlass::layout::RowMajor,  // B (K x N)"),
+            std::string::npos) << stage_a;
+  const std::string stage_b = render_f32_strict_source(narrow_n.front());
+  EXPECT_NE(stage_b.find("Sm90StrictGemm<\n    cutlass::layout::ColumnMajor,  // A (M x K)\n"
+                         "    cutlass::layout::ColumnMajor,  // B (K x N)"),
+            std::string::npos) << stage_b;
+  // The staged operand survives the spec's JSON (absent when none, so other keys are unchanged).
+  EXPECT_EQ(GemmSpec::from_json(narrow_m.front().to_json()), narrow_m.front());
+  EXPECT_FALSE(strict_class(Layout::RowMajor, Layout::ColumnMajor).to_json().contains("staged_transpose"));
 }
 
 // Precision tf32 with a layout the CUTLASS TF32 kernels refuse: the Hopper kernel with one TF32
-// product (deeper pipelines: no lo buffer of B); A column-major with B row-major only on the
-// portable kernel (3xTF32).
+// product (deeper pipelines: no lo buffer of B); A column-major with B row-major on it too, one
+// operand staged transposed, and not on the portable kernel (3xTF32, more than asked).
 TEST(GemmF32Strict, Tf32CandidatesUseOneProduct) {
   GemmSpec tt = strict_class(Layout::RowMajor, Layout::RowMajor);
   tt.math = MathMode::Tf32;
@@ -204,11 +250,12 @@ TEST(GemmF32Strict, Tf32CandidatesUseOneProduct) {
   EXPECT_NE(candidates.front().name().find("_tf32"), std::string::npos);
   GemmSpec nt = strict_class(Layout::ColumnMajor, Layout::RowMajor);
   nt.math = MathMode::Tf32;
-  const auto portable = f32_strict_candidates(nt);
-  ASSERT_FALSE(portable.empty());
-  for (const auto& c : portable) {
-    EXPECT_EQ(c.mainloop, MainloopSchedule::Multistage) << c.name();
-    EXPECT_EQ(c.math, MathMode::Tf32x3) << c.name();
+  const auto staged = f32_strict_candidates(nt);
+  ASSERT_EQ(staged.size(), 12u);  // both staged operands x 3 tiles x 2 schedulers
+  for (const auto& c : staged) {
+    EXPECT_EQ(c.mainloop, MainloopSchedule::Cooperative) << c.name();
+    EXPECT_EQ(c.math, MathMode::Tf32) << c.name();
+    EXPECT_NE(c.staged_transpose, StagedTranspose::None) << c.name();
   }
 }
 
@@ -335,6 +382,16 @@ GemmSpec sm90_tt_tf32_bias_gelu() {
   return s;
 }
 
+// A weight gradient dW = dY^T · X (A column-major, B row-major: no K-major operand) on the Hopper
+// kernel, `staged` copied transposed into the workspace first.
+GemmSpec sm90_weight_gradient(StagedTranspose staged) {
+  GemmSpec s = sm90_tn_example();
+  s.a_layout = Layout::ColumnMajor;
+  s.b_layout = Layout::RowMajor;
+  s.staged_transpose = staged;
+  return s;
+}
+
 // The variants committed under rendered/ (the GPU check in bench/strict_f32_notes.md builds
 // and runs each): the portable baseline and the Hopper kernel in each layout family, a long
 // chain, and one TF32 product with row-major B.
@@ -348,7 +405,8 @@ std::vector<GemmSpec> example_specs() {
   nt.a_layout = Layout::ColumnMajor;
   return {sm80_tn_example(), tn, tn_stream_k, nn, nt, sm90_bias_gelu_tanh(),
           sm80_bias_gelu_tanh(), sm90_nn_bias_residual(), sm90_multi_step_chain(),
-          sm90_tt_tf32_bias_gelu()};
+          sm90_tt_tf32_bias_gelu(), sm90_weight_gradient(StagedTranspose::A),
+          sm90_weight_gradient(StagedTranspose::B)};
 }
 
 // Each committed example is exactly what the renderer writes for its spec
@@ -361,8 +419,11 @@ TEST(GemmF32Strict, RenderedExamplesAreCurrent) {
                                    ? "strict_gemm_sm90.cuh" : "strict_gemm_sm80.cuh";
     EXPECT_NE(source.find("int fact_" + spec.name() + "("), std::string::npos);
     EXPECT_NE(source.find("#include \"patterns/gemm_f32_strict/" + header + "\""), std::string::npos);
-    EXPECT_NE(source.find(std::string(layout_cpp(spec.a_layout)) + ",  // A"), std::string::npos);
-    EXPECT_NE(source.find(std::string(layout_cpp(spec.b_layout)) + ",  // B"), std::string::npos);
+    // The kernel's layouts: the call's, or after the staged operand's transpose.
+    const Layout a = spec.staged_transpose == StagedTranspose::A ? Layout::RowMajor : spec.a_layout;
+    const Layout b = spec.staged_transpose == StagedTranspose::B ? Layout::ColumnMajor : spec.b_layout;
+    EXPECT_NE(source.find(std::string(layout_cpp(a)) + ",  // A"), std::string::npos);
+    EXPECT_NE(source.find(std::string(layout_cpp(b)) + ",  // B"), std::string::npos);
     EXPECT_NE(source.find("#ifdef FACT_STANDALONE_MAIN"), std::string::npos);
     const fs::path example =
         fs::path(FACT_SOURCE_DIR) / "patterns/gemm_f32_strict/rendered" / (spec.name() + ".cu");
@@ -504,6 +565,14 @@ TEST(GemmF32Strict, HopperMultiStepChainCompilesForSm90a) {
 TEST(GemmF32Strict, HopperTf32RowMajorBCompilesForSm90a) {
   if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
   expect_compiles(sm90_tt_tf32_bias_gelu());
+}
+
+// ~40 s of nvcc: a weight gradient (A column-major, B row-major) with A staged transposed: the
+// wrapper, its transpose and the (row-major, row-major) kernel it runs; the library's entry
+// checks the call's layouts (check_library flips B's and expects a refusal).
+TEST(GemmF32Strict, HopperStagedTransposeCompilesForSm90a) {
+  if (!can_compile()) GTEST_SKIP() << "no nvcc or no CUTLASS headers in this build";
+  expect_compiles(sm90_weight_gradient(StagedTranspose::A));
 }
 
 // 1 to 4 minutes of nvcc: runs when FACT_SLOW_TESTS is set (the test command sets it).

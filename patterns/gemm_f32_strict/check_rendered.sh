@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the committed strict kernels (rendered/*.cu, each with its standalone checker:
+# standalone_check.cuh) for sm_90a in parallel and runs each over the checker's cases (check,
+# square 4096³, batched, large-K): relative error against a float64 reference and time against
+# cuBLAS SGEMM and TF32 in the same process. On the GPU host, from the repository root, CUTLASS
+# headers under .deps/cutlass:
+#   bash patterns/gemm_f32_strict/check_rendered.sh [GLOB] [checker arguments...]
+# GLOB picks variants by file name (default: all); e.g. '*_nt_*' the weight-gradient layouts.
+# Logs and binaries go to $OUT/strict-check (OUT defaults to build-strict-check's parent: .).
+# Exit status: the number of variants that failed to build or to pass.
+set -uo pipefail
+glob=${1:-*}
+shift || true
+out=${OUT:-.}/strict-check
+mkdir -p "$out"
+export PATH=$PATH:/usr/local/cuda/bin
+cutlass=$PWD/.deps/cutlass
+pids=()
+for f in patterns/gemm_f32_strict/rendered/$glob.cu; do
+  [ -f "$f" ] || continue
+  n=$out/$(basename "$f" .cu)
+  nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+    -Xptxas -v -I. -Iinclude -I"$cutlass/include" -I"$cutlass/tools/util/include" \
+    -DFACT_STANDALONE_MAIN "$f" -lcublas -o "$n" >"$n.build.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+failed=0
+for f in patterns/gemm_f32_strict/rendered/$glob.cu; do
+  [ -f "$f" ] || continue
+  n=$out/$(basename "$f" .cu)
+  echo "== $(basename "$f" .cu)"
+  if [ ! -x "$n" ]; then
+    echo "build failed: $n.build.log"; tail -20 "$n.build.log"; failed=$((failed + 1)); continue
+  fi
+  "$n" "$@" || failed=$((failed + 1))
+done
+exit "$failed"
