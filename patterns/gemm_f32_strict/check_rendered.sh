@@ -3,7 +3,8 @@
 # standalone_check.cuh) for sm_90a in parallel and runs each over the checker's cases (check,
 # square 4096³, batched, large-K): relative error against a float64 reference and time against
 # cuBLAS SGEMM and TF32 in the same process. On the GPU host, from the repository root, CUTLASS
-# headers under .deps/cutlass:
+# headers under .deps/cutlass, the headers CMake generates (fact/gemm_epilogue_steps.def) in
+# $FACT_GENERATED_INCLUDE (default: the first of build-device/generated, build/generated):
 #   bash patterns/gemm_f32_strict/check_rendered.sh [GLOB] [checker arguments...]
 # GLOB picks variants by file name (default: all); e.g. '*_nt_*' the weight-gradient layouts.
 # Logs and binaries go to $OUT/strict-check (OUT defaults to build-strict-check's parent: .).
@@ -15,12 +16,20 @@ out=${OUT:-.}/strict-check
 mkdir -p "$out"
 export PATH=$PATH:/usr/local/cuda/bin
 cutlass=$PWD/.deps/cutlass
+generated=${FACT_GENERATED_INCLUDE:-}
+for g in build-device/generated build/generated; do
+  [ -z "$generated" ] && [ -f "$g/fact/gemm_epilogue_steps.def" ] && generated=$PWD/$g
+done
+if [ -z "$generated" ]; then
+  echo "check_rendered.sh: no generated headers (configure the engine first, or set FACT_GENERATED_INCLUDE)" >&2
+  exit 1
+fi
 pids=()
 for f in patterns/gemm_f32_strict/rendered/$glob.cu; do
   [ -f "$f" ] || continue
   n=$out/$(basename "$f" .cu)
   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-    -Xptxas -v -I. -Iinclude -I"$cutlass/include" -I"$cutlass/tools/util/include" \
+    -Xptxas -v -I. -Iinclude -I"$generated" -I"$cutlass/include" -I"$cutlass/tools/util/include" \
     -DFACT_STANDALONE_MAIN "$f" -lcublas -o "$n" >"$n.build.log" 2>&1 &
   pids+=($!)
 done
