@@ -19,7 +19,8 @@ Per model (--models; bench/training/models.py):
   - --steps AdamW steps from the initial weights over a fixed pool of batches, then the trained
     weights' mean loss over the pool (run eagerly by each variant's plain module: the final loss
     judged): float32 cases at the first data-order seed, FACT's against eager's (within
-    --loss-rtol, 1e-4); bf16-autocast cases at every seed of --seeds, FACT's against eager's at
+    --loss-rtol, 1e-4), and every variant's against the original trained in float64 by the
+    same steps (`vs_float64_rel`: whose float32 rounding moved the loss); bf16-autocast cases at every seed of --seeds, FACT's against eager's at
     the same seed, judged by eager's own spread across the seeds (the largest difference
     between its final losses). torch.compile trains at the first seed too (its difference is
     reported). Each run's per-step losses are kept, sampled.
@@ -277,7 +278,32 @@ class ModelRun:
             self.log(f"{case.name}: {label} seed {seed}: loss {losses[0]:.6g} -> {losses[-1]:.6g}, "
                      f"eval {evaluated:.6g}")
             self.save()
+        if case.autocast is None and not self.over_budget("train float64"):
+            runs.append(self.float64_run(seeds[0]))
+            self.save()
         self.result["loss"] = self.judge_losses(runs, seeds)
+
+    def float64_run(self, seed: int) -> dict:
+        """The float32 cases' reference: the original module in float64 trained by the same
+        steps (AdamW, the same data order, batches converted), evaluated in float64. Who is
+        closer to it says whose float32 rounding moved the loss (eager's float32 GEMMs are
+        less accurate than `strict`'s: the first step's gradients against float64 show it)."""
+        module = copy.deepcopy(self.modules["eager"]).double()
+        module.load_state_dict({name: value.double() if value.is_floating_point() else value
+                                for name, value in self.initial.items()})
+
+        class Batches:
+            batches = [(x.double(), target.double()) for x, target in self.data.batches]
+
+        trainer = Trainer(module, module.parameters(), self.device, None, self.args.lr)
+        losses = trainer.losses(Batches, self.data.order(seed, self.args.steps))
+        with torch.no_grad():
+            evaluated = float(torch.stack([(module(x) - target).square().mean()
+                                           for x, target in Batches.batches]).mean())
+        self.log(f"{self.case.name}: float64 seed {seed}: loss {losses[0]:.6g} -> {losses[-1]:.6g}, "
+                 f"eval {evaluated:.9g}")
+        return {"variant": "float64", "seed": seed, "steps": len(losses), "eval": evaluated,
+                **summarize_run(losses)}
 
     def evaluate(self, module) -> float:
         """The trained weights' mean loss over the whole data pool, run by the plain module
@@ -301,6 +327,10 @@ class ModelRun:
             if label not in ("fact", "eager") and (label, seeds[0]) in final and ("eager", seeds[0]) in final:
                 verdict[f"{label}_vs_eager_rel"] = rel_diff(final[(label, seeds[0])], final[("eager", seeds[0])])
         if self.case.autocast is None:
+            if ("float64", seeds[0]) in final:
+                reference = final[("float64", seeds[0])]
+                verdict["vs_float64_rel"] = {label: rel_diff(final[(label, seeds[0])], reference)
+                                             for label in self.variants if (label, seeds[0]) in final}
             verdict["bound_rel"] = self.args.loss_rtol
             verdict["within_bound"] = bool(pairs) and all(v <= self.args.loss_rtol
                                                           for v in verdict["fact_vs_eager_rel"].values())

@@ -74,6 +74,9 @@ class ComposedModule(torch.nn.Module):
         self.original = original
         self.graph_module = graph_module
         self.planned_signature = signature
+        # Positions of inputs whose device the signature leaves out (fact.compose.signature):
+        # set by allow_any_device.
+        self.device_free_inputs: frozenset = frozenset()
         self.fact_report = report
         # A plan over declared ranges: fact.compose.range_guard.RangeGuard decides which calls
         # run the composed graph (instead of the planned signature).
@@ -163,6 +166,16 @@ class ComposedModule(torch.nn.Module):
             self._warned.add(key)
             warnings.warn(f"fact: {message}", stacklevel=4)
 
+    def allow_any_device(self, positions: frozenset, example_inputs: tuple) -> None:
+        """Lets the inputs at `positions` arrive on any device: 0-dim tensors that only PyTorch's
+        own ops in the graph read (a fused attention's random-number seed and offset, which
+        PyTorch keeps on the CPU, or on the GPU while a CUDA graph is captured, whatever
+        device the traced graph gave them). `example_inputs`: the inputs the plan was made for."""
+        if self.planned_signature is None or not positions:
+            return
+        self.device_free_inputs = frozenset(positions)
+        self.planned_signature = _signature(example_inputs, self.device_free_inputs)
+
     def _has_plan(self) -> bool:
         """Whether something was composed (else there is no plan to be outside of, and the
         original serves any input)."""
@@ -187,7 +200,7 @@ class ComposedModule(torch.nn.Module):
             if sizes is None:
                 return self._outside_plan(_signature(args), why, args, kwargs)
             return self._run_planned(args, sizes)
-        signature = _signature(args)
+        signature = _signature(args, self.device_free_inputs)
         if kwargs or signature != self.planned_signature:
             why = "keyword arguments" if kwargs else f"planned for {_describe(self.planned_signature)}"
             return self._outside_plan(signature, why, args, kwargs)

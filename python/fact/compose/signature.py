@@ -30,14 +30,17 @@ def _root_reason(error: BaseException) -> str:
 
 
 
-def _signature(args: Sequence[Any]) -> tuple:
+def _signature(args: Sequence[Any], device_free: frozenset = frozenset()) -> tuple:
     """What the composed graph assumes about its inputs: shape, dtype, device, strides and
-    16-byte alignment of every tensor; the value of everything else."""
+    16-byte alignment of every tensor; the value of everything else. The inputs at the
+    positions in `device_free` (0-dim tensors only PyTorch's own ops read) may be on any device:
+    their device is left out."""
     parts = []
-    for arg in args:
+    for index, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
-            parts.append(("tensor", tuple(arg.shape), arg.dtype, arg.device, arg.stride(),
-                          _aligned(arg)))
+            free = index in device_free
+            parts.append(("tensor", tuple(arg.shape), arg.dtype, None if free else arg.device,
+                          arg.stride(), True if free else _aligned(arg)))
         else:
             parts.append(("value", repr(arg)))
     return tuple(parts)
@@ -56,7 +59,7 @@ def _describe(signature: tuple) -> str:
     words = []
     for part in signature:
         if part[0] == "tensor":
-            words.append(f"{part[2]}{list(part[1])}@{part[3]} strides {part[4]}"
+            words.append(f"{part[2]}{list(part[1])}@{part[3] or 'any device'} strides {part[4]}"
                          + ("" if part[5] else " unaligned"))
         else:
             words.append(part[1])

@@ -90,6 +90,23 @@ def random_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
             and torch.Tag.nondeterministic_seeded in node.target.tags]
 
 
+def random_op_scalars(graph_module: torch.fx.GraphModule) -> frozenset:
+    """Positions of the graph's inputs that are 0-dim tensors read by random ops only (left to
+    PyTorch: no replacement contains them): a fused attention's seed and offset, saved by the
+    forward for its backward. The traced graph may put them on the GPU where PyTorch returns
+    them on the CPU (memory-efficient attention outside CUDA graph capture), so the composed
+    graph's signature leaves their device out."""
+    random = set(random_nodes(graph_module))
+    positions = set()
+    placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    for index, node in enumerate(placeholders):
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and value.dim() == 0 and node.users \
+                and all(user in random for user in node.users):
+            positions.add(index)
+    return frozenset(positions)
+
+
 def drop_dead_random_ops(graph_module: torch.fx.GraphModule) -> list[str]:
     """Removes the random ops nothing reads (and what only they read) from a backward graph:
     AOTAutograd's partitioner keeps a forward dropout it copied into the backward graph although
@@ -136,6 +153,8 @@ class GraphCompilers:
                 if self.graphs is not None else None
             with outside_tracing():
                 composed = self.compose_graph(graph_module, inputs, which)
+            if hasattr(composed, "allow_any_device"):
+                composed.allow_any_device(random_op_scalars(graph_module), inputs)
             report = composed.fact_report
             report.graph = which
             for node in random_nodes(graph_module):
