@@ -44,9 +44,13 @@ def test_a_float32_and_a_bf16_autocast_model_train_through_fact(tmp_path):
         assert model["memory"] is None  # CUDA only
         assert model["optimize_s"] > 0 and set(model["first_step_s"]) == {"fact", "eager", "compile"}
     assert mlp["grad_within_bound"] and mlp["grad_rel_err"]["max"]["fact"] <= 1e-5
-    assert [(r["variant"], r["seed"]) for r in mlp["runs"]] == [("eager", 0), ("fact", 0), ("compile", 0)]
+    # float32: the variants at the first seed, then the float64 reference trained by the same steps
+    assert [(r["variant"], r["seed"]) for r in mlp["runs"]] == [("eager", 0), ("fact", 0), ("compile", 0),
+                                                                 ("float64", 0)]
     assert all(r["steps"] == 3 and len(r["sampled"]) == 3 for r in mlp["runs"])
     assert mlp["loss"]["within_bound"] and mlp["loss"]["fact_vs_eager_rel"]["0"] <= 1e-4
+    assert set(mlp["loss"]["vs_float64_rel"]) == {"fact", "eager", "compile"}
+    assert all(0 <= v <= 1e-4 for v in mlp["loss"]["vs_float64_rel"].values())
     # bf16 autocast: both seeds for eager and FACT, FACT judged by eager's spread across them
     assert [(r["variant"], r["seed"]) for r in mingpt["runs"]] == [("eager", 0), ("fact", 0), ("eager", 1),
                                                                     ("fact", 1), ("compile", 0)]
