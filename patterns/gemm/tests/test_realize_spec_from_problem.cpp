@@ -224,14 +224,16 @@ TEST(SpecFromProblem, Tf32RowMajorBRunsOnTheStrictMainloopWithOneProduct) {
   both_col.a.layout = Layout::ColumnMajor;
   both_col.a.ld = 4096;
   EXPECT_EQ(realized_class(both_col, core::PrecisionMode::Tf32).pattern, "gemm_f32_strict");
-  // A column-major with B row-major has no K-major operand for wgmma: the portable kernel, at
-  // 3xTF32 (more accurate than tf32 asks).
+  // A column-major with B row-major has no K-major operand for wgmma: the same mainloop with one
+  // TF32 product, one operand first copied transposed into the workspace (B here: M = N, so B,
+  // the default when neither is smaller).
   GemmProblem nt = both_col;
   nt.b.layout = Layout::RowMajor;
-  const GemmSpec portable = realized_class(nt, core::PrecisionMode::Tf32);
-  EXPECT_EQ(portable.pattern, "gemm_f32_strict");
-  EXPECT_EQ(portable.mainloop, MainloopSchedule::Multistage);
-  EXPECT_EQ(portable.math, MathMode::Tf32x3);
+  const GemmSpec staged = realized_class(nt, core::PrecisionMode::Tf32);
+  EXPECT_EQ(staged.pattern, "gemm_f32_strict");
+  EXPECT_EQ(staged.mainloop, MainloopSchedule::Cooperative);
+  EXPECT_EQ(staged.math, MathMode::Tf32);
+  EXPECT_EQ(staged.staged_transpose, StagedTranspose::B);
 }
 
 TEST(SpecFromProblem, FoldsLeadingScalesAndDropsIdentity) {
