@@ -33,6 +33,9 @@ PROFILE_RUNS = 3
 # The profiler reports some names mangled (`_ZN7cutlass13device_kernelI...`): both spellings.
 _FACT_TEMPLATE = re.compile(r"cutlass::(device_kernel|kernel2?)<|_zn7cutlass(13device_kernel|6kernel|7kernel2)i")
 _PYTORCH_TYPES = ("at::", "2at4cuda", "2at6native")
+# cuBLAS's own CUTLASS kernels under the same templates, named by a plain identifier:
+# `cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>` (float32 SGEMM).
+_VENDOR_INSTANCE = re.compile(r"(kernel2?|device_kernel)<cutlass(3x)?_")
 # Then substrings of the other kernels' names, checked in this order (lower case).
 # Inductor's Triton kernels come first: their names carry the ops they fuse
 # (`triton_poi_fused__scaled_dot_product_cudnn_attention_clone_...` is a copy, not attention).
@@ -51,7 +54,8 @@ def kernel_source(name: str) -> str:
     """Who wrote a CUDA kernel, from its (demangled) name."""
     lowered = name.lower()
     if "fact::" in lowered or "fact_" in lowered or (_FACT_TEMPLATE.search(lowered)
-                                                          and not any(t in lowered for t in _PYTORCH_TYPES)):
+                                                          and not any(t in lowered for t in _PYTORCH_TYPES)
+                                                          and not _VENDOR_INSTANCE.search(lowered)):
         return "fact"
     for source, needles in _SOURCES:
         if any(needle in lowered for needle in needles):

@@ -14,6 +14,9 @@ from fact.kernel_profile import kernel_source
     ("_ZN7cutlass13device_kernelIN4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEE", "fact"),
     ("void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<...OpMultiplyAddFastF32...>>(...)", "fact"),
     ("void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<...>>(...)", "vendor_gemm"),
+    # cuBLAS's float32 SGEMM: a CUTLASS 2.x template named by a plain identifier (not FACT's)
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)",
+     "vendor_gemm"),
     ("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "vendor_gemm"),
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "vendor_gemm"),
     ("void cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_void_bf16_128x128x64_2x1x1_0_tnn_align8_warpspecialized_cooperative_epi_tma<...>", "vendor_gemm"),
