@@ -39,8 +39,9 @@
 // Layouts: wgmma reads TF32 shared-memory operands K-major only, so B (the shared-memory
 // operand) must be K-major; A may be either. Sm90StrictGemm maps the FACT problem onto that:
 // B column-major runs as is; A row-major with B row-major runs transposed (D^T = B^T · A^T,
-// the register operand is then B^T, MN-major). A column-major with B row-major is refused at
-// compile time (use the sm80 kernel).
+// the register operand is then B^T, MN-major). A column-major with B row-major has no K-major
+// operand: Sm90StagedTransposeGemm (strict_staged_transpose.cuh) copies one operand transposed
+// into the workspace first and runs the Sm90StrictGemm of the resulting layouts.
 #pragma once
 #include <cuda_runtime.h>
 
