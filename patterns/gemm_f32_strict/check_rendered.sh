@@ -7,7 +7,9 @@
 # $FACT_GENERATED_INCLUDE (default: the first of build-device/generated, build/generated):
 #   bash patterns/gemm_f32_strict/check_rendered.sh [GLOB] [checker arguments...]
 # GLOB picks variants by file name (default: all); e.g. '*_nt_*' the weight-gradient layouts.
-# Logs and binaries go to $OUT/strict-check (OUT defaults to build-strict-check's parent: .).
+# Logs and binaries go to $OUT/strict-check (OUT defaults to .), the results file (device,
+# driver, CUDA, CUTLASS; per variant and case FACT's time against cuBLAS SGEMM's in the same
+# process: check_results.py) to $OUT/strict-check-<device>-<date>.json.
 # Exit status: the number of variants that failed to build or to pass.
 set -uo pipefail
 glob=${1:-*}
@@ -42,6 +44,12 @@ for f in patterns/gemm_f32_strict/rendered/$glob.cu; do
   if [ ! -x "$n" ]; then
     echo "build failed: $n.build.log"; tail -20 "$n.build.log"; failed=$((failed + 1)); continue
   fi
-  "$n" "$@" || failed=$((failed + 1))
+  "$n" "$@" 2>&1 | tee "$n.run.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || failed=$((failed + 1))
 done
+slug=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z ' 'a-z-')
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+python3 patterns/gemm_f32_strict/check_results.py "$out" --driver "$driver" \
+  --cutlass-include "$cutlass/include" \
+  -o "${OUT:-.}/strict-check-${slug:-gpu}-$(date +%F).json" || failed=$((failed + 1))
 exit "$failed"
