@@ -20,8 +20,8 @@ Per model (--models; bench/training/models.py):
     weights' mean loss over the pool (run eagerly by each variant's plain module: the final loss
     judged): float32 cases at the first data-order seed, FACT's against eager's (within
     --loss-rtol, 1e-4), and every variant's against the original trained in float64 by the
-    same steps (`vs_float64_rel`: whose float32 rounding moved the loss); bf16-autocast cases at every seed of --seeds, FACT's against eager's at
-    the same seed, judged by eager's own spread across the seeds (the largest difference
+    same steps (`vs_float64_rel`: whose float32 rounding moved the loss); bf16-autocast cases
+    at every seed of --seeds, FACT's against eager's at the same seed, judged by eager's own spread across the seeds (the largest difference
     between its final losses). torch.compile trains at the first seed too (its difference is
     reported). Each run's per-step losses are kept, sampled.
 
@@ -44,6 +44,7 @@ import traceback
 import warnings
 from datetime import date
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
@@ -291,26 +292,22 @@ class ModelRun:
         module = copy.deepcopy(self.modules["eager"]).double()
         module.load_state_dict({name: value.double() if value.is_floating_point() else value
                                 for name, value in self.initial.items()})
-
-        class Batches:
-            batches = [(x.double(), target.double()) for x, target in self.data.batches]
-
+        data = SimpleNamespace(batches=[(x.double(), target.double()) for x, target in self.data.batches])
         trainer = Trainer(module, module.parameters(), self.device, None, self.args.lr)
-        losses = trainer.losses(Batches, self.data.order(seed, self.args.steps))
-        with torch.no_grad():
-            evaluated = float(torch.stack([(module(x) - target).square().mean()
-                                           for x, target in Batches.batches]).mean())
+        losses = trainer.losses(data, self.data.order(seed, self.args.steps))
+        evaluated = self.evaluate(module, data.batches)
         self.log(f"{self.case.name}: float64 seed {seed}: loss {losses[0]:.6g} -> {losses[-1]:.6g}, "
                  f"eval {evaluated:.9g}")
         return {"variant": "float64", "seed": seed, "steps": len(losses), "eval": evaluated,
                 **summarize_run(losses)}
 
-    def evaluate(self, module) -> float:
-        """The trained weights' mean loss over the whole data pool, run by the plain module
-        (eagerly, under the case's autocast, no grad): the same code for every variant, and
-        no dependence on which batch a run's last step drew."""
+    def evaluate(self, module, batches: list | None = None) -> float:
+        """The trained weights' mean loss over the whole data pool (`batches`: the pool in
+        another dtype, for the float64 reference), run by the plain module (eagerly, under the
+        case's autocast, no grad): the same code for every variant, and no dependence on which
+        batch a run's last step drew."""
         with torch.no_grad(), autocast_context(self.device, self.case.autocast):
-            losses = [loss_of(module(x), target) for x, target in self.data.batches]
+            losses = [loss_of(module(x), target) for x, target in batches or self.data.batches]
         return float(torch.stack(losses).mean())
 
     def judge_losses(self, runs: list[dict], seeds: list[int]) -> dict:

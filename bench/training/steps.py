@@ -24,8 +24,10 @@ from fact.timing import L2Flusher, time_cuda_interleaved
 
 
 def loss_of(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean squared error in float32 (a regression to a fixed random target)."""
-    return (output.float() - target).square().mean()
+    """Mean squared error in the target's dtype (a regression to a fixed random target): float32
+    for every variant (a bf16 autocast output is raised to it), float64 for the float64
+    references, whose outputs must not be rounded to float32 on the way."""
+    return (output.to(target.dtype) - target).square().mean()
 
 
 def autocast_context(device: torch.device, dtype: Optional[torch.dtype]):

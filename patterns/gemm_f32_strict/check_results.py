@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The strict kernels' standalone checks (check_rendered.sh) as a results file: parses the
-checkers' outputs (one `<variant>.run.log` each) into JSON with the device, driver and CUDA
-runtime the checkers print, the CUTLASS version of the pip package, and per variant and case
+checkers' outputs (one `<variant>.run.log` each) into JSON with the device and CUDA runtime
+the checkers print, the driver release given (--driver), the CUTLASS version of the headers
+the kernels were built with (--cutlass-include), and per variant and case
 FACT's time, cuBLAS SGEMM's (the float32 baseline a user gets; TF32 alongside) measured in the
 same process, the ratio, both relative errors against float64 and the verdict.
 

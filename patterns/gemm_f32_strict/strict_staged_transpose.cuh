@@ -66,8 +66,6 @@ struct Sm90StagedTransposeGemm {
                                            : (!Inner::kProblemARow && !Inner::kProblemBRow),
                 "Inner must take the call's layouts after the staged operand's transpose");
 
-  static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
   // The C ABI (fact_abi.h) behind the GEMM pattern's zero padding, like Inner's.
   static int run(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) noexcept {
@@ -113,7 +111,7 @@ struct Sm90StagedTransposeGemm {
     const int64_t ld = (args->k + kFloatAlignment - 1) / kFloatAlignment * kFloatAlignment;
     const int64_t lines = kStageA ? args->m : args->n;
     const int64_t batch_stride = lines * ld;
-    const size_t staged_bytes = round_up(size_t(args->batch) * size_t(batch_stride) * sizeof(float));
+    const size_t staged_bytes = Inner::round_up(size_t(args->batch) * size_t(batch_stride) * sizeof(float));
     float* staged_copy = static_cast<float*>(workspace);
     FactGemmArgs staged = *args;
     if constexpr (kStageA) {
