@@ -465,6 +465,43 @@ struct Tf32x3Mainloop {
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
 };
 // ------------------------------------------------------------------------------------------
+// The part of the C ABI both Hopper entries share (Sm90StrictGemm, Sm90StagedTransposeGemm of
+// strict_staged_transpose.cuh): the arguments checked for the call's layouts (a_row_major,
+// b_row_major), the device and its SM count, then `run_slice(&slice, workspace, workspace_size,
+// stream, device, sm_count)` once per outer batch (the slices differ only in their pointers,
+// aligned alike), in order on the stream, sharing the workspace; a size query asks the first.
+// Returns a FactStatus, never throws.
+template <class Chain, class RunSlice>
+int run_outer_batches(const FactCallHeader* header, void* workspace, size_t* workspace_size,
+                      cudaStream_t stream, bool a_row_major, bool b_row_major,
+                      RunSlice run_slice) noexcept {
+  try {
+    const bool size_query = workspace_size != nullptr;
+    const FactGemmArgs* args = nullptr;
+    if (int status = validate_arguments<Chain>(header, size_query, a_row_major, b_row_major, &args);
+        status != FACT_OK)
+      return status;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return FACT_ERR_LAUNCH;
+    }
+    const int sm_count = args->sm_count > 0
+                             ? int(args->sm_count)
+                             : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+    const int64_t outer = fact_gemm_outer_count(args);
+    for (int64_t o = 0; o < outer; ++o) {
+      const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
+      const int status = run_slice(&slice, workspace, workspace_size, stream, device, sm_count);
+      if (status != FACT_OK || size_query) return status;
+    }
+    return FACT_OK;
+  } catch (...) {
+    return FACT_ERR_INTERNAL;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
 // The FACT C ABI over one instantiation.
 //   LayoutA, LayoutB: the FACT problem's layouts (cutlass::layout::RowMajor / ColumnMajor).
 //   TileShape: Shape<BLK_M, BLK_N, _32> of the kernel (after the transposition, if any).
@@ -648,32 +685,8 @@ struct Sm90StrictGemm {
 
   static int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                           cudaStream_t stream) noexcept {
-    try {
-      const bool size_query = workspace_size != nullptr;
-      const FactGemmArgs* args = nullptr;
-      if (int status = validate_arguments<Chain>(header, size_query, kProblemARow, kProblemBRow, &args);
-          status != FACT_OK)
-        return status;
-      int device = 0;
-      if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return FACT_ERR_LAUNCH;
-      }
-      int sm_count = args->sm_count > 0
-                         ? int(args->sm_count)
-                         : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-      // One run per outer batch (the slices differ only in their pointers, aligned alike), in
-      // order on the stream, sharing the workspace.
-      const int64_t outer = fact_gemm_outer_count(args);
-      for (int64_t o = 0; o < outer; ++o) {
-        const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
-        const int status = run_slice(&slice, workspace, workspace_size, stream, device, sm_count);
-        if (status != FACT_OK || size_query) return status;
-      }
-      return FACT_OK;
-    } catch (...) {
-      return FACT_ERR_INTERNAL;
-    }
+    return run_outer_batches<Chain>(header, workspace, workspace_size, stream, kProblemARow,
+                                    kProblemBRow, &run_slice);
   }
 
   // One launch (and its K-slice reduction) for the call of one outer batch.

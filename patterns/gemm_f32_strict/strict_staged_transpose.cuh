@@ -22,6 +22,7 @@
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_padding.cuh"
 #include "patterns/gemm_f32_strict/strict_epilogue.cuh"
+#include "patterns/gemm_f32_strict/strict_gemm_sm90.cuh"
 
 namespace fact::strict {
 
@@ -73,33 +74,11 @@ struct Sm90StagedTransposeGemm {
                                            &run_unpadded);
   }
 
+  // The call's layouts: A column-major, B row-major.
   static int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                           cudaStream_t stream) noexcept {
-    try {
-      const bool size_query = workspace_size != nullptr;
-      const FactGemmArgs* args = nullptr;
-      // The call's layouts: A column-major, B row-major.
-      if (int status = validate_arguments<Chain>(header, size_query, false, true, &args);
-          status != FACT_OK)
-        return status;
-      int device = 0;
-      if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return FACT_ERR_LAUNCH;
-      }
-      const int sm_count = args->sm_count > 0
-                               ? int(args->sm_count)
-                               : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-      const int64_t outer = fact_gemm_outer_count(args);
-      for (int64_t o = 0; o < outer; ++o) {
-        const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
-        const int status = run_slice(&slice, workspace, workspace_size, stream, device, sm_count);
-        if (status != FACT_OK || size_query) return status;
-      }
-      return FACT_OK;
-    } catch (...) {
-      return FACT_ERR_INTERNAL;
-    }
+    return run_outer_batches<Chain>(header, workspace, workspace_size, stream, false, true,
+                                    &run_slice);
   }
 
   // One outer batch: the staged copy, then Inner's run of the staged call.
