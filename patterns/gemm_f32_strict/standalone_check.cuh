@@ -15,7 +15,7 @@
 // product rounded to float32; cuBLAS computes the plain product and is compared with the plain
 // float64 product.
 //
-// Command line: --cases=check,square,batched,largek (default: all) --reps=N (timed runs per
+// Command line: --cases=check,square,batched,largek,oddk (default: all) --reps=N (timed runs per
 // case, default 20) --seed=S --split-k=N (FactGemmArgs::split_k for every case; default: 1,
 // and 0 = the kernel's choice for largek). Exit status 0 only when every case passes: rel_err <= 1e-5 and
 // rel_err <= 20 x the rel_err of cublasSgemm on the same inputs (3xTF32), rel_err <= 5e-3 (one
@@ -64,12 +64,14 @@ struct Case {
   int split_k;
 };
 
-// The three shapes FACT's strict mode is judged on, plus a small odd-sized batched check.
+// The three shapes FACT's strict mode is judged on, plus small odd-sized batched checks (one
+// with a K that is not a multiple of 4).
 inline std::vector<Case> all_cases() {
   return {{"check", 392, 264, 1000, 3, 1},
           {"square", 4096, 4096, 4096, 1, 1},
           {"batched", 512, 2048, 1024, 128, 1},
-          {"largek", 256, 256, 524288, 1, 0}};  // split_k 0: let the kernel choose
+          {"largek", 256, 256, 524288, 1, 0},   // split_k 0: let the kernel choose
+          {"oddk", 392, 264, 1001, 3, 1}};      // K not a multiple of 4: padded along K
 }
 
 __device__ inline uint32_t mix_bits(uint64_t x) {
@@ -282,7 +284,7 @@ inline std::string arg_value(int argc, char** argv, const char* key, const char*
 template <class Chain>
 int standalone_main(int argc, char** argv, EntryFn entry, const char* kernel_info,
                     bool a_row_major, bool b_row_major, int products = 3) {
-  std::string wanted = "," + arg_value(argc, argv, "--cases", "check,square,batched,largek") + ",";
+  std::string wanted = "," + arg_value(argc, argv, "--cases", "check,square,batched,largek,oddk") + ",";
   int reps = std::atoi(arg_value(argc, argv, "--reps", "20").c_str());
   uint64_t seed = std::strtoull(arg_value(argc, argv, "--seed", "1").c_str(), nullptr, 10);
   std::string split_k_override = arg_value(argc, argv, "--split-k", "");

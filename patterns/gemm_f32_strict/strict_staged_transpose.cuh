@@ -10,10 +10,14 @@
 //        StagedOperand::B  B (K x N, row-major) becomes column-major, likewise;
 //                          Inner is Sm90StrictGemm<ColumnMajor, ColumnMajor>
 //   2. Inner runs the GEMM on the staged call (its own K-slices and reduction, its epilogue).
+// A K that is not a multiple of 4 (a weight gradient over 4095 tokens) is run at K rounded up:
+// the staged copy's extra columns are zeros, and the other operand is copied into the workspace
+// with as many zero rows (zeros along K add nothing to the product: the result is exact).
 // The copy moves 8 bytes per element of the staged operand against the GEMM's 2·M·N·K FLOPs
 // (about 4% of a 4096³ GEMM's time); the renderer stages the smaller operand first
 // (f32_strict_candidates) and the tuner may pick the other.
-// Workspace: the staged copy (per batch, 256-byte aligned), then Inner's workspace.
+// Workspace: the staged copy (per batch, 256-byte aligned), the other operand's padded copy
+// (only when K is not a multiple of 4), then Inner's workspace.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -104,15 +108,52 @@ struct Sm90StagedTransposeGemm {
       staged.stride_b = batch_stride;
       staged.b_layout = FACT_COLUMN_MAJOR;
     }
+    // K not a multiple of 4: the other operand (K rows of `other_lines` contiguous elements)
+    // gets ld - K zero rows in the workspace, and the call runs at K = ld.
+    const bool pad_k = ld != args->k;
+    fact::gemm::padding::Copy2D other;
+    size_t other_bytes = 0;
+    if (pad_k) {
+      const int64_t other_lines = kStageA ? args->n : args->m;
+      const int64_t other_ld = (other_lines + kFloatAlignment - 1) / kFloatAlignment * kFloatAlignment;
+      const int64_t source_stride = kStageA ? args->stride_b : args->stride_a;
+      other.src = kStageA ? args->b : args->a;
+      other.bytes = sizeof(float);
+      other.rows = args->k;
+      other.cols = other_lines;
+      other.dst_rows = ld;
+      other.dst_cols = other_lines;
+      other.src_ld = kStageA ? args->ldb : args->lda;
+      other.src_batch_stride = source_stride;
+      other.dst_ld = other_ld;
+      other.batch = source_stride == 0 ? 1 : args->batch;
+      other.dst_batch_stride = source_stride == 0 ? 0 : ld * other_ld;
+      other_bytes = Inner::round_up(size_t(other.batch) * size_t(ld * other_ld) * sizeof(float));
+      staged.k = ld;
+      if constexpr (kStageA) {
+        staged.ldb = other_ld;
+        staged.stride_b = other.dst_batch_stride;
+      } else {
+        staged.lda = other_ld;
+        staged.stride_a = other.dst_batch_stride;
+      }
+    }
     if (size_query) {
       size_t inner = 0;
       if (int status = Inner::run_slice(&staged, nullptr, &inner, stream, device, sm_count);
           status != FACT_OK)
         return status;
-      *workspace_size = staged_bytes + inner;
+      *workspace_size = staged_bytes + other_bytes + inner;
       return FACT_OK;
     }
     if (!workspace) return FACT_ERR_WORKSPACE;
+    if (pad_k) {
+      other.dst = static_cast<char*>(workspace) + staged_bytes;
+      if constexpr (kStageA) staged.b = other.dst; else staged.a = other.dst;
+      if (int status = fact::gemm::padding::launch_copy(other, stream); status != FACT_OK) return status;
+      // the staged copy's columns K..ld-1 must read as zeros
+      if (cudaMemsetAsync(staged_copy, 0, staged_bytes, stream) != cudaSuccess) return FACT_ERR_LAUNCH;
+    }
     // The source: K rows of `lines` columns (A column-major is K x M row-major; B is K x N).
     const float* source = static_cast<const float*>(kStageA ? args->a : args->b);
     const int64_t source_ld = kStageA ? args->lda : args->ldb;
@@ -123,7 +164,7 @@ struct Sm90StagedTransposeGemm {
         source, source_ld, source_batch_stride, staged_copy, ld, batch_stride, args->k, lines,
         args->batch);
     if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
-    return Inner::run_slice(&staged, static_cast<char*>(workspace) + staged_bytes, nullptr, stream,
+    return Inner::run_slice(&staged, static_cast<char*>(workspace) + staged_bytes + other_bytes, nullptr, stream,
                             device, sm_count);
   }
 };

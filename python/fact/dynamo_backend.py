@@ -16,8 +16,10 @@ backend are kept in `fact.dynamo_backend.reports` (newest last).
 A graph that needs gradients (grad mode on and an input, the parameters included, requiring
 grad) goes through AOTAutograd (its default partitioner): its forward and its backward graph
 are each composed like an inference graph and verified the same way, and both reports are
-appended (`report.graph` says which; docs/compose.md, "Training"). Training a graph with
-symbolic sizes is not supported: it runs as dynamo captured it, with a report saying so.
+appended (`report.graph` says which; docs/compose.md, "Training"). A graph with symbolic sizes
+trains over their declared ranges (below; docs/compose.md, "Training over declared ranges"),
+without the training forms; without a declared or bounded range it runs as dynamo captured it,
+with a report saying so.
 
 A graph with symbolic sizes (`dynamic=True`, `torch._dynamo.mark_dynamic`) is planned over
 declared ranges (docs/dynamic_shapes.md): option "dynamic" is the range spec, "dims" names the
@@ -42,7 +44,11 @@ from fact.compose.training import (GRAPHS, GraphCompilers, dynamo_aot_compile,
                                    graph_needs_gradients, refuse_double_backward)
 from fact.compose.training_forms import trace_training_forms
 from fact.compose.training_module import graph_work_dir
-from fact.dynamo_dynamic import dynamic_graph
+from fact.compose.training_ranges import is_symbolic
+from fact.dynamo_dynamic import dynamic_graph, symbol_ranges
+
+FORMS_NOT_OVER_RANGES = ("training forms are not traced in over declared ranges: attention and "
+                         "norms written out in the model train as written")
 
 reports: list[FactReport] = []
 
@@ -82,27 +88,38 @@ def _optimize(module: torch.nn.Module, inputs: tuple, options: dict, dynamic_sha
                     cuda_graphs=False)  # inside dynamo: torch.compile's mode="reduce-overhead" does that
 
 
-def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict) -> Callable:
+def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict,
+           by_argument: dict | None = None, compose: Callable | None = None) -> Callable:
     """A graph that needs gradients: AOTAutograd's forward and backward graphs, each composed
     like an inference graph; both reports go to `reports` (forward, then backward). A graph
-    with symbolic sizes runs as dynamo captured it (its report says why)."""
-    symbolic = any(isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
-        isinstance(s, torch.SymInt) for s in x.shape)) for x in example_inputs)
-    if symbolic:
-        report = FactReport(precision=options.get("precision") or "", device="")
-        report.leave("module", "training a graph with symbolic sizes is not supported; it runs as "
-                               "dynamo captured it (compile with dynamic=False to compose it)",
-                     stage="module")
-        report.runs = "the dynamo graph"
-        reports.append(report)
-        return graph_module
-    compilers = GraphCompilers(lambda graph, inputs, which: _optimize(
-        graph, inputs, options, None, graph_work_dir(options.get("work_dir"), which)))
-    # The engine's training forms traced in (fact.compose.training_forms), as fact.optimize does.
-    with torch._guards.tracing(None), fx_config.patch(backed_size_oblivious=False):
-        traced, notes = trace_training_forms(graph_module, tuple(example_inputs),
-                                             graph_work_dir(options.get("work_dir"), "training_forms"),
-                                             options.get("patterns"))
+    with symbolic sizes is planned over the declared ranges of its symbols (option "dynamic",
+    or by_argument: {forward argument position: {dim: Range}}, fact.optimize's declaration;
+    fact.compose.training_ranges); one whose sizes have no declared or bounded range runs as
+    dynamo captured it (its report says why). compose(graph, inputs, which, dynamic_shapes=None):
+    how each graph is composed (default: fact.optimize with the backend's options)."""
+    ranges = None
+    if is_symbolic(example_inputs):
+        try:
+            ranges = symbol_ranges(graph_module, example_inputs, options.get("dynamic"),
+                                   options.get("dims"), by_argument)
+        except ValueError as error:
+            report = FactReport(precision=options.get("precision") or "", device="")
+            report.leave("module", f"training a graph with symbolic sizes needs their ranges: {error}; "
+                                   f"it runs as dynamo captured it", stage="module")
+            report.runs = "the dynamo graph"
+            reports.append(report)
+            return graph_module
+    compilers = GraphCompilers(compose or (lambda graph, inputs, which, dynamic_shapes=None: _optimize(
+        graph, inputs, options, dynamic_shapes, graph_work_dir(options.get("work_dir"), which))),
+        ranges=ranges)
+    if ranges is None:
+        # The engine's training forms traced in (fact.compose.training_forms), as fact.optimize does.
+        with torch._guards.tracing(None), fx_config.patch(backed_size_oblivious=False):
+            traced, notes = trace_training_forms(graph_module, tuple(example_inputs),
+                                                 graph_work_dir(options.get("work_dir"), "training_forms"),
+                                                 options.get("patterns"))
+    else:
+        traced, notes = graph_module, [FORMS_NOT_OVER_RANGES]
     compiled = dynamo_aot_compile(traced, example_inputs, compilers)
     graph_reports = [compilers.reports()[which] for which in GRAPHS if which in compilers.composed]
     if graph_reports:

@@ -59,7 +59,10 @@ def _input_name(node: torch.fx.Node) -> str | None:
     if source is None:
         return node.name
     local = getattr(source, "local_name", None)
-    return local if type(source).__name__ == "LocalSource" else None
+    if type(source).__name__ == "LocalSource":
+        return local
+    index = _argument_index(node)         # a module compiled whole: forward(*args)
+    return f"args_{index}" if index is not None else None
 
 
 def _real_example(value: Any, example: Any) -> torch.Tensor:
@@ -147,23 +150,35 @@ def _dynamo_range(symbol: Any, size: torch.SymInt, where: str) -> Range:
     return Range(str(symbol), max(int(bounds.lower), 1), upper)
 
 
-def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                  spec: Any = None, dims: Any = None) -> DynamicGraph | None:
-    """The declared ranges of a graph with symbolic input sizes, None for a static graph.
-    ValueError when a symbolic dimension has no bounded range or a size input is carried by no
-    tensor dimension."""
+def _argument_index(node: torch.fx.Node) -> int | None:
+    """The position of a placeholder's tensor among a `forward(*args)`'s arguments (dynamo's
+    source `args[i]`), None for anything else."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    base = getattr(source, "base", None)
+    if type(source).__name__ == "GetItemSource" and getattr(base, "local_name", None) == "args" \
+            and isinstance(getattr(source, "index", None), int):
+        return source.index
+    return None
+
+
+def _graph_inputs(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> tuple:
+    """(placeholders, their values, {position: Python float passed as a tensor}, the tensor
+    inputs' positions, the tensor values)."""
     placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
     values = [_meta(n) for n in placeholders]
     values = [v if v is not None else e for v, e in zip(values, example_inputs)]
-    symbolic = any(isinstance(v, torch.SymInt) for v in values) or any(
-        isinstance(v, torch.Tensor) and any(_symbol(s) is not None for s in v.shape) for v in values)
-    if not symbolic:
-        return None
     scalars = {i: example_inputs[i] for i, n in enumerate(placeholders)
                if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
     tensor_positions = [i for i, v in enumerate(values)
                         if isinstance(v, torch.Tensor) and i not in scalars]
-    tensors = [values[i] for i in tensor_positions]
+    return placeholders, values, scalars, tensor_positions, [values[i] for i in tensor_positions]
+
+
+def _symbol_ranges(placeholders: list, tensor_positions: list, tensors: list, spec: Any, dims: Any,
+                   by_argument: dict | None) -> tuple[dict, dict]:
+    """({symbol: Range}, {symbol: (tensor input k, dim, size)}: the first dimension carrying it).
+    by_argument: {forward argument position: {dim: Range}} (fact.optimize's declaration of a
+    `forward(*args)`), else spec/dims bound to the user tensor inputs by name."""
     carriers: dict = {}                       # symbol -> (k, dim, size)
     for k, value in enumerate(tensors):
         for dim, size in enumerate(value.shape):
@@ -171,8 +186,12 @@ def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[A
             if symbol is not None:
                 carriers.setdefault(symbol, (k, dim, size))
     inputs = [(k, _input_name(placeholders[i])) for k, i in enumerate(tensor_positions)
-              if not isinstance(values[i], torch.nn.Parameter) and _input_name(placeholders[i])]
-    declared = _declared(spec, dims, inputs, tensors) if spec else {}
+              if not isinstance(tensors[k], torch.nn.Parameter) and _input_name(placeholders[i])]
+    if by_argument is not None:
+        declared = {(k, dim): declared_range for k, i in enumerate(tensor_positions)
+                    for dim, declared_range in (by_argument.get(_argument_index(placeholders[i])) or {}).items()}
+    else:
+        declared = _declared(spec, dims, inputs, tensors) if spec else {}
     ranges: dict = {}                         # symbol -> Range
     for (k, dim), declared_range in declared.items():
         symbol = _symbol(tensors[k].shape[dim])
@@ -186,6 +205,29 @@ def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[A
         if symbol not in ranges:
             name = dict(inputs).get(k, placeholders[tensor_positions[k]].name)
             ranges[symbol] = _dynamo_range(symbol, size, f"dimension {dim} of input '{name}'")
+    return ranges, carriers
+
+
+def symbol_ranges(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                  spec: Any = None, dims: Any = None, by_argument: dict | None = None) -> dict:
+    """{sympy symbol: Range} for every symbolic dimension of the graph's tensor inputs: the
+    declared range bound to it (spec/dims by input name, or by_argument by forward argument
+    position), else dynamo's own bounded range; ValueError when one has none."""
+    placeholders, _, _, tensor_positions, tensors = _graph_inputs(graph_module, example_inputs)
+    return _symbol_ranges(placeholders, tensor_positions, tensors, spec, dims, by_argument)[0]
+
+
+def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                  spec: Any = None, dims: Any = None) -> DynamicGraph | None:
+    """The declared ranges of a graph with symbolic input sizes, None for a static graph.
+    ValueError when a symbolic dimension has no bounded range or a size input is carried by no
+    tensor dimension."""
+    placeholders, values, scalars, tensor_positions, tensors = _graph_inputs(graph_module, example_inputs)
+    symbolic = any(isinstance(v, torch.SymInt) for v in values) or any(
+        isinstance(v, torch.Tensor) and any(_symbol(s) is not None for s in v.shape) for v in values)
+    if not symbolic:
+        return None
+    ranges, carriers = _symbol_ranges(placeholders, tensor_positions, tensors, spec, dims, None)
     layout = []
     for i, value in enumerate(values):
         if i in scalars:                      # a Python float dynamo passes as a tensor

@@ -688,8 +688,10 @@ LAUNCH_OUT_SCHEMA = "launch_out(Tensor[] operands, Tensor(a!)[] results, int cal
 _definitions = torch.library.Library("fact", "FRAGMENT")
 _definitions.define(LAUNCH_SCHEMA, tags=(torch.Tag.needs_exact_strides,))
 _definitions.define(LAUNCH_OUT_SCHEMA)
-_definitions.impl("launch", _cpu_launch, "CPU")
-_definitions.impl("launch_out", _cpu_launch_out, "CPU")
+# The Python kernels run outside TorchDynamo: a composed graph run from inside a torch.compile'd
+# region (a module trained over declared ranges) would otherwise have dynamo trace each call.
+_definitions.impl("launch", torch._dynamo.disable(_cpu_launch), "CPU")
+_definitions.impl("launch_out", torch._dynamo.disable(_cpu_launch_out), "CPU")
 torch.library.register_fake("fact::launch", _fake_launch, lib=_definitions)
 torch.library.register_fake("fact::launch_out", _fake_launch_out, lib=_definitions)
 
@@ -700,8 +702,8 @@ _python_kernels: Optional[torch.library.Library] = None
 def _register_python_kernels() -> None:
     global _python_kernels
     library = torch.library.Library("fact", "FRAGMENT")
-    library.impl("launch", _python_cuda_launch, "CUDA")
-    library.impl("launch_out", _python_cuda_launch_out, "CUDA")
+    library.impl("launch", torch._dynamo.disable(_python_cuda_launch), "CUDA")
+    library.impl("launch_out", torch._dynamo.disable(_python_cuda_launch_out), "CUDA")
     torch.library.register_autograd("fact::launch", _no_backward, lib=library)
     _python_kernels = library
 

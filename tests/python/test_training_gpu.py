@@ -241,3 +241,34 @@ def test_a_written_out_attention_trains_as_pytorchs_fused_attention(tmp_path):
     expected = adamw_losses(forward_under(twin, True), twin.parameters(), x)
     assert got[-1] < got[0], got
     torch.testing.assert_close(got, expected, rtol=2e-2, atol=0)
+
+
+@needs_engine_plan
+def test_strict_training_over_declared_ranges_runs_cuda_kernels_at_every_size(tmp_path, no_tf32):
+    """One module composed over batch x seq ranges: at sizes it was not traced at, its forward
+    and backward graphs run FACT's CUDA kernels (a launch is in each graph) without falling back,
+    and the parameter gradients are within `strict` of float64 autograd of the original."""
+    from fact.compose.training_over_ranges import RangeTrainingComposedModule
+    from fact.dynamic_ranges import Range
+
+    model, x = tiny_mlp()
+    original = copy.deepcopy(model)
+    shapes = ({0: Range("batch", 1, 16), 1: Range("seq", 8, 256, multiple=8)},)
+    composed = fact.optimize(model, (x,), "strict", work_dir=tmp_path, remainder="eager",
+                             speed_guard=False, dynamic_shapes=shapes)
+    assert isinstance(composed, RangeTrainingComposedModule), str(composed.fact_report)
+    report = composed.fact_report
+    assert_kernels(report)
+    for which in ("forward", "backward"):
+        launches = [n for n in composed.graphs[which].graph_module.graph.nodes
+                    if n.target is torch.ops.fact.launch.default]
+        assert launches and report.forward.symbols, str(report)
+    for shape in [(3, 72, 128), (16, 256, 128), (1, 8, 128)]:
+        fresh = torch.randn(*shape, device="cuda")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # inside the ranges: never the original
+            loss_of(composed(fresh)).backward()
+        want = float64_gradients(original, fresh)
+        for name, p in model.named_parameters():
+            assert rel_err(p.grad, want[name]) <= STRICT, (shape, name, rel_err(p.grad, want[name]))
+        model.zero_grad(set_to_none=True)

@@ -111,7 +111,7 @@ class SymbolBinding:
 
     def inputs_at(self, sizes: Sequence[int], example_inputs: Sequence[Any], seed: int) -> tuple:
         """Module inputs at the symbols' sizes: each tensor input's planned shape evaluated there,
-        fresh normal values for floating inputs (seeded), integers and booleans drawn from the
+        in the example's dimension order (its strides' order), fresh normal values for floating inputs (seeded), integers and booleans drawn from the
         example's value range."""
         generator = torch.Generator().manual_seed(seed)
         made = []
@@ -120,14 +120,21 @@ class SymbolBinding:
                 made.append(example)
                 continue
             shape = [evaluate(v, sizes) for v in rule.shape]
+            # the example's dimension order (a transposed weight saved for a backward graph)
+            order = sorted(range(example.dim()), key=lambda d: -example.stride(d)) \
+                if example.dim() and not example.is_contiguous() else list(range(example.dim()))
+            stored = [shape[d] for d in order]
             if example.is_floating_point():
-                value = torch.randn(shape, generator=generator, dtype=torch.float32).to(example.dtype)
+                value = torch.randn(stored, generator=generator, dtype=torch.float32).to(example.dtype)
             elif example.dtype == torch.bool:
-                value = torch.rand(shape, generator=generator) < 0.5
+                value = torch.rand(stored, generator=generator) < 0.5
             else:
                 low = int(example.min()) if example.numel() else 0
                 high = int(example.max()) if example.numel() else 1
-                value = torch.randint(low, high + 1, shape, generator=generator).to(example.dtype)
+                value = torch.randint(low, high + 1, stored, generator=generator).to(example.dtype)
+            if order != sorted(order):   # a tensor of its own (not a view: dynamo guards on views)
+                value = value.permute([order.index(d) for d in range(len(order))])
+                value = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype).copy_(value)
             made.append(value.to(example.device))
         return tuple(made)
 

@@ -171,6 +171,9 @@ class ComposedModule(torch.nn.Module):
         own ops in the graph read (a fused attention's random-number seed and offset, which
         PyTorch keeps on the CPU, or on the GPU while a CUDA graph is captured, whatever
         device the traced graph gave them). `example_inputs`: the inputs the plan was made for."""
+        if self.range_guard is not None and positions:
+            self.range_guard.device_free = frozenset(positions)
+            return
         if self.planned_signature is None or not positions:
             return
         self.device_free_inputs = frozenset(positions)

@@ -14,6 +14,7 @@ from fact.compose.module import ComposedModule
 from fact import engine_tables, module_state
 from fact.compose.planning import plan_and_export
 from fact.compose.training import needs_gradients
+from fact.compose.training_over_ranges import optimize_for_training_over_ranges
 from fact.compose.training_module import (TrainingComposedModule, graph_work_dir,
                                           optimize_for_training)
 from fact.report import FactReport
@@ -103,21 +104,22 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
     into `<work_dir>/forward` and `<work_dir>/backward`. The whole-module never-slower check
     does not run on the graphs (it would compile a graph from inside AOTAutograd's
     compilation); each replacement's own speed check does (replacement_guard)."""
-    device = _device_of(example_inputs)
-    if dynamic_shapes is not None:
-        report = FactReport(precision=precision or "", device=str(device))
-        report.leave("module", "training over declared dynamic ranges is not supported: compose for "
-                               "training without dynamic_shapes, or for inference (training=False)",
-                     stage="module")
-        report.runs = "the original eagerly"
-        return ComposedModule(module, None, None, report)
     per_replacement = bool(speed_guard) if replacement_guard is None else replacement_guard
 
-    def compose_graph(graph: torch.fx.GraphModule, inputs: tuple, which: str) -> ComposedModule:
+    def compose_graph(graph: torch.fx.GraphModule, inputs: tuple, which: str,
+                      dynamic_shapes: Any = None) -> ComposedModule:
         return optimize(graph, inputs, precision, work_dir=graph_work_dir(work_dir, which),
                         remainder=remainder, patterns=patterns, tune=tune, verify=verify,
                         speed_guard=False, replacement_guard=per_replacement, tuning_db=tuning_db,
-                        compile_jobs=compile_jobs, training=False, cuda_graphs=False)
+                        compile_jobs=compile_jobs, training=False, cuda_graphs=False,
+                        dynamic_shapes=dynamic_shapes)
+
+    if dynamic_shapes is not None:
+        composed = optimize_for_training_over_ranges(module, example_inputs, dynamic_shapes, compose_graph,
+                                                     strict=strict, precision=precision or "")
+        if cuda_graphs:
+            composed.fact_report.cuda_graphs = "off (asked for; not over declared ranges in training)"
+        return composed
 
     composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict,
                                      cuda_graphs=bool(cuda_graphs), patterns=patterns,

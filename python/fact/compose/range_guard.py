@@ -67,6 +67,8 @@ class RangeGuard:
         if len(rules) != len(example_inputs):
             raise ValueError(f"the plan has {len(rules)} inputs, the module is called with {len(example_inputs)}")
         self.rules = tuple(rules)
+        # inputs that may arrive on any device (ComposedModule.allow_any_device)
+        self.device_free: frozenset = frozenset()
         self.bindings = tuple((i, d, symbol) for i, rule in enumerate(rules) if isinstance(rule, _TensorRule)
                               for d, size in enumerate(rule.shape) if (symbol := _binding(size)) is not None)
         bound = {symbol for _, _, symbol in self.bindings}
@@ -106,7 +108,7 @@ class RangeGuard:
                 return None, f"input {index} has rank {arg.dim()}, the plan {len(rule.shape)}"
             if arg.dtype != rule.dtype:
                 return None, f"input {index} is {arg.dtype}, the plan {rule.dtype}"
-            if arg.device != rule.device:
+            if arg.device != rule.device and index not in self.device_free:
                 return None, f"input {index} is on {arg.device}, the plan on {rule.device}"
             for dim, want in enumerate(rule.shape):
                 if int(arg.shape[dim]) != evaluate(want, sizes):

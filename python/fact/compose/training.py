@@ -29,6 +29,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from fact.compose.training_ranges import aot_range_graph, is_symbolic
 from fact.report import FactReport
 
 GRAPHS = ("forward", "backward")
@@ -132,43 +133,75 @@ def _boxed(composed: Callable) -> Callable:
 
 class GraphCompilers:
     """AOTAutograd's forward and backward compilers. `compose_graph(graph, real_inputs, which)`
-    (which: "forward" or "backward") returns the composed graph (a ComposedModule, inference
-    path); each one is kept in `composed[which]`, its report marked with the graph it is for
-    and the graph's random ops added to it as left to PyTorch. The backward graph loses its
-    dead random ops first (drop_dead_random_ops)."""
+    (which: "forward" or "backward"; keyword dynamic_shapes for a graph planned over declared
+    ranges) returns the composed graph (a ComposedModule, inference path); each one is kept in
+    `composed[which]`, its report marked with the graph it is for and the graph's random ops
+    added to it as left to PyTorch. The backward graph loses its dead random ops first
+    (drop_dead_random_ops)."""
 
-    def __init__(self, compose_graph: Callable[[torch.fx.GraphModule, tuple, str], Any],
-                 graphs: Any = None):
+    def __init__(self, compose_graph: Callable[..., Any], graphs: Any = None, ranges: dict | None = None):
         """graphs: a fact.compose.training_graphs.TrainingGraphs to replay the composed graphs
-        as CUDA graphs where they can be, or None (none)."""
+        as CUDA graphs where they can be, or None (none). ranges: {sympy symbol: Range} of a
+        graph traced with symbolic sizes (fact.compose.training_ranges), or None."""
         self.compose_graph = compose_graph
         self.graphs = graphs
+        self.ranges = ranges
         self.composed: dict = {}
 
     def compiler(self, which: str) -> Callable:
         def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-            inputs = tuple(real_like(x) for x in example_inputs)
             dropped = drop_dead_random_ops(graph_module) if which == "backward" else []
+            if self.ranges is not None and is_symbolic(example_inputs):
+                return self._compile_over_ranges(which, graph_module, example_inputs, dropped)
+            inputs = tuple(real_like(x) for x in example_inputs)
             graph_info = self.graphs.inspect(which, graph_module, example_inputs) \
                 if self.graphs is not None else None
             with outside_tracing():
                 composed = self.compose_graph(graph_module, inputs, which)
             if hasattr(composed, "allow_any_device"):
                 composed.allow_any_device(random_op_scalars(graph_module), inputs)
-            report = composed.fact_report
-            report.graph = which
-            for node in random_nodes(graph_module):
-                report.leave(f"{node.name} ({node.target})",
-                             "a random op: PyTorch draws its random numbers, so no replacement "
-                             "contains it", stage="random")
-            if dropped:
-                report.notes.append(f"random ops no gradient reads removed from the backward graph: "
-                                    f"{', '.join(dropped)}")
-            self.composed[which] = composed
+            self._keep(which, graph_module, composed, dropped)
             if graph_info is not None:
                 return self.graphs.wrap(graph_info, _boxed(composed), composed)
             return _boxed(composed)
         return compile_graph
+
+    def _compile_over_ranges(self, which: str, graph_module: torch.fx.GraphModule,
+                             example_inputs: Sequence[Any], dropped: list) -> Callable:
+        """A graph with symbolic sizes, planned over the declared ranges of its symbols; one
+        that cannot be (a size that is no product of declared sizes) runs as traced."""
+        from fact.compose.module import ComposedModule
+
+        try:
+            graph = aot_range_graph(graph_module, example_inputs, self.ranges)
+        except ValueError as error:
+            device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "")
+            report = FactReport(precision="", device=device, capture="AOTAutograd")
+            report.leave("graph", f"cannot be planned over the declared ranges: {error}", stage="module")
+            report.runs = "the graph as traced"
+            self._keep(which, graph_module, ComposedModule(graph_module, None, None, report), dropped)
+            return graph_module
+        with outside_tracing():
+            composed = self.compose_graph(graph.module, graph.examples, which,
+                                          dynamic_shapes=graph.dynamic_shapes)
+        if hasattr(composed, "allow_any_device"):
+            positions = graph.tensor_positions
+            composed.allow_any_device(frozenset(positions.index(p) for p in random_op_scalars(graph_module)
+                                                if p in positions), graph.examples)
+        self._keep(which, graph_module, composed, dropped)
+        return _boxed(graph.call(composed))
+
+    def _keep(self, which: str, graph_module: torch.fx.GraphModule, composed: Any, dropped: list) -> None:
+        report = composed.fact_report
+        report.graph = which
+        for node in random_nodes(graph_module):
+            report.leave(f"{node.name} ({node.target})",
+                         "a random op: PyTorch draws its random numbers, so no replacement "
+                         "contains it", stage="random")
+        if dropped:
+            report.notes.append(f"random ops no gradient reads removed from the backward graph: "
+                                f"{', '.join(dropped)}")
+        self.composed[which] = composed
 
     def reports(self) -> dict:
         """{"forward": FactReport, "backward": FactReport} for the graphs compiled so far."""

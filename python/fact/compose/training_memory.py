@@ -50,7 +50,7 @@ def saved_activation_bytes(forward: Callable[..., Any], inputs: Sequence[Any], o
 
 
 @contextlib.contextmanager
-def _state_kept(module: torch.nn.Module, inputs: Sequence[Any]):
+def state_kept(module: torch.nn.Module, inputs: Sequence[Any]):
     """The module's state (fact.module_state.preserved_state: buffers, plain tensor attributes,
     other state), its parameters' values (a forward may clamp one in place; copied to host
     memory, not the GPU's) and the random number generators, as they were."""
@@ -74,7 +74,7 @@ def activation_memory_refusal(module: torch.nn.Module, composed: Callable[..., A
     (+ SLACK_BYTES) on `inputs`; else the reason, with both sizes."""
     owned = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
     owned |= {t.untyped_storage().data_ptr() for t in (*module.parameters(), *module.buffers())}
-    with _state_kept(module, inputs), torch.enable_grad():
+    with state_kept(module, inputs), torch.enable_grad():
         eager = saved_activation_bytes(module, inputs, owned)
         fact = saved_activation_bytes(composed, inputs, owned)
     if fact <= ACTIVATION_SLACK * eager + SLACK_BYTES:

@@ -1,0 +1,206 @@
+"""Training over declared dynamic ranges on the CPU path (docs/compose.md, "Training over
+declared ranges"): `fact.optimize(model.train(), inputs, dynamic_shapes=...)` and
+`torch.compile(model, backend="fact", dynamic=True, options={"dynamic": ...})` compose one
+forward and one backward graph that serve every size inside the ranges. Each size's parameter
+gradients are compared with float64 autograd of the original, and FACT's kernels (the host
+reference here) must be what ran; sizes outside the ranges run the original with a warning."""
+from __future__ import annotations
+
+import copy
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+
+import fact
+from compose_testing import needs_engine_plan
+from fact import dynamo_backend, ops
+from fact.compose.training_over_ranges import RangeTrainingComposedModule
+from fact.compose.training_ranges import factors
+from fact.dynamic_ranges import Range
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "models"))
+from mingpt_block import MinGPTBlock  # noqa: E402
+
+STRICT = 1e-5  # docs/architecture.md, precision contract: strict
+
+
+class _LayerStack(torch.nn.Module):
+    """Linear, GELU, Linear, LayerNorm and a residual add over (batch, seq, embed), returning a
+    dict (the output structure is kept). The residual comes after the norm: a sum of squares of
+    a LayerNorm's output alone is nearly constant, its gradient all cancellation."""
+
+    def __init__(self, embed: int = 32, hidden: int = 64):
+        super().__init__()
+        self.up = torch.nn.Linear(embed, hidden)
+        self.down = torch.nn.Linear(hidden, embed)
+        self.norm = torch.nn.LayerNorm(embed)
+
+    def forward(self, x):
+        return {"out": self.norm(self.down(torch.nn.functional.gelu(self.up(x)))) + x}
+
+
+def _largest_gradient_error(model, reference, loss_of) -> float:
+    errors = []
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert p.grad is not None, name
+        errors.append(((p.grad.double() - q.grad).norm() / q.grad.norm().clamp_min(1e-30)).item())
+    return max(errors)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Counts fact::launch calls run on the CPU (FACT's kernels through the host reference)."""
+    count = {"calls": 0}
+    run = ops._run_on_cpu
+
+    def counted(*args, **kwargs):
+        count["calls"] += 1
+        return run(*args, **kwargs)
+    monkeypatch.setattr(ops, "_run_on_cpu", counted)
+    return count
+
+
+def test_factors_split_products_and_refuse_the_rest():
+    s0, s1 = sympy.symbols("s0 s1", positive=True, integer=True)
+    assert factors(s0 * s1 * 12, "x") == [s0, s1, 12]
+    assert factors(s0 ** 2, "x") == [s0, s0]
+    assert factors(sympy.Integer(7), "x") == [7]
+    with pytest.raises(ValueError, match="only products"):
+        factors(s0 + 1, "dimension 0")
+
+
+@needs_engine_plan
+def test_one_module_trains_at_every_size_of_the_ranges(tmp_path, launches):
+    torch.manual_seed(0)
+    model = _LayerStack().train()
+    reference = copy.deepcopy(model).double()
+    example = torch.randn(4, 16, 32)
+    shapes = ({0: Range("batch", 1, 64), 1: Range("seq", 2, 512)},)
+    composed = fact.optimize(model, (example,), "strict", work_dir=tmp_path, dynamic_shapes=shapes)
+    assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
+    report = composed.fact_report
+    assert report.forward is not None and report.backward is not None
+    assert report.backward.composed, report.backward   # dgrad / wgrad GEMMs composed
+    assert "declared ranges" in str(report)
+
+    for shape in [(4, 16, 32), (8, 33, 32), (3, 100, 32), (64, 2, 32)]:
+        x = torch.randn(*shape)
+        model.zero_grad()
+        reference.zero_grad()
+        before = launches["calls"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # inside the ranges: no fallback to the original
+            composed(x)["out"].square().mean().backward()
+        assert launches["calls"] - before >= 4, shape   # forward and backward GEMMs ran as FACT's
+        reference(x.double())["out"].square().mean().backward()
+        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+
+
+@needs_engine_plan
+def test_outside_the_ranges_the_original_trains_with_a_warning(tmp_path, launches):
+    torch.manual_seed(0)
+    model = _LayerStack().train()
+    reference = copy.deepcopy(model).double()
+    shapes = ({0: Range("batch", 2, 8)},)
+    composed = fact.optimize(model, (torch.randn(4, 8, 32),), "strict", work_dir=tmp_path,
+                             dynamic_shapes=shapes)
+    assert isinstance(composed, RangeTrainingComposedModule)
+    x = torch.randn(16, 8, 32)       # batch outside 2..8
+    before = launches["calls"]
+    with pytest.warns(UserWarning, match="batch=16 is not in 2..8"):
+        composed(x)["out"].square().mean().backward()
+    assert launches["calls"] == before
+    reference(x.double())["out"].square().mean().backward()
+    assert _largest_gradient_error(model, reference, None) < STRICT
+    with pytest.warns(UserWarning, match="dim 1 is 9, composed for 8"):
+        composed(torch.randn(4, 9, 32))
+
+
+@needs_engine_plan
+def test_adamw_steps_over_varying_sizes_match_the_originals(tmp_path):
+    torch.manual_seed(0)
+    model = _LayerStack().train()
+    original = copy.deepcopy(model)
+    composed = fact.optimize(model, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path,
+                             dynamic_shapes=({0: Range("batch", 1, 16), 1: Range("seq", 4, 64)},))
+    assert isinstance(composed, RangeTrainingComposedModule)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, original)]
+    generator = torch.Generator().manual_seed(3)
+    for step in range(6):
+        x = torch.randn(2 + step, 4 + 7 * step, 32, generator=generator)
+        losses = []
+        for module, optimizer in zip((composed, original), optimizers):
+            optimizer.zero_grad()
+            loss = module(x)["out"].square().mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert abs(losses[0] - losses[1]) <= 1e-5 * abs(losses[1]), (step, losses)
+
+
+@needs_engine_plan
+def test_the_mingpt_block_trains_over_batch_and_sequence(tmp_path, launches):
+    torch.manual_seed(0)
+    model = MinGPTBlock(embed=32, heads=2, max_seq_len=128).train()
+    reference = copy.deepcopy(model).double()
+    composed = fact.optimize(model, (torch.randn(2, 16, 32),), "strict", work_dir=tmp_path,
+                             dynamic_shapes=({0: Range("batch", 1, 8), 1: Range("seq", 2, 64)},))
+    assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
+    for shape in [(2, 16, 32), (3, 41, 32)]:
+        x = torch.randn(*shape)
+        model.zero_grad()
+        reference.zero_grad()
+        before = launches["calls"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            composed(x).square().mean().backward()
+        assert launches["calls"] > before, shape
+        reference(x.double()).square().mean().backward()
+        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+
+
+@needs_engine_plan
+def test_the_dynamo_backend_trains_a_graph_with_declared_ranges(tmp_path, launches):
+    torch.manual_seed(0)
+    model = _LayerStack().train()
+    reference = copy.deepcopy(model).double()
+    first = len(dynamo_backend.reports)
+    compiled = torch.compile(model, backend="fact", dynamic=True,
+                             options={"dynamic": "batch=2..32,seq=2..128", "dims": "0:batch,seq,_",
+                                      "precision": "strict", "work_dir": str(tmp_path)})
+    for shape in [(4, 16, 32), (5, 77, 32)]:
+        x = torch.randn(*shape)
+        model.zero_grad()
+        reference.zero_grad()
+        before = launches["calls"]
+        compiled(x)["out"].square().mean().backward()
+        assert launches["calls"] - before >= 4, shape
+        reference(x.double())["out"].square().mean().backward()
+        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+    graphs = [r.graph for r in dynamo_backend.reports[first:]]
+    assert graphs == ["forward", "backward"], graphs   # one pair served both sizes
+
+
+@needs_engine_plan
+def test_a_symbolic_graph_without_a_range_trains_as_dynamo_captured_it(tmp_path):
+    torch.manual_seed(0)
+    model = _LayerStack().train()
+    first = len(dynamo_backend.reports)
+    compiled = torch.compile(model, backend="fact", dynamic=True,
+                             options={"precision": "strict", "work_dir": str(tmp_path)})
+    compiled(torch.randn(4, 16, 32))["out"].sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    reasons = [item.reason for r in dynamo_backend.reports[first:] for item in r.left_to_pytorch]
+    assert any("needs their ranges" in reason for reason in reasons), reasons
