@@ -44,12 +44,31 @@ class _LayerStack(torch.nn.Module):
         return {"out": self.norm(self.down(torch.nn.functional.gelu(self.up(x)))) + x}
 
 
-def _largest_gradient_error(model, reference, loss_of) -> float:
+def _largest_gradient_error(model, reference) -> float:
     errors = []
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert p.grad is not None, name
         errors.append(((p.grad.double() - q.grad).norm() / q.grad.norm().clamp_min(1e-30)).item())
     return max(errors)
+
+
+def _one_step_matches_float64(run, model, reference, shape, launches, *, fallback_is_error=True) -> int:
+    """One forward and backward of `run` (returning a tensor) at `shape`: the parameter
+    gradients within `strict` of float64 autograd of `reference`; returns how many FACT kernel
+    calls ran. fallback_is_error: a warning (the original's fallback) fails the test."""
+    x = torch.randn(*shape)
+    model.zero_grad()
+    reference.zero_grad()
+    before = launches["calls"]
+    with warnings.catch_warnings():
+        if fallback_is_error:
+            warnings.simplefilter("error")   # inside the ranges: no fallback to the original
+        run(x).square().mean().backward()
+    calls = launches["calls"] - before
+    want = reference(x.double())
+    (want["out"] if isinstance(want, dict) else want).square().mean().backward()
+    assert _largest_gradient_error(model, reference) < STRICT, shape
+    return calls
 
 
 @pytest.fixture(autouse=True)
@@ -96,16 +115,8 @@ def test_one_module_trains_at_every_size_of_the_ranges(tmp_path, launches):
     assert "declared ranges" in str(report)
 
     for shape in [(4, 16, 32), (8, 33, 32), (3, 100, 32), (64, 2, 32)]:
-        x = torch.randn(*shape)
-        model.zero_grad()
-        reference.zero_grad()
-        before = launches["calls"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")   # inside the ranges: no fallback to the original
-            composed(x)["out"].square().mean().backward()
-        assert launches["calls"] - before >= 4, shape   # forward and backward GEMMs ran as FACT's
-        reference(x.double())["out"].square().mean().backward()
-        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+        # forward and backward GEMMs ran as FACT's
+        assert _one_step_matches_float64(lambda x: composed(x)["out"], model, reference, shape, launches) >= 4
 
 
 @needs_engine_plan
@@ -123,7 +134,7 @@ def test_outside_the_ranges_the_original_trains_with_a_warning(tmp_path, launche
         composed(x)["out"].square().mean().backward()
     assert launches["calls"] == before
     reference(x.double())["out"].square().mean().backward()
-    assert _largest_gradient_error(model, reference, None) < STRICT
+    assert _largest_gradient_error(model, reference) < STRICT
     with pytest.warns(UserWarning, match="dim 1 is 9, composed for 8"):
         composed(torch.randn(4, 9, 32))
 
@@ -159,16 +170,7 @@ def test_the_mingpt_block_trains_over_batch_and_sequence(tmp_path, launches):
                              dynamic_shapes=({0: Range("batch", 1, 8), 1: Range("seq", 2, 64)},))
     assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
     for shape in [(2, 16, 32), (3, 41, 32)]:
-        x = torch.randn(*shape)
-        model.zero_grad()
-        reference.zero_grad()
-        before = launches["calls"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            composed(x).square().mean().backward()
-        assert launches["calls"] > before, shape
-        reference(x.double()).square().mean().backward()
-        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+        assert _one_step_matches_float64(composed, model, reference, shape, launches) > 0, shape
 
 
 @needs_engine_plan
@@ -181,14 +183,8 @@ def test_the_dynamo_backend_trains_a_graph_with_declared_ranges(tmp_path, launch
                              options={"dynamic": "batch=2..32,seq=2..128", "dims": "0:batch,seq,_",
                                       "precision": "strict", "work_dir": str(tmp_path)})
     for shape in [(4, 16, 32), (5, 77, 32)]:
-        x = torch.randn(*shape)
-        model.zero_grad()
-        reference.zero_grad()
-        before = launches["calls"]
-        compiled(x)["out"].square().mean().backward()
-        assert launches["calls"] - before >= 4, shape
-        reference(x.double())["out"].square().mean().backward()
-        assert _largest_gradient_error(model, reference, None) < STRICT, shape
+        assert _one_step_matches_float64(lambda x: compiled(x)["out"], model, reference, shape, launches,
+                                         fallback_is_error=False) >= 4, shape
     graphs = [r.graph for r in dynamo_backend.reports[first:]]
     assert graphs == ["forward", "backward"], graphs   # one pair served both sizes
 

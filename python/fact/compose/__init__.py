@@ -37,6 +37,8 @@ from __future__ import annotations
 #   optimize_module.py  optimize = plan + apply_plan
 #   training.py       composing for training: AOTAutograd's forward and backward compilers
 #   training_module.py  optimize's training path, TrainingComposedModule
+#   training_ranges.py  an AOT graph with symbolic sizes planned over declared ranges
+#   training_over_ranges.py  optimize's training path over declared ranges (TorchDynamo + AOT)
 from fact import _engine  # noqa: F401  (tests patch fact.compose._engine.engine_library)
 from fact.compose.apply import REMAINDERS, apply_plan
 from fact.compose.guards import SLOWER_BY, _replacement_timer  # noqa: F401

@@ -1,5 +1,6 @@
-"""The example inputs and pattern selections as the plan spells them, and the one
-`torch.export` of a module (quiet: its shape-solver chatter and warnings are dropped)."""
+"""The example inputs and pattern selections as the plan spells them, the one `torch.export`
+of a module (quiet: its shape-solver chatter and warnings are dropped), and real example
+tensors for traced ones (`example_tensor`)."""
 from __future__ import annotations
 
 import contextlib
@@ -17,6 +18,21 @@ def _normalize_inputs(example_inputs: Sequence[Any] | Any) -> tuple:
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple)):
         example_inputs = (example_inputs,)
     return tuple(example_inputs)
+
+
+def example_tensor(shape: Sequence[int], stride: Sequence[int], dtype: torch.dtype,
+                   device: torch.device) -> torch.Tensor:
+    """A real tensor of that layout, outside any fake mode: normal values for floating dtypes,
+    zeros otherwise (planning reads the layout; verification draws its own values)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        tensor = torch.empty_strided(list(shape), list(stride), dtype=dtype, device=device)
+        if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+            tensor.normal_()
+        else:
+            tensor.zero_()
+    return tensor
 
 
 def _device_of(example_inputs: tuple) -> torch.device:

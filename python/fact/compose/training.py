@@ -29,6 +29,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from fact.compose.inputs import example_tensor
 from fact.compose.training_ranges import aot_range_graph, is_symbolic
 from fact.report import FactReport
 
@@ -59,19 +60,12 @@ def graph_needs_gradients(example_inputs: Sequence[Any]) -> bool:
 
 
 def real_like(value: Any) -> Any:
-    """A real tensor with `value`'s (a FakeTensor's) shape, strides, dtype and device: normal
-    values for floating dtypes, zeros otherwise (planning reads the layout; verification draws
-    its own floating values). Anything else is returned as it is."""
+    """A real tensor with `value`'s (a FakeTensor's) shape, strides, dtype and device
+    (fact.compose.inputs.example_tensor). Anything else is returned as it is."""
     if not isinstance(value, torch.Tensor):
         return value
-    shape, stride = [int(s) for s in value.shape], [int(s) for s in value.stride()]
-    with unset_fake_temporarily():
-        tensor = torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device)
-        if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-            tensor.normal_()
-        else:
-            tensor.zero_()
-    return tensor
+    return example_tensor([int(s) for s in value.shape], [int(s) for s in value.stride()],
+                          value.dtype, value.device)
 
 
 @contextlib.contextmanager

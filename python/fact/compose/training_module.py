@@ -66,11 +66,16 @@ class TrainingComposedModule(ComposedModule):
     def _has_plan(self) -> bool:
         return True   # the composed graphs are in `graphs`, not in graph_module
 
+    def outside_reason(self, args: tuple) -> str | None:
+        """Why a call is not the traced one (None: it is)."""
+        if _signature(args) != self.planned_signature:
+            return f"traced for {_describe(self.planned_signature)}"
+        return None
+
     def forward(self, *args, **kwargs):
-        signature = _signature(args)
-        if kwargs or signature != self.planned_signature:
-            why = "keyword arguments" if kwargs else f"traced for {_describe(self.planned_signature)}"
-            return self._outside_plan(signature, why, args, kwargs)
+        why = "keyword arguments" if kwargs else self.outside_reason(args)
+        if why is not None:
+            return self._outside_plan(_signature(args), why, args, kwargs)
         if autograd_state(self.original, args) != self._traced_state:
             self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
                             "require grad), which inputs require grad or the autocast state differ "
@@ -112,12 +117,21 @@ def optimize_for_training(module: torch.nn.Module, example_inputs: tuple, compos
     composed = TrainingComposedModule(module, trainable, flat.spec, _signature(example_inputs),
                                       autograd_state(module, example_inputs), report,
                                       dict(compilers.composed), strict=strict)
+    return within_memory_rule(module, composed, example_inputs)
+
+
+def within_memory_rule(module: torch.nn.Module, composed: ComposedModule,
+                       example_inputs: tuple) -> ComposedModule:
+    """`composed`, or the original with nothing composed when its forward saves more for the
+    backward than the original's (training_memory.activation_memory_refusal; the reason goes
+    to the report, stage `memory`)."""
     refusal = activation_memory_refusal(module, composed, example_inputs)
-    if refusal is not None:
-        report.leave("module", refusal, stage="memory")
-        report.runs = "the original eagerly"
-        return ComposedModule(module, None, None, report)
-    return composed
+    if refusal is None:
+        return composed
+    report = composed.fact_report
+    report.leave("module", refusal, stage="memory")
+    report.runs = "the original eagerly"
+    return ComposedModule(module, None, None, report)
 
 
 def graph_work_dir(work_dir: str | Path | None, which: str) -> Path | None:

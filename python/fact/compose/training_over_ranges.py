@@ -20,10 +20,10 @@ import torch
 import torch.utils._pytree as pytree
 
 from fact.compose.module import ComposedModule
-from fact.compose.signature import _describe, _signature
-from fact.compose.training import GRAPHS, graph_needs_gradients, refuse_double_backward, training_report
-from fact.compose.training_memory import activation_memory_refusal, state_kept
-from fact.compose.training_module import TrainingComposedModule, autograd_state
+from fact.compose.signature import _signature
+from fact.compose.training import GRAPHS, graph_needs_gradients, training_report
+from fact.compose.training_memory import state_kept
+from fact.compose.training_module import TrainingComposedModule, autograd_state, within_memory_rule
 from fact.dynamic_ranges import export_dynamic_shapes
 from fact.report import FactReport
 
@@ -51,7 +51,7 @@ class RangeTrainingComposedModule(TrainingComposedModule):
         self._examples = tuple((x.dim(), x.dtype, x.device, tuple(x.shape)) if isinstance(x, torch.Tensor)
                                else None for x in example_inputs)
 
-    def outside_ranges(self, args: tuple) -> str | None:
+    def outside_reason(self, args: tuple) -> str | None:
         """Why a call is outside the declared ranges, None when it is inside."""
         if len(args) != len(self._examples):
             return f"{len(args)} inputs, composed for {len(self._examples)}"
@@ -74,18 +74,6 @@ class RangeTrainingComposedModule(TrainingComposedModule):
                 elif sizes.setdefault(declared.name, size) != size:
                     return f"{declared.name} is {sizes[declared.name]} and {size}"
         return None
-
-    def forward(self, *args, **kwargs):
-        why = "keyword arguments" if kwargs else self.outside_ranges(args)
-        if why is not None:
-            return self._outside_plan(_signature(args), why, args, kwargs)
-        if autograd_state(self.original, args) != self._traced_state:
-            self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
-                            "require grad), which inputs require grad or the autocast state differ "
-                            "from when it was traced for training; running the original module")
-            return self.original(*args)
-        outputs = refuse_double_backward(self._trainable(*args))
-        return pytree.tree_unflatten(list(outputs), self._spec)
 
 
 def optimize_for_training_over_ranges(module: torch.nn.Module, example_inputs: tuple,
@@ -151,9 +139,4 @@ def optimize_for_training_over_ranges(module: torch.nn.Module, example_inputs: t
     composed = RangeTrainingComposedModule(module, trainable, spec, example_inputs, declared,
                                            autograd_state(module, example_inputs), report,
                                            composed_graphs, strict=strict)
-    refusal = activation_memory_refusal(module, composed, example_inputs)
-    if refusal is not None:
-        report.leave("module", refusal, stage="memory")
-        report.runs = "the original eagerly"
-        return ComposedModule(module, None, None, report)
-    return composed
+    return within_memory_rule(module, composed, example_inputs)

@@ -26,7 +26,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from fact.dynamic_ranges import Range
+from fact.compose.inputs import example_tensor
 
 
 def is_symbolic(values: Sequence[Any]) -> bool:
@@ -127,16 +127,11 @@ def _meta(node: torch.fx.Node, example: Any) -> Any:
 
 
 def _real_split_example(value: torch.Tensor, split_shape: list) -> torch.Tensor:
-    """A real tensor of the fake `value`'s hint shape, strides, dtype and device (normal values
-    for floating dtypes), viewed to `split_shape`."""
-    shape = [_hint(s) for s in value.shape]
-    stride = [_hint(s) for s in value.stride()]
-    with unset_fake_temporarily():
-        tensor = torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device)
-        if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-            tensor.normal_()
-        else:
-            tensor.zero_()
+    """A real tensor of the fake `value`'s hint shape, strides, dtype and device, viewed to
+    `split_shape`."""
+    tensor = example_tensor([_hint(s) for s in value.shape], [_hint(s) for s in value.stride()],
+                            value.dtype, value.device)
+    with unset_fake_temporarily():     # a real view, not one of the trace's fake mode
         return tensor.view(split_shape)
 
 
