@@ -45,7 +45,7 @@ from fact.compose.training import (GRAPHS, GraphCompilers, dynamo_aot_compile,
 from fact.compose.training_forms import trace_training_forms
 from fact.compose.training_module import graph_work_dir
 from fact.compose.training_ranges import is_symbolic
-from fact.dynamo_dynamic import dynamic_graph, symbol_ranges
+from fact.dynamo_dynamic import dynamic_graph, symbol_ranges, within_dynamos_bounds
 
 FORMS_NOT_OVER_RANGES = ("training forms are not traced in over declared ranges: attention and "
                          "norms written out in the model train as written")
@@ -100,8 +100,8 @@ def _train(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     ranges = None
     if is_symbolic(example_inputs):
         try:
-            ranges = symbol_ranges(graph_module, example_inputs, options.get("dynamic"),
-                                   options.get("dims"), by_argument)
+            ranges = within_dynamos_bounds(symbol_ranges(graph_module, example_inputs, options.get("dynamic"),
+                                                         options.get("dims"), by_argument), example_inputs)
         except ValueError as error:
             report = FactReport(precision=options.get("precision") or "", device="")
             report.leave("module", f"training a graph with symbolic sizes needs their ranges: {error}; "

@@ -217,6 +217,30 @@ def symbol_ranges(graph_module: torch.fx.GraphModule, example_inputs: Sequence[A
     return _symbol_ranges(placeholders, tensor_positions, tensors, spec, dims, by_argument)[0]
 
 
+def within_dynamos_bounds(ranges: dict, example_inputs: Sequence[Any]) -> dict:
+    """Each {symbol: Range} raised to dynamo's own lower bound of the symbol (from the shape
+    environment of the graph's symbolic example inputs) where that is higher: a graph with a
+    symbolic size runs only inside dynamo's range, whose lower bound is 2 where dynamo
+    specializes sizes 0 and 1 (a call of size 1 is traced again). Planning over the narrower
+    range lets size expressions that differ at 1 be written (Mod(s1, s0*s1) is s1 for s0 >= 2)."""
+    shape_env = next((size.node.shape_env for x in example_inputs if isinstance(x, torch.Tensor)
+                      for size in x.shape if isinstance(size, torch.SymInt)), None)
+    if shape_env is None:
+        return dict(ranges)
+    narrowed = {}
+    for symbol, declared in ranges.items():
+        narrowed[symbol] = declared
+        bounds = shape_env.var_to_range.get(symbol)
+        try:
+            lower = int(bounds.lower)
+        except Exception:  # noqa: BLE001 - no finite bound
+            continue
+        if declared.min < lower <= declared.max:
+            typical = tuple(t for t in declared.typical if t >= lower)
+            narrowed[symbol] = Range(declared.name, lower, declared.max, declared.multiple, typical)
+    return narrowed
+
+
 def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any],
                   spec: Any = None, dims: Any = None) -> DynamicGraph | None:
     """The declared ranges of a graph with symbolic input sizes, None for a static graph.

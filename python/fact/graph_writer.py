@@ -169,8 +169,8 @@ class GraphWriter:
                     return _Unwritable(f"a {type(val).__name__} computed from dynamic dimensions "
                                        f"({expr}) is used as an argument; FACT writes integer "
                                        f"size expressions only")
-                from fact.size_expressions import expression_of
-                return _SymValue(expression_of(expr, self.symbol_names))
+                from fact.size_expressions import size_of
+                return _SymValue(size_of(val, self.symbol_names))
         return _concrete_scalar(val)
 
     def _size_only(self, node: torch.fx.Node, val: Any) -> bool:

@@ -116,8 +116,34 @@ def size_of(x: Any, names: Mapping[Any, str]) -> int | str:
     """An int (or a SymInt whose value is fixed): the int; a SymInt over declared dimensions:
     its expression."""
     if isinstance(x, torch.SymInt):
-        expr = x.node.expr
+        expr = _without_whole_remainders(x.node.expr, x.node.shape_env)
         if not expr.free_symbols:
             return int(expr)
         return expression_of(expr, names)
     return int(x)
+
+
+def _without_whole_remainders(expr: Any, shape_env: Any) -> Any:
+    """`expr` with each Mod(p, q) whose q is p times a factor of at least 2 over the sizes' ranges
+    replaced by p (0 <= p < q: a backward graph's stride checks write Mod(s1, s0*s1) where the
+    trace has s0 >= 2), and each Mod(p, p) by 0. Anything else is left as it is."""
+    from torch.utils._sympy.functions import Mod as TorchMod
+
+    def whole(mod: Any) -> Any:
+        p, q = mod.args
+        ratio = sympy.simplify(q / p)
+        if ratio == 1:
+            return sympy.Integer(0)
+        if not ratio.free_symbols or not ratio.is_polynomial() or any(
+                c < 0 for c in sympy.Poly(ratio, *sorted(ratio.free_symbols, key=str)).coeffs()):
+            return mod
+        try:
+            lower = shape_env.bound_sympy(ratio).lower
+        except Exception:  # noqa: BLE001 - no range known: leave it
+            return mod
+        return p if lower >= 2 else mod
+
+    mods = [m for m in expr.atoms(sympy.Mod, TorchMod)] if expr.has(sympy.Mod, TorchMod) else []
+    for mod in mods:
+        expr = expr.xreplace({mod: whole(mod)})
+    return expr

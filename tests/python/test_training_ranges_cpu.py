@@ -100,6 +100,23 @@ def test_factors_split_products_and_refuse_the_rest():
         factors(s0 + 1, "dimension 0")
 
 
+def test_whole_remainders_are_written_by_the_sizes_ranges():
+    from types import SimpleNamespace
+
+    from fact.size_expressions import _without_whole_remainders
+    s0, s1 = sympy.symbols("s0 s1", positive=True, integer=True)
+    lowest = {s0: 2, s1: 1}
+
+    class Ranges:                                   # a shape environment's bound_sympy
+        def bound_sympy(self, expr):
+            return SimpleNamespace(lower=expr.subs(lowest))
+    assert _without_whole_remainders(sympy.Mod(s1, s0 * s1), Ranges()) == s1
+    assert _without_whole_remainders(sympy.Mod(s1, s1), Ranges()) == 0
+    lowest[s0] = 1                                  # s0 may be 1: Mod(s1, s1) = 0, not s1
+    assert _without_whole_remainders(sympy.Mod(s1, s0 * s1), Ranges()).has(sympy.Mod)
+    assert _without_whole_remainders(sympy.Mod(s0 + 1, 2), Ranges()).has(sympy.Mod)
+
+
 @needs_engine_plan
 def test_one_module_trains_at_every_size_of_the_ranges(tmp_path, launches):
     torch.manual_seed(0)
@@ -169,6 +186,10 @@ def test_the_mingpt_block_trains_over_batch_and_sequence(tmp_path, launches):
     composed = fact.optimize(model, (torch.randn(2, 16, 32),), "strict", work_dir=tmp_path,
                              dynamic_shapes=({0: Range("batch", 1, 8), 1: Range("seq", 2, 64)},))
     assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
+    # the backward graph's stride checks hold Mod(seq, batch*seq): written as seq, since dynamo's
+    # graph serves batch >= 2 (fact.dynamo_dynamic.within_dynamos_bounds)
+    assert composed.fact_report.forward.composed and composed.fact_report.backward.composed, \
+        composed.fact_report
     for shape in [(2, 16, 32), (3, 41, 32)]:
         assert _one_step_matches_float64(composed, model, reference, shape, launches) > 0, shape
 
