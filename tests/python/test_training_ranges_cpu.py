@@ -221,3 +221,19 @@ def test_a_symbolic_graph_without_a_range_trains_as_dynamo_captured_it(tmp_path)
     assert all(p.grad is not None for p in model.parameters())
     reasons = [item.reason for r in dynamo_backend.reports[first:] for item in r.left_to_pytorch]
     assert any("needs their ranges" in reason for reason in reasons), reasons
+
+
+@needs_engine_plan
+def test_two_modules_composed_over_ranges_keep_their_own_graphs(tmp_path, launches):
+    """Each composed module's TorchDynamo cache is its own (a code object per module): composing
+    a second module neither replaces nor recompiles the first's graphs."""
+    torch.manual_seed(0)
+    first, second = _LayerStack().train(), _LayerStack(embed=32, hidden=96).train()
+    references = [copy.deepcopy(m).double() for m in (first, second)]
+    shapes = ({0: Range("batch", 2, 8), 1: Range("seq", 2, 64)},)
+    composed = [fact.optimize(m, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path / str(i),
+                              dynamic_shapes=shapes) for i, m in enumerate((first, second))]
+    for module, run, reference in zip((first, second), composed, references):
+        assert isinstance(run, RangeTrainingComposedModule), run.fact_report
+        assert _one_step_matches_float64(lambda x, run=run: run(x)["out"], module, reference,
+                                         (3, 21, 32), launches) >= 4

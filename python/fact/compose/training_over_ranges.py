@@ -14,6 +14,7 @@ example's) and the original module for anything else, with one warning per reaso
 """
 from __future__ import annotations
 
+import types
 from typing import Any, Callable
 
 import torch
@@ -28,15 +29,15 @@ from fact.dynamic_ranges import export_dynamic_shapes
 from fact.report import FactReport
 
 
-class _FlatLeaves(torch.nn.Module):
-    """The module with its outputs flattened to a tuple of leaves (AOTAutograd's contract)."""
-
-    def __init__(self, module: torch.nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, *args: Any) -> tuple:
-        return tuple(pytree.tree_leaves(self.module(*args)))
+def _flat_leaves_function(module: torch.nn.Module) -> Callable:
+    """`module(*args)` with its outputs flattened to a tuple of leaves (AOTAutograd's contract),
+    as a function with a code object of its own: TorchDynamo keeps compiled graphs per code
+    object, so each composed module has its own cache (and its own recompile limit) and none is
+    reset for another."""
+    def flat(*args: Any) -> tuple:
+        return tuple(pytree.tree_leaves(module(*args)))
+    return types.FunctionType(flat.__code__.replace(), flat.__globals__, flat.__name__,
+                              flat.__defaults__, flat.__closure__)
 
 
 class RangeTrainingComposedModule(TrainingComposedModule):
@@ -115,8 +116,7 @@ def optimize_for_training_over_ranges(module: torch.nn.Module, example_inputs: t
         report.runs = "the original eagerly"
         return ComposedModule(module, None, None, report)
 
-    torch._dynamo.reset()
-    trainable = torch.compile(_FlatLeaves(module), backend=backend, dynamic=None)
+    trainable = torch.compile(_flat_leaves_function(module), backend=backend, dynamic=None)
     try:
         with state_kept(module, inputs), torch.enable_grad():
             spec = pytree.tree_flatten(module(*inputs))[1]
