@@ -30,6 +30,10 @@
 #                results training-<device>-<date>.json, log training.log; training=NAME[,NAME]
 #                runs those models only (tagged NAME), so that several GPUs take one each:
 #                `training=mingpt_bf16 training=llama_bf16`
+#   ranges       bench/training/run_training_ranges.py (FACT_RANGES_ARGS: its arguments, e.g.
+#                "--model mingpt_f32"): one module composed for training over a declared range,
+#                timed at sizes it was not traced at against eager and torch.compile(dynamic=True);
+#                results training-ranges-<device>-<date>[-<model>].json, log ranges.log
 #   models       bench/whole_models/run_whole_models.py (FACT_MODELS_ARGS: its arguments): whole
 #                models (GPT-2 124M, a 4-layer 1B-class Llama, BERT-base, ViT-B/16) in bf16,
 #                fact.optimize against eager, torch.compile and max-autotune; results
@@ -127,6 +131,10 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/training/run_training.py \
         --out-dir "$OUT/$tdir" --work-dir "/tmp/fact-$tdir" --time-budget $(( $(left) - 60 )) \
         ${chosen:+--models "$chosen" --tag "${chosen//,/-}"} ${FACT_TRAINING_ARGS:-} >"$OUT/$tdir.log" 2>&1 ;;
+    ranges)
+      mkdir -p "$OUT/ranges"
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/training/run_training_ranges.py \
+        --out-dir "$OUT/ranges" --work-dir /tmp/fact-ranges ${FACT_RANGES_ARGS:-} >"$OUT/ranges.log" 2>&1 ;;
     models|models=*)
       local selected=${1#models} dir=models
       if [ -n "$selected" ]; then selected=${selected#=}; dir=models-${selected//,/-}; fi
@@ -161,7 +169,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|models|models=*|overhead|script=*|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|ranges|models|models=*|overhead|script=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -188,13 +196,14 @@ done
 [ -f "$OUT/conformance.log" ] && tail -25 "$OUT/conformance.log"
 [ -f "$OUT/dynamic.log" ] && grep -vE "^\s*$" "$OUT/dynamic.log" | tail -40
 for log in "$OUT"/training*.log; do [ -f "$log" ] && grep -vE "^\s*$" "$log" | tail -40; done
+[ -f "$OUT/ranges.log" ] && grep "^\[ranges" "$OUT/ranges.log" | tail -20
 for log in "$OUT"/script-*.log; do [ -f "$log" ] && tail -40 "$log"; done
 for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$log" | tail -30; done
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
 shopt -s nullglob
-for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm*.json "$OUT"/dynamic/*.json "$OUT"/training*/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
+for f in "$OUT"/attention/*.json "$OUT"/blocks/blocks-*.json "$OUT"/gemm/gemm*.json "$OUT"/dynamic/*.json "$OUT"/training*/*.json "$OUT"/ranges/*.json "$OUT"/models*/models-*.json; do mv "$f" "$OUT/"; done
 for f in "$OUT"/llama/blocks-*.json; do mv "$f" "$OUT/$(basename "$f" .json)-llama.json"; done
 [ -f "$OUT/attention.json" ] && mv "$OUT/attention.json" "$OUT/attention-results.json"
 keep=("$OUT"/*.json "$OUT"/conformance-*.md "$OUT"/conformance-*.png)
