@@ -41,13 +41,16 @@ def _symbol(size: Any) -> Any:
     return expr
 
 
-def _hint(size: Any) -> int:
+def hint_values(shape_env: Any) -> dict:
+    """{sympy symbol: the size it was traced at} of a shape environment."""
+    return shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
+
+
+def size_hint(size: Any) -> int:
+    """An int or SymInt size at the sizes it was traced at."""
     if isinstance(size, torch.SymInt):
-        shape_env = size.node.shape_env
-        values = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") \
-            else shape_env.var_to_val
         expr = size.node.expr
-        return int(expr) if expr.is_number else int(expr.xreplace(values))
+        return int(expr) if expr.is_number else int(expr.xreplace(hint_values(size.node.shape_env)))
     return int(size)
 
 
@@ -69,7 +72,7 @@ def _real_example(value: Any, example: Any) -> torch.Tensor:
     """A real tensor of the hint size: dynamo's example itself when it is one."""
     if isinstance(example, torch.Tensor) and not isinstance(example, torch._subclasses.FakeTensor):
         return example
-    shape = [_hint(s) for s in value.shape]
+    shape = [size_hint(s) for s in value.shape]
     if value.dtype.is_floating_point or value.dtype.is_complex:
         return torch.randn(shape, dtype=value.dtype, device=value.device)
     return torch.zeros(shape, dtype=value.dtype, device=value.device)
@@ -130,7 +133,7 @@ def _declared(spec: Any, dims: Any, inputs: list, values: list) -> dict:
         raise ValueError("backend 'fact': the graph takes no tensor inputs to bind 'dynamic' to")
     if isinstance(dims, dict):
         dims = [f"{key}:{','.join(name or '_' for name in names)}" for key, names in dims.items()]
-    bound = bind_ranges(spec, dims, [(name, [_hint(size) for size in values[k].shape]) for k, name in inputs],
+    bound = bind_ranges(spec, dims, [(name, [size_hint(size) for size in values[k].shape]) for k, name in inputs],
                         dims_label="backend 'fact': dims", dynamic_label="backend 'fact': 'dynamic'",
                         dims_flag="'dims'")
     return {(inputs[position][0], dim): declared for (position, dim), declared in bound.items()}
@@ -265,7 +268,7 @@ def dynamic_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[A
                                  f"tensor input dimension carries")
             layout.append(("size", carriers[symbol][0], carriers[symbol][1]))
         else:
-            layout.append(("const", _hint(value) if isinstance(value, torch.SymInt) else value))
+            layout.append(("const", size_hint(value) if isinstance(value, torch.SymInt) else value))
     examples = tuple(_real_example(tensors[k], example_inputs[i])
                      for k, i in enumerate(tensor_positions))
     shapes = tuple({dim: ranges[_symbol(s)] for dim, s in enumerate(t.shape) if _symbol(s) is not None}

@@ -111,8 +111,8 @@ class SymbolBinding:
 
     def inputs_at(self, sizes: Sequence[int], example_inputs: Sequence[Any], seed: int) -> tuple:
         """Module inputs at the symbols' sizes: each tensor input's planned shape evaluated there,
-        in the example's dimension order (its strides' order), fresh normal values for floating inputs (seeded), integers and booleans drawn from the
-        example's value range."""
+        in the example's dimension order (its strides' order), fresh normal values for floating
+        inputs (seeded), integers and booleans drawn from the example's value range."""
         generator = torch.Generator().manual_seed(seed)
         made = []
         for rule, example in zip(self.guard.rules, example_inputs):

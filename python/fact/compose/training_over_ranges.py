@@ -2,8 +2,9 @@
 of its declared ranges (docs/compose.md, "Training over declared ranges").
 
 TorchDynamo traces the module with the declared dimensions symbolic (maybe_mark_dynamic: a
-guard the trace adds inside a range makes dynamo trace again at the sizes it excludes); each graph that needs gradients goes through AOTAutograd, and its forward and backward
-graphs are planned over the ranges of their symbols (fact.dynamo_backend's training path,
+guard the trace adds inside a range makes dynamo trace again at the sizes it excludes); each
+graph that needs gradients goes through AOTAutograd, and its forward and backward graphs are
+planned over the ranges of their symbols (fact.dynamo_backend's training path,
 fact.compose.training_ranges): one forward and one backward graph serve every size. The first
 call is made here, on the example inputs, with the module's state and the random stream kept,
 so that both graphs are composed (and verified) before this returns.
@@ -127,7 +128,8 @@ def optimize_for_training_over_ranges(module: torch.nn.Module, example_inputs: t
     graph_reports = dynamo_backend.reports[first:]
     by_graph = {r.graph: r for r in graph_reports if r.graph in GRAPHS}
     if not by_graph:
-        reasons = "; ".join(item.reason for r in graph_reports for item in r.left_to_pytorch) or "no graph needs gradients"
+        reasons = "; ".join(item.reason for r in graph_reports for item in r.left_to_pytorch) \
+            or "no graph needs gradients"
         return uncomposed(f"nothing traced for training over the declared ranges: {reasons}")
     report = training_report(by_graph, device)
     report.capture = "TorchDynamo over the declared ranges, then AOTAutograd forward and backward graphs"

@@ -27,6 +27,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from fact.compose.inputs import example_tensor
+from fact.dynamo_dynamic import hint_values, size_hint
 
 
 def is_symbolic(values: Sequence[Any]) -> bool:
@@ -57,12 +58,6 @@ def factors(expr: Any, where: str) -> list:
         else:
             raise ValueError(f"{where} is {expr}: only products of declared sizes can be planned")
     return result + ([constant] if constant != 1 else [])
-
-
-def _hint(size: Any) -> int:
-    if isinstance(size, torch.SymInt):
-        return int(size.node.shape_env.size_hint(size.node.expr))
-    return int(size)
 
 
 @dataclass
@@ -115,9 +110,7 @@ def _symbol_hints(values: Sequence[Any]) -> dict:
             if isinstance(value, torch.Tensor) else []
         for size in sizes:
             if isinstance(size, torch.SymInt):
-                shape_env = size.node.shape_env
-                known = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
-                return {symbol: int(hint) for symbol, hint in known.items()}
+                return {symbol: int(hint) for symbol, hint in hint_values(size.node.shape_env).items()}
     return {}
 
 
@@ -129,7 +122,7 @@ def _meta(node: torch.fx.Node, example: Any) -> Any:
 def _real_split_example(value: torch.Tensor, split_shape: list) -> torch.Tensor:
     """A real tensor of the fake `value`'s hint shape, strides, dtype and device, viewed to
     `split_shape`."""
-    tensor = example_tensor([_hint(s) for s in value.shape], [_hint(s) for s in value.stride()],
+    tensor = example_tensor([size_hint(s) for s in value.shape], [size_hint(s) for s in value.stride()],
                             value.dtype, value.device)
     with unset_fake_temporarily():     # a real view, not one of the trace's fake mode
         return tensor.view(split_shape)
