@@ -134,6 +134,14 @@ def test_one_module_trains_at_every_size_of_the_ranges(tmp_path, launches):
     for shape in [(4, 16, 32), (8, 33, 32), (3, 100, 32), (64, 2, 32)]:
         # forward and backward GEMMs ran as FACT's
         assert _one_step_matches_float64(lambda x: composed(x)["out"], model, reference, shape, launches) >= 4
+    # the rest of each graph ran as Inductor's code: composed inside dynamo's compilation, the
+    # remainders compile at their first call, not while dynamo compiles (where a torch.compile'd
+    # function runs eagerly for good)
+    for which in ("forward", "backward"):
+        graph = composed.graphs[which]
+        assert isinstance(graph._compiled, torch._dynamo.eval_frame.OptimizedModule), which
+        assert "inductor" in graph.fact_report.remainder, graph.fact_report.remainder
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 3   # the module's, then each remainder's
 
 
 @needs_engine_plan
@@ -143,7 +151,7 @@ def test_outside_the_ranges_the_original_trains_with_a_warning(tmp_path, launche
     reference = copy.deepcopy(model).double()
     shapes = ({0: Range("batch", 2, 8)},)
     composed = fact.optimize(model, (torch.randn(4, 8, 32),), "strict", work_dir=tmp_path,
-                             dynamic_shapes=shapes)
+                             dynamic_shapes=shapes, remainder="eager")
     assert isinstance(composed, RangeTrainingComposedModule)
     x = torch.randn(16, 8, 32)       # batch outside 2..8
     before = launches["calls"]
@@ -162,7 +170,8 @@ def test_adamw_steps_over_varying_sizes_match_the_originals(tmp_path):
     model = _LayerStack().train()
     original = copy.deepcopy(model)
     composed = fact.optimize(model, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path,
-                             dynamic_shapes=({0: Range("batch", 1, 16), 1: Range("seq", 4, 64)},))
+                             dynamic_shapes=({0: Range("batch", 1, 16), 1: Range("seq", 4, 64)},),
+                             remainder="eager")
     assert isinstance(composed, RangeTrainingComposedModule)
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, original)]
     generator = torch.Generator().manual_seed(3)
@@ -184,7 +193,8 @@ def test_the_mingpt_block_trains_over_batch_and_sequence(tmp_path, launches):
     model = MinGPTBlock(embed=32, heads=2, max_seq_len=128).train()
     reference = copy.deepcopy(model).double()
     composed = fact.optimize(model, (torch.randn(2, 16, 32),), "strict", work_dir=tmp_path,
-                             dynamic_shapes=({0: Range("batch", 1, 8), 1: Range("seq", 2, 64)},))
+                             dynamic_shapes=({0: Range("batch", 1, 8), 1: Range("seq", 2, 64)},),
+                             remainder="eager")
     assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
     # the backward graph's stride checks hold Mod(seq, batch*seq): written as seq, since dynamo's
     # graph serves batch >= 2 (fact.dynamo_dynamic.within_dynamos_bounds)
@@ -232,7 +242,8 @@ def test_two_modules_composed_over_ranges_keep_their_own_graphs(tmp_path, launch
     references = [copy.deepcopy(m).double() for m in (first, second)]
     shapes = ({0: Range("batch", 2, 8), 1: Range("seq", 2, 64)},)
     composed = [fact.optimize(m, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path / str(i),
-                              dynamic_shapes=shapes) for i, m in enumerate((first, second))]
+                              dynamic_shapes=shapes, remainder="eager")
+                for i, m in enumerate((first, second))]
     for module, run, reference in zip((first, second), composed, references):
         assert isinstance(run, RangeTrainingComposedModule), run.fact_report
         assert _one_step_matches_float64(lambda x, run=run: run(x)["out"], module, reference,

@@ -3,6 +3,7 @@ remainder, CUDA graphs, the whole-module check against torch.compile of the orig
 original eagerly, and each replacement timed against the subgraph it replaces."""
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Callable, Union
 
@@ -37,23 +38,72 @@ def _compiled_original(module: torch.nn.Module, example_inputs: tuple,
     return compiled, ""
 
 
+def inside_dynamo_compilation() -> bool:
+    """Whether this runs inside a TorchDynamo compilation: a torch.compile backend (backend
+    "fact", training over declared ranges) composing a graph dynamo captured. A function
+    torch.compile'd and called there runs eagerly, and dynamo marks its code to be skipped from
+    then on: it would never compile, at any later call either."""
+    return torch._guards.CompileContext.try_get() is not None
+
+
 def _compile_remainder(composed: ComposedModule, example_inputs: tuple, warm: list | None = None) -> None:
     """torch.compile (Inductor, default mode) of the composed graph, run once on the example
     inputs; on failure the remainder stays eager with the reason in the report. `warm` (a plan
     over declared ranges): compiled with symbolic shapes and run at every bucket tuple's edges
-    (sizes of 1 get dynamo's specialized graph then, not at run time)."""
+    (sizes of 1 get dynamo's specialized graph then, not at run time). Inside a dynamo
+    compilation (inside_dynamo_compilation) the same happens at the composed graph's first
+    call, after that compilation (_RemainderCompiledAtFirstCall)."""
+    if inside_dynamo_compilation():
+        composed.__dict__["_compiled"] = _RemainderCompiledAtFirstCall(composed, example_inputs, warm)
+        warmed = f"symbolic shapes, warmed at {len(warm)} bucket edge tuple(s); " if warm is not None else ""
+        composed.fact_report.remainder = (f"inductor ({warmed}compiled at the first call: composed inside "
+                                          f"a torch.compile backend)")
+        return
     try:
-        compiled = torch.compile(composed.graph_module, dynamic=warm is not None)
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for inputs in [example_inputs, *(warm or [])]:
-                compiled(*inputs)
+        compiled = _compiled_and_warmed(composed.graph_module, example_inputs, warm)
     except Exception as error:  # noqa: BLE001 - never crash: eager instead
         composed.fact_report.remainder = f"eager (Inductor compilation failed: {_root_reason(error)})"
         return
     composed.__dict__["_compiled"] = compiled
     composed.fact_report.remainder = "inductor" + (f" (symbolic shapes, warmed at {len(warm)} bucket "
                                                    f"edge tuple(s))" if warm is not None else "")
+
+
+def _compiled_and_warmed(graph_module: torch.fx.GraphModule, example_inputs: tuple,
+                         warm: list | None) -> Callable:
+    compiled = torch.compile(graph_module, dynamic=warm is not None)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for inputs in [example_inputs, *(warm or [])]:
+            compiled(*inputs)
+    return compiled
+
+
+class _RemainderCompiledAtFirstCall:
+    """The composed graph's remainder, torch.compile'd and warmed (as _compile_remainder does)
+    at its first call outside the dynamo compilation that composed it (calls inside it run the
+    graph eagerly), then that compiled function. It holds the planning inputs until then.
+    A failure raises to ComposedModule._run_uncaptured, which runs the graph eagerly from then
+    on and says why in the report."""
+
+    def __init__(self, composed: ComposedModule, example_inputs: tuple, warm: list | None):
+        self.composed, self.example_inputs, self.warm = composed, example_inputs, warm
+
+    def __call__(self, *args):
+        if inside_dynamo_compilation():   # a check of the composed graph while it is composed
+            return self.composed.graph_module.forward(*args)
+        composed, example_inputs, warm = self.composed, self.example_inputs, self.warm
+        self.example_inputs = self.warm = None
+        # A module of its own over a copy of the graph (the attributes shared): dynamo has
+        # marked the composed graph's own forward code skipped by now (it ran while dynamo
+        # compiled), so torch.compile of it would run it eagerly.
+        graph_module = composed.graph_module
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # deprecations in copying the graph's pytree specs
+            own = torch.fx.GraphModule(graph_module, copy.deepcopy(graph_module.graph))
+        compiled = _compiled_and_warmed(own, example_inputs, warm)
+        composed.__dict__["_compiled"] = compiled
+        return compiled(*args)
 
 
 def _capture_cuda_graph(composed: ComposedModule, example_inputs: tuple) -> None:
