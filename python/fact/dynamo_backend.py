@@ -7,7 +7,8 @@
 
 Each dynamo graph (parameters arrive as graph inputs) is exported, discovered, realized and
 rewritten like a module given to fact.optimize; the rest of the graph runs eagerly (option
-"remainder": "inductor" compiles it; "patterns", "tune" and "verify" are passed on too). A graph that
+"remainder": "inductor" compiles it, at the graph's first call: fact.compose.guards'
+inside_dynamo_compilation; "patterns", "tune" and "verify" are passed on too). A graph that
 cannot be composed runs as dynamo captured it. The never-slower check (fact.optimize's
 speed_guard) is off inside the backend: it would compile the graph again from inside a
 compilation. The reports of every graph compiled by the

@@ -9,12 +9,14 @@ from typing import Any, Iterable, Sequence, Union
 import torch
 
 from fact.compose.apply import REMAINDERS, apply_plan
+from fact.compose.guards import _module_timer
 from fact.compose.inputs import _device_of, _normalize_inputs
 from fact.compose.module import ComposedModule
 from fact import engine_tables, module_state
 from fact.compose.planning import plan_and_export
 from fact.compose.training import needs_gradients
 from fact.compose.training_over_ranges import optimize_for_training_over_ranges
+from fact.compose.training_speed import never_slower_in_training
 from fact.compose.training_module import (TrainingComposedModule, graph_work_dir,
                                           optimize_for_training)
 from fact.report import FactReport
@@ -103,7 +105,8 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
     """optimize's training path: each AOTAutograd graph through optimize's inference path,
     into `<work_dir>/forward` and `<work_dir>/backward`. The whole-module never-slower check
     does not run on the graphs (it would compile a graph from inside AOTAutograd's
-    compilation); each replacement's own speed check does (replacement_guard)."""
+    compilation); each replacement's own speed check does (replacement_guard), and the module
+    composed for training is timed as a training step uses it (training_speed)."""
     per_replacement = bool(speed_guard) if replacement_guard is None else replacement_guard
 
     def compose_graph(graph: torch.fx.GraphModule, inputs: tuple, which: str,
@@ -119,7 +122,7 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
                                                      strict=strict, precision=precision or "")
         if cuda_graphs:
             composed.fact_report.cuda_graphs = "off (asked for; not over declared ranges in training)"
-        return composed
+        return _never_slower_in_training(composed, module, example_inputs, speed_guard)
 
     composed = optimize_for_training(module, example_inputs, compose_graph, strict=strict,
                                      cuda_graphs=bool(cuda_graphs), patterns=patterns,
@@ -132,4 +135,21 @@ def _optimize_for_training(module: torch.nn.Module, example_inputs: tuple, preci
         composed.fact_report.cuda_graphs = "off (cuda_graphs=False)"
     elif not isinstance(composed, TrainingComposedModule):
         composed.fact_report.cuda_graphs = "off (asked for; nothing composed for training)"
+    return _never_slower_in_training(composed, module, example_inputs, speed_guard)
+
+
+def _never_slower_in_training(composed: ComposedModule, module: torch.nn.Module, example_inputs: tuple,
+                              speed_guard: Union[bool, Timer]) -> ComposedModule:
+    """The module composed for training timed against eager and torch.compile of the original
+    (training_speed), with speed_guard's timer (on CUDA, or a callable on any device)."""
+    if not isinstance(composed, TrainingComposedModule):
+        return composed
+    started = time.perf_counter()
+    timer = _module_timer(speed_guard, _device_of(example_inputs).type == "cuda")
+    if timer is not None:
+        never_slower_in_training(composed, module, example_inputs, timer)
+        composed.fact_report.add_time("never-slower check", time.perf_counter() - started)
+    elif not speed_guard:
+        composed.fact_report.notes.append("speed_guard=False: not compared with eager or torch.compile "
+                                          "of the original in training")
     return composed

@@ -62,6 +62,15 @@ class TrainingComposedModule(ComposedModule):
         self.__dict__["graphs"] = graphs
         self._spec = spec
         self._traced_state = state
+        self.__dict__["_step_fallback"] = None   # never_slower_in_training's choice, if slower
+
+    def set_speed_fallback(self, fallback: Callable) -> None:
+        """What runs the calls of the traced signature instead of the composed graphs: the
+        faster baseline, where the composed module was slower (training_speed)."""
+        self.__dict__["_step_fallback"] = fallback
+
+    def _speed_fallback(self, args: tuple) -> Callable | None:
+        return self._step_fallback
 
     def _has_plan(self) -> bool:
         return True   # the composed graphs are in `graphs`, not in graph_module
@@ -81,6 +90,9 @@ class TrainingComposedModule(ComposedModule):
                             "require grad), which inputs require grad or the autocast state differ "
                             "from when it was traced for training; running the original module")
             return self.original(*args)
+        fallback = self._speed_fallback(args)
+        if fallback is not None:
+            return fallback(*args)
         outputs = refuse_double_backward(self._trainable(*args))
         return pytree.tree_unflatten(list(outputs), self._spec)
 

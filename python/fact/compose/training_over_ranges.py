@@ -28,6 +28,7 @@ from fact.compose.training_memory import state_kept
 from fact.compose.training_module import TrainingComposedModule, autograd_state, within_memory_rule
 from fact.dynamic_ranges import export_dynamic_shapes
 from fact.report import FactReport
+from fact.symbolic_sizes import BucketTable
 
 
 def _flat_leaves_function(module: torch.nn.Module) -> Callable:
@@ -52,6 +53,25 @@ class RangeTrainingComposedModule(TrainingComposedModule):
         self._declared = dict(declared)        # {(input index, dim): Range}
         self._examples = tuple((x.dim(), x.dtype, x.device, tuple(x.shape)) if isinstance(x, torch.Tensor)
                                else None for x in example_inputs)
+        # never_slower_in_training's choice per bucket tuple where the composed graphs were slower
+        self.__dict__["_bucket_table"] = None
+        self.__dict__["_bucket_fallbacks"] = {}
+
+    def declared_ranges(self) -> dict:
+        """{(input index, dim): Range} as declared."""
+        return dict(self._declared)
+
+    def set_bucket_fallbacks(self, table: BucketTable, fallbacks: dict) -> None:
+        """{bucket row of `table`: what runs the calls whose declared sizes fall in it}."""
+        self.__dict__["_bucket_table"] = table
+        self.__dict__["_bucket_fallbacks"] = dict(fallbacks)
+
+    def _speed_fallback(self, args: tuple) -> Callable | None:
+        if not self._bucket_fallbacks:
+            return None
+        sizes = {declared.name: int(args[index].shape[dim]) for (index, dim), declared in self._declared.items()}
+        table = self._bucket_table
+        return self._bucket_fallbacks.get(table.index(tuple(sizes[name] for name in table.names)))
 
     def outside_reason(self, args: tuple) -> str | None:
         """Why a call is outside the declared ranges, None when it is inside."""
