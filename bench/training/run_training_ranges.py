@@ -11,7 +11,10 @@ Models (float32, `strict`, TF32 off): `mlp_f32`, the training benchmark's deep M
 --layers; input (tokens, width), the tokens declared); `mingpt_f32`, the minGPT block (embed
 768, 8 heads; input (--batch, seq, 768), the sequence declared). --small: widths for a CPU smoke
 run. Results: OUT/training-ranges-<device>-<date>[-<model>].json (versions, optimize time, the
-report, per size the three step times, ratios against the faster baseline, gradient errors).
+report (what runs each bucket: fact.optimize's never-slower check in training), per size the
+three step times, ratios against the faster baseline, gradient errors and, on CUDA, each
+variant's step kernels by source (--no-profile: none): kernel time far below the step time
+means the host bounds the step).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import torch  # noqa: E402
 
 import fact  # noqa: E402
 from fact.dynamic_ranges import Range  # noqa: E402
+from fact.kernel_profile import kernel_profile  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
 from models import DeepMLP  # noqa: E402
 from steps import Trainer, float64_gradients, gradients, rel_errors, step_times_ms  # noqa: E402
@@ -56,6 +60,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=15)
     parser.add_argument("--tune", type=int, default=0)
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="per size, each variant's step kernels under torch.profiler (CUDA only): "
+                             "kernel time against step time says whether the host bounds the step")
     return parser.parse_args()
 
 
@@ -127,6 +134,16 @@ def main() -> int:
         document["sizes"].append(entry)
         log(f"{name_of_size} {tokens}: step ms fact {fact_ms:.3f}, eager {eager_ms:.3f}, compile {compile_ms:.3f}; "
             f"vs best {best / fact_ms:.3f}; grad err fact {errors['fact']:.2e}, eager {errors['eager']:.2e}")
+        if args.profile and device.type == "cuda":
+            entry["kernel_profile"] = profiles = {}
+            for variant, trainer in trainers.items():
+                try:
+                    profiles[variant] = kernel_profile(lambda t=trainer: t.step(x, target), device, grad=True)
+                except Exception as error:  # noqa: BLE001 - a profile is extra
+                    profiles[variant] = {"error": str(error).splitlines()[0][:300]}
+            log(f"{name_of_size} {tokens}: step kernels ms " + "; ".join(
+                f"{v} {p['total_ms']:.3f} ({', '.join(f'{k} {ms:.3f}' for k, ms in p['by_source'].items())})"
+                for v, p in profiles.items() if "total_ms" in p))
         out.write_text(json.dumps(document, indent=1))
     out.write_text(json.dumps(document, indent=1))
     log(f"wrote {out}")
