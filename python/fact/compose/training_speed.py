@@ -162,7 +162,9 @@ def _per_bucket(composed: Any, module: torch.nn.Module, compiled: Callable | Non
     ranges = {}
     for declared_range in declared.values():
         ranges.setdefault(declared_range.name, declared_range)
-    table = BucketTable(tuple(ranges), tuple(tuple(range_edges(r.min, r.max, r.multiple))
+    # from size 2 up: dynamo traces a size of 1 again (a static graph, composed at its first
+    # call), which the check would pay for here; size 1 takes the bucket of the first edge
+    table = BucketTable(tuple(ranges), tuple(tuple(range_edges(max(r.min, min(2, r.max)), r.max, r.multiple))
                                              for r in ranges.values()))
     fallbacks: dict[int, Callable] = {}
     for row, sizes in edge_tuples(table, TIMED_TUPLES_LIMIT):
