@@ -49,3 +49,19 @@ def agent_env(agent_cache, tmp_path, monkeypatch) -> Path:
     for variable in ("FACT_AGENT_BASE_URL", "FACT_AGENT_MODEL", "FACT_AGENT_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
     return registry
+
+
+@pytest.fixture
+def launches(monkeypatch) -> dict:
+    """Counts fact::launch calls run on the CPU (FACT's kernels through the host reference or a
+    host kernel library): {"calls": n}."""
+    from fact import ops
+
+    count = {"calls": 0}
+    run = ops._run_on_cpu
+
+    def counted(*args, **kwargs):
+        count["calls"] += 1
+        return run(*args, **kwargs)
+    monkeypatch.setattr(ops, "_run_on_cpu", counted)
+    return count

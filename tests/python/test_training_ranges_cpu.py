@@ -17,7 +17,7 @@ import torch
 
 import fact
 from compose_testing import needs_engine_plan
-from fact import dynamo_backend, ops
+from fact import dynamo_backend
 from fact.compose.training_over_ranges import RangeTrainingComposedModule
 from fact.compose.training_ranges import factors
 from fact.dynamic_ranges import Range
@@ -76,19 +76,6 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """Counts fact::launch calls run on the CPU (FACT's kernels through the host reference)."""
-    count = {"calls": 0}
-    run = ops._run_on_cpu
-
-    def counted(*args, **kwargs):
-        count["calls"] += 1
-        return run(*args, **kwargs)
-    monkeypatch.setattr(ops, "_run_on_cpu", counted)
-    return count
 
 
 def test_factors_split_products_and_refuse_the_rest():

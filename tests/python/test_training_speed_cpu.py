@@ -13,7 +13,6 @@ import torch
 
 import fact
 from compose_testing import needs_engine_plan
-from fact import ops
 from fact.compose import training_speed
 from fact.compose.training_module import TrainingComposedModule
 from fact.compose.training_over_ranges import RangeTrainingComposedModule
@@ -42,18 +41,6 @@ class _Counted:
     def __call__(self, *args):
         self.calls += 1
         return self.module(*args)
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    count = {"calls": 0}
-    run = ops._run_on_cpu
-
-    def counted(*args, **kwargs):
-        count["calls"] += 1
-        return run(*args, **kwargs)
-    monkeypatch.setattr(ops, "_run_on_cpu", counted)
-    return count
 
 
 @pytest.fixture
@@ -101,15 +88,20 @@ def _matches_float64(run, model, reference, x):
         assert error < STRICT, (name, error)
 
 
-@needs_engine_plan
-def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, launches, compiled):
+def _composed_for_training(tmp_path, speed_guard):
+    """(a block composed for training with speed_guard, the block, its float64 copy)."""
     torch.manual_seed(0)
     model = _Block().train()
     reference = copy.deepcopy(model).double()
-    x = torch.randn(4, 16, 32)
-    composed = fact.optimize(model, (x,), "strict", work_dir=tmp_path, remainder="eager",
-                             speed_guard=_timer(launches, lambda bucket: 5.0))
-    assert isinstance(composed, TrainingComposedModule)
+    composed = fact.optimize(model, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path,
+                             remainder="eager", speed_guard=speed_guard)
+    assert isinstance(composed, TrainingComposedModule), composed.fact_report
+    return composed, model, reference
+
+
+@needs_engine_plan
+def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, launches, compiled):
+    composed, model, reference = _composed_for_training(tmp_path, _timer(launches, lambda bucket: 5.0))
     report = composed.fact_report
     assert report.runs.startswith("torch.compile of the original"), report.runs
     assert report.speed["composed_ms"] == 5.0 and report.speed["compiled_ms"] == 0.9, report.speed
@@ -122,12 +114,7 @@ def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, l
 
 @needs_engine_plan
 def test_faster_composed_training_stays_composed(tmp_path, launches, compiled):
-    torch.manual_seed(0)
-    model = _Block().train()
-    reference = copy.deepcopy(model).double()
-    x = torch.randn(4, 16, 32)
-    composed = fact.optimize(model, (x,), "strict", work_dir=tmp_path, remainder="eager",
-                             speed_guard=_timer(launches, lambda bucket: 0.5))
+    composed, model, reference = _composed_for_training(tmp_path, _timer(launches, lambda bucket: 0.5))
     assert composed.fact_report.runs.startswith("composed forward and backward graphs (0.5 ms"), \
         composed.fact_report.runs
     before = launches["calls"]
