@@ -127,8 +127,10 @@ class ModelRun:
                                      cuda_graphs=True if args.cuda_graphs else None)
         self.result["optimize_s"] = time.perf_counter() - start
         report = composed.fact_report
-        self.result["trains_composed"] = isinstance(composed, TrainingComposedModule)
-        self.result["report"] = {"runs": report.runs, "cuda_graphs": report.cuda_graphs,
+        # composed, and not handed to the faster baseline by the never-slower check in training
+        self.result["trains_composed"] = isinstance(composed, TrainingComposedModule) \
+            and getattr(composed, "_step_fallback", None) is None
+        self.result["report"] = {"runs": report.runs, "speed": report.speed, "cuda_graphs": report.cuda_graphs,
                                  "forward": graph_summary(report.forward),
                                  "backward": graph_summary(report.backward),
                                  "left": [{"what": x.what, "reason": x.reason} for x in report.left_to_pytorch],
