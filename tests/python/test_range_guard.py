@@ -80,3 +80,30 @@ def test_a_symbol_no_input_binds_is_refused():
     with pytest.raises(ValueError, match="no input dimension binds seq"):
         RangeGuard(SYMBOLS, [{"shape": [BATCH, 16, 4], "dtype": "torch.float32"},
                              {"shape": [BATCH, 32], "dtype": "torch.float32"}], EXAMPLES)
+
+
+@pytest.mark.parametrize("args", [
+    (torch.randn(1, 8, 4), torch.randn(1, 16)),
+    (torch.randn(8, 64, 4), torch.randn(8, 128)),
+    (torch.randn(9, 16, 4), torch.randn(9, 32)),
+    (torch.randn(2, 12, 4), torch.randn(2, 24)),
+    (torch.randn(2, 16, 4), torch.randn(3, 32)),
+    (torch.randn(2, 16, 5), torch.randn(2, 32)),
+    (torch.randn(2, 16, 4), torch.randn(2, 40)),
+    (torch.randn(2, 16, 4, 1), torch.randn(2, 32)),
+    (torch.randn(2, 16, 4).double(), torch.randn(2, 32)),
+    (torch.randn(2, 4, 16).transpose(1, 2), torch.randn(2, 32)),
+    (torch.randn(2, 16, 4), 3),
+    (torch.randn(2, 16, 4), torch.randn(2, 32), 3),
+    (torch.randn(2, 16, 4), torch.randn(2, 32), 4),
+])
+def test_the_fast_check_agrees_with_the_rule_by_rule_one(args):
+    """check() answers from _fits (every call) and asks _why_not only for the reason: both
+    must accept the same calls, with the same sizes."""
+    inputs, examples = INPUTS, EXAMPLES
+    if len(args) == 3:     # a plan with a value input (a Python int the graph was traced with)
+        inputs, examples = INPUTS + [{"value": "3"}], EXAMPLES + (3,)
+    guard = RangeGuard(SYMBOLS, inputs, examples)
+    slow_sizes, _ = guard._why_not(args)
+    assert (guard._fits(args) if len(args) == len(inputs) else None) == slow_sizes
+    assert guard.check(args)[0] == slow_sizes

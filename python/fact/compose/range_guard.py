@@ -75,9 +75,66 @@ class RangeGuard:
         unbound = [s.name for i, s in enumerate(self.symbols) if i not in bound]
         if unbound:
             raise ValueError(f"no input dimension binds {', '.join(unbound)}")
+        # The fast path's tables: each distinct polynomial once; per tensor input its shape as
+        # a tuple of ints (static) or of ints and polynomial numbers (-1 - k: polynomial k).
+        polys: dict = {}
+        self._shapes = tuple(
+            None if not isinstance(rule, _TensorRule) else tuple(
+                size if not isinstance(size, Poly) else -1 - polys.setdefault(size.terms, len(polys))
+                for size in rule.shape)
+            for rule in rules)
+        self._static = tuple(shape is not None and all(size >= 0 for size in shape) for shape in self._shapes)
+        self._polys = tuple(Poly(terms) for terms in polys)
 
     def check(self, args: Sequence[Any]) -> tuple[tuple | None, str]:
         """(the symbols' sizes, "") when the call fits; (None, why) otherwise."""
+        sizes = self._fits(args) if len(args) == len(self.rules) else None
+        if sizes is not None:
+            return sizes, ""
+        return self._why_not(args)
+
+    def _fits(self, args: Sequence[Any]) -> tuple | None:
+        """The symbols' sizes when the call fits, else None (then _why_not says why): the same
+        rules as _why_not, checked on every call with fewer Python steps (the guard runs on each
+        call of a composed training graph, over every parameter)."""
+        sizes: list = [None] * len(self.symbols)
+        for index, dim, symbol in self.bindings:
+            arg = args[index]
+            if not isinstance(arg, torch.Tensor) or arg.dim() <= dim:
+                return None
+            size = arg.shape[dim]
+            if sizes[symbol] is None:
+                sizes[symbol] = size
+            elif sizes[symbol] != size:
+                return None
+        for symbol, size in zip(self.symbols, sizes):
+            if size is None or not symbol.allows(size):
+                return None
+        values = [poly.value(sizes) for poly in self._polys]
+        for index, (rule, arg, shape, static) in enumerate(zip(self.rules, args, self._shapes, self._static)):
+            if shape is None:
+                if isinstance(arg, torch.Tensor) or repr(arg) != rule[1]:
+                    return None
+                continue
+            if not isinstance(arg, torch.Tensor) or arg.dtype != rule.dtype:
+                return None
+            if static:
+                if arg.shape != shape:
+                    return None
+            elif len(arg.shape) != len(shape) or any(
+                    size != (want if want >= 0 else values[-1 - want]) for size, want in zip(arg.shape, shape)):
+                return None
+            device = arg.device
+            if device != rule.device and index not in self.device_free:
+                return None
+            if rule.contiguous and not arg.is_contiguous():
+                return None
+            if device.type == "cuda" and arg.data_ptr() % 16:
+                return None
+        return tuple(sizes)
+
+    def _why_not(self, args: Sequence[Any]) -> tuple[tuple | None, str]:
+        """check's answer, rule by rule, with the reason of the first rule a call breaks."""
         if len(args) != len(self.rules):
             return None, f"{len(args)} inputs, the plan has {len(self.rules)}"
         sizes: list = [None] * len(self.symbols)
