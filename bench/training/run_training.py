@@ -128,8 +128,7 @@ class ModelRun:
         self.result["optimize_s"] = time.perf_counter() - start
         report = composed.fact_report
         # composed, and not handed to the faster baseline by the never-slower check in training
-        self.result["trains_composed"] = isinstance(composed, TrainingComposedModule) \
-            and getattr(composed, "_step_fallback", None) is None
+        self.result["trains_composed"] = isinstance(composed, TrainingComposedModule) and not composed.handed_over
         self.result["report"] = {"runs": report.runs, "speed": report.speed, "cuda_graphs": report.cuda_graphs,
                                  "forward": graph_summary(report.forward),
                                  "backward": graph_summary(report.backward),

@@ -16,7 +16,6 @@ from compose_testing import needs_engine_plan
 from fact.compose import training_speed
 from fact.compose.training_module import TrainingComposedModule
 from fact.compose.training_over_ranges import RangeTrainingComposedModule
-from fact.compose.training_speed import range_edges
 from fact.dynamic_ranges import Range
 
 STRICT = 1e-5
@@ -127,13 +126,15 @@ def test_over_ranges_the_slower_buckets_run_the_original(tmp_path, launches, com
     torch.manual_seed(0)
     model = _Block().train()
     reference = copy.deepcopy(model).double()
-    assert range_edges(4, 64) == [4, 8, 16, 32, 64]
     # the composed module slower in the first two buckets (seq <= 8), faster above
     composed = fact.optimize(model, (torch.randn(4, 16, 32),), "strict", work_dir=tmp_path,
                              remainder="eager", dynamic_shapes=({1: Range("seq", 4, 64)},),
                              speed_guard=_timer(launches, lambda bucket: 5.0 if bucket < 2 else 0.5))
     assert isinstance(composed, RangeTrainingComposedModule), composed.fact_report
     report = composed.fact_report
+    # timed at the edges of the buckets the engine planned the graphs over
+    assert [b["sizes"] for b in report.buckets] == [f"seq={e}" for e in report.forward.symbols[0]["edges"]]
+    assert report.forward.symbols[0]["edges"] == [4, 8, 16, 32, 64], report.forward.symbols
     assert [b["runs"] for b in report.buckets] == ["torch.compile of the original"] * 2 + ["composed"] * 3, \
         report.buckets
     assert "3 of 5 timed bucket tuple(s)" in report.runs, report.runs
@@ -141,9 +142,3 @@ def test_over_ranges_the_slower_buckets_run_the_original(tmp_path, launches, com
         before = launches["calls"]
         _matches_float64(composed, model, reference, torch.randn(4, seq, 32))
         assert (launches["calls"] > before) == runs_composed, seq
-
-
-def test_range_edges_are_powers_of_two_and_the_largest_allowed_size():
-    assert range_edges(256, 8192) == [256, 512, 1024, 2048, 4096, 8192]
-    assert range_edges(2, 100) == [2, 4, 8, 16, 32, 64, 100]
-    assert range_edges(3, 100, multiple=8) == [8, 16, 32, 64, 96]

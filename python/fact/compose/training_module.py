@@ -72,6 +72,11 @@ class TrainingComposedModule(ComposedModule):
     def _speed_fallback(self, args: tuple) -> Callable | None:
         return self._step_fallback
 
+    @property
+    def handed_over(self) -> bool:
+        """Whether the never-slower check in training gave calls to a faster baseline."""
+        return self._step_fallback is not None or bool(self.__dict__.get("_bucket_fallbacks"))
+
     def _has_plan(self) -> bool:
         return True   # the composed graphs are in `graphs`, not in graph_module
 

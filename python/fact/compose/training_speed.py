@@ -1,7 +1,8 @@
 """Never slower in training (docs/compose.md, "Training", "Never slower"): a module composed for
 training is timed doing what a training step does with it, a forward and a backward of its
 outputs, against the original run eagerly and torch.compile of the original, on the example
-inputs; over declared ranges, at each bucket tuple's edge sizes. Where the composed module is
+inputs; over declared ranges, at the edge sizes of each bucket tuple the engine planned the
+graphs over. Where the composed module is
 slower than the faster of those by more than SLOWER_BY, that one runs the calls (over ranges:
 the calls whose sizes fall in that bucket); the report's `runs`, `speed` and `buckets` say what
 was found.
@@ -125,19 +126,6 @@ def _whole(composed: Any, module: torch.nn.Module, compiled: Callable | None, in
                        f"backward; {others})")
 
 
-def range_edges(minimum: int, maximum: int, multiple: int = 1) -> list[int]:
-    """A declared range's bucket edges: the powers of two inside it (multiples of `multiple`)
-    and its largest allowed size; a size falls in the bucket of the first edge >= it."""
-    largest = maximum // multiple * multiple
-    edges = {largest}
-    power = 1
-    while power < largest:
-        if power >= minimum and power % multiple == 0:
-            edges.add(power)
-        power *= 2
-    return sorted(edges)
-
-
 def _inputs_at(example_inputs: tuple, declared: dict, sizes: dict, seed: int) -> tuple:
     """The example inputs at `sizes` ({name: size}) along their declared dimensions, each filled
     with values drawn from the example's own (token ids stay valid ids, masks stay masks)."""
@@ -159,13 +147,17 @@ def _per_bucket(composed: Any, module: torch.nn.Module, compiled: Callable | Non
                 wrt: list, timer: CandidatesTimer) -> None:
     report = composed.fact_report
     declared = composed.declared_ranges()
-    ranges = {}
-    for declared_range in declared.values():
-        ranges.setdefault(declared_range.name, declared_range)
-    # from size 2 up: dynamo traces a size of 1 again (a static graph, composed at its first
-    # call), which the check would pay for here; size 1 takes the bucket of the first edge
-    table = BucketTable(tuple(ranges), tuple(tuple(range_edges(max(r.min, min(2, r.max)), r.max, r.multiple))
-                                             for r in ranges.values()))
+    names = sorted({declared_range.name for declared_range in declared.values()})
+    # the buckets the engine planned the graphs over (its symbols carry the declared names;
+    # their ranges start at dynamo's lower bound, 2)
+    planned = {symbol["name"]: symbol for graph in (report.forward, report.backward) if graph is not None
+               for symbol in graph.symbols}
+    missing = [name for name in names if name not in planned]
+    if missing:
+        report.notes.append(f"never-slower check in training not done: the plans have no buckets for "
+                            f"{', '.join(missing)}")
+        return
+    table = BucketTable.from_symbols([planned[name] for name in names])
     fallbacks: dict[int, Callable] = {}
     for row, sizes in edge_tuples(table, TIMED_TUPLES_LIMIT):
         by_name = dict(zip(table.names, sizes))
