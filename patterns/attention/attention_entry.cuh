@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include "fact/runtime/prepared_launches.h"
 #include "patterns/attention/attention_abi.h"
 #include "patterns/attention/fmha_f32_sm90.cuh"
 #include "patterns/attention/fmha_sm90.cuh"
@@ -165,9 +166,41 @@ struct Entry {
     return &d;
   }
 
+  // What a launch is made from (fact/runtime/prepared_launches.h keeps the last few per thread).
+  struct Prepared {
+    typename Kernel::Params params;
+    int grid;
+  };
+
+  // The prepared kernel on the stream (a dynamic schedule's tile counter zeroed first).
+  static int launch(Prepared const& prepared, void* workspace, cudaStream_t s) {
+    if constexpr (Cfg::kDynamicSchedule) {
+      if (cudaMemsetAsync(workspace, 0, sizeof(int), s) != cudaSuccess) return FACT_ERR_LAUNCH;
+    }
+    KernelOf<Cfg>::function()<<<prepared.grid, Kernel::kThreads, Kernel::kSmemBytes, s>>>(prepared.params);
+    if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
+    return FACT_OK;
+  }
+
+  // A call equal to one this thread prepared before launches that preparation: its checks,
+  // can_implement and TMA descriptors are the same.
   static int run(FactCallHeader const* header, void* workspace, size_t* workspace_size, void* stream) noexcept {
+    static thread_local fact::runtime::PreparedLaunches<FactAttentionArgs, Prepared> prepared_launches;
     try {
       bool const size_query = workspace_size != nullptr;
+      auto s = static_cast<cudaStream_t>(stream);
+      int device = 0;
+      if (!size_query && header != nullptr && header->abi_version == FACT_ABI_VERSION &&
+          header->kind == kKindId && header->size == sizeof(FactAttentionArgs)) {
+        if (cudaGetDevice(&device) == cudaSuccess) {
+          auto const& call = *reinterpret_cast<FactAttentionArgs const*>(header);
+          if (Prepared const* kept = prepared_launches.find(call, device, workspace)) {
+            return launch(*kept, workspace, s);
+          }
+        } else {
+          (void)cudaGetLastError();  // reported below, after the argument checks
+        }
+      }
       if (int status = check_args(header, size_query); status != FACT_OK) return status;
       auto const& a = *reinterpret_cast<FactAttentionArgs const*>(header);
       if (size_query) {
@@ -179,7 +212,6 @@ struct Entry {
       if (workspace_bytes() > 0 && (workspace == nullptr || !aligned16(workspace))) return FACT_ERR_WORKSPACE;
       p.tile_counter = static_cast<int*>(workspace);
 
-      int device = 0;
       if (cudaGetDevice(&device) != cudaSuccess) return FACT_ERR_INITIALIZE;
       DeviceInfo* info = device_info(device);
       if (info == nullptr) return FACT_ERR_INITIALIZE;
@@ -193,18 +225,14 @@ struct Entry {
         }
         info->smem_set = true;
       }
-      typename Kernel::Params params = Kernel::make_params(p);
+      Prepared prepared{Kernel::make_params(p), 0};
       int const sms = a.sm_count > 0 ? a.sm_count : info->sm_count;
-      int const tiles = params.total_tiles;
+      int const tiles = prepared.params.total_tiles;
       int const slots = sms * Kernel::kCtasPerSm;  // persistent: every CTA that fits at once
-      int const grid = Cfg::kPersistent ? (tiles < slots ? tiles : slots) : tiles;
-      auto s = static_cast<cudaStream_t>(stream);
-      if constexpr (Cfg::kDynamicSchedule) {
-        if (cudaMemsetAsync(workspace, 0, sizeof(int), s) != cudaSuccess) return FACT_ERR_LAUNCH;
-      }
-      kernel<<<grid, Kernel::kThreads, Kernel::kSmemBytes, s>>>(params);
-      if (cudaGetLastError() != cudaSuccess) return FACT_ERR_LAUNCH;
-      return FACT_OK;
+      prepared.grid = Cfg::kPersistent ? (tiles < slots ? tiles : slots) : tiles;
+      int const status = launch(prepared, workspace, s);
+      if (status == FACT_OK) prepared_launches.keep(a, device, workspace, prepared);
+      return status;
     } catch (...) {
       return FACT_ERR_INTERNAL;
     }

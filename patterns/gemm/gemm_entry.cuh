@@ -58,6 +58,7 @@
 #include "patterns/gemm/gemm_abi.h"
 #include "patterns/gemm/gemm_direct_store.cuh"
 #include "patterns/gemm/gemm_padding.cuh"
+#include "patterns/gemm/gemm_prepared_launch.cuh"
 #include "patterns/gemm/gemm_epilogue.cuh"
 
 #define FACT_EXPORT __attribute__((visibility("default")))
@@ -129,30 +130,6 @@ inline int device_sm_count(int device) {
     cache[device].store(count, std::memory_order_relaxed);
   }
   return count;
-}
-
-// cudaFuncSetAttribute for the kernel's dynamic shared memory, once per device.
-template <class Kernel>
-bool ensure_shared_memory_attribute(int device) {
-  using GemmKernel = typename Kernel::Gemm::GemmKernel;
-  static std::atomic<bool> done[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable && done[device].load(std::memory_order_acquire)) {
-    return true;
-  }
-  constexpr int smem_size = GemmKernel::SharedStorageSize;
-  if (smem_size >= (48 << 10)) {
-    if (cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             smem_size) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-  }
-  if (cacheable) {
-    done[device].store(true, std::memory_order_release);
-  }
-  return true;
 }
 
 }  // namespace detail
@@ -286,20 +263,44 @@ typename Kernel::Gemm::Arguments make_arguments(const FactGemmArgs& args, int de
 }
 
 // The FACT C ABI for one Kernel (fact_abi.h, gemm_abi.h) on a call the kernel can address
-// (16-byte aligned rows; run() pads the others).
+// (16-byte aligned rows; run() pads the others). A call of one launch equal to one this thread
+// prepared before launches that preparation (gemm_prepared_launch.cuh).
 template <class Kernel>
 int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                  cudaStream_t stream) noexcept {
   using Gemm = typename Kernel::Gemm;
   using GemmKernel = typename Gemm::GemmKernel;
+  struct Prepared {
+    typename Gemm::Arguments arguments;
+    typename GemmKernel::Params params;
+  };
+  static thread_local PreparedLaunches<Prepared> prepared_launches;
   try {
     const bool size_query = workspace_size != nullptr;
+    const FactGemmArgs* call = size_query ? nullptr : gemm_args_of(header);
+    int device = 0;
+    bool known_device = false;
+    if (call != nullptr) {
+      known_device = cudaGetDevice(&device) == cudaSuccess;
+      if (!known_device) (void)cudaGetLastError();
+    }
+    if (known_device) {
+      if (Prepared* kept = prepared_launches.find(*call, device, workspace)) {
+        if (GemmKernel::initialize_workspace(kept->arguments, workspace, stream) !=
+            cutlass::Status::kSuccess) {
+          return FACT_ERR_INITIALIZE;
+        }
+        return Gemm::run(kept->params, stream) == cutlass::Status::kSuccess ? FACT_OK
+                                                                           : FACT_ERR_LAUNCH;
+      }
+    }
+    // Not kept: checked and prepared. An argument error is reported as such also where the
+    // device cannot be asked for.
     const FactGemmArgs* args = nullptr;
     if (int status = check_arguments<Kernel>(header, size_query, &args); status != FACT_OK) {
       return status;
     }
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
+    if (!known_device && cudaGetDevice(&device) != cudaSuccess) {
       (void)cudaGetLastError();
       return FACT_ERR_LAUNCH;
     }
@@ -308,23 +309,24 @@ int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspac
     const int64_t outer = fact_gemm_outer_count(args);
     for (int64_t o = 0; o < outer; ++o) {
       const FactGemmArgs slice = outer == 1 ? *args : fact_gemm_outer_slice(args, o);
-      typename Gemm::Arguments arguments = make_arguments<Kernel>(slice, device);
-      const size_t needed = Gemm::get_workspace_size(arguments);
+      Prepared launch{make_arguments<Kernel>(slice, device), {}};
+      const size_t needed = Gemm::get_workspace_size(launch.arguments);
       if (size_query) {
         *workspace_size = needed;
         return FACT_OK;
       }
-      if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) {
+      if (Gemm::can_implement(launch.arguments) != cutlass::Status::kSuccess) {
         return FACT_ERR_CANNOT_IMPLEMENT;
       }
       if (needed > 0 && workspace == nullptr) return FACT_ERR_WORKSPACE;
-      if (GemmKernel::initialize_workspace(arguments, workspace, stream) !=
+      if (GemmKernel::initialize_workspace(launch.arguments, workspace, stream) !=
           cutlass::Status::kSuccess) {
         return FACT_ERR_INITIALIZE;
       }
-      typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(arguments, workspace);
-      if (!detail::ensure_shared_memory_attribute<Kernel>(device)) return FACT_ERR_INITIALIZE;
-      if (Gemm::run(params, stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+      launch.params = GemmKernel::to_underlying_arguments(launch.arguments, workspace);
+      if (!ensure_shared_memory_attribute<GemmKernel>(device)) return FACT_ERR_INITIALIZE;
+      if (Gemm::run(launch.params, stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+      if (outer == 1) prepared_launches.keep(*args, device, workspace, launch);
     }
     return FACT_OK;
   } catch (...) {

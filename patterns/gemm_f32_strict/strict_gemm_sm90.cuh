@@ -62,6 +62,7 @@
 #include "cutlass/pipeline/pipeline.hpp"
 #include "cutlass/util/packed_stride.hpp"
 #include "fact/runtime/fact_abi.h"
+#include "patterns/gemm/gemm_prepared_launch.cuh"
 #include "patterns/gemm_f32_strict/strict_epilogue.cuh"
 
 namespace fact::strict {
@@ -689,33 +690,64 @@ struct Sm90StrictGemm {
                                     kProblemBRow, &run_slice);
   }
 
-  // One launch (and its K-slice reduction) for the call of one outer batch.
+  // What one launch of a slice is made from (gemm_prepared_launch.cuh keeps the last few).
+  struct Prepared {
+    LaunchPlan plan;
+    typename Gemm::Arguments arguments;
+    typename Gemm::GemmKernel::Params params;
+  };
+
+  // One launch (and its K-slice reduction) for the call of one outer batch. A slice equal to
+  // one this thread prepared before launches that preparation.
   static int run_slice(const FactGemmArgs* args, void* workspace, size_t* workspace_size,
                        cudaStream_t stream, int device, int sm_count) {
+    using GemmKernel = typename Gemm::GemmKernel;
+    static thread_local fact::gemm::PreparedLaunches<Prepared> prepared_launches;
     const bool size_query = workspace_size != nullptr;
-    const LaunchPlan p = plan(args, sm_count);
-    const size_t partial_bytes =
-        p.slices > 1 ? round_up(size_t(p.slices) * size_t(args->m) * size_t(args->n) * sizeof(float)) : 0;
+    if (!size_query) {
+      if (Prepared* kept = prepared_launches.find(*args, device, workspace)) {
+        return launch(*kept, args, workspace, stream);
+      }
+    }
+    Prepared prepared{plan(args, sm_count), {}, {}};
+    const LaunchPlan& p = prepared.plan;
+    const size_t partial_bytes = partials_bytes(args, p);
     float* partials = reinterpret_cast<float*>(workspace);
     void* gemm_workspace = workspace ? static_cast<char*>(workspace) + partial_bytes : nullptr;
-    typename Gemm::Arguments arguments = make_arguments(args, p, partials, device, sm_count);
-    const size_t needed = partial_bytes + Gemm::get_workspace_size(arguments);
+    prepared.arguments = make_arguments(args, p, partials, device, sm_count);
+    const size_t needed = partial_bytes + Gemm::get_workspace_size(prepared.arguments);
     if (size_query) {
       *workspace_size = needed;
       return FACT_OK;
     }
-    if (Gemm::can_implement(arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
+    if (Gemm::can_implement(prepared.arguments) != cutlass::Status::kSuccess) return FACT_ERR_CANNOT_IMPLEMENT;
     if (needed > 0 && !workspace) return FACT_ERR_WORKSPACE;
-    Gemm gemm;
-    if (gemm.initialize(arguments, gemm_workspace, stream) != cutlass::Status::kSuccess)
+    prepared.params = GemmKernel::to_underlying_arguments(prepared.arguments, gemm_workspace);
+    if (!fact::gemm::ensure_shared_memory_attribute<GemmKernel>(device)) return FACT_ERR_INITIALIZE;
+    const int status = launch(prepared, args, workspace, stream);
+    if (status == FACT_OK) prepared_launches.keep(*args, device, workspace, prepared);
+    return status;
+  }
+
+  // Bytes of float32 K-slice partials at the front of the workspace (0 unsliced).
+  static size_t partials_bytes(const FactGemmArgs* args, const LaunchPlan& p) {
+    return p.slices > 1 ? round_up(size_t(p.slices) * size_t(args->m) * size_t(args->n) * sizeof(float)) : 0;
+  }
+
+  // The prepared kernel on the stream, then the K-slice reduction of a sliced run.
+  static int launch(Prepared& prepared, const FactGemmArgs* args, void* workspace, cudaStream_t stream) {
+    using GemmKernel = typename Gemm::GemmKernel;
+    const LaunchPlan& p = prepared.plan;
+    void* gemm_workspace = workspace ? static_cast<char*>(workspace) + partials_bytes(args, p) : nullptr;
+    if (GemmKernel::initialize_workspace(prepared.arguments, gemm_workspace, stream) != cutlass::Status::kSuccess)
       return FACT_ERR_INITIALIZE;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
+    if (Gemm::run(prepared.params, stream) != cutlass::Status::kSuccess) return FACT_ERR_LAUNCH;
     if (p.slices > 1) {
       const int64_t count = args->m * args->n;
       const int threads = 256;
       const int64_t blocks = (count + threads - 1) / threads;
       reduce_k_slices<Chain><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
-          partials, p.slices, *args);
+          reinterpret_cast<float*>(workspace), p.slices, *args);
     }
     return cudaGetLastError() == cudaSuccess ? FACT_OK : FACT_ERR_LAUNCH;
   }

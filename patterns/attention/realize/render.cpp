@@ -98,6 +98,7 @@ realize::KernelTemplate render_attention_template(const AttentionSpec& spec) {
                                   "patterns/attention/fmha_sm90_traits.cuh",
                                   "patterns/attention/fmha_f32_sm90.cuh", "patterns/attention/kernel_problem.cuh",
                                   "patterns/attention/attention_abi.h",
+                                  "include/fact/runtime/prepared_launches.h",
                                   "include/fact/runtime/fact_abi.h"},
                                  identity};
 }

@@ -52,6 +52,8 @@ const std::vector<std::string>& gemm_epilogue_headers() {
         "patterns/gemm/gemm_direct_store.cuh",
         "patterns/gemm/gemm_padding.cuh",
         "patterns/gemm/gemm_padding.h",
+        "patterns/gemm/gemm_prepared_launch.cuh",
+        "include/fact/runtime/prepared_launches.h",
         "patterns/gemm/gemm_abi.h",
         "patterns/gemm/epilogue/ops.def",
         "patterns/gemm/epilogue/op_formulas.h",
