@@ -41,7 +41,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -683,6 +684,45 @@ void launch_out_cuda(at::TensorList operands, at::TensorList results, int64_t ca
 
 std::vector<at::Tensor> launch_floor(at::TensorList, int64_t) { return {}; }
 
+// fact::launch's Autograd kernel (boxed: launch(Tensor[] operands, int call, SymInt[] sizes)).
+// A call no gradient flows through — inference, no_grad, the composed graphs of a training
+// module (AOTAutograd runs them with grad off) — goes straight below autograd: PyTorch's generic
+// not-implemented fallback would copy the arguments and walk the schema's aliasing on every
+// call. Where an operand requires grad, the results get a grad_fn that refuses backward with
+// "derivative for fact::launch is not implemented", as that fallback's does.
+void launch_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  constexpr size_t kArguments = 3;
+  TORCH_CHECK(stack->size() >= kArguments, "fact::launch: ", stack->size(), " arguments on the stack");
+  const c10::IValue& operands = (*stack)[stack->size() - kArguments];
+  std::vector<at::Tensor> needing_grad;
+  if (at::GradMode::is_enabled()) {
+    for (const c10::IValue& value : operands.toListRef()) {
+      const at::Tensor& tensor = value.toTensor();
+      if (tensor.defined() && tensor.requires_grad()) needing_grad.push_back(tensor);
+    }
+  }
+  if (needing_grad.empty()) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+    return;
+  }
+  std::vector<at::Tensor> inputs;
+  for (const c10::IValue& value : operands.toListRef()) inputs.push_back(value.toTensor());
+  auto refusal = std::shared_ptr<torch::autograd::NotImplemented>(
+      new torch::autograd::NotImplemented("fact::launch"), torch::autograd::deleteNode);
+  refusal->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  for (const c10::IValue& value : stack->back().toListRef()) {
+    const at::Tensor& result = value.toTensor();
+    if (result.defined() && torch::autograd::isDifferentiableType(result.scalar_type())) {
+      torch::autograd::set_history(result, refusal);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fact::torch_ext
 
@@ -707,5 +747,5 @@ TORCH_LIBRARY_IMPL(fact, CUDA, m) {
 }
 
 TORCH_LIBRARY_IMPL(fact, Autograd, m) {
-  m.impl("launch", torch::autograd::autogradNotImplementedFallback());
+  m.impl("launch", torch::CppFunction::makeFromBoxedFunction<&fact::torch_ext::launch_autograd>());
 }
