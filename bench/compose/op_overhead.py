@@ -9,13 +9,16 @@ the kernel cache, then times, per call, with time.perf_counter over `--calls` ba
     launch_floor_us      (native only) fact_native::launch_floor, an op with fact::launch's
                          arguments that does nothing: what passing them from Python costs
     linear_us, addmm_us  F.linear / torch.addmm on the same layer's operands
+    *_inference_us       fact::launch and F.linear under torch.inference_mode (no autograd
+                         dispatch: the difference to no_grad is what the Autograd key costs)
     composed_graph_us    the composed graph (its fact::launch calls + the PyTorch rest)
     eager_module_us      the original module
     composed_module_us   the ComposedModule (its input guard included)
 
 Runs once with the implementation this process registers (native C++ when it builds) and once
 in a child process with FACT_NATIVE=0 (the Python ctypes path), then prints both and writes
-JSON (`--out`, default op_overhead.json).
+JSON (`--out`, default op_overhead.json). The timed functions take turns within each repeat
+(interleaved, the order rotating), so a loaded host weighs on all of them alike.
 
     PYTHONPATH=python FACT_ENGINE=build/fact python bench/compose/op_overhead.py --out out.json
 """
@@ -100,22 +103,32 @@ def compose_mlp(precision: str = "tf32", work_dir=None, tokens: int = 8,
     return Setup(model, x, composed, recorder.calls)
 
 
-def per_call_us(function, calls: int = 200, repeats: int = 30, synchronize=None) -> float:
-    """Median over `repeats` of the CPU time per call of `calls` back-to-back calls."""
+def interleaved_per_call_us(functions: dict, calls: int = 200, repeats: int = 30,
+                            synchronize=None) -> dict:
+    """{name: median over `repeats` of the CPU time per call (us) of `calls` back-to-back calls}
+    for `functions` = {name: (function, mode)}, each run under `mode()` (no_grad, or
+    inference_mode). The functions take turns within each repeat, the order rotating, so that
+    whatever else loads the host weighs on all of them alike."""
     synchronize = synchronize or torch.cuda.synchronize
-    with torch.no_grad():
-        for _ in range(10):
-            function()
-        synchronize()
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(calls):
+    names = list(functions)
+    samples = {name: [] for name in names}
+    for name in names:
+        function, mode = functions[name]
+        with mode():
+            for _ in range(10):
                 function()
-            samples.append((time.perf_counter() - start) / calls)
+    synchronize()
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            function, mode = functions[name]
+            with mode():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    function()
+                samples[name].append((time.perf_counter() - start) / calls)
             synchronize()
-    samples.sort()
-    return samples[len(samples) // 2] * 1e6
+    return {name: sorted(values)[len(values) // 2] * 1e6 for name, values in samples.items()}
 
 
 def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
@@ -125,22 +138,22 @@ def op_timings(setup: Setup, calls: int = 200, repeats: int = 30) -> dict:
     x, weight, bias = setup.x, first.weight, first.bias
     weight_t = weight.t()
     sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-
-    def time_it(function):
-        return per_call_us(function, calls, repeats, sync)
-
-    timings = {
-        "implementation": fact.ops.describe_implementation(x.device.type),
-        "fact_launch_us": time_it(lambda: launch(operands, call)),
-        "linear_us": time_it(lambda: F.linear(x, weight, bias)),
-        "addmm_us": time_it(lambda: torch.addmm(bias, x, weight_t)),
-        "composed_graph_us": time_it(lambda: setup.composed.graph_module(x)),
-        "eager_module_us": time_it(lambda: setup.model(x)),
-        "composed_module_us": time_it(lambda: setup.composed(x)),
+    no_grad, inference = torch.no_grad, torch.inference_mode
+    functions = {
+        "fact_launch_us": (lambda: launch(operands, call), no_grad),
+        "linear_us": (lambda: F.linear(x, weight, bias), no_grad),
+        "addmm_us": (lambda: torch.addmm(bias, x, weight_t), no_grad),
+        "composed_graph_us": (lambda: setup.composed.graph_module(x), no_grad),
+        "eager_module_us": (lambda: setup.model(x), no_grad),
+        "composed_module_us": (lambda: setup.composed(x), no_grad),
+        "fact_launch_inference_us": (lambda: launch(operands, call), inference),
+        "linear_inference_us": (lambda: F.linear(x, weight, bias), inference),
     }
     if native.active():
         floor = torch.ops.fact_native.launch_floor.default
-        timings["launch_floor_us"] = time_it(lambda: floor(operands, call))
+        functions["launch_floor_us"] = (lambda: floor(operands, call), no_grad)
+    timings = {"implementation": fact.ops.describe_implementation(x.device.type)}
+    timings.update(interleaved_per_call_us(functions, calls, repeats, sync))
     return timings
 
 
@@ -161,6 +174,8 @@ def overhead_cases(row: dict) -> list[dict]:
         return entry
     return [case("one fact::launch vs F.linear (host time per call)", "linear_us", "fact_launch_us",
                  GOAL_EXCESS_US),
+            case("one fact::launch vs F.linear under inference_mode", "linear_inference_us",
+                 "fact_launch_inference_us"),
             case("composed graph vs the eager module", "eager_module_us", "composed_graph_us"),
             case("ComposedModule (guards, CUDA graph) vs the eager module", "eager_module_us",
                  "composed_module_us")]

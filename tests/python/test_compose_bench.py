@@ -244,7 +244,9 @@ def test_op_overhead_bench_runs_on_the_cpu_reference(tmp_path):
     assert (launch["baseline_us"], launch["fact_us"]) == (timings["linear_us"], timings["fact_launch_us"])
     assert launch["ratio"] == timings["linear_us"] / timings["fact_launch_us"]
     assert launch["goal_met"] == (timings["fact_launch_us"] <= timings["linear_us"] + 1.0)
-    assert [c["fact"] for c in cases] == ["fact_launch_us", "composed_graph_us", "composed_module_us"]
+    assert [c["fact"] for c in cases] == ["fact_launch_us", "fact_launch_inference_us",
+                                          "composed_graph_us", "composed_module_us"]
+    assert cases[1]["baseline_us"] == timings["linear_inference_us"] > 0
 
 
 def test_timing_statistics():
