@@ -43,6 +43,10 @@
 #   overhead     bench/compose/op_overhead.py: host time per call of fact::launch, F.linear, addmm,
 #                the composed graph and module of a tiny MLP (native op, then the ctypes path);
 #                results op-overhead-<device>-<date>.json at the top of $OUT, log overhead.log
+#   unaligned    bench/gemm_unaligned/run_unaligned.py (FACT_UNALIGNED_ARGS: its arguments):
+#                unaligned GEMMs (float32 strict 8205x2949x5921, bf16 K = 770, a bf16 LM head of
+#                50257) through fact.optimize against eager, torch.compile and max-autotune;
+#                results unaligned-<device>-<date>.json at the top of $OUT, log unaligned.log
 #   script=PATH  python3 PATH (a reproduction or a one-off measurement, the engine built) on one
 #                GPU; its output in script-<name>.log, what it writes under $SCRIPT_OUT (a folder
 #                of $OUT) comes back in details.tgz
@@ -89,6 +93,9 @@ run_tests() {  # $1: GPU, $2: the suites (scripts/device_validate.sh's FACT_VALI
   CUDA_VISIBLE_DEVICES=$1 FACT_VALIDATE_PARTS=$2 OUT=$OUT/tests-$1 \
     bash "$here/device_validate.sh" "$(left)" 0 >"$OUT/tests-$1.log" 2>&1
 }
+
+# The device name of GPU $1 as results files name it (NVIDIA H200 -> nvidia-h200).
+gpu_slug() { nvidia-smi --query-gpu=name --format=csv,noheader -i "$1" | head -1 | tr 'A-Z ' 'a-z-'; }
 
 run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from there
   local gpu=$2
@@ -144,11 +151,14 @@ run_one() {  # $1: job, $2: its first GPU; conformance takes every GPU from ther
         ${selected:+--models "$selected" --tag "${selected//,/-}"} ${FACT_MODELS_ARGS:-} \
         >"$OUT/$dir.log" 2>&1 ;;
     overhead)
-      local slug
-      slug=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$gpu" | head -1 | tr 'A-Z ' 'a-z-')
       CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/compose/op_overhead.py \
-        --work-dir /tmp/fact-overhead --out "$OUT/op-overhead-$slug-$(date +%F).json" \
+        --work-dir /tmp/fact-overhead --out "$OUT/op-overhead-$(gpu_slug "$gpu")-$(date +%F).json" \
         >"$OUT/overhead.log" 2>&1 ;;
+    unaligned)
+      CUDA_VISIBLE_DEVICES=$gpu timeout --signal=INT "$(left)" python3 bench/gemm_unaligned/run_unaligned.py \
+        --work-dir /tmp/fact-unaligned --out "$OUT/unaligned-$(gpu_slug "$gpu")-$(date +%F).json" ${FACT_UNALIGNED_ARGS:-} \
+        >"$OUT/unaligned.log" 2>&1
+      echo "run_unaligned.py exit $?" >>"$OUT/unaligned.log" ;;
     script=*)
       local path=${1#script=} name
       name=$(basename "$path" .py)
@@ -169,7 +179,7 @@ gpu=0
 for job in "${jobs[@]}"; do
   for part in ${job//+/ }; do
     case "$part" in
-      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|ranges|models|models=*|overhead|script=*|conformance) ;;
+      tests|ctest|pytest|blocks|llama|attention|gemm|example|dynamic|training|training=*|ranges|models|models=*|overhead|unaligned|script=*|conformance) ;;
       *) echo "device_parallel.sh: unknown job '$part'" >&2; exit 2 ;;
     esac
   done
@@ -199,6 +209,7 @@ for log in "$OUT"/training*.log; do [ -f "$log" ] && grep -vE "^\s*$" "$log" | t
 [ -f "$OUT/ranges.log" ] && grep "^\[ranges" "$OUT/ranges.log" | tail -20
 for log in "$OUT"/script-*.log; do [ -f "$log" ] && tail -40 "$log"; done
 for log in "$OUT"/models*.log; do [ -f "$log" ] && grep -E "^\[ *[0-9.]+s\]" "$log" | tail -30; done
+[ -f "$OUT/unaligned.log" ] && grep -E "^\[unaligned|exit [0-9]+$" "$OUT/unaligned.log" | tail -20
 
 # The device tool brings back at most 8 files from $OUT: the results files (attention, blocks,
 # conformance JSON and their .md/.png) stay at the top, everything else goes into details.tgz.
