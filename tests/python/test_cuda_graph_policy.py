@@ -58,3 +58,7 @@ def test_a_short_or_host_bound_call_is_captured_a_device_bound_one_is_not():
     assert not worth_capturing(device_ms=5.2, host_ms=2.0, output_bytes=0)
     # near the bound, but copying 823 MB of outputs out of the graph would cost 5% and more
     assert not worth_capturing(device_ms=5.2, host_ms=5.6, output_bytes=823_000_000)
+    # short, but its 823 MB of logits take longer to copy out than the call itself saves
+    assert not worth_capturing(device_ms=0.96, host_ms=0.05, output_bytes=823_000_000)
+    # short and host-bound: a copy of its outputs costs less than the host time a graph saves
+    assert worth_capturing(device_ms=0.02, host_ms=0.1, output_bytes=4_000_000)

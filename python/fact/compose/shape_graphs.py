@@ -12,8 +12,9 @@ work look bound by the host). The third call decides (worth_capturing): a call t
 launches bound or come near bounding is captured (one warm-up call on a side stream, then the
 capture) and every later call replays it, its inputs copied into the graph's static buffers
 and its outputs returned as copies; a call the device's work bounds, or whose outputs would
-take more than 5% of its device time to copy out, keeps running `fn` (a graph would save
-nothing there, hold its activations, and copy its outputs).
+take more than 5% of its device time to copy out (unless the host bounds it by far more),
+keeps running `fn` (a graph would save nothing there, hold its activations, and copy its
+outputs).
 All graphs share one memory pool: they run one at a time on one stream and each output is
 copied out right after its replay, so what one graph's replay overwrites is never read again.
 At most `limit` graphs are kept; beyond that the least recently used one is dropped (its memory
@@ -127,17 +128,22 @@ class ShapeGraphs:
 
 def worth_capturing(device_ms: float, host_ms: float, output_bytes: int) -> bool:
     """Whether a call that took `device_ms` on the device and `host_ms` on the host, returning
-    `output_bytes`, runs as a graph: always for a short call (device_ms under MAX_DEVICE_MS:
-    launch latency dominates); otherwise when the host's launches come near bounding it (device
-    time under twice the host time: a BERT-base forward ran 7.04 ms as a graph and 8.14 ms
-    without one, its kernels 6.68 ms, in two whole-model runs on an H200) and copying the
-    outputs out of the graph (at COPY_BYTES_PER_MS) costs at most 5% of the device time
-    (GPT-2's 823 MB of logits: 0.39 ms of a 5.2 ms forward, which ran 5.37 ms without a graph
-    and 5.62 with one)."""
+    `output_bytes`, runs as a graph. Not when copying the outputs out of the graph (at
+    COPY_BYTES_PER_MS) costs more than 5% of the device time, unless the host bounds the call
+    by more than twice that copy (host_ms - device_ms): an LM head's 823 MB of logits took
+    0.96 ms in FACT's kernel and 1.77 ms as a graph, where torch.compile's call took 0.92 ms
+    (H200, `bench/results/unaligned-nvidia-h200-2026-11-29.json`). Otherwise always for a short call
+    (device_ms under MAX_DEVICE_MS: launch latency dominates), and for a longer one when the
+    host's launches come near bounding it (device time under twice the host time: a BERT-base
+    forward ran 7.04 ms as a graph and 8.14 ms without one, its kernels 6.68 ms, in two
+    whole-model runs on an H200; GPT-2's 823 MB of logits: 0.39 ms of a 5.2 ms forward, which
+    ran 5.37 ms without a graph and 5.62 with one)."""
+    copy_ms = output_bytes / COPY_BYTES_PER_MS
+    if copy_ms > 0.05 * device_ms and 2.0 * copy_ms >= host_ms - device_ms:
+        return False
     if device_ms < MAX_DEVICE_MS:
         return True
-    copy_ms = output_bytes / COPY_BYTES_PER_MS
-    return device_ms < 2.0 * host_ms and copy_ms <= 0.05 * device_ms
+    return device_ms < 2.0 * host_ms
 
 
 def _remember(seen: OrderedDict, sizes: tuple, value: Any) -> None:
