@@ -14,7 +14,8 @@ run. Results: OUT/training-ranges-<device>-<date>[-<model>].json (versions, opti
 report (what runs each bucket: fact.optimize's never-slower check in training), per size the
 three step times, ratios against the faster baseline, gradient errors and, on CUDA, each
 variant's step kernels by source (--no-profile: none): kernel time far below the step time
-means the host bounds the step).
+means the host bounds the step; and the composed module's step host time by operator
+(--no-host-profile: none)).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import torch  # noqa: E402
 
 import fact  # noqa: E402
 from fact.dynamic_ranges import Range  # noqa: E402
-from fact.kernel_profile import kernel_profile  # noqa: E402
+from fact.kernel_profile import host_profile, kernel_profile  # noqa: E402
 from fact.versions import collect_versions  # noqa: E402
 from models import DeepMLP  # noqa: E402
 from steps import Trainer, float64_gradients, gradients, rel_errors, step_times_ms  # noqa: E402
@@ -63,6 +64,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="per size, each variant's step kernels under torch.profiler (CUDA only): "
                              "kernel time against step time says whether the host bounds the step")
+    parser.add_argument("--host-profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="per size, the composed module's step under torch.profiler's CPU "
+                             "activity: the operators and functions holding the host")
     return parser.parse_args()
 
 
@@ -144,6 +148,14 @@ def main() -> int:
             log(f"{name_of_size} {tokens}: step kernels ms " + "; ".join(
                 f"{v} {p['total_ms']:.3f} ({', '.join(f'{k} {ms:.3f}' for k, ms in p['by_source'].items())})"
                 for v, p in profiles.items() if "total_ms" in p))
+        if args.host_profile:
+            try:
+                entry["host_profile"] = hosted = host_profile(lambda t=trainers["fact"]: t.step(x, target),
+                                                              grad=True)
+                log(f"{name_of_size} {tokens}: fact step host {hosted['wall_ms']:.3f} ms; most self time: "
+                    + ", ".join(f"{r['op']} {r['self_ms']:.3f}" for r in hosted["ops"][:6]))
+            except Exception as error:  # noqa: BLE001 - a profile is extra
+                entry["host_profile"] = {"error": str(error).splitlines()[0][:300]}
         out.write_text(json.dumps(document, indent=1))
     out.write_text(json.dumps(document, indent=1))
     log(f"wrote {out}")

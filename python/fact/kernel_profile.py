@@ -13,6 +13,12 @@ per-step profile); never by the engine's decisions.
 
     kernel_source(name) -> str
         "fact" | "vendor_gemm" | "vendor_attention" | "vendor_conv" | "triton" | "optimizer" | "other".
+
+    host_profile(fn, runs=3, top=15, grad=False) -> dict
+        Where a call's host time goes: runs + 1 calls of `fn()` (the first a warm-up) under
+        torch.profiler's CPU activity; the wall time per call and the `top` operators and
+        Python-visible functions by their own host time per call (self time: a call's time
+        minus its children's). On a host-bound step the rows say what holds the host.
 """
 from __future__ import annotations
 
@@ -93,3 +99,32 @@ def kernel_profile(fn: Callable[[], object], device: torch.device, runs: int = P
     return {"runs": runs, "total_ms": round(sum(r["ms"] for r in rows), 4),
             "by_source": {k: round(v, 4) for k, v in sorted(by_source.items(), key=lambda kv: -kv[1])},
             "kernels": rows[:top], "other_ms": round(rest, 4), "other_kernels": max(0, len(rows) - top)}
+
+
+def host_profile(fn: Callable[[], object], runs: int = PROFILE_RUNS, top: int = 15,
+                 grad: bool = False) -> dict:
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    def synchronize() -> None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    mode = contextlib.nullcontext() if grad else torch.no_grad()
+    with mode:
+        fn()
+        synchronize()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            started = time.perf_counter()
+            for _ in range(runs):
+                fn()
+            synchronize()
+            wall_ms = (time.perf_counter() - started) * 1e3 / runs
+    rows = sorted(({"op": event.key[:160], "self_ms": event.self_cpu_time_total / 1000.0 / runs,
+                    "calls": event.count / runs} for event in prof.key_averages()),
+                  key=lambda r: -r["self_ms"])
+    return {"runs": runs, "wall_ms": round(wall_ms, 4),
+            "ops": [{**r, "self_ms": round(r["self_ms"], 4), "calls": round(r["calls"], 2)}
+                    for r in rows[:top]],
+            "other_ms": round(sum(r["self_ms"] for r in rows[top:]), 4)}

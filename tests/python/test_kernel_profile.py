@@ -1,9 +1,11 @@
 """fact.kernel_profile.kernel_source: who wrote a kernel, from the names the profiler reports
 (FACT's entry namespaces, cuBLAS / cuDNN / FlashAttention kernels, cuDNN's convolutions, Inductor's Triton kernels,
-the fused optimizer). The profile itself needs a GPU (the benchmarks run it there)."""
+the fused optimizer). The kernel profile itself needs a GPU (the benchmarks run it there); the
+host profile (host_profile: what holds the host per call, by operator) runs here."""
 import pytest
+import torch
 
-from fact.kernel_profile import kernel_source
+from fact.kernel_profile import host_profile, kernel_source
 
 
 @pytest.mark.parametrize("name, source", [
@@ -32,3 +34,19 @@ from fact.kernel_profile import kernel_source
 ])
 def test_kernel_source_names_who_wrote_a_kernel(name, source):
     assert kernel_source(name) == source
+
+
+def test_the_host_profile_names_the_operators_a_call_spends_its_host_time_in():
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+    def call():
+        for _ in range(20):
+            torch.mm(a, b)
+        return torch.add(a, b)
+
+    profile = host_profile(call, runs=2, top=5)
+    assert profile["runs"] == 2 and profile["wall_ms"] > 0
+    ops = {row["op"]: row for row in profile["ops"]}
+    assert ops["aten::mm"]["calls"] == 20, profile
+    assert all(row["self_ms"] >= 0 for row in profile["ops"]) and profile["other_ms"] >= 0
+    assert len(profile["ops"]) <= 5

@@ -1,7 +1,8 @@
 """The training-over-ranges benchmark (bench/training/run_training_ranges.py) on the CPU at its
 --small widths: one module composed over a token range, timed and checked at sizes it was not
 traced at; the results file names the versions and, per size, every variant's step time, the
-ratio against the faster baseline and the gradient errors against float64. CPU times are no
+ratio against the faster baseline, the gradient errors against float64 and where the composed
+module's step spends its host time. CPU times are no
 performance claim (the GPU run is scripts/device_parallel.sh's `ranges` job)."""
 import json
 import os
@@ -34,3 +35,4 @@ def test_the_mlp_trains_over_its_token_range_at_untraced_sizes(tmp_path):
         assert set(entry["step_ms"]) == {"fact", "eager", "compile"}
         assert entry["vs_best"] > 0
         assert entry["grad_rel_err_vs_float64"]["fact"] < 1e-5, entry
+        assert entry["host_profile"]["wall_ms"] > 0 and entry["host_profile"]["ops"], entry
