@@ -13,7 +13,7 @@ import torch
 
 import fact
 from compose_testing import needs_engine_plan
-from fact.compose import training_speed
+from fact.compose import training_module, training_speed
 from fact.compose.training_module import TrainingComposedModule
 from fact.compose.training_over_ranges import RangeTrainingComposedModule
 from fact.dynamic_ranges import Range
@@ -99,7 +99,8 @@ def _composed_for_training(tmp_path, speed_guard):
 
 
 @needs_engine_plan
-def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, launches, compiled):
+def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, launches, compiled,
+                                                                    monkeypatch):
     composed, model, reference = _composed_for_training(tmp_path, _timer(launches, lambda bucket: 5.0))
     report = composed.fact_report
     assert report.runs.startswith("torch.compile of the original"), report.runs
@@ -109,6 +110,17 @@ def test_slower_composed_training_runs_torch_compile_of_the_original(tmp_path, l
     calls, before = stand_in.calls, launches["calls"]
     _matches_float64(composed, model, reference, torch.randn(4, 16, 32))
     assert stand_in.calls == calls + 1 and launches["calls"] == before
+    # handed over, a call with another autograd state (a frozen parameter) runs the faster
+    # baseline as well, without walking the module's state, and trains what is not frozen
+    model.up.bias.requires_grad_(False)
+    monkeypatch.setattr(training_module, "autograd_state", _refused_walk)
+    model.zero_grad()
+    composed(torch.randn(4, 16, 32)).sum().backward()
+    assert stand_in.calls == calls + 2 and model.up.bias.grad is None and model.up.weight.grad is not None
+
+
+def _refused_walk(*args):
+    raise AssertionError("autograd_state walked for a call handed to the faster baseline")
 
 
 @needs_engine_plan

@@ -53,7 +53,9 @@ class TrainingComposedModule(ComposedModule):
     the inference path); the parameters are the original module's, so an optimizer built on
     `original.parameters()` trains what it runs. Anything else (other shapes, eval mode, a
     parameter frozen or replaced since, autocast switched on or off) runs the original module,
-    with one warning per reason (strict: ValueError for another signature)."""
+    with one warning per reason (strict: ValueError for another signature). Where the never-slower
+    check handed the traced signature to a faster baseline, its calls run that baseline whatever
+    the module's state (torch.compile of the original guards on that state itself)."""
 
     def __init__(self, original: torch.nn.Module, trainable: Callable, spec: Any, signature: tuple,
                  state: tuple, report: FactReport, graphs: dict, *, strict: bool = False):
@@ -90,14 +92,16 @@ class TrainingComposedModule(ComposedModule):
         why = "keyword arguments" if kwargs else self.outside_reason(args)
         if why is not None:
             return self._outside_plan(_signature(args), why, args, kwargs)
+        # A call handed to a faster baseline (the original, or torch.compile of it, which guards
+        # on the module's state itself) needs no walk over the module's parameters and flags.
+        fallback = self._speed_fallback(args)
+        if fallback is not None:
+            return fallback(*args)
         if autograd_state(self.original, args) != self._traced_state:
             self._warn_once(("autograd",), "the module's training flags, its parameters (or which "
                             "require grad), which inputs require grad or the autocast state differ "
                             "from when it was traced for training; running the original module")
             return self.original(*args)
-        fallback = self._speed_fallback(args)
-        if fallback is not None:
-            return fallback(*args)
         outputs = refuse_double_backward(self._trainable(*args))
         return pytree.tree_unflatten(list(outputs), self._spec)
 
