@@ -165,3 +165,25 @@ def test_training_through_the_rewritten_in_projection_matches_float64_gradients(
     for (name, got), (_, want) in zip(model.named_parameters(), reference.named_parameters()):
         error = ((got.grad.double() - want.grad).norm() / want.grad.norm()).item()
         assert error <= 1e-5, (name, error)
+
+
+@needs_engine_plan
+def test_pytorch_transformer_batch_first_composes_and_matches_float64(tmp_path):
+    """nn.Transformer (encoder and decoder, self- and cross-attention, batch_first): the packed
+    in-projections run over the untransposed rows; the cross-attention's query projection, read
+    through a `view`, keeps its layout; the output matches float64."""
+    torch.manual_seed(0)
+    model = torch.nn.Transformer(d_model=E, nhead=HEADS, num_encoder_layers=1, num_decoder_layers=1,
+                                 dim_feedforward=2 * E, dropout=0.0, batch_first=True).eval()
+    src, tgt = torch.randn(B, T, E), torch.randn(B, T + 2, E)
+    composed = fact.optimize(model, (src, tgt), "strict", remainder="eager", work_dir=tmp_path)
+    summaries = [call.summary for entry in composed.fact_report.composed for call in entry.calls]
+    assert f"gemm_bias {B * T}x{3 * E}x{E} float32" in summaries, summaries          # encoder self
+    assert f"gemm_bias {B * (T + 2)}x{3 * E}x{E} float32" in summaries, summaries    # decoder self
+    assert f"gemm_bias {B * T}x{2 * E}x{E} float32" in summaries, summaries          # memory's k, v
+    torch.manual_seed(1)
+    fresh = (torch.randn(B, T, E), torch.randn(B, T + 2, E))
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(*(x.double() for x in fresh))
+        error = ((composed(*fresh).double() - want).norm() / want.norm()).item()
+    assert error < 1e-5, error
