@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from fact.export_nodes import add_call
+
 aten = torch.ops.aten
 
 # The ops a 2-D convolution is exported as: torch.export's training IR keeps aten.conv2d;
@@ -102,24 +104,6 @@ def _memory_format(node: torch.fx.Node) -> torch.memory_format | None:
     return None
 
 
-def _add(graph: torch.fx.Graph, template: torch.fx.Node, target: Any, *args: Any,
-         **kwargs: Any) -> torch.fx.Node:
-    """A call of `target` inserted at the graph's insert point, with the value PyTorch computes
-    for it on the arguments' meta values (fake tensors) and `template`'s source metadata."""
-    node = graph.call_function(target, args, kwargs)
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "torch_fn"):
-        if key in template.meta:
-            node.meta[key] = template.meta[key]
-    values = torch.fx.node.map_arg(args, lambda a: a.meta["val"])
-    fake_mode = getattr(template.meta.get("val"), "fake_mode", None)
-    if fake_mode is not None:
-        with fake_mode:
-            node.meta["val"] = target(*values, **kwargs)
-    else:
-        node.meta["val"] = target(*values, **kwargs)
-    return node
-
-
 def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, kh: int, kw: int) -> torch.fx.Node:
     arguments = _arguments(node)
     x, weight, bias = arguments["input"], arguments["weight"], arguments["bias"]
@@ -129,18 +113,18 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, kh: int, kw: int) -> to
     depth = int(channels) * kh * kw
     with graph.inserting_before(node):
         if rows * kh != int(height):
-            x = _add(graph, node, aten.slice.Tensor, x, 2, 0, rows * kh)
+            x = add_call(graph, node, aten.slice.Tensor, x, 2, 0, rows * kh)
         if cols * kw != int(width):
-            x = _add(graph, node, aten.slice.Tensor, x, 3, 0, cols * kw)
+            x = add_call(graph, node, aten.slice.Tensor, x, 3, 0, cols * kw)
         # reshape, not view: a sliced or channels-last image is copied into patch order here.
-        tiles = _add(graph, node, aten.reshape.default, x, [-1, int(channels), rows, kh, cols, kw])
-        tiles = _add(graph, node, aten.permute.default, tiles, [0, 2, 4, 1, 3, 5])
-        patches = _add(graph, node, aten.reshape.default, tiles, [-1, rows, cols, depth])
-        flat_weight = _add(graph, node, aten.reshape.default, weight, [out_channels, depth])
+        tiles = add_call(graph, node, aten.reshape.default, x, [-1, int(channels), rows, kh, cols, kw])
+        tiles = add_call(graph, node, aten.permute.default, tiles, [0, 2, 4, 1, 3, 5])
+        patches = add_call(graph, node, aten.reshape.default, tiles, [-1, rows, cols, depth])
+        flat_weight = add_call(graph, node, aten.reshape.default, weight, [out_channels, depth])
         linear_args = (patches, flat_weight) if bias is None else (patches, flat_weight, bias)
-        product = _add(graph, node, aten.linear.default, *linear_args)
-        channels_first = _add(graph, node, aten.permute.default, product, [0, 3, 1, 2])
-        result = _add(graph, node, aten.clone.default, channels_first,
+        product = add_call(graph, node, aten.linear.default, *linear_args)
+        channels_first = add_call(graph, node, aten.permute.default, product, [0, 3, 1, 2])
+        result = add_call(graph, node, aten.clone.default, channels_first,
                       memory_format=_memory_format(node))
     node.replace_all_uses_with(result)
     graph.erase_node(node)

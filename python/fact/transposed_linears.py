@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from fact.export_nodes import add_call, evaluate
+
 aten = torch.ops.aten
 
 _LINEAR = aten.linear.default
@@ -82,40 +84,19 @@ def _chain(linear: torch.fx.Node) -> list[torch.fx.Node] | None:
     return sorted(reached, key=order.__getitem__)
 
 
-def _evaluate(node: torch.fx.Node, values: dict) -> Any:
-    """The node's value on fake tensors, its arguments read from `values` where given."""
-    def value_of(arg: Any) -> Any:
-        return values[arg] if arg in values else arg.meta["val"]
-    args = torch.fx.node.map_arg(node.args, value_of)
-    kwargs = torch.fx.node.map_arg(node.kwargs, value_of)
-    fake_mode = getattr(node.meta.get("val"), "fake_mode", None)
-    if fake_mode is not None:
-        with fake_mode:
-            return node.target(*args, **kwargs)
-    return node.target(*args, **kwargs)
-
-
-def _rewritten_values(linear: torch.fx.Node, source: torch.fx.Node, order: list[int],
-                      chain: list[torch.fx.Node]) -> dict | None:
-    """The fake values of the untransposed linear, its permutation and the chain after the
-    rewrite, or None when a copy at the end of the chain would change its strides."""
-    values: dict = {}
-    untransposed = _evaluate(linear, {linear.args[0]: source.meta["val"]})
-    values[linear] = untransposed.permute(order)
+def _chain_values(linear: torch.fx.Node, source: torch.fx.Node, order: list[int],
+                  chain: list[torch.fx.Node]) -> dict | None:
+    """The fake values of the chain's nodes after the rewrite, or None when a copy at its end
+    would change its strides."""
+    untransposed = evaluate(linear.target, (source,) + tuple(linear.args[1:]), linear.kwargs, linear)
+    values: dict = {linear: untransposed.permute(order)}
     for node in chain:
-        values[node] = _evaluate(node, values)
+        values[node] = evaluate(node.target, node.args, node.kwargs, node, values)
         if node.target in _COPIES:
             before, after = node.meta["val"], values[node]
             if tuple(before.shape) != tuple(after.shape) or before.stride() != after.stride():
                 return None
-    values["untransposed"] = untransposed
     return values
-
-
-def _copy_meta(template: torch.fx.Node, node: torch.fx.Node) -> None:
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "torch_fn"):
-        if key in template.meta:
-            node.meta[key] = template.meta[key]
 
 
 def rewrite_transposed_linears(graph_module: torch.fx.GraphModule) -> list[str]:
@@ -140,17 +121,12 @@ def rewrite_transposed_linears(graph_module: torch.fx.GraphModule) -> list[str]:
         chain = _chain(linear)
         if not chain:
             continue
-        values = _rewritten_values(linear, source, order, chain)
+        values = _chain_values(linear, source, order, chain)
         if values is None:
             continue
         with graph.inserting_before(linear):
-            untransposed = graph.call_function(_LINEAR, (source,) + tuple(linear.args[1:]),
-                                               dict(linear.kwargs))
-            permuted = graph.call_function(aten.permute.default, (untransposed, order))
-        for node in (untransposed, permuted):
-            _copy_meta(linear, node)
-        untransposed.meta["val"] = values["untransposed"]
-        permuted.meta["val"] = values[linear]
+            untransposed = add_call(graph, linear, _LINEAR, source, *linear.args[1:], **linear.kwargs)
+            permuted = add_call(graph, linear, aten.permute.default, untransposed, order)
         linear.replace_all_uses_with(permuted)
         graph.erase_node(linear)
         if not transposed.users:
