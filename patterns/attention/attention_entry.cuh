@@ -52,15 +52,22 @@ struct Entry {
 
   static size_t workspace_bytes() { return Cfg::kDynamicSchedule ? 16 : 0; }
 
+  // The call's FactAttentionArgs when its header says it is one (version, kind, size), else
+  // nullptr.
+  static FactAttentionArgs const* args_of(FactCallHeader const* header) {
+    if (header == nullptr || header->abi_version != FACT_ABI_VERSION || header->kind != kKindId ||
+        header->size != sizeof(FactAttentionArgs)) {
+      return nullptr;
+    }
+    return reinterpret_cast<FactAttentionArgs const*>(header);
+  }
+
   // Header and argument sanity: FACT_ERR_INVALID_ARGS when malformed (including a `dtype` other
   // than the kernel's element type).
   static int check_args(FactCallHeader const* header, bool size_query) {
-    if (header == nullptr) return FACT_ERR_INVALID_ARGS;
-    if (header->abi_version != FACT_ABI_VERSION || header->kind != kKindId ||
-        header->size != sizeof(FactAttentionArgs)) {
-      return FACT_ERR_INVALID_ARGS;
-    }
-    auto const& a = *reinterpret_cast<FactAttentionArgs const*>(header);
+    FactAttentionArgs const* call = args_of(header);
+    if (call == nullptr) return FACT_ERR_INVALID_ARGS;
+    auto const& a = *call;
     if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.seq_q <= 0 || a.seq_k <= 0 ||
         a.head_dim <= 0 || a.v_head_dim <= 0) {
       return FACT_ERR_INVALID_ARGS;
@@ -190,11 +197,10 @@ struct Entry {
       bool const size_query = workspace_size != nullptr;
       auto s = static_cast<cudaStream_t>(stream);
       int device = 0;
-      if (!size_query && header != nullptr && header->abi_version == FACT_ABI_VERSION &&
-          header->kind == kKindId && header->size == sizeof(FactAttentionArgs)) {
+      FactAttentionArgs const* call = size_query ? nullptr : args_of(header);
+      if (call != nullptr) {
         if (cudaGetDevice(&device) == cudaSuccess) {
-          auto const& call = *reinterpret_cast<FactAttentionArgs const*>(header);
-          if (Prepared const* kept = prepared_launches.find(call, device, workspace)) {
+          if (Prepared const* kept = prepared_launches.find(*call, device, workspace)) {
             return launch(*kept, workspace, s);
           }
         } else {

@@ -123,6 +123,16 @@ static inline int fact_gemm_step_stores_d(int32_t kind) {
   }
 }
 
+/* The call's FactGemmArgs when its header says it is one (ABI version, kind "gemm", size), else
+ * NULL: the first check of every GEMM entry, and what a launch may be compared by. */
+static inline const FactGemmArgs* fact_gemm_args_of(const FactCallHeader* header) {
+  if (header == NULL || header->abi_version != FACT_ABI_VERSION ||
+      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs)) {
+    return NULL;
+  }
+  return (const FactGemmArgs*)header;
+}
+
 /* fact_gemm_step_stores_d of the last step (0 without steps). */
 static inline int fact_gemm_last_step_stores_d(const FactGemmArgs* args) {
   if (args->num_steps <= 0 || args->num_steps > FACT_GEMM_MAX_STEPS) return 0;

@@ -148,13 +148,10 @@ constexpr int32_t layout_id() {
 template <class Kernel>
 int check_arguments(const FactCallHeader* header, bool size_query, const FactGemmArgs** out) {
   using Chain = typename Kernel::Chain;
-  if (header == nullptr) return FACT_ERR_INVALID_ARGS;
-  if (header->abi_version != FACT_ABI_VERSION || header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) ||
-      header->size != sizeof(FactGemmArgs)) {
-    return FACT_ERR_INVALID_ARGS;
-  }
-  const FactGemmArgs& args = *reinterpret_cast<const FactGemmArgs*>(header);
-  *out = &args;
+  const FactGemmArgs* call = fact_gemm_args_of(header);
+  if (call == nullptr) return FACT_ERR_INVALID_ARGS;
+  const FactGemmArgs& args = *call;
+  *out = call;
   using epilogue::detail::dtype_id;
   if (args.a_type != dtype_id<typename Kernel::ElementA>() ||
       args.b_type != dtype_id<typename Kernel::ElementB>() ||
@@ -277,7 +274,7 @@ int run_unpadded(const FactCallHeader* header, void* workspace, size_t* workspac
   static thread_local PreparedLaunches<Prepared> prepared_launches;
   try {
     const bool size_query = workspace_size != nullptr;
-    const FactGemmArgs* call = size_query ? nullptr : gemm_args_of(header);
+    const FactGemmArgs* call = size_query ? nullptr : fact_gemm_args_of(header);
     int device = 0;
     bool known_device = false;
     if (call != nullptr) {

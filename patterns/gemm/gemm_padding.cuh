@@ -61,11 +61,9 @@ inline int launch_copy(const Copy2D& c, cudaStream_t stream) {
 template <class Entry>
 int run_padded(const FactCallHeader* header, void* workspace, size_t* workspace_size,
                cudaStream_t stream, bool d_direct, Entry entry) noexcept {
-  if (header == nullptr || header->abi_version != FACT_ABI_VERSION ||
-      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs)) {
-    return entry(header, workspace, workspace_size, stream);
-  }
-  const FactGemmArgs& call = *reinterpret_cast<const FactGemmArgs*>(header);
+  const FactGemmArgs* gemm_call = fact_gemm_args_of(header);
+  if (gemm_call == nullptr) return entry(header, workspace, workspace_size, stream);
+  const FactGemmArgs& call = *gemm_call;
   if (malformed(call) || fact_gemm_dtype_bytes(call.a_type) == 0 || fact_gemm_dtype_bytes(call.b_type) == 0 ||
       fact_gemm_dtype_bytes(call.d_type) == 0) {
     return entry(header, workspace, workspace_size, stream);

@@ -17,16 +17,6 @@ namespace fact::gemm {
 template <class Prepared>
 using PreparedLaunches = fact::runtime::PreparedLaunches<FactGemmArgs, Prepared>;
 
-// A call's FactGemmArgs when its header says it is one (version, kind, size), else nullptr:
-// what an entry may compare with its kept launches before its full checks run.
-inline const FactGemmArgs* gemm_args_of(const FactCallHeader* header) {
-  if (header == nullptr || header->abi_version != FACT_ABI_VERSION ||
-      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs)) {
-    return nullptr;
-  }
-  return reinterpret_cast<const FactGemmArgs*>(header);
-}
-
 // cudaFuncSetAttribute for the kernel's dynamic shared memory, once per device.
 template <class GemmKernel>
 bool ensure_shared_memory_attribute(int device) {

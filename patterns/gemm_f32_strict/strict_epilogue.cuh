@@ -48,10 +48,8 @@ inline bool aligned_elements(int64_t elements) { return elements % kFloatAlignme
 template <class Chain>
 int validate_arguments(const FactCallHeader* header, bool size_query, bool a_row_major,
                        bool b_row_major, const FactGemmArgs** out) {
-  if (!header || header->abi_version != FACT_ABI_VERSION ||
-      header->kind != fact_kind_id(FACT_GEMM_KIND_NAME) || header->size != sizeof(FactGemmArgs))
-    return FACT_ERR_INVALID_ARGS;
-  const FactGemmArgs* args = reinterpret_cast<const FactGemmArgs*>(header);
+  const FactGemmArgs* args = fact_gemm_args_of(header);
+  if (!args) return FACT_ERR_INVALID_ARGS;
   *out = args;
   if (args->a_type != FACT_DTYPE_F32 || args->b_type != FACT_DTYPE_F32 ||
       args->d_type != FACT_DTYPE_F32 ||

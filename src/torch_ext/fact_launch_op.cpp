@@ -694,14 +694,14 @@ void launch_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
   constexpr size_t kArguments = 3;
   TORCH_CHECK(stack->size() >= kArguments, "fact::launch: ", stack->size(), " arguments on the stack");
   const c10::IValue& operands = (*stack)[stack->size() - kArguments];
-  std::vector<at::Tensor> needing_grad;
+  bool needs_grad = false;
   if (at::GradMode::is_enabled()) {
     for (const c10::IValue& value : operands.toListRef()) {
       const at::Tensor& tensor = value.toTensor();
-      if (tensor.defined() && tensor.requires_grad()) needing_grad.push_back(tensor);
+      needs_grad = needs_grad || (tensor.defined() && tensor.requires_grad());
     }
   }
-  if (needing_grad.empty()) {
+  if (!needs_grad) {
     at::AutoDispatchBelowADInplaceOrView below;
     op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
     return;
