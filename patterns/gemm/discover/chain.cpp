@@ -100,6 +100,22 @@ std::optional<MatrixOperand> broadcast_matrix(const GemmChain& chain, const grap
   return MatrixOperand{ld, strides->first, strides->second};
 }
 
+// aten.dropout(x, p, train) that returns x: train is a constant false, or p a constant 0, and
+// the result has x's dtype and shape.
+bool is_identity_dropout(const Graph& g, const Node& node) {
+  const graph::Arg* p = detail::argument(node, 1, "p");
+  const graph::Arg* train = detail::argument(node, 2, "train");
+  const bool evaluating = train != nullptr && train->kind == graph::Arg::Kind::Constant &&
+                          train->constant.is_boolean() && !train->constant.get<bool>();
+  const bool drops_nothing = p != nullptr && detail::number_constant(*p) == std::optional<double>(0.0);
+  if (!evaluating && !drops_nothing) return false;
+  const auto args = tensor_args(node);
+  if (args.empty() || node.outputs.size() != 1) return false;
+  const auto& in = desc_of(g, args.front());
+  const auto& out = desc_of(g, node.outputs.front());
+  return in.shape == out.shape && in.dtype == out.dtype;
+}
+
 std::optional<double> alpha_of(const Graph& g, const Node& node) {
   const graph::Arg* alpha = detail::argument(node, 2, "alpha");
   if (alpha == nullptr) return 1.0;
@@ -184,6 +200,13 @@ const std::vector<StepRule>& step_rules() {
                    }
                    chain.problem.epilogue.push_back(step);
                    return true;
+                 }});
+    // Dropout that drops nothing (evaluation mode, or p = 0: what `model.eval()` exports between
+    // a Linear and its residual add) is the identity: absorbed as no step, so that the chain
+    // goes on to the add behind it and the replacement covers the dropout node too.
+    r.push_back({"identity_dropout", Pattern::op({"aten.dropout"}, {acc}),
+                 [](const Graph& g, const Node& node, const Binding&, GemmChain&, const EpilogueOptions&) {
+                   return is_identity_dropout(g, node);
                  }});
     r.push_back({"scale", Pattern::op({"fact.scale"}, {acc}),
                  [](const Graph&, const Node& node, const Binding&, GemmChain& chain, const EpilogueOptions&) {

@@ -105,6 +105,37 @@ TEST(GemmRule, SeparateBiasAddThenResidualThenScale) {
   EXPECT_EQ(m.roles.at("residual"), "r");
 }
 
+// x · wᵀ + bias → dropout(p, train) → + r: what `model.eval()` exports for a Linear whose
+// output passes a Dropout before the residual add (BERT, GPT-2, ViT).
+Discovery dropout_between_linear_and_residual(double p, bool train) {
+  GraphBuilder b(DType::BFloat16);
+  auto x = b.input("x", {64, 128});
+  auto r = b.input("r", {64, 256});
+  auto w = b.parameter("w", {256, 128});
+  auto bias = b.parameter("bias", {256});
+  auto y = b.op("aten.linear.default", {T(x), T(w), T(bias)}, {64, 256});
+  auto dropped = b.op("aten.dropout.default", {T(y), C(p), C(train)}, {64, 256});
+  auto sum = b.op("aten.add.Tensor", {T(dropped), T(r)}, {64, 256});
+  return discover(b.finish({sum}));
+}
+
+TEST(GemmRule, DropoutThatDropsNothingIsAbsorbedOnTheWayToTheResidual) {
+  for (const auto& [p, train] : std::vector<std::pair<double, bool>>{{0.1, false}, {0.0, true}}) {
+    const Match m = only_match(dropout_between_linear_and_residual(p, train));
+    EXPECT_EQ(m.rule, "gemm_bias_residual") << "p " << p << " train " << train;
+    const auto e = gemms(m)[0].epilogue;
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[1].kind, Kind::Residual);
+    EXPECT_EQ(m.roles.at("residual"), "r");
+  }
+}
+
+TEST(GemmRule, DropoutInTrainingStopsTheChain) {
+  const Match m = only_match(dropout_between_linear_and_residual(0.1, true));
+  EXPECT_EQ(m.rule, "gemm_bias");
+  EXPECT_EQ(gemms(m)[0].epilogue.size(), 1u);
+}
+
 TEST(GemmRule, ActivationsCarryTheirParameters) {
   for (const auto& [target, extra, name, p0, p1] :
        std::vector<std::tuple<std::string, std::vector<graph::Arg>, std::string, double, double>>{
