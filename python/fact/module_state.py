@@ -419,15 +419,19 @@ def export_keeping_state(module: torch.nn.Module, example_inputs: tuple, **expor
     of the graph); returns the program and what the forward writes (forward_writes: those
     attributes' qualified names, and the state the graph cannot keep). The module's state is
     as before. Convolutions that are GEMMs (a ViT's patch embedding) come out as a linear
-    (fact.patch_gemms), and a linear over a transposed input whose readers allow it runs over
-    the untransposed rows (fact.transposed_linears: nn.MultiheadAttention's in-projection)."""
+    (fact.patch_gemms), a linear over a transposed input whose readers allow it runs over the
+    untransposed rows (fact.transposed_linears: nn.MultiheadAttention's in-projection), and a
+    linear whose rows are transposed back afterwards runs over rows already in that order
+    (fact.transposed_linear_outputs: its out-projection)."""
     from fact.patch_gemms import rewrite_patch_convolutions
+    from fact.transposed_linear_outputs import rewrite_transposed_linear_outputs
     from fact.transposed_linears import rewrite_transposed_linears
     writes = forward_writes(module, lambda: module(*example_inputs))
     with preserved_state(module), tensor_attributes_as_buffers(module, writes.attributes):
         program = torch.export.export(module, example_inputs, **export_options)
     rewrite_patch_convolutions(program.graph_module)
     rewrite_transposed_linears(program.graph_module)
+    rewrite_transposed_linear_outputs(program.graph_module)
     return program, writes
 
 
