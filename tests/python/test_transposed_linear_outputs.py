@@ -5,6 +5,9 @@ contiguous, so fact.optimize fuses the residual adds into the out-projection and
 GEMM; a graph whose later nodes need the transposed layout is left as it is."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 
 import fact
@@ -123,3 +126,32 @@ def test_optimize_fuses_the_residual_adds_into_the_out_projection_and_the_mlp(tm
     fresh = torch.randn(B, T, E)
     with torch.no_grad():
         torch.testing.assert_close(composed(fresh), module(fresh), rtol=1e-5, atol=1e-5)
+
+
+@needs_engine_plan
+def test_torchvision_vit_fuses_both_residual_adds_of_every_block(tmp_path):
+    """The whole torchvision VisionTransformer (corpus/whole_models.py, CPU sizes): after the two
+    MHA rewrites every encoder block's out-projection and second MLP GEMM absorb their residual
+    adds, and the composed model stays within the bf16 bound of its float64 run."""
+    pytest.importorskip("torchvision")
+    from fact.conformance.corpus import float64_output, load_file, output_bound, quiet_torch, relative_error
+    whole = load_file(Path(__file__).resolve().parents[2] / "corpus" / "whole_models.py")
+    spec = whole.MODELS["torchvision_vit"]
+    model = spec.build().to(torch.bfloat16).eval()
+    example = tuple(x.to(torch.bfloat16) for x in spec.inputs(spec.batch, 1))
+    with quiet_torch(), torch.no_grad():
+        composed = fact.optimize(model, example, work_dir=tmp_path, remainder="eager")
+    rules = [entry.rule for entry in composed.fact_report.composed]
+    layers = spec.sizes["num_layers"]
+    assert sum(rule.endswith("_residual") for rule in rules) == layers, rules  # out-projections
+    down_residuals = [entry for entry in composed.fact_report.composed if entry.rule.startswith("mlp_")
+                      and entry.calls[-1].summary.split()[0].endswith("_residual")]
+    assert len(down_residuals) == layers, rules
+    fresh = tuple(x.to(torch.bfloat16) for x in spec.inputs(spec.batch, 2))
+    with quiet_torch(), torch.no_grad():
+        got = spec.outputs(composed(*fresh))
+        want = spec.outputs(model(*fresh))
+    reference = spec.outputs(float64_output(model, fresh))
+    for key, ref in reference.items():
+        bound = output_bound("native", relative_error(want[key], ref))
+        assert relative_error(got[key], ref) <= bound, key
