@@ -122,8 +122,13 @@ def test_optimize_fuses_the_residual_adds_into_the_out_projection_and_the_mlp(tm
     composed = fact.optimize(module, (x,), "strict", remainder="eager", work_dir=tmp_path)
     residual_gemms = [call.summary for entry in composed.fact_report.composed for call in entry.calls
                       if call.summary.split()[0].endswith("residual")]
-    # per block: the out-projection (+ bias + residual) and the MLP's second GEMM
+    # per block: the out-projection (+ bias + residual) and the MLP's second GEMM, each one
+    # product over the B·T rows (the out-projection stops at the head merge's copy: reading
+    # through it, the attention's [T, B] output order would split the rows into B products)
     assert len(residual_gemms) == 4, [e.rule for e in composed.fact_report.composed]
+    assert sum(s.startswith(f"gemm_bias_residual {B * T}x{E}x{E}") for s in residual_gemms) == 2, residual_gemms
+    for attention in [e for e in composed.fact_report.composed if e.rule == "attention"]:
+        assert any(node.startswith("contiguous") for node in attention.nodes), attention.nodes  # writes the merge
     torch.manual_seed(1)
     fresh = torch.randn(B, T, E)
     with torch.no_grad():
@@ -145,7 +150,7 @@ def test_torchvision_vit_fuses_both_residual_adds_of_every_block(tmp_path):
         composed = fact.optimize(model, example, work_dir=tmp_path, remainder="eager")
     rules = [entry.rule for entry in composed.fact_report.composed]
     layers = spec.sizes["num_layers"]
-    assert sum(rule.endswith("_residual") for rule in rules) == layers, rules  # out-projections
+    assert rules.count("gemm_bias_residual") == layers, rules  # out-projections, one product each
     down_residuals = [entry for entry in composed.fact_report.composed if entry.rule.startswith("mlp_")
                       and entry.calls[-1].summary.split()[0].endswith("_residual")]
     assert len(down_residuals) == layers, rules

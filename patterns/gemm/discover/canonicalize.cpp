@@ -428,6 +428,20 @@ bool accept_a(const StridedView& v) {
   return batch_runs(v, 0, v.rank() - 2) <= 2 || collapse_dims(v, 0, v.rank() - 1).has_value();
 }
 
+// Whether the rows of an [batch..., M, K] operand view fold into one strided M.
+bool rows_fold(const StridedView& v) {
+  return v.rank() >= 2 && collapse_dims(v, 0, v.rank() - 1).has_value();
+}
+
+// Whether a traced operand was read through a copy (clone / contiguous).
+bool reads_through_a_copy(const Graph& g, const TracedOperand& t) {
+  for (const auto& id : t.absorbed) {
+    const Node* node = g.node(id);
+    if (node != nullptr && target_in(*node, {"aten.clone", "aten.contiguous"})) return true;
+  }
+  return false;
+}
+
 bool accept_b(const StridedView& v) {
   return v.rank() >= 2 && trailing_layout(v) && batch_runs(v, 0, v.rank() - 2) <= 2;
 }
@@ -524,10 +538,21 @@ void canonicalize_one(Graph& g, const Node& node) {
     return call->b_is_weight ? transpose_last_two(v) : v;
   };
 
-  const TracedOperand ta = trace_operand(g, call->a, [&](const StridedView& v) {
+  TracedOperand ta = trace_operand(g, call->a, [&](const StridedView& v) {
     const auto logical = logical_a(v, nullptr);
     return logical && accept_a(*logical);
   });
+  // A linear's rows read through a contiguous copy (a head merge after an attention whose
+  // output is laid out in another order) can come out as a batch of products, where the copy's
+  // own rows fold into one M: then stop at the copy. Whoever produced the copied value may
+  // absorb the copy (the attention writes its output merged), and one product of B·T rows beats
+  // B products of T.
+  if (call->b_is_weight && !einsum && reads_through_a_copy(g, ta) && !rows_fold(ta.view)) {
+    TracedOperand folded = trace_operand(g, call->a, [&](const StridedView& v) {
+      return accept_a(v) && rows_fold(v);
+    });
+    if (folded.accepted) ta = std::move(folded);
+  }
   const TracedOperand tb = trace_operand(g, call->b, [&](const StridedView& v) {
     if (call->b_is_weight) return accept_weight(v);
     const auto logical = logical_b(v, nullptr);

@@ -136,6 +136,27 @@ TEST(GemmRule, DropoutInTrainingStopsTheChain) {
   EXPECT_EQ(gemms(m)[0].epilogue.size(), 1u);
 }
 
+// o [B, H, T, D] laid out in [T, B, H, D] order (an attention whose q came in that order) →
+// transpose(1, 2) → contiguous → view [B, T, H·D] → linear: reading through the copy the rows
+// would be B products of T rows (b at stride H·D, t at B·H·D); the copy's own rows fold.
+TEST(GemmRule, ALinearStopsAtACopyWhoseRowsFoldWhereReadingThroughItWouldBatchThem) {
+  const int64_t B = 4, H = 2, S = 6, D = 16, E = H * D;
+  GraphBuilder b(DType::BFloat16);
+  auto o = b.input("o", {B, H, S, D}, std::vector<int64_t>{H * D, D, B * H * D, 1});
+  auto w = b.parameter("w", {E, E});
+  auto moved = b.op("aten.transpose.int", {T(o), C(1), C(2)}, {B, S, H, D},
+                    OpOptions{.stride = std::vector<int64_t>{H * D, B * H * D, D, 1}});
+  auto copied = b.op("aten.contiguous.default", {T(moved)}, {B, S, H, D});
+  auto merged = b.op("aten.view.default", {T(copied), C(std::vector<int64_t>{B, S, E})}, {B, S, E});
+  auto y = b.op("aten.linear.default", {T(merged), T(w)}, {B, S, E});
+  const Match m = only_match(discover(b.finish({y})));
+  const GemmProblem p = gemms(m)[0];
+  EXPECT_EQ(p.batch, 1);
+  EXPECT_EQ(p.m, B * S);
+  EXPECT_EQ(p.a.value, copied);
+  EXPECT_EQ(p.a.ld, E);
+}
+
 TEST(GemmRule, ActivationsCarryTheirParameters) {
   for (const auto& [target, extra, name, p0, p1] :
        std::vector<std::tuple<std::string, std::vector<graph::Arg>, std::string, double, double>>{
