@@ -206,6 +206,12 @@ std::vector<KernelSpec> Tuner::sweep_specs(const TuneRequest& request, const Ker
   return specs;
 }
 
+bool Tuner::deeper_than_stored(const TuningRecord& stored, const TuneRequest& request,
+                               const KernelSpec& problem_class) {
+  const size_t space = sweep_specs(request, problem_class, nullptr).size();
+  return static_cast<size_t>(std::max(stored.candidates, 0)) < space;
+}
+
 size_t Tuner::prebuild(const std::vector<TuneRequest>& requests) {
   std::vector<BuildJob> jobs;
   std::set<std::string> keys;
@@ -214,8 +220,11 @@ size_t Tuner::prebuild(const std::vector<TuneRequest>& requests) {
       const KernelSpec problem_class = source_.problem_class(request.problem, request.precision);
       const TuningKey key = key_of(source_, request, problem_class);
       if (!request.force) {
-        if (db_.find_exact(key)) continue;                                // tune() reuses it
-        if (request.reuse_bucket && db_.find_in_bucket(key)) continue;  // tried before any sweep
+        if (auto stored = db_.find_exact(key)) {
+          if (!deeper_than_stored(*stored, request, problem_class)) continue;  // tune() reuses it
+        } else if (request.reuse_bucket && db_.find_in_bucket(key)) {
+          continue;  // tried before any sweep
+        }
       }
       for (const KernelSpec& spec : sweep_specs(request, problem_class, nullptr)) {
         try {
@@ -301,7 +310,12 @@ TuneResult Tuner::tune(const TuneRequest& request) {
 
   if (!request.force) {
     if (auto stored = db_.find_exact(result.key)) {
-      if (try_known_choice(*stored, "database", false)) return finish();
+      if (deeper_than_stored(*stored, request, problem_class)) {
+        result.notes.push_back("the stored choice was tuned over " + std::to_string(stored->candidates) +
+                               " configuration(s); tuning over more now, as asked");
+      } else if (try_known_choice(*stored, "database", false)) {
+        return finish();
+      }
     } else if (request.reuse_bucket) {
       if (auto near = db_.find_in_bucket(result.key)) {
         std::string dims;

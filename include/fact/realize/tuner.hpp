@@ -136,6 +136,9 @@ class Tuner {
   // spread_selection to max_candidates; what was pruned or cut goes to `notes` (may be null).
   std::vector<KernelSpec> sweep_specs(const TuneRequest& request, const KernelSpec& problem_class,
                                       std::vector<std::string>* notes);
+  // Whether this request's sweep would try more configurations than the stored choice was
+  // picked from (a deeper --tune than the run that stored it): then it sweeps again.
+  bool deeper_than_stored(const TuningRecord& stored, const TuneRequest& request, const KernelSpec& problem_class);
   CandidateOutcome run_candidate(const KernelSpec& spec, const BuildJob& job, const BuildOutcome& built,
                                  const TuneRequest& request, const std::vector<std::string>& baselines,
                                  const std::filesystem::path& work_dir, RunResult* run_result);

@@ -229,6 +229,28 @@ TEST_F(TunerTest, SecondRunReusesTheStoredChoiceAndTheCachedBinary) {
   EXPECT_LT(seconds, 1.0);
 }
 
+// A choice stored by a shallow tune (3 of 10 configurations) is tuned again when a deeper one
+// is asked for (all 10), and the deeper choice is then reused.
+TEST_F(TunerTest, ADeeperTuneThanTheStoredChoiceSweepsAgain) {
+  FakeSource source(kEveryOutcome, counter);
+  BuildDriver builder(cache, options);
+  Tuner tuner(source, builder, runner, db);
+  TuneRequest shallow = request();
+  shallow.max_candidates = 3;
+  TuneResult first = tuner.tune(shallow);
+  ASSERT_TRUE(db.find_exact(first.key).has_value());
+  EXPECT_EQ(db.find_exact(first.key)->candidates, 3);
+  EXPECT_EQ(tuner.tune(shallow).origin, "database") << "the same depth reuses the stored choice";
+
+  TuneResult deeper = tuner.tune(request());
+  EXPECT_EQ(deeper.origin, "sweep");
+  ASSERT_TRUE(deeper.ok());
+  EXPECT_EQ(deeper.best->config, "tile_n32");
+  EXPECT_EQ(db.find_exact(deeper.key)->candidates, 10);
+  EXPECT_EQ(tuner.tune(request()).origin, "database");
+  EXPECT_EQ(tuner.tune(shallow).origin, "database") << "a shallower ask reuses the deeper choice";
+}
+
 // A model's problems: prebuild compiles every sweep's candidates in one build (a configuration
 // shared by two problems once), then each tune() finds them built and only runs them; problems
 // with a stored choice, or one the source cannot realize, add nothing to build.
