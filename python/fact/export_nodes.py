@@ -1,5 +1,5 @@
 """Nodes added to, or re-evaluated in, an exported program's graph by the export rewrites
-(fact.patch_gemms, fact.transposed_linears): each keeps the value PyTorch computes for it on
+(fact.patch_gemms, fact.transposed_linears, fact.transposed_linear_outputs): each keeps the value PyTorch computes for it on
 its arguments' meta values (fake tensors, under their fake mode) and the source metadata of
 the node it stands for, as torch.export would have recorded them."""
 from __future__ import annotations
@@ -7,6 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+# The copies an export rewrite reads a layout through: `contiguous`, and `clone` (to the
+# contiguous format where the exported code asked for one).
+COPIES = {torch.ops.aten.contiguous.default, torch.ops.aten.clone.default}
 
 # What a new node takes over from the node it stands for: where it came from in the source.
 _SOURCE_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "torch_fn")

@@ -34,15 +34,12 @@ from typing import Any
 
 import torch
 
-from fact.export_nodes import add_call, evaluate
+from fact.export_nodes import COPIES, add_call, evaluate
 
 aten = torch.ops.aten
 
 _LINEAR = aten.linear.default
 _ROW_VIEWS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default}
-# A copy to the contiguous format between the head merge's permute and its view (recorded where
-# the permuted tensor is not contiguous already, e.g. after a CUDA attention).
-_COPIES = {aten.contiguous.default, aten.clone.default}
 
 
 def _static(sizes: Any) -> bool:
@@ -72,7 +69,7 @@ def _match(linear: torch.fx.Node) -> dict | None:
         return None
     permuted = rows.args[0]
     copy = None
-    if isinstance(permuted, torch.fx.Node) and permuted.target in _COPIES and len(permuted.users) == 1:
+    if isinstance(permuted, torch.fx.Node) and permuted.target in COPIES and len(permuted.users) == 1:
         copy, permuted = permuted, permuted.args[0]
     if not isinstance(permuted, torch.fx.Node) or permuted.target is not aten.permute.default:
         return None

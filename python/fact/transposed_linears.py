@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from fact.export_nodes import add_call, evaluate
+from fact.export_nodes import COPIES, add_call, evaluate
 
 aten = torch.ops.aten
 
@@ -37,7 +37,6 @@ _ANY_STRIDE_VIEWS = {
     aten.squeeze.default, aten.transpose.int, aten.permute.default, aten.select.int,
     aten.slice.Tensor, aten.alias.default, aten.detach.default,
 }
-_COPIES = {aten.contiguous.default, aten.clone.default}
 
 
 def _order_of(node: Any) -> list[int] | None:
@@ -64,7 +63,7 @@ def _order_of(node: Any) -> list[int] | None:
 
 def _chain(linear: torch.fx.Node) -> list[torch.fx.Node] | None:
     """The nodes reading the linear's value, in graph order, when every path from it runs
-    through _ANY_STRIDE_VIEWS and ends in a node of _COPIES; None otherwise."""
+    through _ANY_STRIDE_VIEWS and ends in a node of COPIES; None otherwise."""
     reached, frontier = [], [linear]
     while frontier:
         node = frontier.pop()
@@ -73,7 +72,7 @@ def _chain(linear: torch.fx.Node) -> list[torch.fx.Node] | None:
                 continue
             if user.op != "call_function":
                 return None
-            if user.target in _COPIES:
+            if user.target in COPIES:
                 reached.append(user)
             elif user.target in _ANY_STRIDE_VIEWS:
                 reached.append(user)
@@ -92,7 +91,7 @@ def _chain_values(linear: torch.fx.Node, source: torch.fx.Node, order: list[int]
     values: dict = {linear: untransposed.permute(order)}
     for node in chain:
         values[node] = evaluate(node.target, node.args, node.kwargs, node, values)
-        if node.target in _COPIES:
+        if node.target in COPIES:
             before, after = node.meta["val"], values[node]
             if tuple(before.shape) != tuple(after.shape) or before.stride() != after.stride():
                 return None

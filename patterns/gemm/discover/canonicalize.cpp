@@ -421,16 +421,16 @@ std::optional<GemmForm> gemm_form(const StridedView& a, const StridedView& b) {
   return form;
 }
 
+// Whether the rows of an [batch..., M, K] operand view fold into one strided M.
+bool rows_fold(const StridedView& v) {
+  return v.rank() >= 2 && collapse_dims(v, 0, v.rank() - 1).has_value();
+}
+
 // An operand view the kernels can read: a leading dimension, and batch dims that one stride or
 // two (two batch modes) walk, or (A) that fold into M.
 bool accept_a(const StridedView& v) {
   if (v.rank() < 2 || !trailing_layout(v)) return false;
-  return batch_runs(v, 0, v.rank() - 2) <= 2 || collapse_dims(v, 0, v.rank() - 1).has_value();
-}
-
-// Whether the rows of an [batch..., M, K] operand view fold into one strided M.
-bool rows_fold(const StridedView& v) {
-  return v.rank() >= 2 && collapse_dims(v, 0, v.rank() - 1).has_value();
+  return batch_runs(v, 0, v.rank() - 2) <= 2 || rows_fold(v);
 }
 
 // Whether a traced operand was read through a copy (clone / contiguous).
